@@ -1,0 +1,51 @@
+"""Feature preprocessing as in the iFedAvg paper: standardise continuous features, then encode
+missing values (continuous -> 0, i.e. the mean; binary -> 0.5).
+
+Standardisation is either per site (each site uses its own mean / SD: the paper's setting, which
+also hides any affine unit error) or against reference values every site agrees on, such as a
+consortium's data dictionary (unit errors and offsets then stay in the data for the model, and
+for iFedAvg's heatmaps, to see).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+STANDARDIZE_MODES = ("site", "reference", "none")
+
+
+def standardize(
+    x: np.ndarray,
+    kinds: Sequence[str],
+    mode: str = "site",
+    reference: dict[int, tuple[float, float]] | None = None,
+) -> np.ndarray:
+    """Z-score the continuous columns of one site's table (NaN = missing, left as NaN).
+
+    `reference` maps a column index to (mean, sd) for mode 'reference'.
+    """
+    if mode not in STANDARDIZE_MODES:
+        raise ValueError(f"standardisation mode must be one of {STANDARDIZE_MODES}, not {mode!r}")
+    out = np.array(x, dtype=np.float64, copy=True)
+    if mode == "none":
+        return out
+    for j, kind in enumerate(kinds):
+        if kind != "continuous":
+            continue
+        if mode == "reference":
+            mean, sd = reference[j]
+        else:
+            column = out[:, j]
+            observed = column[~np.isnan(column)]
+            mean = observed.mean() if observed.size else 0.0
+            sd = observed.std() if observed.size > 1 else 0.0
+        out[:, j] = (out[:, j] - mean) / (sd if sd > 0 else 1.0)
+    return out
+
+
+def encode_missing(x: np.ndarray, kinds: Sequence[str]) -> np.ndarray:
+    """Missing continuous -> 0 (after standardisation), missing binary / categorical -> 0.5."""
+    fill = np.array([0.0 if kind == "continuous" else 0.5 for kind in kinds])
+    return np.where(np.isnan(x), fill, x)

@@ -1,0 +1,5 @@
+import sys
+
+from fedcore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,165 @@
+"""AdaFed (Giuseppi et al.): performance-weighted averaging and an adaptive class-weighted loss.
+
+Each round (the paper's Algorithm 1):
+    - the server scores every site's returned model on its test set and turns the score into a
+      weight p_i (one of the rules below); the server model is sum_i p_i w_i / sum_i p_i and
+      every site receives it;
+    - the server scores its new model per class and sets the clients' loss weights for the next
+      round to kappa_c = 1 / (F1_c + epsilon), so classes the federation gets wrong count more.
+
+Without a server test set (paper section 3.3), the server pools a small share of every site's
+training rows, or each site model is scored on the other sites' hold-outs. The second option
+uses hold-out rows for weighting, as the paper proposes; scores on those hold-outs are then no
+longer untouched by training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedcore.algorithms.base import Algorithm, Records, param
+from fedcore.errors import SpecError
+from fedcore.federation import stratified_holdout
+from fedcore.metrics import confusion_matrix, per_class_f1
+from fedcore.seeding import derive_seed
+
+WEIGHT_RULES = ("accuracy_x_size", "accuracy", "threshold", "power")
+
+
+@dataclass
+class AdaFedParams:
+    weight_rule: str = param(
+        "accuracy",
+        "Site weight p_i from its accuracy on the server test set: 'accuracy_x_size' "
+        "(accuracy x training rows, Sim. 1.A), 'accuracy' (1.B, 1.C), 'threshold' "
+        "(max(accuracy - floor, 0), 1.D), 'power' (accuracy ** power).",
+        WEIGHT_RULES,
+    )
+    accuracy_floor: float = param(0.55, "threshold rule: accuracy a site must exceed to count.")
+    power: float = param(2.0, "power rule: exponent (2 quadratic, 3 cubic) to suppress bad sites.")
+    adaptive_loss: bool = param(True, "Adapt the class weights kappa_c = 1 / (F1_c + epsilon).")
+    epsilon: float = param(0.1, "epsilon in kappa_c; keep it at least 0.01.")
+    server_test: str = param(
+        "pooled",
+        "The server's test set: 'given' (the federation's own), 'pooled' (a share of each site's "
+        "training rows copied to the server) or 'others' (each site's model scored on the other "
+        "sites' hold-outs).",
+        ("given", "pooled", "others"),
+    )
+    server_share: float = param(0.1, "pooled: share of each site's training rows sent to the server.")
+
+    def __post_init__(self) -> None:
+        if self.epsilon < 0.01:
+            raise SpecError(f"AdaFed: epsilon must be at least 0.01, not {self.epsilon}.")
+        if not 0 < self.server_share < 1:
+            raise SpecError(f"AdaFed: server_share must be in (0, 1), not {self.server_share}.")
+
+
+class AdaFed(Algorithm):
+    name = "adafed"
+    title = "AdaFed"
+    summary = "Server weights each site's model by its test performance and adapts class weights."
+    Params = AdaFedParams
+
+    def setup(self, sim) -> None:
+        n_classes = sim.federation.n_classes
+        self.kappa = torch.ones(n_classes)
+        self.server_set = self._server_set(sim)
+        self.p = torch.ones(len(sim.models))
+        self.share = self.p / self.p.sum()
+        self.site_accuracy = torch.zeros(len(sim.models))
+        self.server_f1 = torch.zeros(n_classes)
+        self.server_accuracy = float("nan")
+        self.fallback_uniform = False
+
+    def _server_set(self, sim) -> tuple[torch.Tensor, torch.Tensor] | None:
+        mode = self.params.server_test
+        if mode == "given":
+            if sim.federation.server_test is None:
+                raise SpecError(
+                    "AdaFed: this federation has no server test set; use server_test 'pooled' or 'others'."
+                )
+            return tuple(t.to(sim.device) for t in sim.federation.server_test)
+        if mode == "others":
+            return None
+        xs, ys = [], []
+        for name, (x, y) in zip(sim.site_names, sim.train_sets):
+            k = max(1, round(self.params.server_share * len(y)))
+            rng = np.random.default_rng(derive_seed(sim.config.seed, name, "adafed-server"))
+            _, shared = stratified_holdout(y.cpu().numpy(), k, rng)
+            shared = torch.as_tensor(shared, device=y.device)
+            xs.append(x[shared])
+            ys.append(y[shared])
+        return torch.cat(xs), torch.cat(ys)
+
+    def loss(self, sim, site, model, x, y):
+        n_classes = len(self.kappa)
+        weight = (self.kappa * n_classes / self.kappa.sum()).to(sim.device)
+        return sim.base_loss(model(x), y, site, weight=weight)
+
+    def _accuracy(self, sim, model, sets) -> float:
+        scores = [
+            float((sim.predict(model, x).argmax(1) == y).double().mean()) for x, y in sets
+        ]
+        return sum(scores) / len(scores)
+
+    def mixing(self, sim) -> torch.Tensor:
+        n_sites = len(sim.models)
+        for i, model in enumerate(sim.models):
+            if self.server_set is not None:
+                sets = [self.server_set]
+            else:
+                sets = [s for j, s in enumerate(sim.test_sets) if j != i] or sim.test_sets
+            self.site_accuracy[i] = self._accuracy(sim, model, sets)
+        self.p = self._weights(sim)
+        # When no site scores above zero (e.g. all below the floor), average uniformly this round.
+        self.fallback_uniform = bool(self.p.sum() <= 0)
+        uniform = torch.full((n_sites,), 1.0 / n_sites)
+        self.share = uniform if self.fallback_uniform else self.p / self.p.sum()
+        return self.share.expand(n_sites, n_sites).clone()
+
+    def _weights(self, sim) -> torch.Tensor:
+        accuracy, rule = self.site_accuracy.clone(), self.params.weight_rule
+        if rule == "accuracy_x_size":
+            return accuracy * torch.tensor([float(len(y)) for _, y in sim.train_sets])
+        if rule == "threshold":
+            return (accuracy - self.params.accuracy_floor).clamp(min=0)
+        if rule == "power":
+            return accuracy**self.params.power
+        return accuracy
+
+    @torch.no_grad()
+    def after_aggregation(self, sim) -> None:
+        server_model = sim.models[0]  # every site now holds the server model
+        sets = [self.server_set] if self.server_set is not None else sim.test_sets
+        y = torch.cat([y for _, y in sets]).cpu()
+        predicted = torch.cat([sim.predict(server_model, x).argmax(1) for x, _ in sets]).cpu()
+        confusion = confusion_matrix(y, predicted, len(self.kappa))
+        self.server_f1 = per_class_f1(confusion).float()
+        self.server_accuracy = float(confusion.diagonal().sum() / confusion.sum())
+        if self.params.adaptive_loss:
+            self.kappa = 1.0 / (self.server_f1 + self.params.epsilon)
+
+    def record(self, sim) -> Records:
+        share = self.share
+        by_site = lambda t: dict(zip(sim.site_names, t.tolist()))  # noqa: E731
+        scalars = {
+            "p": by_site(self.p),
+            "p_share": by_site(share),
+            "site_accuracy": by_site(self.site_accuracy),
+            "kappa": self.kappa.tolist(),
+            "server_f1_per_class": self.server_f1.tolist(),
+            "server_macro_f1": float(self.server_f1.mean()),
+            "server_accuracy": self.server_accuracy,
+            "fallback_uniform": self.fallback_uniform,
+        }
+        arrays = {
+            "p": self.p.numpy(),
+            "p_share": share.numpy(),
+            "kappa": self.kappa.numpy(),
+            "server_f1": self.server_f1.numpy(),
+        }
+        return scalars, arrays

@@ -1,0 +1,84 @@
+"""APFL (Deng et al. 2020): each site keeps a personal model v and a mixing weight alpha next to
+the shared model w, and predicts with the mixture v_bar = alpha * v + (1 - alpha) * w.
+
+Per step, as in the APFL algorithm: w descends its own loss; v and alpha descend the loss of
+the mixture (w enters the mixture detached, so it is not pulled by it). Only w is averaged.
+"""
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
+from fedcore.errors import SpecError
+
+
+@dataclass
+class APFLParams(FedAvgParams):
+    alpha: float = param(0.5, "Initial weight alpha of the personal model in the mixture.")
+    adapt_alpha: bool = param(True, "Learn alpha per site by gradient descent; False keeps it fixed.")
+    alpha_lr_scale: float = param(1.0, "alpha's learning rate relative to the models'.")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.alpha <= 1:
+            raise SpecError(f"APFL: alpha must be in [0, 1], not {self.alpha}.")
+
+
+class APFLModel(nn.Module):
+    """w (`shared`), v (`personal`) and alpha; calling it gives the mixture's log-probabilities."""
+
+    def __init__(self, shared: nn.Module, alpha: float) -> None:
+        super().__init__()
+        self.shared = shared
+        self.personal = copy.deepcopy(shared)
+        self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+
+    def mixture(self, x: torch.Tensor, detach_shared: bool = False) -> torch.Tensor:
+        # Projected alpha in the forward pass, identity gradient: alpha can leave 0 or 1 again.
+        alpha = self.alpha + (self.alpha.clamp(0.0, 1.0) - self.alpha).detach()
+        shared = dict(self.shared.named_parameters())
+        mixed = {
+            name: alpha * v + (1 - alpha) * (shared[name].detach() if detach_shared else shared[name])
+            for name, v in self.personal.named_parameters()
+        }
+        return functional_call(self.personal, mixed, (x,))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mixture(x)
+
+
+class APFL(Algorithm):
+    name = "apfl"
+    title = "APFL"
+    summary = "Each site mixes a personal and the shared model with a learned weight alpha."
+    Params = APFLParams
+    # The iFedAvg paper runs APFL without client momentum (its authors do not discuss it).
+    config_defaults = {"momentum": 0.0}
+
+    def build_model(self, sim) -> nn.Module:
+        model = APFLModel(sim.make_mlp(), self.params.alpha)
+        model.alpha.requires_grad_(self.params.adapt_alpha)
+        return model
+
+    def optimizer_groups(self, model: APFLModel) -> list[dict]:
+        weights = [p for n, p in model.named_parameters() if n != "alpha"]
+        return [{"params": weights}, {"params": [model.alpha], "lr_scale": self.params.alpha_lr_scale}]
+
+    def is_local(self, name: str, module: nn.Module) -> bool:
+        return not name.startswith("shared.")
+
+    def loss(self, sim, site: int, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return sim.base_loss(model.shared(x), y, site) + sim.base_loss(
+            model.mixture(x, detach_shared=True), y, site
+        )
+
+    def record(self, sim) -> Records:
+        alpha = {
+            name: float(model.alpha.detach().clamp(0, 1))
+            for name, model in zip(sim.site_names, sim.models)
+        }
+        return {"alpha": alpha}, {"alpha": torch.tensor(list(alpha.values())).numpy()}
+

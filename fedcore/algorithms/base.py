@@ -1,0 +1,113 @@
+"""What an algorithm is: a handful of hooks the engine calls, defaulting to FedAvg.
+
+An algorithm module states only what differs from FedAvg, the way its paper's algorithm box
+does: which parameters never leave a site (`is_local`), how the server combines the rest
+(`mixing`: row i holds the weights site i's new model gives every site's model), any extra
+local loss (`loss`), any server step between rounds (`after_aggregation`), and what it records
+(`record`). The engine owns the loop over rounds, devices, seeds, batching and evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from fedcore.engine import Simulation
+
+
+def param(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
+    """A documented algorithm parameter (the CLI and the dashboard read `help` and `choices`)."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class FedAvgParams:
+    weighting: str = param(
+        "uniform",
+        "How the server weights sites when averaging: 'uniform' (the iFedAvg reference) or "
+        "'samples' (by training rows, as in McMahan et al.).",
+        ("uniform", "samples"),
+    )
+
+
+Records = tuple[dict[str, Any], dict[str, np.ndarray]]
+
+
+class Algorithm:
+    """FedAvg (McMahan et al. 2017): every parameter is shared and averaged."""
+
+    name: ClassVar[str] = "fedavg"
+    title: ClassVar[str] = "FedAvg"
+    summary: ClassVar[str] = "Averages every parameter of every site's model, affine layers too."
+    Params: ClassVar[type] = FedAvgParams
+    # Model variant: the paper's MLP, with BatchNorm for the algorithms built around it.
+    batch_norm: ClassVar[bool] = False
+    # Engine settings this algorithm's paper sets differently (applied unless the user sets them).
+    config_defaults: ClassVar[dict[str, Any]] = {}
+    # Centralized: one model trained on all sites' pooled training rows.
+    pooled: ClassVar[bool] = False
+
+    def __init__(self, params: Any = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    # -- model ----------------------------------------------------------------------------
+    def build_model(self, sim: Simulation) -> nn.Module:
+        return sim.make_mlp()
+
+    def optimizer_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        """SGD parameter groups; a group's optional `lr_scale` multiplies the round's rate."""
+        return [{"params": list(model.parameters())}]
+
+    def is_local(self, name: str, module: nn.Module) -> bool:
+        """Whether parameter / buffer `name` (owned by `module`) never leaves its site."""
+        return False
+
+    # -- rounds ---------------------------------------------------------------------------
+    def setup(self, sim: Simulation) -> None:
+        """Once, after the models exist and before round 1."""
+
+    def start_local(self, sim: Simulation, site: int) -> None:
+        """Before a site's local update in each round (e.g. remember the received model)."""
+
+    def loss(
+        self, sim: Simulation, site: int, model: nn.Module, x: torch.Tensor, y: torch.Tensor
+    ) -> torch.Tensor:
+        return sim.base_loss(model(x), y, site)
+
+    def mixing(self, sim: Simulation) -> torch.Tensor:
+        """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""
+        n_sites = len(sim.models)
+        if self.params.weighting == "samples":
+            sizes = torch.tensor([float(len(y)) for _, y in sim.train_sets])
+            return (sizes / sizes.sum()).expand(n_sites, n_sites).clone()
+        return torch.full((n_sites, n_sites), 1.0 / n_sites)
+
+    def after_aggregation(self, sim: Simulation) -> None:
+        """Server-side step between rounds (AdaFed adapts its loss here)."""
+
+    def record(self, sim: Simulation) -> Records:
+        """Scalars for the round's JSON record and arrays for its npz, at evaluated rounds."""
+        return {}, {}
+
+
+def params_from_dict(algorithm: type[Algorithm], values: dict[str, Any]) -> Any:
+    """Build an algorithm's Params from plain values, naming any unknown or invalid one."""
+    from fedcore.errors import SpecError
+
+    known = {f.name: f for f in fields(algorithm.Params)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        listed = ", ".join(sorted(known)) or "none"
+        raise SpecError(
+            f"{algorithm.title} has no parameter {', '.join(unknown)}; its parameters: {listed}."
+        )
+    for key, value in values.items():
+        choices = known[key].metadata.get("choices")
+        if choices and value not in choices:
+            raise SpecError(f"{algorithm.title}: {key} must be one of {list(choices)}, not {value!r}.")
+    return algorithm.Params(**values)

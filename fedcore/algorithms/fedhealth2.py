@@ -1,0 +1,179 @@
+"""FedHealth 2 (Chen et al., later FedAP): similarity-weighted personalised aggregation with
+local BatchNorm.
+
+    1. Statistics per site, computed once: a model pretrained at the server (on a share of each
+       site's training rows) runs frozen over the site's training rows; the per-channel mean and
+       variance of the input of every BatchNorm layer describe the site.
+       f-variant: no pretrained model; after `warmup_rounds` of FedBN each site's BatchNorm
+       running means / variances are used instead. d-variant: the statistics of the
+       classifier's input features.
+    2. Distances d_ij between sites (diagonal-Gaussian Wasserstein) give weights w_ii = lambda,
+       w_ij proportional to 1 / d_ij for j != i, each row summing to 1.
+    3. Each round, site i receives sum_j w_ij theta_j for every non-BatchNorm parameter; its
+       BatchNorm layers never leave it.
+
+The pretrained model only measures the sites: federated training starts from the same
+initial model as every other algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedcore.algorithms.base import Algorithm, Records, param
+from fedcore.algorithms.fedbn import is_batch_norm
+from fedcore.engine import train_locally
+from fedcore.errors import SpecError
+from fedcore.federation import stratified_holdout
+from fedcore.interpret.similarity import Statistics, nearest_sites, site_distances, similarity_weights
+from fedcore.seeding import derive_seed
+
+
+@dataclass
+class FedHealth2Params:
+    lam: float = param(0.5, "lambda: the weight each site keeps for its own model (W's diagonal).")
+    variant: str = param(
+        "pretrained",
+        "Where the site statistics come from: 'pretrained' (BatchNorm inputs of a model trained on "
+        "a server share), 'f' (BatchNorm running statistics after FedBN warm-up rounds), 'd' "
+        "(classifier-input features of the pretrained model).",
+        ("pretrained", "f", "d"),
+    )
+    server_share: float = param(0.3, "Share of each site's training rows (per class) to pretrain on.")
+    pretrain_epochs: int = param(150, "Epochs of server pretraining.")
+    pretrain_lr: float = param(0.01, "SGD learning rate of server pretraining.")
+    pretrain_batch_size: int = param(32, "Batch size of server pretraining.")
+    warmup_rounds: int = param(10, "f-variant: FedBN rounds before the statistics are taken.")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lam <= 1:
+            raise SpecError(f"FedHealth2: lam must be in [0, 1], not {self.lam}.")
+        if not 0 < self.server_share < 1:
+            raise SpecError(f"FedHealth2: server_share must be in (0, 1), not {self.server_share}.")
+        if self.warmup_rounds < 1 or self.pretrain_epochs < 1 or self.pretrain_batch_size < 2:
+            raise SpecError("FedHealth2: warmup_rounds and pretrain_epochs must be at least 1, "
+                            "pretrain_batch_size at least 2.")
+
+
+class FedHealth2(Algorithm):
+    name = "fedhealth2"
+    title = "FedHealth2"
+    summary = "Each site averages mostly with the sites whose data look like its own; BatchNorm stays local."
+    Params = FedHealth2Params
+    batch_norm = True
+
+    def is_local(self, name: str, module: nn.Module) -> bool:
+        return is_batch_norm(module)
+
+    def setup(self, sim) -> None:
+        self.distance: np.ndarray | None = None
+        self.weights: np.ndarray | None = None
+        self.weights_round: int | None = None
+        if self.params.variant == "f":
+            if self.params.warmup_rounds >= sim.config.rounds:
+                raise SpecError(
+                    f"FedHealth2 f-variant: warmup_rounds ({self.params.warmup_rounds}) must be "
+                    f"fewer than rounds ({sim.config.rounds})."
+                )
+            return
+        pretrained = self._pretrain(sim)
+        statistic = classifier_input_statistics if self.params.variant == "d" else bn_input_statistics
+        self._set_weights(sim, [statistic(pretrained, x) for x, _ in sim.train_sets])
+
+    def _pretrain(self, sim) -> nn.Module:
+        xs, ys = [], []
+        for name, (x, y) in zip(sim.site_names, sim.train_sets):
+            k = max(1, round(self.params.server_share * len(y)))
+            rng = np.random.default_rng(derive_seed(sim.config.seed, name, "fedhealth2-server"))
+            _, rows = stratified_holdout(y.cpu().numpy(), k, rng)
+            rows = torch.as_tensor(rows, device=y.device)
+            xs.append(x[rows])
+            ys.append(y[rows])
+        seed = derive_seed(sim.config.seed, "fedhealth2-pretrain")
+        torch.manual_seed(seed)
+        model = sim.make_mlp().to(sim.device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=self.params.pretrain_lr)
+        train_locally(
+            model, optimizer, torch.cat(xs), torch.cat(ys),
+            lambda m, x, y: F.nll_loss(m(x), y),
+            self.params.pretrain_batch_size, self.params.pretrain_epochs, seed,
+        )
+        return model.eval()
+
+    def _set_weights(self, sim, stats: list[Statistics]) -> None:
+        self.distance = site_distances(stats)
+        self.weights = similarity_weights(self.distance, self.params.lam)
+        self.weights_round = sim.round
+
+    def after_aggregation(self, sim) -> None:
+        if self.params.variant == "f" and sim.round == self.params.warmup_rounds:
+            self._set_weights(sim, [bn_running_statistics(m) for m in sim.models])
+
+    def mixing(self, sim) -> torch.Tensor:
+        if self.weights is None:  # f-variant warm-up: plain FedBN
+            n_sites = len(sim.models)
+            return torch.full((n_sites, n_sites), 1.0 / n_sites)
+        return torch.as_tensor(self.weights)
+
+    def record(self, sim) -> Records:
+        scalars = {"lambda": self.params.lam, "variant": self.params.variant,
+                   "weights_from_round": self.weights_round}
+        if self.weights is None:
+            return scalars, {}
+        scalars["nearest"] = nearest_sites(self.distance, sim.site_names)
+        return scalars, {"distance": self.distance, "weights": self.weights}
+
+
+@torch.no_grad()
+def bn_input_statistics(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> Statistics:
+    """Per-channel mean and unbiased variance of every BatchNorm layer's input, pooled exactly
+    over batches of the frozen model run on x."""
+    layers = [m for m in model.modules() if is_batch_norm(m)]
+    return _input_statistics(model, layers, x, batch_size)
+
+
+@torch.no_grad()
+def classifier_input_statistics(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> Statistics:
+    """The same statistics for the input of the classifier (`model.head`): the d-variant."""
+    return _input_statistics(model, [model.head], x, batch_size)
+
+
+def bn_running_statistics(model: nn.Module) -> Statistics:
+    """Each BatchNorm layer's running mean and variance (the f-variant's stand-in statistics)."""
+    return [
+        (m.running_mean.detach().cpu().numpy(), m.running_var.detach().cpu().numpy())
+        for m in model.modules()
+        if is_batch_norm(m)
+    ]
+
+
+def _input_statistics(model: nn.Module, layers: list[nn.Module], x: torch.Tensor, batch_size: int) -> Statistics:
+    sums = [None] * len(layers)
+
+    def accumulate(index: int):
+        def hook(_module, inputs):
+            z = inputs[0].detach().double()
+            z = z.movedim(1, -1).reshape(-1, z.shape[1])  # rows x channels
+            moments = torch.stack([torch.full_like(z[0], len(z)), z.sum(0), (z * z).sum(0)])
+            sums[index] = moments if sums[index] is None else sums[index] + moments
+        return hook
+
+    handles = [layer.register_forward_pre_hook(accumulate(i)) for i, layer in enumerate(layers)]
+    try:
+        model.eval()
+        for start in range(0, len(x), batch_size):
+            model(x[start : start + batch_size])
+    finally:
+        for handle in handles:
+            handle.remove()
+    stats = []
+    for count, total, squares in sums:
+        mean = total / count
+        variance = (squares - count * mean**2) / (count - 1).clamp(min=1)
+        stats.append((mean.cpu().numpy(), variance.clamp(min=0).cpu().numpy()))
+    return stats

@@ -1,0 +1,382 @@
+"""`python -m fedcore`: train, list and inspect runs from the command line.
+
+    python -m fedcore run --algorithm ifedavg --data demo --rounds 300 --local-f-out --scalar-w-out
+    python -m fedcore run --spec myrun.json --seed 3
+    python -m fedcore list
+    python -m fedcore show RUN_ID [--json]
+    python -m fedcore algorithms
+
+Exit codes: 0 done, 1 the run failed, 2 bad input (spec, data, run id), 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from fedcore.errors import Cancelled, FedcoreError
+from fedcore.store import Run, RunStore
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return args.handler(args)
+    except FedcoreError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+# -- run -----------------------------------------------------------------------------------
+def _cmd_run(args: argparse.Namespace) -> int:
+    from fedcore.runner import execute, resolve_spec
+
+    store = RunStore(args.store)
+    specs = [resolve_spec(raw) for raw in _raw_specs(args)]
+    signal.signal(signal.SIGTERM, _raise_cancelled)
+    exit_code = 0
+    for spec in specs:
+        run = store.create(spec)
+        print(f"Run {run.id}: {spec['algorithm']} on '{spec['data']}', "
+              f"{spec['config']['rounds']} rounds, seed {spec['config']['seed']}", file=sys.stderr)
+        progress = _ProgressBar(spec["algorithm"], disable=args.quiet)
+        try:
+            summary = execute(run, progress)
+        except (KeyboardInterrupt, Cancelled):
+            progress.close()
+            print(f"Cancelled: run {run.id} is marked cancelled; its records so far are kept.",
+                  file=sys.stderr)
+            return EXIT_CANCELLED
+        except FedcoreError as error:
+            progress.close()
+            print(f"error: {error}\nRun {run.id} is marked failed.", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except Exception as error:  # noqa: BLE001 - any crash is reported, stored, and exits 1
+            progress.close()
+            print(f"error: the run failed: {type(error).__name__}: {error}\n"
+                  f"Run {run.id} is marked failed; `python -m fedcore show {run.id}` has the details.",
+                  file=sys.stderr)
+            exit_code = EXIT_FAILED
+            continue
+        progress.close()
+        print(_format_summary(run, summary))
+    return exit_code
+
+
+def _raise_cancelled(signum: int, frame: Any) -> None:
+    raise Cancelled("terminated")
+
+
+def _raw_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Spec file values, overridden by flags; one spec per algorithm named."""
+    from fedcore.algorithms import REGISTRY, get_algorithm
+
+    base: dict[str, Any] = _read_spec_file(args.spec) if args.spec else {}
+    config = dict(base.get("config") or {})
+    config.update({name: value for name, value in _engine_flags(args).items() if value is not None})
+    flagged_params = {
+        name: getattr(args, name) for name in _param_flag_names() if getattr(args, name) is not None
+    }
+    algorithms = (args.algorithm or base.get("algorithm") or "")
+    names = [a.strip() for a in str(algorithms).split(",") if a.strip()]
+    if not names:
+        raise FedcoreError(f"Name an algorithm with --algorithm (one of: {', '.join(REGISTRY)}).")
+    classes = [get_algorithm(name) for name in names]
+    owners = {name: [c for c in classes if name in {f.name for f in fields(c.Params)}] for name in flagged_params}
+    for name, users in owners.items():
+        if not users:
+            raise FedcoreError(
+                f"--{name.replace('_', '-')} is not a parameter of {', '.join(c.title for c in classes)}; "
+                "`python -m fedcore algorithms` lists each algorithm's parameters."
+            )
+    specs = []
+    for cls in classes:
+        params = dict(base.get("params") or {}) if len(classes) == 1 else {}
+        params.update({k: v for k, v in flagged_params.items() if cls in owners[k]})
+        specs.append({
+            "algorithm": cls.name,
+            "data": args.data or base.get("data") or "demo",
+            "params": params,
+            "config": config,
+        })
+    return specs
+
+
+def _read_spec_file(path: str) -> dict[str, Any]:
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FedcoreError(f"Spec file '{path}' does not exist.") from None
+    except UnicodeDecodeError:
+        raise FedcoreError(f"Spec file '{path}' is not UTF-8 text.") from None
+    try:
+        spec = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+        kind = "TOML" if file.suffix == ".toml" else "JSON"
+        raise FedcoreError(f"Spec file '{path}' is not valid {kind}: {error}.") from None
+    if not isinstance(spec, dict):
+        raise FedcoreError(f"Spec file '{path}' must hold an object with algorithm, data, params, config.")
+    return spec
+
+
+# -- list / show / algorithms ------------------------------------------------------------------
+def _cmd_list(args: argparse.Namespace) -> int:
+    runs = RunStore(args.store).runs()
+    rows = [_run_row(run) for run in runs]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"No runs in {RunStore(args.store).root}. Start one with `python -m fedcore run --algorithm ifedavg`.")
+        return 0
+    header = ("run", "state", "algorithm", "data", "round", "mean F1", "worst F1", "started")
+    table = [
+        (r["run_id"], r["state"], r["algorithm"], r["data"], f"{r['round']}/{r['total_rounds']}",
+         _fmt(r["mean_f1"]), _fmt(r["worst_f1"]), (r["started"] or "")[:19].replace("T", " "))
+        for r in rows
+    ]
+    print(_table(header, table))
+    return 0
+
+
+def _run_row(run: Run) -> dict[str, Any]:
+    spec, status = run.spec, run.status
+    mean, worst = status.get("mean") or {}, status.get("worst") or {}
+    return {
+        "run_id": run.id,
+        "state": status.get("state"),
+        "algorithm": spec.get("algorithm"),
+        "data": spec.get("data"),
+        "round": status.get("round", 0),
+        "total_rounds": status.get("total_rounds", spec.get("config", {}).get("rounds")),
+        "mean_f1": mean.get("f1"),
+        "worst_f1": worst.get("f1"),
+        "started": status.get("started"),
+    }
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    run = RunStore(args.store).get(args.run)
+    report = run_report(run)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(_format_report(run, report))
+    return 0
+
+
+def run_report(run: Run) -> dict[str, Any]:
+    """The machine-readable summary `show --json` prints."""
+    spec, status = run.spec, run.status
+    records = run.rounds()
+    last = run.summary or (records[-1] if records else None)
+    report = {
+        "run_id": run.id,
+        "state": status.get("state"),
+        "status": status,
+        "algorithm": spec.get("algorithm"),
+        "data": spec.get("data"),
+        "round": status.get("round", 0),
+        "total_rounds": status.get("total_rounds"),
+        "spec": spec,
+        "final": None,
+    }
+    if last is not None:
+        report["final"] = {key: last.get(key) for key in ("round", "sites", "mean", "worst", "worst_site")}
+        report["algorithm_record"] = last.get("algorithm", {})
+    if run.summary and "detection" in run.summary:
+        report["detection"] = run.summary["detection"]
+    return report
+
+
+def _cmd_algorithms(args: argparse.Namespace) -> int:
+    from fedcore.algorithms import REGISTRY
+
+    for cls in REGISTRY.values():
+        print(f"{cls.name:12s} {cls.title}: {cls.summary}")
+        for f in fields(cls.Params):
+            choices = f.metadata.get("choices")
+            extra = f" (one of {', '.join(map(str, choices))})" if choices else ""
+            print(f"    --{f.name.replace('_', '-'):22s} default {f.default!r}{extra}: {f.metadata.get('help', '')}")
+        if cls.config_defaults:
+            print(f"    engine defaults for this algorithm: {cls.config_defaults}")
+    return 0
+
+
+# -- formatting --------------------------------------------------------------------------------
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+
+
+def _metrics_table(final: dict[str, Any]) -> str:
+    metrics = ("f1", "roc_auc", "balanced_accuracy", "accuracy")
+    header = ("site", "F1", "ROC AUC", "bal. acc.", "accuracy")
+    rows = [(name, *(_fmt(m.get(k)) for k in metrics)) for name, m in final["sites"].items()]
+    rows.append(("mean", *(_fmt(final["mean"].get(k)) for k in metrics)))
+    rows.append(("worst site", *(_fmt(final["worst"].get(k)) for k in metrics)))
+    return _table(header, rows)
+
+
+def _format_summary(run: Run, summary: dict[str, Any]) -> str:
+    parts = [f"\nRun {run.id} finished after round {summary['round']}.", _metrics_table(summary)]
+    if "detection" in summary:
+        parts.append(_format_detection(summary["detection"]))
+    parts.append(f"\nDetails: python -m fedcore show {run.id}")
+    return "\n".join(parts)
+
+
+def _format_detection(detection: dict[str, Any]) -> str:
+    lines = [f"\nInjected shifts caught by the significance marks: {detection['caught']} of {detection['checkable']}"]
+    for entry in detection["injected"]:
+        verdict = {True: "caught", False: "missed", None: "n/a"}[entry["caught"]]
+        where = f"{entry['site']} / {entry['feature'] or 'labels'}"
+        lines.append(f"  [{verdict:6s}] {where}: {entry['detail']}; {'; '.join(entry['evidence']) or 'no mark'}")
+    fp = detection["false_positives"]
+    lines.append(f"  other marked cells (not injected): {len(fp)}"
+                 + (" — " + ", ".join(f"{f['site']}/{f['column']} ({f['layer']})" for f in fp) if fp else ""))
+    return "\n".join(lines)
+
+
+def _format_report(run: Run, report: dict[str, Any]) -> str:
+    status = report["status"]
+    parts = [
+        f"Run {run.id}",
+        f"  state      {report['state']}" + (f" — {status['error']}" if status.get("error") else ""),
+        f"  algorithm  {report['algorithm']}  params {json.dumps(report['spec'].get('params', {}))}",
+        f"  data       {report['data']}",
+        f"  progress   round {report['round']} of {report['total_rounds']}",
+        f"  device     {status.get('device', '?')}   seed {report['spec'].get('config', {}).get('seed')}",
+    ]
+    if report["final"]:
+        parts += [f"\nScores at round {report['final']['round']} (each site on its own hold-out):",
+                  _metrics_table(report["final"])]
+        extra = report.get("algorithm_record") or {}
+        if extra:
+            parts.append("\nAlgorithm record: " + json.dumps(extra))
+    if "detection" in report:
+        parts.append(_format_detection(report["detection"]))
+    return "\n".join(parts)
+
+
+class _ProgressBar:
+    """tqdm bar over rounds showing the latest mean and worst-site F1 (silent when not a TTY)."""
+
+    def __init__(self, label: str, disable: bool) -> None:
+        self.label, self.disable, self.bar = label, disable, None
+
+    def __call__(self, round_: int, total: int, record: dict[str, Any] | None) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.label, unit="round", disable=self.disable or None,
+                            file=sys.stderr, dynamic_ncols=True)
+        self.bar.update(round_ - self.bar.n)
+        if record is not None:
+            self.bar.set_postfix(mean_f1=_fmt(record["mean"]["f1"]), worst_f1=_fmt(record["worst"]["f1"]))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# -- argument parser ---------------------------------------------------------------------------
+def _engine_fields() -> list:
+    from fedcore.engine import TrainConfig
+
+    return list(fields(TrainConfig))
+
+
+def _engine_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {f.name: getattr(args, f.name) for f in _engine_fields()}
+
+
+def _param_flag_names() -> list[str]:
+    from fedcore.algorithms import REGISTRY
+
+    return sorted({f.name for cls in REGISTRY.values() for f in fields(cls.Params)})
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m fedcore", description="Federated training and run inspection.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=None, help="Run store folder (default: $FEDCORE_STORE or ./runs).")
+    commands = parser.add_subparsers(dest="command")
+
+    run = commands.add_parser("run", parents=[common], help="Train one or more algorithms on a federation.",
+                              description="Train; every setting not given takes the paper default.")
+    run.add_argument("--algorithm", "-a", help="Algorithm name, or several separated by commas.")
+    run.add_argument("--data", "-d", help="Data reference (default: demo, the synthetic demo federation).")
+    run.add_argument("--spec", help="JSON or TOML spec file; flags override its values.")
+    run.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
+    engine = run.add_argument_group("engine settings (all algorithms)")
+    for f in _engine_fields():
+        _add_flag(engine, f.name, f.default, f.metadata)
+    algorithm_group = run.add_argument_group("algorithm parameters (see `python -m fedcore algorithms`)")
+    from fedcore.algorithms import REGISTRY
+
+    owners: dict[str, list[str]] = {}
+    first: dict[str, Any] = {}
+    for cls in REGISTRY.values():
+        for f in fields(cls.Params):
+            owners.setdefault(f.name, []).append(cls.name)
+            first.setdefault(f.name, f)
+    for name, f in first.items():
+        _add_flag(algorithm_group, name, f.default, f.metadata, owner=", ".join(owners[name]))
+    run.set_defaults(handler=_cmd_run)
+
+    listing = commands.add_parser("list", parents=[common], help="All runs in the store.")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=_cmd_list)
+
+    show = commands.add_parser("show", parents=[common], help="One run's status, scores and records.")
+    show.add_argument("run", help="Run id (or a unique prefix of it).")
+    show.add_argument("--json", action="store_true", help="Machine-readable summary.")
+    show.set_defaults(handler=_cmd_show)
+
+    algorithms = commands.add_parser("algorithms", help="Algorithms and their parameters.")
+    algorithms.set_defaults(handler=_cmd_algorithms)
+    return parser
+
+
+def _add_flag(group: Any, name: str, default: Any, metadata: Any, owner: str | None = None) -> None:
+    flag = "--" + name.replace("_", "-")
+    help_text = metadata.get("help", "")
+    help_text += f" [default {default!r}" + (f"; for {owner}" if owner else "") + "]"
+    options: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
+    if metadata.get("choices"):
+        options["choices"] = metadata["choices"]
+    if isinstance(default, bool):
+        group.add_argument(flag, action=argparse.BooleanOptionalAction, **options)
+    elif isinstance(default, tuple):
+        group.add_argument(flag, type=_int_tuple, **options)
+    else:
+        group.add_argument(flag, type=type(default) if default is not None else str, **options)
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 128,64; got '{text}'") from None

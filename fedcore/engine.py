@@ -1,0 +1,323 @@
+"""The round loop: local updates, aggregation through the algorithm's hooks, evaluation, records.
+
+One round, for every algorithm:
+    1. each site trains its model for `local_epochs` on its own rows (per-site SGD whose
+       momentum persists across rounds, learning rate from the step schedule);
+    2. the server mixes the shared parameters with the algorithm's mixing matrix;
+    3. the algorithm's server step runs (e.g. AdaFed's adaptive loss);
+    4. every k rounds, each site's model is scored on that site's own hold-out.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedcore.errors import SpecError
+from fedcore.federation import Federation, class_weights
+from fedcore.metrics import LOWER_IS_BETTER, classification_metrics, mean_and_worst
+from fedcore.models import MLP
+from fedcore.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from fedcore.algorithms.base import Algorithm
+
+
+def _setting(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainConfig:
+    """Engine settings shared by all algorithms; defaults are the iFedAvg paper's protocol."""
+
+    rounds: int = _setting(1000, "Communication rounds.")
+    local_epochs: int = _setting(1, "Passes over a site's training rows per round.")
+    batch_size: int = _setting(16, "Rows per SGD step.")
+    lr: float = _setting(0.002, "SGD learning rate at round 1.")
+    momentum: float = _setting(0.5, "SGD momentum; each site keeps its own buffer across rounds.")
+    lr_decay: float = _setting(0.9, "Factor applied to the learning rate at each decay step.")
+    lr_decay_every: int = _setting(
+        0, "Rounds between decay steps; 0 means rounds/50 (the paper decays 50 times per run)."
+    )
+    weight_decay: float = _setting(0.0, "L2 penalty of the SGD optimiser.")
+    hidden: tuple[int, ...] = _setting((128, 64), "Widths of the MLP's hidden layers.")
+    dropout: float = _setting(0.2, "Dropout rate after f_in and after each hidden layer.")
+    class_weighting: str = _setting(
+        "inverse",
+        "Loss class weights: 'inverse' prevalence of each site's own training rows (paper), "
+        "or 'none'.",
+        ("inverse", "none"),
+    )
+    loss_reduction: str = _setting(
+        "sum", "NLL over a batch: 'sum' (iFedAvg reference) or 'mean'.", ("sum", "mean")
+    )
+    eval_every: int = _setting(
+        0, "Evaluate every k rounds; 0 means every round up to 200 rounds, else about 200 times."
+    )
+    seed: int = _setting(0, "Seeds the hold-out split, initialisation, batch order and dropout.")
+    device: str = _setting("auto", "'auto' (CUDA when present), 'cpu' or 'cuda'.", ("auto", "cpu", "cuda"))
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(int(h) for h in self.hidden)
+        positive = ("rounds", "local_epochs", "batch_size")
+        for name in positive:
+            if int(getattr(self, name)) < 1:
+                raise SpecError(f"{name} must be at least 1, not {getattr(self, name)}.")
+        for name in ("lr", "momentum", "weight_decay", "lr_decay_every", "eval_every", "dropout"):
+            if getattr(self, name) < 0:
+                raise SpecError(f"{name} cannot be negative ({getattr(self, name)}).")
+        if not 0 < self.lr_decay <= 1:
+            raise SpecError(f"lr_decay must be in (0, 1], not {self.lr_decay}.")
+        if self.dropout >= 1:
+            raise SpecError(f"dropout must be below 1, not {self.dropout}.")
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise SpecError(f"{f.name} must be one of {list(choices)}, not {getattr(self, f.name)!r}.")
+
+    @property
+    def evaluation_interval(self) -> int:
+        return self.eval_every or (1 if self.rounds <= 200 else math.ceil(self.rounds / 200))
+
+    def is_evaluated(self, round_: int) -> bool:
+        return round_ % self.evaluation_interval == 0 or round_ == self.rounds
+
+    def lr_at(self, round_: int) -> float:
+        """StepLR stepped once per round: lr * decay ** ((round - 1) // every)."""
+        every = self.lr_decay_every or max(1, self.rounds // 50)
+        return self.lr * self.lr_decay ** ((round_ - 1) // every)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["hidden"] = list(self.hidden)
+        return values
+
+
+def resolve_device(choice: str) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise SpecError("CUDA was requested but no GPU is visible to PyTorch; use --device cpu or auto.")
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(choice)
+
+
+def has_batch_norm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def train_locally(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
+    batch_size: int,
+    epochs: int,
+    seed: int,
+) -> float:
+    """One site's local update; returns the mean loss per batch (as the loss is reduced).
+
+    A pure function of (model, optimiser state, data, seed): batch order and dropout both come
+    from `seed`, so a Flower client reproduces the simulation exactly.
+    """
+    model.train()
+    torch.manual_seed(seed)
+    order_rng = torch.Generator().manual_seed(seed)
+    min_rows = 2 if has_batch_norm(model) else 1  # BatchNorm cannot normalise a single row
+    total, batches = 0.0, 0
+    for _ in range(epochs):
+        order = torch.randperm(len(y), generator=order_rng).to(x.device)
+        for start in range(0, len(y), batch_size):
+            batch = order[start : start + batch_size]
+            if len(batch) < min_rows:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model, x[batch], y[batch])
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach())
+            batches += 1
+    return total / max(batches, 1)
+
+
+def mix_(states: list[dict[str, torch.Tensor]], names: Iterable[str], mixing: torch.Tensor) -> None:
+    """In place: state_i[name] <- sum_j mixing[i, j] * state_j[name] for every name."""
+    for name in names:
+        stacked = torch.stack([state[name] for state in states])
+        weights = mixing.to(device=stacked.device, dtype=stacked.dtype)
+        mixed = torch.tensordot(weights, stacked, dims=1)
+        for state, value in zip(states, mixed):
+            state[name].copy_(value)
+
+
+def tensor_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name (live tensors, not copies)."""
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+
+def owners(model: nn.Module) -> dict[str, nn.Module]:
+    """Qualified parameter / buffer name -> the module that directly owns it."""
+    owned = {}
+    for prefix, module in model.named_modules():
+        for local in [*module._parameters, *module._buffers]:
+            owned[f"{prefix}.{local}" if prefix else local] = module
+    return owned
+
+
+class Simulation:
+    """All sites of a federation trained in one process."""
+
+    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig) -> None:
+        self.federation = federation
+        self.algorithm = algorithm
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.round = 0
+        self.site_names = federation.site_names
+        to_device = lambda t: t.to(self.device)  # noqa: E731
+        self.test_sets = [(to_device(s.x_test), to_device(s.y_test)) for s in federation.sites]
+        if algorithm.pooled:
+            self.train_sets = [tuple(map(to_device, federation.pooled_train()))]
+        else:
+            self.train_sets = [(to_device(s.x_train), to_device(s.y_train)) for s in federation.sites]
+        self.class_weights = [
+            class_weights(y, federation.n_classes).to(self.device) for _, y in self.train_sets
+        ]
+
+        torch.manual_seed(derive_seed(config.seed, "init"))
+        initial = algorithm.build_model(self).to(self.device)
+        self.models = [copy.deepcopy(initial) for _ in self.train_sets]
+        self.optimizers = [self.make_optimizer(m) for m in self.models]
+        self.states = [tensor_state(m) for m in self.models]
+        owned = owners(initial)
+        self.local_names = sorted(n for n in self.states[0] if algorithm.is_local(n, owned[n]))
+        self.shared_names = sorted(
+            n for n in self.states[0]
+            if n not in self.local_names and self.states[0][n].is_floating_point()
+        )
+        algorithm.setup(self)
+
+    # -- building blocks algorithms use -------------------------------------------------------
+    def make_mlp(self, **overrides: Any) -> MLP:
+        options = dict(
+            hidden=self.config.hidden,
+            dropout=self.config.dropout,
+            batch_norm=self.algorithm.batch_norm,
+        )
+        options.update(overrides)
+        return MLP(self.federation.n_features, self.federation.n_classes, **options)
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(
+            self.algorithm.optimizer_groups(model),
+            lr=self.config.lr,
+            momentum=self.config.momentum,
+            weight_decay=self.config.weight_decay,
+        )
+
+    def base_loss(
+        self, log_prob: torch.Tensor, y: torch.Tensor, site: int, weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Class-weighted NLL of one batch (weights: the site's own inverse prevalence)."""
+        if weight is None and self.config.class_weighting == "inverse":
+            weight = self.class_weights[site]
+        return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
+
+    def model_for_site(self, site: int) -> nn.Module:
+        """The model a site uses for prediction (the single pooled model for Centralized)."""
+        return self.models[0 if self.algorithm.pooled else site]
+
+    def local_seed(self, site: int) -> int:
+        return derive_seed(self.config.seed, self.site_label(site), self.round, "local")
+
+    def site_label(self, site: int) -> str:
+        return "pooled" if self.algorithm.pooled else self.site_names[site]
+
+    # -- one round ------------------------------------------------------------------------
+    def step(self) -> dict[str, float]:
+        """Run the next round; returns each trained model's mean training loss."""
+        self.round += 1
+        lr = self.config.lr_at(self.round)
+        train_loss = {}
+        for site, (model, optimizer, (x, y)) in enumerate(
+            zip(self.models, self.optimizers, self.train_sets)
+        ):
+            for group in optimizer.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)
+            self.algorithm.start_local(self, site)
+            loss_fn = functools.partial(self.algorithm.loss, self, site)
+            train_loss[self.site_label(site)] = train_locally(
+                model, optimizer, x, y, loss_fn, self.config.batch_size,
+                self.config.local_epochs, self.local_seed(site),
+            )
+        if self.shared_names and len(self.models) > 1:
+            with torch.no_grad():
+                mix_(self.states, self.shared_names, self.algorithm.mixing(self))
+        self.algorithm.after_aggregation(self)
+        return train_loss
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities in evaluation mode (dropout off, BatchNorm running statistics)."""
+        model.eval()
+        return model(x)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, dict[str, float]]:
+        """Every site's model scored on that site's own hold-out."""
+        scores = {}
+        for site, (x, y) in enumerate(self.test_sets):
+            log_prob = self.predict(self.model_for_site(site), x)
+            scores[self.site_names[site]] = classification_metrics(y, log_prob)
+        return scores
+
+    def run(
+        self, on_round: Callable[[int, dict[str, Any] | None, dict[str, Any]], None] | None = None
+    ) -> list[dict[str, Any]]:
+        """All rounds; `on_round(round, record or None, arrays)` after each (record when evaluated)."""
+        history = []
+        started = time.perf_counter()
+        while self.round < self.config.rounds:
+            train_loss = self.step()
+            record, arrays = None, {}
+            if self.config.is_evaluated(self.round):
+                record, arrays = self.round_record(train_loss, time.perf_counter() - started)
+                history.append(record)
+            if on_round is not None:
+                on_round(self.round, record, arrays)
+        return history
+
+    def round_record(self, train_loss: dict[str, float], elapsed: float) -> tuple[dict, dict]:
+        sites = self.evaluate()
+        mean, worst = mean_and_worst(sites)
+        scalars, arrays = self.algorithm.record(self)
+        record = {
+            "round": self.round,
+            "elapsed_s": round(elapsed, 3),
+            "lr": self.config.lr_at(self.round),
+            "train_loss": train_loss,
+            "sites": sites,
+            "mean": mean,
+            "worst": worst,
+            "worst_site": {m: _worst_site(sites, m) for m in mean},
+            "algorithm": scalars,
+        }
+        return record, arrays
+
+
+def _worst_site(sites: dict[str, dict[str, float]], metric: str) -> str | None:
+    valid = {name: v[metric] for name, v in sites.items() if not math.isnan(v[metric])}
+    if not valid:
+        return None
+    pick = max if metric in LOWER_IS_BETTER else min
+    return pick(valid, key=valid.get)

@@ -1,0 +1,56 @@
+"""The MLP of the iFedAvg paper (Table 5), optionally with BatchNorm for FedBN / FedHealth2.
+
+    f_in -> Dropout -> Linear(D,128) [-> BN] -> Tanh -> Dropout -> Linear(128,64) [-> BN] -> Tanh
+         -> Dropout -> Linear(64,K) (`head`) -> f_out -> log_softmax
+
+Every algorithm uses this same architecture; they differ only in which parts stay at a site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedcore.models.affine import Affine
+
+
+class MLP(nn.Module):
+    """Returns log-probabilities (the paper pairs log_softmax with an NLL loss)."""
+
+    def __init__(
+        self,
+        n_features: int,
+        n_classes: int,
+        hidden: Sequence[int] = (128, 64),
+        dropout: float = 0.2,
+        batch_norm: bool = False,
+        scalar_w_out: bool = False,
+    ) -> None:
+        super().__init__()
+        self.f_in = Affine(n_features)
+        layers: list[nn.Module] = []
+        width = n_features
+        for size in hidden:
+            layers += [nn.Dropout(dropout), nn.Linear(width, size)]
+            if batch_norm:
+                layers.append(nn.BatchNorm1d(size))
+            layers.append(nn.Tanh())
+            width = size
+        layers.append(nn.Dropout(dropout))
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width, n_classes)
+        self.f_out = Affine(n_classes, scalar_weight=scalar_w_out)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The classifier's input (FedHealth2's d-variant takes its statistics here)."""
+        return self.body(self.f_in(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self.f_out(self.head(self.features(x))), dim=-1)
+
+    def linear_names(self) -> list[str]:
+        """Qualified names of the Linear layers, input side first (FedPer picks the last ones)."""
+        return [name for name, module in self.named_modules() if isinstance(module, nn.Linear)]
