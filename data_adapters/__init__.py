@@ -20,12 +20,17 @@ SOURCES: dict[str, Callable[..., Federation]] = {
 
 def load_federation(ref: str, seed: int = 0) -> Federation:
     """The federation a data reference names, split with `seed`."""
+    make, options = parse_reference(ref)
+    return make(seed=seed, **options)
+
+
+def parse_reference(ref: str) -> tuple[Callable[..., Federation], dict[str, object]]:
+    """The loader and typed options of a data reference; DataError names what is wrong."""
     source, _, option_text = ref.partition(":")
     if source not in SOURCES:
         raise DataError(f"Unknown data source '{source}'. Available: {', '.join(SOURCES)}.")
     make = SOURCES[source]
-    options = _parse_options(source, option_text, make)
-    return make(seed=seed, **options)
+    return make, _parse_options(source, option_text, make)
 
 
 def _parse_options(source: str, text: str, make: Callable[..., Federation]) -> dict[str, object]:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fedcore.errors import DataError
+
 STANDARDIZE_MODES = ("site", "reference", "none")
 
 
@@ -27,7 +29,7 @@ def standardize(
     `reference` maps a column index to (mean, sd) for mode 'reference'.
     """
     if mode not in STANDARDIZE_MODES:
-        raise ValueError(f"standardisation mode must be one of {STANDARDIZE_MODES}, not {mode!r}")
+        raise DataError(f"Standardization must be one of {', '.join(STANDARDIZE_MODES)}, not '{mode}'.")
     out = np.array(x, dtype=np.float64, copy=True)
     if mode == "none":
         return out

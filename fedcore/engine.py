@@ -241,7 +241,8 @@ class Simulation:
         return derive_seed(self.config.seed, self.site_label(site), self.round, "local")
 
     def site_label(self, site: int) -> str:
-        return "pooled" if self.algorithm.pooled else self.site_names[site]
+        """The trained dataset's name; the pooled set is named after all its sites."""
+        return "+".join(self.site_names) if self.algorithm.pooled else self.site_names[site]
 
     # -- one round ------------------------------------------------------------------------
     def step(self) -> dict[str, float]:

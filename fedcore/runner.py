@@ -24,6 +24,7 @@ SPEC_KEYS = ("algorithm", "data", "params", "config")
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A complete, validated spec; raises SpecError naming the offending key."""
+    from data_adapters import parse_reference
     from fedcore.algorithms import get_algorithm, params_from_dict
     from fedcore.engine import TrainConfig
 
@@ -43,9 +44,11 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         config = TrainConfig(**config_values)
     except TypeError as error:
         raise SpecError(f"Invalid engine setting: {error}.") from None
+    data = str(raw.get("data") or "demo")
+    parse_reference(data)
     return {
         "algorithm": algorithm.name,
-        "data": str(raw.get("data") or "demo"),
+        "data": data,
         "params": asdict(params),
         "config": config.to_dict(),
         "version": code_version(),

@@ -173,8 +173,12 @@ class Run:
         return records
 
     def save_arrays(self, round_: int, arrays: Mapping[str, np.ndarray]) -> None:
+        values = {k: np.asarray(v) for k, v in arrays.items()}
+        objects = [k for k, v in values.items() if v.dtype == object]
+        if objects:  # they would be pickled, and readers never unpickle
+            raise ValueError(f"arrays {objects} hold Python objects; store numbers or booleans")
         buffer = io.BytesIO()
-        np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+        np.savez(buffer, **values)
         atomic_write_bytes(self.path / "arrays" / f"r{round_:06d}.npz", buffer.getvalue())
 
     def array_rounds(self) -> list[int]:

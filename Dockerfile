@@ -1,0 +1,20 @@
+# The product image. CPU wheels of torch keep it small; GPU hosts can drop the extra index.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    FLWR_TELEMETRY_ENABLED=0 \
+    FLWR_DISABLE_UPDATE_CHECK=1 \
+    FEDCORE_STORE=/data/runs
+
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
+
+COPY fedcore ./fedcore
+COPY data_adapters ./data_adapters
+
+VOLUME ["/data"]
+ENTRYPOINT ["python", "-m", "fedcore"]
+CMD ["run", "--algorithm", "ifedavg", "--data", "demo", "--rounds", "200", "--local-f-out", "--scalar-w-out"]

@@ -1,0 +1,179 @@
+"""The command line: run, list, show; bad input; Ctrl-C; a worker killed mid-run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fedcore.cli import main
+from fedcore.runner import resolve_spec
+from fedcore.errors import SpecError
+from fedcore.store import RunStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(store, *args):
+    return main([*args[:1], "--store", str(store), *args[1:]])
+
+
+def only_run(store):
+    runs = RunStore(store).runs()
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_run_then_show_json_reports_final_metrics(tmp_path, capsys):
+    assert cli(tmp_path, "run", "--algorithm", "fedavg", "--rounds", "3", "--quiet") == 0
+    out = capsys.readouterr().out
+    assert "mean" in out and "worst site" in out
+    run = only_run(tmp_path)
+    assert cli(tmp_path, "show", run.id, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["state"] == "done" and report["algorithm"] == "fedavg"
+    assert report["round"] == report["total_rounds"] == 3
+    final = report["final"]
+    assert len(final["sites"]) == 8 and final["round"] == 3
+    assert final["worst"]["f1"] == min(m["f1"] for m in final["sites"].values())
+    assert report["spec"]["config"]["lr"] == 0.002  # every default is written down
+
+
+def test_list_shows_runs(tmp_path, capsys):
+    cli(tmp_path, "run", "-a", "local", "--rounds", "1", "-q")
+    capsys.readouterr()
+    assert cli(tmp_path, "list") == 0
+    out = capsys.readouterr().out
+    assert "local" in out and "done" in out and "1/1" in out
+    assert cli(tmp_path, "list", "--json") == 0
+    assert json.loads(capsys.readouterr().out)[0]["state"] == "done"
+
+
+def test_several_algorithms_in_one_command(tmp_path, capsys):
+    assert cli(tmp_path, "run", "-a", "fedavg,ifedavg", "--rounds", "2", "--local-f-out", "-q") == 0
+    specs = {r.spec["algorithm"]: r.spec for r in RunStore(tmp_path).runs()}
+    assert set(specs) == {"fedavg", "ifedavg"}
+    assert specs["ifedavg"]["params"]["local_f_out"] is True
+
+
+def test_spec_file_with_flag_override(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"algorithm": "adafed", "params": {"weight_rule": "power", "power": 3.0},
+                                "config": {"rounds": 5, "seed": 4}}))
+    assert cli(tmp_path, "run", "--spec", str(spec), "--rounds", "2", "-q") == 0
+    stored = only_run(tmp_path).spec
+    assert stored["config"]["rounds"] == 2 and stored["config"]["seed"] == 4
+    assert stored["params"]["power"] == 3.0 and stored["params"]["weight_rule"] == "power"
+    toml = tmp_path / "spec.toml"
+    toml.write_text('algorithm = "fedbn"\n[config]\nrounds = 1\n')
+    assert cli(tmp_path, "run", "--spec", str(toml), "-q") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "-a", "fedsgd"], "Unknown algorithm 'fedsgd'"),
+        (["run", "-a", "fedavg", "--mu", "0.1"], "--mu is not a parameter of FedAvg"),
+        (["run", "-a", "fedavg", "--rounds", "0"], "rounds must be at least 1"),
+        (["run", "-a", "fedavg", "--data", "nowhere"], "Unknown data source 'nowhere'"),
+        (["run", "-a", "fedavg", "--data", "demo:colour=blue"], "does not understand 'colour=blue'"),
+        (["run", "--spec", "missing.json"], "does not exist"),
+        (["run"], "Name an algorithm"),
+        (["show", "20990101"], "No run '20990101'"),
+    ],
+)
+def test_bad_input_gets_a_specific_message_and_exit_code_2(tmp_path, capsys, args, message):
+    assert cli(tmp_path, *args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_invalid_spec_file(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli(tmp_path, "run", "--spec", str(bad)) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_an_unknown_data_source_creates_no_run(tmp_path, capsys):
+    assert cli(tmp_path, "run", "-a", "fedavg", "--data", "nowhere") == 2
+    assert RunStore(tmp_path).runs() == []
+
+
+def test_a_bad_data_value_marks_the_run_failed_with_its_message(tmp_path, capsys):
+    # Option values are checked by the loader when the run starts; the run records why it failed.
+    assert cli(tmp_path, "run", "-a", "fedavg", "--data", "demo:standardization=sideways", "--rounds", "1", "-q") == 2
+    assert "Standardization must be one of" in capsys.readouterr().err
+    status = only_run(tmp_path).status
+    assert status["state"] == "failed" and "sideways" in status["error"]
+
+
+def test_resolve_spec_rejects_unknown_keys_and_parameters():
+    with pytest.raises(SpecError, match="Unknown spec keys"):
+        resolve_spec({"algorithm": "fedavg", "rounds": 3})
+    with pytest.raises(SpecError, match="no parameter lam"):
+        resolve_spec({"algorithm": "fedavg", "params": {"lam": 0.3}})
+    with pytest.raises(SpecError, match="must be one of"):
+        resolve_spec({"algorithm": "adafed", "params": {"weight_rule": "best"}})
+    with pytest.raises(SpecError, match="Unknown engine settings"):
+        resolve_spec({"algorithm": "fedavg", "config": {"epochs": 3}})
+    assert resolve_spec({"algorithm": "apfl"})["config"]["momentum"] == 0.0
+    assert resolve_spec({"algorithm": "apfl", "config": {"momentum": 0.3}})["config"]["momentum"] == 0.3
+
+
+def _start_cli(store, rounds):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedcore", "run", "--store", str(store), "-a", "ifedavg",
+         "--rounds", str(rounds), "--eval-every", "1", "-q"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_rounds(store, n, process, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        runs = RunStore(store).runs()
+        if runs and len(runs[0].rounds()) >= n:
+            return runs[0]
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    raise AssertionError("the run did not make progress")
+
+
+def test_ctrl_c_stops_cleanly_and_marks_the_run_cancelled(tmp_path):
+    process = _start_cli(tmp_path, 500)
+    run = _wait_for_rounds(tmp_path, 2, process)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Cancelled" in err and "Traceback" not in err
+    status = run.status
+    assert status["state"] == "cancelled" and "Stopped by the user" in status["error"]
+    assert len(run.rounds()) >= 2
+
+
+def test_sigterm_also_cancels(tmp_path):
+    process = _start_cli(tmp_path, 500)
+    run = _wait_for_rounds(tmp_path, 1, process)
+    process.terminate()
+    process.communicate(timeout=60)
+    assert process.returncode == 130 and run.status["state"] == "cancelled"
+
+
+def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
+    process = _start_cli(tmp_path, 500)
+    run = _wait_for_rounds(tmp_path, 3, process)
+    process.kill()
+    process.communicate(timeout=60)
+    assert run.status["state"] == "interrupted"
+    records = run.rounds()
+    assert len(records) >= 3 and records[-1]["round"] >= 3
+    arrays = run.load_arrays(run.array_rounds()[-1])
+    assert arrays["b_in"].shape == (8, 12)
+    assert cli(tmp_path, "show", run.id, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["state"] == "interrupted" and report["final"]["round"] >= 3

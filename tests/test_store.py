@@ -1,0 +1,95 @@
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fedcore.errors import RunNotFound
+from fedcore.store import RunStore, json_safe
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs")
+
+
+def test_create_list_and_find_by_prefix(store):
+    first = store.create({"algorithm": "fedavg", "data": "demo"})
+    second = store.create({"algorithm": "ifedavg", "data": "demo"})
+    assert {r.id for r in store.runs()} == {first.id, second.id}
+    assert store.get(first.id).spec["algorithm"] == "fedavg"
+    assert store.get(second.id[: len(second.id) - 2]).id == second.id
+    assert first.status["state"] == "queued"
+    with pytest.raises(RunNotFound, match="No run"):
+        store.get("nope")
+
+
+def test_ambiguous_prefix_names_the_candidates(store):
+    store.create({"algorithm": "fedavg"})
+    store.create({"algorithm": "fedavg"})
+    with pytest.raises(RunNotFound, match="several"):
+        store.get("20")
+
+
+def test_records_are_append_only_and_a_torn_last_line_is_skipped(store):
+    run = store.create({"algorithm": "fedavg"})
+    run.append_round({"round": 1, "mean": {"f1": 0.5}})
+    run.append_round({"round": 2, "mean": {"f1": float("nan")}})
+    with open(run.path / "rounds.jsonl", "a") as handle:
+        handle.write('{"round": 3, "mean": {"f1"')  # a writer killed mid-line
+    records = run.rounds()
+    assert [r["round"] for r in records] == [1, 2]
+    assert records[1]["mean"]["f1"] is None  # NaN is stored as null (strict JSON)
+
+
+def test_arrays_round_trip_without_pickle(store):
+    run = store.create({"algorithm": "ifedavg"})
+    run.save_arrays(10, {"b_in": np.eye(3), "b_in_O": np.eye(3, dtype=bool)})
+    run.save_arrays(2, {"b_in": np.zeros((3, 3))})
+    assert run.array_rounds() == [2, 10]
+    loaded = run.load_arrays(10)
+    assert loaded["b_in_O"].dtype == bool and np.array_equal(loaded["b_in"], np.eye(3))
+    with pytest.raises(ValueError, match="Python objects"):
+        run.save_arrays(11, {"bad": np.array([{"a": 1}], dtype=object)})
+    assert run.array_rounds() == [2, 10]
+
+
+def test_whole_file_writes_leave_no_temporary_files(store):
+    run = store.create({"algorithm": "fedavg"})
+    for i in range(5):
+        run.heartbeat(round=i)
+    assert run.raw_status()["round"] == 4
+    assert not [p for p in run.path.iterdir() if p.name.startswith(".")]
+
+
+def test_running_state_of_a_dead_worker_reads_as_interrupted(store):
+    run = store.create({"algorithm": "fedavg"})
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    run.update_status(state="running", pid=child.pid, host=os.uname().nodename, round=3)
+    status = run.status
+    assert status["state"] == "interrupted" and status["round"] == 3
+    assert "stopped" in status["error"]
+    run.mark_started(total_rounds=10)  # this process is alive
+    assert run.status["state"] == "running"
+
+
+def test_mark_finished_only_accepts_final_states(store):
+    run = store.create({"algorithm": "fedavg"})
+    run.mark_finished("done")
+    assert run.status["state"] == "done"
+    with pytest.raises(ValueError):
+        run.mark_finished("running")
+
+
+def test_json_safe_converts_numpy_and_non_finite_values():
+    value = json_safe({"a": np.float32(1.5), "b": [math.inf, np.int64(2)], "c": np.array([1, 2])})
+    assert json.dumps(value, allow_nan=False) == '{"a": 1.5, "b": [null, 2], "c": [1, 2]}'
+
+
+def test_store_reader_does_not_need_torch():
+    code = "import sys, fedcore.store, fedcore.interpret.significance, fedcore.interpret.detection, fedcore.interpret.similarity; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
