@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     except FedcoreError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # before any run started: nothing to record
+        print("Cancelled.", file=sys.stderr)
+        return EXIT_CANCELLED
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        sys.stderr.close()
+        return 0
 
 
 # -- run -----------------------------------------------------------------------------------

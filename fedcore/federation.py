@@ -53,7 +53,7 @@ class Federation:
     name: str
     description: str
     sites: list[Site]
-    feature_names: list[str]
+    feature_names: list[str]  # tables: one per column; images: empty
     feature_kinds: list[str]
     class_names: list[str]
     # Injected incompatibilities with known truth: dicts with at least "site", "kind",
@@ -74,22 +74,37 @@ class Federation:
         names = [s.name for s in self.sites]
         if len(set(names)) != len(names):
             raise DataError(f"Site names must be unique; got {names}.")
-        if len(self.feature_names) != len(self.feature_kinds):
-            raise DataError("Every feature needs a kind (continuous, binary or categorical).")
-        bad = sorted(set(self.feature_kinds) - set(FEATURE_KINDS))
-        if bad:
-            raise DataError(f"Unknown feature kinds {bad}; use one of {FEATURE_KINDS}.")
+        shape = self.input_shape
         for site in self.sites:
             for part in (site.x_train, site.x_test):
-                if part.ndim != 2 or part.shape[1] != self.n_features:
+                if tuple(part.shape[1:]) != shape:
                     raise DataError(
-                        f"Site '{site.name}' has {part.shape[-1]} feature columns, "
-                        f"the federation has {self.n_features}."
+                        f"Site '{site.name}' has inputs of shape {tuple(part.shape[1:])}, "
+                        f"the first site has {shape}."
                     )
+        if self.is_tabular:
+            if len(self.feature_names) != shape[0]:
+                raise DataError(
+                    f"The federation has {shape[0]} feature columns but {len(self.feature_names)} names."
+                )
+            if len(self.feature_kinds) != len(self.feature_names):
+                raise DataError("Every feature needs a kind (continuous, binary or categorical).")
+            bad = sorted(set(self.feature_kinds) - set(FEATURE_KINDS))
+            if bad:
+                raise DataError(f"Unknown feature kinds {bad}; use one of {FEATURE_KINDS}.")
 
     @property
     def site_names(self) -> list[str]:
         return [s.name for s in self.sites]
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """(features,) for tables, (channels, height, width) for images."""
+        return tuple(self.sites[0].x_train.shape[1:])
+
+    @property
+    def is_tabular(self) -> bool:
+        return len(self.input_shape) == 1
 
     @property
     def n_features(self) -> int:
@@ -124,6 +139,7 @@ class Federation:
                 }
                 for s in self.sites
             ],
+            "input_shape": list(self.input_shape),
             "feature_names": list(self.feature_names),
             "feature_kinds": list(self.feature_kinds),
             "class_names": list(self.class_names),

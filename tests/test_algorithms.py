@@ -30,6 +30,17 @@ def differing(sim) -> set[str]:
     }
 
 
+@pytest.mark.parametrize("algorithm", sorted(REGISTRY))
+def test_every_algorithm_trains_a_multi_class_federation(algorithm):
+    params = {"pretrain_epochs": 2} if algorithm == "fedhealth2" else None
+    sim, history = simulate(algorithm, params, federation=make_federation(n_sites=3, n_classes=4, rows=150), rounds=2)
+    record = history[-1]
+    assert len(record["sites"]) == 3
+    for metrics in record["sites"].values():
+        assert 0 <= metrics["f1"] <= 1 and 0 <= metrics["roc_auc"] <= 1 and metrics["loss"] > 0
+    assert sim.predict(sim.model_for_site(0), sim.test_sets[0][0]).shape[1] == 4
+
+
 def test_fedavg_sites_share_every_parameter():
     sim, history = simulate("fedavg")
     assert differing(sim) == set()
@@ -189,7 +200,6 @@ def test_fedhealth2_weights_rows_sum_to_one_with_lambda_and_bn_stays_local(varia
     assert np.allclose(arrays["distance"], arrays["distance"].T)
     # personalised: every site ends with its own weighted mix, BN parameters included
     assert "body.1.weight" in differing(sim) and "body.2.running_mean" in differing(sim)
-    # BN never travels: site i's BN equals what it trained, whatever the others did
     assert set(history[-1]["algorithm"]["nearest"]) == set(sim.site_names)
 
 

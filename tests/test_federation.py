@@ -63,8 +63,12 @@ def test_federation_rejects_inconsistent_sites(federation):
     with pytest.raises(DataError, match="unique"):
         Federation("f", "", [federation.sites[0], federation.sites[0]], federation.feature_names,
                    federation.feature_kinds, federation.class_names)
-    with pytest.raises(DataError, match="feature columns"):
+    with pytest.raises(DataError, match="5 feature columns but 1 names"):
         Federation("f", "", federation.sites, ["only_one"], ["continuous"], federation.class_names)
+    other = split_site("odd", np.zeros((150, 4)), np.array([0, 1] * 75), 0, [])
+    with pytest.raises(DataError, match="shape"):
+        Federation("f", "", [*federation.sites, other], federation.feature_names,
+                   federation.feature_kinds, federation.class_names)
     with pytest.raises(DataError, match="kinds"):
         Federation("f", "", federation.sites, federation.feature_names, ["ordinal"] * 5,
                    federation.class_names)
@@ -77,3 +81,11 @@ def test_describe_is_json_ready(federation):
     json.dumps(description)
     assert [s["name"] for s in description["sites"]] == federation.site_names
     assert sum(description["sites"][0]["test_class_counts"]) == federation.sites[0].n_test
+
+
+def test_image_sites_need_no_feature_names():
+    images = np.zeros((150, 1, 28, 28))
+    site = split_site("imaging", images, np.array([0, 1] * 75), 0, [])
+    federation = Federation("img", "", [site], [], [], ["neg", "pos"])
+    assert federation.input_shape == (1, 28, 28) and not federation.is_tabular
+    assert federation.describe()["input_shape"] == [1, 28, 28]
