@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from fedcore.errors import SpecError
-from fedcore.federation import Federation, class_weights
+from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, classification_metrics, mean_and_worst
 from fedcore.models import MLP
 from fedcore.seeding import derive_seed
@@ -232,6 +233,18 @@ class Simulation:
         if weight is None and self.config.class_weighting == "inverse":
             weight = self.class_weights[site]
         return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
+
+    def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """A stratified `share` of every site's training rows, pooled at the server (copies: the
+        rows stay in the sites' training data). `purpose` keeps different uses' draws apart."""
+        xs, ys = [], []
+        for name, (x, y) in zip(self.site_names, self.train_sets):
+            rng = np.random.default_rng(derive_seed(self.config.seed, name, purpose))
+            _, rows = stratified_holdout(y.cpu().numpy(), max(1, round(share * len(y))), rng)
+            rows = torch.as_tensor(rows, device=y.device)
+            xs.append(x[rows])
+            ys.append(y[rows])
+        return torch.cat(xs), torch.cat(ys)
 
     def model_for_site(self, site: int) -> nn.Module:
         """The model a site uses for prediction (the single pooled model for Centralized)."""

@@ -17,14 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from fedcore.algorithms.base import Algorithm, Records, param
 from fedcore.errors import SpecError
-from fedcore.federation import stratified_holdout
 from fedcore.metrics import confusion_matrix, per_class_f1
-from fedcore.seeding import derive_seed
 
 WEIGHT_RULES = ("accuracy_x_size", "accuracy", "threshold", "power")
 
@@ -85,15 +82,7 @@ class AdaFed(Algorithm):
             return tuple(t.to(sim.device) for t in sim.federation.server_test)
         if mode == "others":
             return None
-        xs, ys = [], []
-        for name, (x, y) in zip(sim.site_names, sim.train_sets):
-            k = max(1, round(self.params.server_share * len(y)))
-            rng = np.random.default_rng(derive_seed(sim.config.seed, name, "adafed-server"))
-            _, shared = stratified_holdout(y.cpu().numpy(), k, rng)
-            shared = torch.as_tensor(shared, device=y.device)
-            xs.append(x[shared])
-            ys.append(y[shared])
-        return torch.cat(xs), torch.cat(ys)
+        return sim.server_share(self.params.server_share, "adafed-server")
 
     def loss(self, sim, site, model, x, y):
         n_classes = len(self.kappa)

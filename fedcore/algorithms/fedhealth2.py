@@ -29,7 +29,6 @@ from fedcore.algorithms.base import Algorithm, Records, param
 from fedcore.algorithms.fedbn import is_batch_norm
 from fedcore.engine import train_locally
 from fedcore.errors import SpecError
-from fedcore.federation import stratified_holdout
 from fedcore.interpret.similarity import Statistics, nearest_sites, site_distances, similarity_weights
 from fedcore.seeding import derive_seed
 
@@ -86,20 +85,13 @@ class FedHealth2(Algorithm):
         self._set_weights(sim, [statistic(pretrained, x) for x, _ in sim.train_sets])
 
     def _pretrain(self, sim) -> nn.Module:
-        xs, ys = [], []
-        for name, (x, y) in zip(sim.site_names, sim.train_sets):
-            k = max(1, round(self.params.server_share * len(y)))
-            rng = np.random.default_rng(derive_seed(sim.config.seed, name, "fedhealth2-server"))
-            _, rows = stratified_holdout(y.cpu().numpy(), k, rng)
-            rows = torch.as_tensor(rows, device=y.device)
-            xs.append(x[rows])
-            ys.append(y[rows])
+        x, y = sim.server_share(self.params.server_share, "fedhealth2-server")
         seed = derive_seed(sim.config.seed, "fedhealth2-pretrain")
         torch.manual_seed(seed)
         model = sim.make_mlp().to(sim.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=self.params.pretrain_lr)
         train_locally(
-            model, optimizer, torch.cat(xs), torch.cat(ys),
+            model, optimizer, x, y,
             lambda m, x, y: F.nll_loss(m(x), y),
             self.params.pretrain_batch_size, self.params.pretrain_epochs, seed,
         )
