@@ -14,7 +14,12 @@ RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requir
 
 COPY fedcore ./fedcore
 COPY data_adapters ./data_adapters
+COPY dashboard ./dashboard
+COPY views ./views
+COPY app.py ./
+COPY .streamlit ./.streamlit
 
 VOLUME ["/data"]
-ENTRYPOINT ["python", "-m", "fedcore"]
-CMD ["run", "--algorithm", "ifedavg", "--data", "demo", "--rounds", "200", "--local-f-out", "--scalar-w-out"]
+EXPOSE 8501
+# The dashboard; `docker run IMAGE python -m fedcore ...` gives the command line instead.
+CMD ["streamlit", "run", "app.py", "--server.address", "0.0.0.0", "--server.port", "8501"]

@@ -7,7 +7,7 @@ RUN_ARGS ?= --algorithm ifedavg --data demo --rounds 200 --local-f-out --scalar-
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run test clean
+.PHONY: run cli-demo test clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,12 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# Until the dashboard lands, the main job is the command-line demo: iFedAvg on the synthetic
-# demo federation, printing per-site scores and which injected shifts its marks caught.
+# The dashboard on http://localhost:8501, opening on the synthetic demo federation.
 run: $(VENV)/.runtime
+	$(BIN)/streamlit run app.py
+
+# The same demo without a browser: iFedAvg on the demo federation, scores and caught shifts.
+cli-demo: $(VENV)/.runtime
 	$(BIN)/python -m fedcore run $(RUN_ARGS)
 
 test: $(VENV)/.dev

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import signal
 import sys
 import tomllib
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from fedcore.errors import Cancelled, FedcoreError
+from fedcore.errors import Cancelled, FedcoreError, cancel_on_sigterm
 from fedcore.store import Run, RunStore
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
@@ -52,7 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     store = RunStore(args.store)
     specs = [resolve_spec(raw) for raw in _raw_specs(args)]
-    signal.signal(signal.SIGTERM, _raise_cancelled)
+    cancel_on_sigterm()
     exit_code = 0
     for spec in specs:
         run = store.create(spec)
@@ -80,10 +79,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress.close()
         print(_format_summary(run, summary))
     return exit_code
-
-
-def _raise_cancelled(signum: int, frame: Any) -> None:
-    raise Cancelled("terminated")
 
 
 def _raw_specs(args: argparse.Namespace) -> list[dict[str, Any]]:

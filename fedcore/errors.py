@@ -19,3 +19,13 @@ class RunNotFound(FedcoreError):
 
 class Cancelled(Exception):
     """Raised inside a run when the user asked it to stop (Ctrl-C, SIGTERM, job cancel)."""
+
+
+def cancel_on_sigterm() -> None:
+    """Make SIGTERM (a cancel from the dashboard, or `kill`) stop a run the way Ctrl-C does."""
+    import signal
+
+    def _raise(signum: int, frame: object) -> None:
+        raise Cancelled("terminated")
+
+    signal.signal(signal.SIGTERM, _raise)

@@ -137,6 +137,7 @@ class Run:
         self.update_status(
             state="running",
             started=now_iso(),
+            started_at=time.time(),
             pid=os.getpid(),
             host=socket.gethostname(),
             round=0,

@@ -1,7 +1,6 @@
 """The synthetic demo federation, and iFedAvg finding its injected shifts end to end."""
 
 import numpy as np
-import pytest
 
 from data_adapters import load_federation
 from data_adapters.demo import FEATURE_INDEX, make_demo_federation

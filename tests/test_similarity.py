@@ -40,3 +40,16 @@ def test_identical_sites_share_weight_instead_of_dividing_by_zero():
 def test_nearest_sites_are_ordered():
     distance = np.array([[0, 3, 1], [3, 0, 2], [1, 2, 0]], float)
     assert nearest_sites(distance, ["a", "b", "c"], k=2) == {"a": ["c", "b"], "b": ["c", "a"], "c": ["a", "b"]}
+
+
+def test_cluster_order_puts_similar_sites_side_by_side():
+    from fedcore.interpret.similarity import cluster_order
+
+    # two groups, {0, 2, 4} and {1, 3}, interleaved in the input
+    points = np.array([0.0, 10.0, 0.5, 10.4, 0.2])
+    distance = np.abs(points[:, None] - points[None])
+    order = cluster_order(distance)
+    assert sorted(order) == [0, 1, 2, 3, 4]
+    groups = ["a" if points[i] < 5 else "b" for i in order]
+    assert groups in (["a", "a", "a", "b", "b"], ["b", "b", "a", "a", "a"])
+    assert cluster_order(np.zeros((1, 1))) == [0]

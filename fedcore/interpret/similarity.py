@@ -45,3 +45,21 @@ def nearest_sites(distance: np.ndarray, names: list[str], k: int = 3) -> dict[st
         order = [j for j in np.argsort(distance[i], kind="stable") if j != i]
         result[name] = [names[j] for j in order[:k]]
     return result
+
+
+def cluster_order(distance: np.ndarray) -> list[int]:
+    """Site order that puts similar sites next to each other: the leaf order of average-linkage
+    agglomerative clustering (merging the two closest clusters, left cluster first)."""
+    distance = np.asarray(distance, dtype=np.float64)
+    clusters: list[list[int]] = [[i] for i in range(len(distance))]
+    while len(clusters) > 1:
+        best = None
+        for a in range(len(clusters)):
+            for b in range(a + 1, len(clusters)):
+                linkage = distance[np.ix_(clusters[a], clusters[b])].mean()
+                if best is None or linkage < best[0]:
+                    best = (linkage, a, b)
+        _, a, b = best
+        clusters[a] = clusters[a] + clusters[b]
+        del clusters[b]
+    return clusters[0] if clusters else []

@@ -1,0 +1,1 @@
+"""The Streamlit dashboard's shared code: reading the run store, figures, lenses, reports."""

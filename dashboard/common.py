@@ -1,0 +1,157 @@
+"""Streamlit helpers shared by the pages: the store, the run picker, progress, the chosen data.
+
+What must survive a browser reload lives on disk or in the URL: the chosen run is the `run`
+query parameter; the chosen data is written to `<store>/.dashboard.json`; jobs are runs in
+the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from dashboard.figures import site_colors
+from dashboard.records import progress, run_label
+from fedcore.store import Run, RunStore, atomic_write_json, read_json
+
+STATE_LABELS = {
+    "queued": "queued",
+    "running": "running",
+    "done": "done",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "interrupted": "interrupted",
+}
+LENS_PAGES = {
+    "ifedavg": ("views/feature_shifts.py", "Feature shifts"),
+    "fedhealth2": ("views/site_similarity.py", "Site similarity"),
+    "adafed": ("views/site_weights.py", "Site weights"),
+}
+DEMO_DATA = {"ref": "demo", "label": "Synthetic sepsis triage (demo, 8 hospitals)"}
+
+
+def lens_page(algorithm: str) -> tuple[str, str]:
+    """The page that shows a run of this algorithm best, and its name."""
+    return LENS_PAGES.get(algorithm, ("views/run.py", "Run details"))
+
+
+def get_store() -> RunStore:
+    return RunStore()
+
+
+@st.cache_resource(show_spinner="Loading the data…", max_entries=8)
+def cached_federation(ref_json: str, seed: int = 0):
+    """A federation loaded once per (data reference, seed); the reference as JSON text so that
+    dict references can be cache keys."""
+    from data_adapters import load_federation
+
+    return load_federation(json.loads(ref_json), seed)
+
+
+def load_run_federation(ref: Any, seed: int = 0):
+    return cached_federation(json.dumps(ref, sort_keys=True), seed)
+
+
+def chosen_data() -> dict[str, Any]:
+    """The data the Train page will use: {'ref': data reference, 'label': what to call it}."""
+    return read_json(get_store().root / ".dashboard.json", {}).get("data") or DEMO_DATA
+
+
+def choose_data(ref: Any, label: str) -> None:
+    path = get_store().root / ".dashboard.json"
+    settings = read_json(path, {})
+    settings["data"] = {"ref": ref, "label": label}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, settings)
+
+
+def pick_run(algorithms: Sequence[str] | None = None, label: str = "Run", key: str = "run_picker") -> Run | None:
+    """A run picker bound to the `run` query parameter (so reloads and links keep it)."""
+    runs = [r for r in get_store().runs() if algorithms is None or r.spec.get("algorithm") in algorithms]
+    if not runs:
+        return None
+    ids = [r.id for r in runs]
+    wanted = st.query_params.get("run")
+    index = ids.index(wanted) if wanted in ids else 0
+    labels = {r.id: run_label(r) for r in runs}  # no state here: a selectbox keeps stale option text
+    chosen = st.selectbox(label, ids, index=index, format_func=labels.get, key=key)
+    if st.query_params.get("run") != chosen:
+        st.query_params["run"] = chosen
+    return runs[ids.index(chosen)]
+
+
+def pick_run_or_explain(algorithms: Sequence[str] | None, label: str, next_page: str, next_label: str) -> Run:
+    """The page's run picker; without any matching run, say what to do and stop the page."""
+    run = pick_run(algorithms, label)
+    if run is None:
+        st.info(f"No {'run' if algorithms is None else ' or '.join(algorithms) + ' run'} yet.")
+        st.page_link(next_page, label=next_label, icon=":material/play_arrow:")
+        st.stop()
+    return run
+
+
+def live(run: Run, interval: float = 3.0):
+    """Decorator for a page's body: a fragment that shows the run's progress, redraws every
+    `interval` seconds while the run trains, and settles the page once it has finished."""
+    was_active = is_active(run)
+
+    def decorate(body):
+        @st.fragment(run_every=interval if was_active else None)
+        def fragment() -> None:
+            settle_when_finished(was_active, is_active(run))
+            show_progress(run)
+            body()
+
+        return fragment
+
+    return decorate
+
+
+def run_colors(run: Run) -> dict[str, str]:
+    return site_colors([s["name"] for s in run.federation.get("sites", [])])
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+def show_progress(run: Run) -> None:
+    """State, a progress bar with round / ETA / latest mean and worst-site F1, or the error."""
+    info = progress(run)
+    state = info["state"]
+    scores = ""
+    if info["mean"].get("f1") is not None:
+        scores = f" · mean F1 {info['mean']['f1']:.3f} · worst site F1 {info['worst']['f1']:.3f}"
+    text = f"{STATE_LABELS.get(state, state)} · round {info['round']} of {info['total']}{scores}"
+    if state == "running":
+        text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else " · starting"
+    st.progress(min(1.0, info["fraction"]), text=text)
+    if state in ("failed", "interrupted") and info["error"]:
+        st.error(f"{'This run failed' if state == 'failed' else 'This run was interrupted'}: {info['error']}")
+
+
+def is_active(run: Run) -> bool:
+    return run.status.get("state") in ("queued", "running")
+
+
+def settle_when_finished(was_active: bool, active_now: bool) -> None:
+    """Inside a fragment that refreshes while training runs: once nothing is training any more,
+    rerun the whole page once, so it stops refreshing and every label shows the final state."""
+    if was_active and not active_now:
+        st.rerun()
+
+
+def download_csv(frame: Any, name: str, label: str = "Download these numbers (CSV)") -> None:
+    st.download_button(label, frame.to_csv(index=False).encode("utf-8"), file_name=f"{name}.csv",
+                       mime="text/csv", key=f"download-{name}")
+
+
+def spec_summary(run: Run) -> str:
+    spec = run.spec
+    return json.dumps({k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)

@@ -1,0 +1,210 @@
+"""Plotly figures for the lenses. Pure functions of numbers: the pages fetch, these draw.
+
+Colours: one fixed colour per site across every page (by the site's position in its
+federation), diverging scales centred on the neutral value of a layer (0 for biases, 1 for
+weights: RdGy and PuOr, as in the authors' heatmaps), and the same layout conventions
+everywhere (sites top to bottom in federation order unless a page reorders them on purpose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.colors as pc
+import plotly.express as px
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.records import METRIC_LABELS
+
+NEUTRAL = {"b_in": 0.0, "b_out": 0.0, "w_in": 1.0, "w_out": 1.0}
+LAYER_TITLES = {
+    "b_in": "Input shift b_in (added to each feature)",
+    "w_in": "Input scale w_in (multiplies each feature)",
+    "b_out": "Output shift b_out (added to each class logit)",
+    "w_out": "Output scale w_out (multiplies the class logits)",
+}
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+
+
+def site_colors(site_names: Sequence[str]) -> dict[str, str]:
+    """A colour-blind-safe colour per site, stable for a federation (assigned in its order)."""
+    palette = pc.qualitative.Safe if len(site_names) <= len(pc.qualitative.Safe) else pc.qualitative.Alphabet
+    return {name: palette[i % len(palette)] for i, name in enumerate(site_names)}
+
+
+def _style(fig: go.Figure, height: int, top: int = 60) -> go.Figure:
+    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=top, b=10),
+                      plot_bgcolor="white", paper_bgcolor="white")
+    return fig
+
+
+def shift_heatmap(
+    matrix: np.ndarray,
+    z: np.ndarray,
+    cells: np.ndarray,
+    features_marked: np.ndarray,
+    sites: Sequence[str],
+    features: Sequence[str],
+    layer: str,
+    centre: str = "neutral",
+) -> go.Figure:
+    """Sites x features heatmap with 'O' on significant cells, 'x' above significant features,
+    and the per-site / per-feature sums of |value - feature mean| as bars beside and below."""
+    matrix = np.asarray(matrix, dtype=float)
+    column_mean = matrix.mean(axis=0)
+    name = layer.replace("_", "<sub>") + "</sub>"
+    if centre == "column mean":  # colour by the departure from the feature's mean across sites
+        shown, middle, bar_title = matrix - column_mean, 0.0, f"{name} − feature mean"
+    else:  # colour by the correction itself, white = no correction
+        shown, middle, bar_title = matrix, NEUTRAL[layer], f"{name}<br>(white: {NEUTRAL[layer]:g})"
+    reach = float(np.nanmax(np.abs(shown - middle))) or 1e-6
+    deviation = np.abs(matrix - column_mean)
+    fig = make_subplots(
+        rows=2, cols=2, shared_xaxes=True, shared_yaxes=True,
+        column_widths=[0.86, 0.14], row_heights=[0.8, 0.2],
+        horizontal_spacing=0.01, vertical_spacing=0.03,
+    )
+    marks = np.where(cells, "O (significant)", "")
+    fig.add_trace(
+        go.Heatmap(
+            z=shown, x=list(features), y=list(sites),
+            zmid=middle, zmin=middle - reach, zmax=middle + reach,
+            colorscale="RdGy" if layer.startswith("b") else "PuOr",
+            customdata=np.dstack([matrix, np.nan_to_num(z, nan=0.0), marks]),
+            hovertemplate="site %{y}<br>feature %{x}<br>value %{customdata[0]:.3f}"
+                          "<br>z-score %{customdata[1]:+.2f}<br>%{customdata[2]}<extra></extra>",
+            colorbar=dict(title=dict(text=bar_title), len=0.75, y=0.6, x=1.02),
+        ),
+        row=1, col=1,
+    )
+    for i, j in zip(*np.nonzero(cells)):
+        fig.add_annotation(x=features[j], y=sites[i], text="<b>O</b>", showarrow=False,
+                           font=dict(size=15, color="#111"), bgcolor="rgba(255,255,255,0.55)",
+                           row=1, col=1)
+    for j in np.flatnonzero(features_marked):
+        fig.add_annotation(x=features[j], y=1.0, yref="y domain", yanchor="bottom", text="<b>x</b>",
+                           showarrow=False, font=dict(size=15, color="#b00020"), row=1, col=1)
+    fig.add_trace(go.Bar(x=deviation.sum(axis=1), y=list(sites), orientation="h",
+                         marker_color="#6b7b8c", hovertemplate="%{y}: %{x:.3f}<extra>site deviation</extra>"),
+                  row=1, col=2)
+    fig.add_trace(go.Bar(x=list(features), y=deviation.sum(axis=0), marker_color="#6b7b8c",
+                         hovertemplate="%{x}: %{y:.3f}<extra>feature deviation</extra>"),
+                  row=2, col=1)
+    many = len(features) > 60
+    fig.update_xaxes(showticklabels=not many, tickangle=-45, row=2, col=1)
+    fig.update_xaxes(title_text="site's total<br>deviation", title_font_size=11, row=1, col=2)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="feature's total<br>deviation", title_font_size=11, row=2, col=1)
+    fig.update_layout(
+        showlegend=False,
+        title=dict(text=f"{LAYER_TITLES[layer]}<br><sup>O: this site's value lies unusually far from the "
+                        "feature's mean across sites · x: the feature's values vary unusually across sites<br>"
+                        "grey bars: total |value − feature mean| of each site (right) and feature (below)</sup>",
+                   x=0),
+    )
+    return _style(fig, height=max(440, 34 * len(sites) + 280), top=110)
+
+
+def feature_distribution(values: pd.DataFrame, site: str, feature: str, colors: dict[str, str]) -> go.Figure:
+    """The chosen site's values of a feature next to all other sites', per class.
+
+    `values` has columns site, class, value (the values the model sees, after preprocessing)."""
+    frame = values.assign(group=np.where(values["site"] == site, site, "all other sites"))
+    fig = px.histogram(
+        frame, x="value", color="group", facet_col="class", histnorm="probability density",
+        barmode="overlay", opacity=0.6, nbins=40,
+        color_discrete_map={site: colors.get(site, "#d62728"), "all other sites": "#9aa5b1"},
+        category_orders={"group": [site, "all other sites"]},
+    )
+    fig.update_layout(title=dict(text=f"{feature}: {site} against all other sites (as the model sees it)", x=0),
+                      legend_title_text="")
+    fig.update_xaxes(title_text=f"{feature} (preprocessed)")
+    fig.for_each_annotation(lambda a: a.update(text=a.text.replace("class=", "outcome: ")))
+    return _style(fig, height=360)
+
+
+def matrix_heatmap(matrix: np.ndarray, sites: Sequence[str], title: str, colorscale: str,
+                   value_format: str = ".2f", colorbar_title: str = "", log_colour: bool = False) -> go.Figure:
+    """An annotated sites x sites matrix (FedHealth2 distances or aggregation weights).
+
+    `log_colour` colours by log10 of the value, so one far-off site does not wash out the rest;
+    the numbers in the cells and the colour bar's labels stay in the original units."""
+    matrix = np.asarray(matrix, dtype=float)
+    text = [[format(v, value_format) for v in row] for row in matrix]
+    colour, colorbar = matrix, dict(title=colorbar_title)
+    if log_colour:
+        positive = matrix[matrix > 0]
+        floor = positive.min() if positive.size else 1.0
+        colour = np.log10(np.maximum(matrix, floor))
+        decades = 10.0 ** np.arange(np.floor(colour.min()), np.ceil(colour.max()) + 1)
+        ticks = [t for t in np.outer(decades, [1, 2, 5]).ravel() if colour.min() <= np.log10(t) <= colour.max()]
+        colorbar.update(tickvals=np.log10(ticks), ticktext=[f"{t:g}" for t in ticks])
+    fig = go.Figure(go.Heatmap(
+        z=colour, x=list(sites), y=list(sites), text=text, texttemplate="%{text}", customdata=matrix,
+        colorscale=colorscale, colorbar=colorbar,
+        hovertemplate="row %{y}<br>column %{x}<br>%{customdata:" + value_format + "}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed", title_text="site (row)")
+    fig.update_xaxes(tickangle=-35, title_text="site (column)")
+    fig.update_layout(title=dict(text=title, x=0))
+    return _style(fig, height=max(380, 40 * len(sites) + 160))
+
+
+def site_lines(frame: pd.DataFrame, y_title: str, title: str, colors: dict[str, str],
+               stacked: bool = False) -> go.Figure:
+    """Per-site values over rounds (columns round, site, value), lines or a stacked share."""
+    draw = px.area if stacked else px.line
+    fig = draw(frame, x="round", y="value", color="site", color_discrete_map=colors,
+               category_orders={"site": list(colors)}, **({} if stacked else {"markers": len(frame) < 400}))
+    fig.update_layout(title=dict(text=title, x=0), legend_title_text="site")
+    fig.update_yaxes(title_text=y_title)
+    return _style(fig, height=380)
+
+
+def class_lines(frame: pd.DataFrame, y_title: str, title: str) -> go.Figure:
+    """Per-class values over rounds (columns round, class, value)."""
+    fig = px.line(frame, x="round", y="value", color="class", markers=len(frame) < 400)
+    fig.update_layout(title=dict(text=title, x=0), legend_title_text="class")
+    fig.update_yaxes(title_text=y_title)
+    return _style(fig, height=340)
+
+
+def learning_curves(frame: pd.DataFrame, metric: str, title: str) -> go.Figure:
+    """Mean and worst site over rounds; `frame` has round, run, statistic, value."""
+    fig = px.line(frame, x="round", y="value", color="run", line_dash="statistic",
+                  line_dash_map={"mean": "solid", "worst": "dot"})
+    fig.update_yaxes(title_text=METRIC_LABELS[metric])
+    fig.update_layout(title=dict(text=title, x=0), legend_title_text="")
+    return _style(fig, height=400)
+
+
+def site_curves(frame: pd.DataFrame, metric: str, colors: dict[str, str]) -> go.Figure:
+    """Each site's score over rounds; `frame` is records.site_metrics(run)."""
+    fig = px.line(frame, x="round", y=metric, color="site", color_discrete_map=colors,
+                  category_orders={"site": list(colors)})
+    fig.update_yaxes(title_text=METRIC_LABELS[metric])
+    fig.update_layout(title=dict(text=f"{METRIC_LABELS[metric]} of each site on its own hold-out", x=0),
+                      legend_title_text="site")
+    return _style(fig, height=380)
+
+
+def per_site_spread(frame: pd.DataFrame, metric: str, style: str, colors: dict[str, str]) -> go.Figure:
+    """Distribution of per-site scores per run (strip or violin, as in the iFedAvg appendix);
+    `frame` has run, site, and the metric."""
+    if style == "violin":
+        fig = px.violin(frame, x="run", y=metric, points="all", box=True, hover_data=["site"])
+        fig.update_traces(marker=dict(size=7), line_color="#44546a", fillcolor="rgba(68,84,106,0.15)")
+    else:
+        fig = px.strip(frame, x="run", y=metric, color="site", color_discrete_map=colors,
+                       category_orders={"site": list(colors)}, hover_data=["site"])
+        fig.update_traces(marker=dict(size=10, line=dict(width=1, color="white")))
+        means = frame.groupby("run", sort=False)[metric].mean()
+        fig.add_trace(go.Scatter(x=list(means.index), y=means.values, mode="markers", name="mean",
+                                 marker=dict(symbol="line-ew-open", size=40, color="black", line=dict(width=3))))
+    fig.update_yaxes(title_text=METRIC_LABELS[metric])
+    fig.update_xaxes(title_text="")
+    fig.update_layout(title=dict(text=f"{METRIC_LABELS[metric]} per site (each dot is one site)", x=0))
+    return _style(fig, height=440)

@@ -1,0 +1,151 @@
+"""Each lens's figures and numbers from a stored run: used by its page and by the HTML report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard import figures
+from dashboard.records import per_class_series, per_site_series
+from fedcore.interpret.detection import detection_report
+from fedcore.interpret.significance import significance_marks
+from fedcore.interpret.similarity import cluster_order
+from fedcore.store import Run
+
+FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation")
+
+
+@dataclass
+class ShiftView:
+    figure: go.Figure
+    table: pd.DataFrame  # site, feature, value, z, O, x: the figure's numbers
+    marked_cells: int
+    marked_features: int
+
+
+def layers(arrays: dict[str, np.ndarray]) -> list[str]:
+    return [layer for layer in ("b_in", "w_in", "b_out", "w_out") if layer in arrays]
+
+
+def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd: float = 2.0,
+               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0]) -> ShiftView:
+    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given thresholds."""
+    federation = run.federation
+    sites = [s["name"] for s in federation["sites"]]
+    matrix = run.load_arrays(round_)[layer]
+    columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
+    marks = significance_marks(matrix, n_sd, sd_floor)
+    table = pd.DataFrame({
+        "site": np.repeat(sites, matrix.shape[1]),
+        "feature": np.tile(columns, len(sites)),
+        "value": matrix.ravel(),
+        "z": marks.z.ravel(),
+        "O": marks.cells.ravel(),
+        "x": np.tile(marks.features, len(sites)),
+    })
+    keep = np.arange(matrix.shape[1])
+    if features_view == "marked features only":
+        keep = np.flatnonzero(marks.cells.any(axis=0) | marks.features)
+    elif features_view == "sorted by deviation":
+        keep = np.argsort(-np.abs(matrix - matrix.mean(axis=0)).sum(axis=0), kind="stable")
+    if len(keep) == 0:
+        keep = np.arange(matrix.shape[1])  # nothing marked: show everything rather than nothing
+    figure = figures.shift_heatmap(
+        matrix[:, keep], marks.z[:, keep], marks.cells[:, keep], marks.features[keep],
+        sites, [columns[j] for j in keep], layer, centre,
+    )
+    return ShiftView(figure, table, int(marks.cells.sum()), int(marks.features.sum()))
+
+
+def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
+    if matrix.shape[1] == 1:
+        return ["all classes"]
+    return [f"class: {name}" for name in federation["class_names"]]
+
+
+def detection_table(run: Run, round_: int) -> tuple[pd.DataFrame, list[dict]] | None:
+    """Injected shifts against the marks of that round (runs on data with ground truth only)."""
+    federation = run.federation
+    if not federation.get("ground_truth"):
+        return None
+    arrays = run.load_arrays(round_)
+    if "b_in_O" not in arrays:
+        return None
+    report = detection_report(federation["ground_truth"], [s["name"] for s in federation["sites"]],
+                              federation["feature_names"], arrays)
+    rows = [{
+        "site": e["site"],
+        "feature": e["feature"] or "(labels)",
+        "injected problem": e["detail"],
+        "caught": {True: "caught", False: "missed", None: "not checkable"}[e["caught"]],
+        "evidence": "; ".join(e["evidence"]) or "no mark",
+    } for e in report["injected"]]
+    return pd.DataFrame(rows), report["false_positives"]
+
+
+@dataclass
+class SimilarityView:
+    distance: go.Figure
+    weights: go.Figure
+    table: pd.DataFrame
+    nearest: pd.DataFrame
+    lam: float
+
+
+def similarity_view(run: Run, round_: int, clustered: bool = True) -> SimilarityView | None:
+    arrays = run.load_arrays(round_)
+    if "weights" not in arrays:
+        return None
+    sites = [s["name"] for s in run.federation["sites"]]
+    distance, weights = arrays["distance"], arrays["weights"]
+    order = cluster_order(distance) if clustered else list(range(len(sites)))
+    names = [sites[i] for i in order]
+    pick = np.ix_(order, order)
+    lam = float(run.spec["params"]["lam"])
+    table = pd.DataFrame({
+        "site": np.repeat(sites, len(sites)), "other site": np.tile(sites, len(sites)),
+        "distance": distance.ravel(), "weight": weights.ravel(),
+    })
+    nearest = pd.DataFrame([
+        {"site": sites[i], **{f"nearest {k + 1}": f"{sites[j]} (d={distance[i, j]:.2f}, w={weights[i, j]:.2f})"
+                             for k, j in enumerate([j for j in np.argsort(distance[i], kind="stable") if j != i][:3])}}
+        for i in range(len(sites))
+    ])
+    how = "clustered so similar sites sit together" if clustered else "in federation order"
+    return SimilarityView(
+        distance=figures.matrix_heatmap(distance[pick], names, f"Distance between sites' statistics ({how}; "
+                                        "colour on a log scale)", "Blues", colorbar_title="distance", log_colour=True),
+        weights=figures.matrix_heatmap(weights[pick], names, f"Aggregation weights: row = who receives, λ = {lam:g} "
+                                       "on the diagonal", "Greens", colorbar_title="weight"),
+        table=table, nearest=nearest, lam=lam,
+    )
+
+
+@dataclass
+class WeightsView:
+    shares: pd.DataFrame
+    kappa: pd.DataFrame
+    server_f1: pd.DataFrame
+    near_zero: pd.DataFrame  # site, evaluated rounds near zero, first, last, latest share
+
+
+def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
+    """AdaFed's site shares over rounds, class weights, the server's per-class F1, and every site
+    whose share fell below `near_zero` of an equal share in some evaluated round."""
+    shares = per_site_series(run, "p_share")
+    classes = run.federation.get("class_names", [])
+    rows = []
+    if not shares.empty:
+        equal = 1.0 / shares["site"].nunique()
+        latest = shares[shares["round"] == shares["round"].max()].set_index("site")["value"]
+        for site, group in shares[shares["value"] < near_zero * equal].groupby("site", sort=False):
+            rows.append({"site": site, "rounds near zero": len(group), "of evaluated rounds": shares["round"].nunique(),
+                         "first": int(group["round"].min()), "last": int(group["round"].max()),
+                         "latest share": float(latest[site])})
+    return WeightsView(shares, per_class_series(run, "kappa", classes),
+                       per_class_series(run, "server_f1_per_class", classes),
+                       pd.DataFrame(rows, columns=["site", "rounds near zero", "of evaluated rounds", "first", "last",
+                                                   "latest share"]))

@@ -1,0 +1,103 @@
+"""End to end in a real browser (Debian Chromium + Playwright): the dashboard served by
+Streamlit, the one-click demo, training in a background job, the heatmap with its marks, and a
+reload that finds the run still there. Screenshots go to test-artifacts/ for a person to look at."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fedcore import jobs
+from fedcore.store import RunStore
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
+        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
+    store = RunStore(tmp_path / "runs")
+    port = _free_port()
+    env = {**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                raise AssertionError("the dashboard did not start") from None
+            time.sleep(0.5)
+    yield url, store
+    server.terminate()
+    server.wait(timeout=30)
+    for run in store.runs():
+        jobs.cancel(run)
+
+
+def _marks(page) -> int:
+    """'O' annotations drawn in the heatmap's SVG (after plotly has drawn it)."""
+    page.locator("g.annotation text.annotation-text").first.wait_for(timeout=30_000)
+    return page.locator("g.annotation text.annotation-text").filter(has_text=re.compile(r"^O$")).count()
+
+
+def test_demo_to_heatmap_with_marks_and_reload(dashboard):
+    from playwright.sync_api import sync_playwright
+
+    url, store = dashboard
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(url)
+        page.get_by_role("button", name=re.compile("Train iFedAvg on the demo data")).click()
+        page.wait_for_url(re.compile(r".*/feature_shifts\?run=.*"), timeout=30_000)
+        run = store.runs()[0]
+        deadline = time.time() + 240
+        while run.status["state"] != "done":
+            assert run.status["state"] in ("queued", "running"), run.status
+            assert time.time() < deadline, "training did not finish in time"
+            time.sleep(1)
+        # The page refreshes itself while the run trains, then settles on the final round.
+        page.get_by_text("No training running.").wait_for(timeout=30_000)
+        page.get_by_text("Round 150:").first.wait_for(timeout=30_000)
+        page.get_by_text("Did the marks find the injected problems?").wait_for()
+        assert _marks(page) >= 2
+        # The detection table (its cells are drawn on a canvas; AppTest checks their contents).
+        assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+        page.screenshot(path=str(ARTIFACTS / "feature_shifts.png"), full_page=True)
+
+        page.reload()
+        page.get_by_text("Round 150:").first.wait_for(timeout=60_000)
+        assert f"run={run.id}" in page.url  # the chosen run survives the reload
+        assert _marks(page) >= 2
+        page.goto(url)
+        page.get_by_text("Runs (1)").wait_for(timeout=30_000)  # still listed after all the reloads
+        page.locator('[data-testid="stDataFrame"]').first.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "runs.png"), full_page=True)
+        browser.close()

@@ -1,0 +1,65 @@
+"""Run details: settings, progress, per-site scores over rounds, errors, and exports."""
+
+import json
+
+import streamlit as st
+
+from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, lens_page, live,
+                              pick_run_or_explain, run_colors, spec_summary)
+from dashboard.figures import site_curves, site_lines
+from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
+from dashboard.report import html_report
+from fedcore import jobs
+
+st.title("Run details")
+run = pick_run_or_explain(None, "Run", "views/train.py", "Train something")
+
+
+@live(run)
+def details() -> None:
+    status = run.status
+    page, name = lens_page(run.spec["algorithm"])
+    actions = st.columns(4)
+    if page != "views/run.py":
+        actions[0].page_link(page, label=f"Open {name}", query_params={"run": run.id})
+    if actions[1].button("Re-run with the same settings"):
+        again = jobs.rerun(get_store(), run)
+        st.toast(f"Queued {again.id}")
+    if is_active(run) and actions[2].button("Cancel this run"):
+        jobs.cancel(run)
+        st.toast("Cancelling; what it recorded so far is kept.")
+    if status.get("state") == "failed":
+        log = jobs.log_tail(run)
+        if log:
+            with st.expander("Worker output (last lines)"):
+                st.code(log)
+    st.subheader("Scores at the last evaluated round")
+    final = final_site_metrics(run)
+    st.dataframe(final.style.format("{:.3f}", subset=final.columns[1:], na_rep="–"), hide_index=True,
+                 width="stretch")
+    metrics = site_metrics(run)
+    if not metrics.empty:
+        metric = st.radio("Metric", list(METRIC_LABELS), format_func=METRIC_LABELS.get, horizontal=True)
+        st.plotly_chart(site_curves(metrics, metric, run_colors(run)), width="stretch", key="curves")
+        download_csv(metrics, f"{run.id}-site-metrics", "Download every round's per-site scores (CSV)")
+    alpha = per_site_series(run, "alpha")
+    if not alpha.empty:
+        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", run_colors(run)),
+                        width="stretch", key="alpha")
+    warnings = run.federation.get("warnings") or []
+    for warning in warnings:
+        st.warning(warning)
+    with st.expander("Settings (the complete specification)"):
+        st.code(spec_summary(run), language="json")
+        st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')} · "
+                   f"code {run.spec.get('version')}")
+    # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
+    st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
+                       file_name=f"{run.id}-report.html", mime="text/html", key="report")
+    with st.expander("Last record (raw)"):
+        records = run.rounds()
+        if records:
+            st.code(json.dumps(records[-1].get("algorithm", {}), indent=2), language="json")
+
+
+details()

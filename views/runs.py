@@ -1,0 +1,107 @@
+"""Home: what this is, a one-click start, and every run in the store with its actions."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.common import STATE_LABELS, get_store, is_active, lens_page, settle_when_finished
+from dashboard.records import progress, run_label
+from fedcore import jobs
+from fedcore.errors import FedcoreError
+
+QUICK_START = {
+    "algorithm": "ifedavg",
+    "data": "demo",
+    "params": {"local_f_out": True, "scalar_w_out": True},
+    "config": {"rounds": 150},
+}
+
+store = get_store()
+st.title("Federated interoperability dashboard")
+st.markdown(
+    "Sites that cannot pool their data can still train one model together. Hidden differences "
+    "between them — a unit error, another patient population, data missing not at random, a "
+    "flipped label — quietly damage that model. This dashboard trains federated models and shows "
+    "**where** such differences are: which site, which feature, how large."
+)
+
+with st.container(border=True):
+    st.markdown("#### New here? See it work in about a minute")
+    st.markdown(
+        "Train **iFedAvg** on the *synthetic* demo federation: eight made-up hospitals triaging "
+        "sepsis, four of them with a hidden problem (an age error, temperatures in °F, a symptom "
+        "recorded only for sick patients, flipped labels). The heatmap then marks where they are."
+    )
+    if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
+        run = jobs.submit(store, QUICK_START)
+        st.switch_page("views/feature_shifts.py", query_params={"run": run.id})
+
+runs = store.runs()
+
+
+was_active = any(is_active(r) for r in runs)
+
+
+@st.fragment(run_every=2 if was_active else None)
+def runs_table() -> None:
+    runs = store.runs()
+    settle_when_finished(was_active, any(is_active(r) for r in runs))
+    st.subheader(f"Runs ({len(runs)})")
+    if not runs:
+        st.info("No runs yet. Start the demo above, or choose data and algorithms under **Set up**.")
+        return
+    rows = []
+    for run in runs:
+        info, spec = progress(run), run.spec
+        rows.append({
+            "state": STATE_LABELS.get(info["state"], info["state"]),
+            "algorithm": run_label(run).split(" · ")[0],
+            "data": spec.get("data") if isinstance(spec.get("data"), str) else (spec.get("data") or {}).get("source"),
+            "progress": info["fraction"],
+            "round": f"{info['round']}/{info['total']}",
+            "mean F1": info["mean"].get("f1"),
+            "worst-site F1": info["worst"].get("f1"),
+            "started": (run.status.get("started") or "")[:19].replace("T", " "),
+            "run id": run.id,
+        })
+    event = st.dataframe(
+        pd.DataFrame(rows), hide_index=True, width="stretch", on_select="rerun",
+        selection_mode="single-row", key="runs_table",
+        column_config={
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "mean F1": st.column_config.NumberColumn(format="%.3f"),
+            "worst-site F1": st.column_config.NumberColumn(format="%.3f"),
+        },
+    )
+    selected = event.selection.rows
+    if not selected:
+        st.caption("Select a row to open, re-run, cancel or delete that run.")
+        return
+    run = runs[selected[0]]
+    algorithm = run.spec.get("algorithm")
+    columns = st.columns(5)
+    if columns[0].button("Open", type="primary", key="open"):
+        st.switch_page(lens_page(algorithm)[0], query_params={"run": run.id})
+    if columns[1].button("Details", key="details"):
+        st.switch_page("views/run.py", query_params={"run": run.id})
+    if columns[2].button("Re-run with the same settings", key="rerun"):
+        again = jobs.rerun(store, run)
+        st.toast(f"Queued {again.id}")
+        st.rerun()
+    if is_active(run):
+        if columns[3].button("Cancel", key="cancel"):
+            jobs.cancel(run)
+            st.toast(f"Cancelling {run.id}; what it recorded so far is kept.")
+            st.rerun()
+    else:
+        with columns[4].popover("Delete"):
+            st.write(f"Delete run **{run.id}** and everything it recorded?")
+            if st.button("Yes, delete it", key="confirm_delete"):
+                try:
+                    jobs.delete(store, run)
+                except FedcoreError as error:
+                    st.error(str(error))
+                else:
+                    st.rerun()
+
+
+runs_table()

@@ -1,0 +1,45 @@
+"""Site similarity (FedHealth2): which sites' data look alike, and who learns from whom."""
+
+import streamlit as st
+
+from dashboard.common import download_csv, live, pick_run_or_explain
+from dashboard.lenses import similarity_view
+
+STATISTICS = {
+    "pretrained": "BatchNorm inputs of a server-pretrained model",
+    "f": "BatchNorm running statistics after FedBN warm-up",
+    "d": "classifier-input features of a server-pretrained model",
+}
+
+st.title("Site similarity (FedHealth2)")
+st.markdown(
+    "Before training, a model trained at the server describes every site by the statistics its "
+    "data produce inside the network (the inputs of each BatchNorm layer). Sites with similar "
+    "statistics are close. Each site then aggregates mostly with its close sites: it keeps a share "
+    "**λ** of its own model and spreads the rest by similarity. BatchNorm layers never leave a site."
+)
+run = pick_run_or_explain(("fedhealth2",), "FedHealth2 run", "views/train.py", "Train FedHealth2")
+
+
+@live(run)
+def lens() -> None:
+    rounds = run.array_rounds()
+    view = similarity_view(run, rounds[-1], clustered=st.session_state.get("clustered", True)) if rounds else None
+    if view is None:
+        variant = run.spec["params"]["variant"]
+        st.info("The similarity is not computed yet" + (
+            f": the f-variant takes it after {run.spec['params']['warmup_rounds']} FedBN rounds." if variant == "f" else "."))
+        return
+    st.toggle("Order sites by clustering (similar sites side by side)", value=True, key="clustered")
+    params = run.spec["params"]
+    st.markdown(f"**λ = {view.lam:g}** (each site's weight on its own model) · statistics: "
+                f"**{STATISTICS[params['variant']]}**")
+    st.plotly_chart(view.distance, width="stretch", key="distance")
+    st.plotly_chart(view.weights, width="stretch", key="weights")
+    st.caption("Read a row of the weights: the site on the left receives that mix of every site's model.")
+    download_csv(view.table, f"{run.id}-similarity")
+    st.subheader("Each site's nearest neighbours")
+    st.dataframe(view.nearest, hide_index=True, width="stretch")
+
+
+lens()

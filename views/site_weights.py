@@ -1,0 +1,51 @@
+"""Site weights (AdaFed): how much the server trusts each site, round by round."""
+
+import streamlit as st
+
+from dashboard.common import download_csv, live, pick_run_or_explain, run_colors
+from dashboard.figures import class_lines, site_lines
+from dashboard.lenses import weights_view
+
+st.title("Site weights (AdaFed)")
+st.markdown(
+    "Each round the server scores every site's returned model on its test set and averages the "
+    "models in proportion to those scores (the site weights p_i). It then scores its new model per "
+    "class and raises the loss weight κ of classes it gets wrong. A site whose model keeps scoring "
+    "badly — noisy or flipped labels, a very different population — is driven towards zero weight."
+)
+run = pick_run_or_explain(("adafed",), "AdaFed run", "views/train.py", "Train AdaFed")
+
+
+@live(run)
+def lens() -> None:
+    view = weights_view(run)
+    if view.shares.empty:
+        st.info("Waiting for the first evaluated round…")
+        return
+    params = run.spec["params"]
+    st.markdown(f"Weight rule: **{params['weight_rule']}** · server test set: **{params['server_test']}** · "
+                f"adaptive loss: **{'on' if params['adaptive_loss'] else 'off'}** (ε = {params['epsilon']:g})")
+    if len(view.near_zero):
+        names = ", ".join(view.near_zero["site"])
+        st.warning(f"Driven to (near) zero weight — below a quarter of an equal share — in some rounds: **{names}**. "
+                   "While there, the server hardly used their models: check these sites' data and labels.")
+        st.dataframe(view.near_zero, hide_index=True, column_config={"latest share": st.column_config.NumberColumn(
+            format="%.3f")})
+    else:
+        st.success("No site fell near zero weight in any evaluated round.")
+    colors = run_colors(run)
+    st.plotly_chart(site_lines(view.shares, "share of the server model", "Each site's share of the server model",
+                               colors), width="stretch", key="shares")
+    st.plotly_chart(site_lines(view.shares, "share", "The same shares, stacked (they sum to 1)", colors,
+                               stacked=True), width="stretch", key="stacked")
+    download_csv(view.shares, f"{run.id}-site-shares")
+    left, right = st.columns(2)
+    left.plotly_chart(class_lines(view.kappa, "κ (loss weight)", "Class weights κ_c = 1 / (F1_c + ε)"),
+                      width="stretch", key="kappa")
+    right.plotly_chart(class_lines(view.server_f1, "F1", "Server model's F1 per class"), width="stretch",
+                       key="server_f1")
+    download_csv(view.kappa.merge(view.server_f1, on=["round", "class"], suffixes=("_kappa", "_server_f1")),
+                 f"{run.id}-classes", "Download class weights and F1 (CSV)")
+
+
+lens()

@@ -1,0 +1,94 @@
+"""Train: pick algorithms and their main settings, launch them as background jobs, watch them."""
+
+from dataclasses import fields
+
+import streamlit as st
+
+from dashboard.common import chosen_data, get_store, is_active, lens_page, settle_when_finished, show_progress
+from dashboard.forms import field_input, params_inputs
+from dashboard.records import run_label
+from fedcore import jobs
+from fedcore.algorithms import REGISTRY
+from fedcore.engine import TrainConfig
+from fedcore.errors import FedcoreError
+
+MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
+
+store = get_store()
+st.title("Train")
+data = chosen_data()
+left, right = st.columns([3, 1])
+left.markdown(f"**Data:** {data['label']}")
+right.page_link("views/data.py", label="Change the data", icon=":material/table:")
+
+chosen = st.multiselect(
+    "Algorithms (several run side by side on the same data, one background job each)",
+    list(REGISTRY), default=["ifedavg"],
+    format_func=lambda name: f"{REGISTRY[name].title} — {REGISTRY[name].summary}",
+)
+
+st.markdown("**Training settings** (defaults: the iFedAvg paper's protocol, used for every algorithm)")
+config_fields = {f.name: f for f in fields(TrainConfig)}
+config = {}
+slots = st.columns(len(MAIN_SETTINGS))
+for slot, name in zip(slots, MAIN_SETTINGS):
+    with slot:
+        config[name] = field_input(config_fields[name], key=f"config-{name}")
+with st.expander("More training settings"):
+    others = [f for f in fields(TrainConfig) if f.name not in MAIN_SETTINGS]
+    slots = st.columns(3)
+    for i, f in enumerate(others):
+        with slots[i % 3]:
+            config[f.name] = field_input(f, key=f"config-{f.name}")
+
+params = {}
+for name in chosen:
+    cls = REGISTRY[name]
+    if not fields(cls.Params):
+        continue
+    with st.expander(f"{cls.title} parameters", expanded=name == "ifedavg"):
+        if name == "ifedavg":
+            st.caption("Tip: keep f_out local (with a scalar w_out) to also see label problems such as a flip.")
+        if cls.config_defaults:
+            st.caption(f"Its paper changes these training settings, applied unless you changed them above: "
+                       f"{cls.config_defaults}")
+        params[name] = params_inputs(cls.Params, key_prefix=f"params-{name}")
+
+if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="primary", disabled=not chosen, key="start"):
+    defaults = TrainConfig().to_dict()
+    changed = {k: v for k, v in config.items() if v != defaults[k]}
+    try:
+        started = [
+            jobs.submit(store, {
+                "algorithm": name, "data": data["ref"], "params": params.get(name, {}),
+                # the algorithm's own engine defaults apply to the settings the user left alone
+                "config": {**REGISTRY[name].config_defaults, **changed},
+            })
+            for name in chosen
+        ]
+    except FedcoreError as error:
+        st.error(str(error))
+    else:
+        st.session_state["launched"] = [run.id for run in started]
+        st.success(f"Started {len(started)} run(s); they keep training if you leave this page or close the browser.")
+
+launched = [r for r in store.runs() if r.id in st.session_state.get("launched", [])]
+
+
+was_active = any(is_active(r) for r in launched)
+
+
+@st.fragment(run_every=2 if was_active else None)
+def launched_progress() -> None:
+    current = [r for r in get_store().runs() if r.id in st.session_state.get("launched", [])]
+    settle_when_finished(was_active, any(is_active(r) for r in current))
+    for run in current:
+        st.markdown(f"**{run_label(run)}**")
+        show_progress(run)
+        page, name = lens_page(run.spec["algorithm"])
+        st.page_link(page, label=f"Open {name} →", query_params={"run": run.id})
+
+
+if launched:
+    st.subheader("Your runs")
+    launched_progress()
