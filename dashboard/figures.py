@@ -67,16 +67,25 @@ def shift_heatmap(
         column_widths=[0.86, 0.14], row_heights=[0.8, 0.2],
         horizontal_spacing=0.01, vertical_spacing=0.03,
     )
-    marks = np.where(cells, "O (significant)", "")
     fig.add_trace(
         go.Heatmap(
-            z=shown, x=list(features), y=list(sites),
+            z=shown, x=list(features), y=list(sites), hoverinfo="skip",
             zmid=middle, zmin=middle - reach, zmax=middle + reach,
             colorscale="RdGy" if layer.startswith("b") else "PuOr",
-            customdata=np.dstack([matrix, np.nan_to_num(z, nan=0.0), marks]),
-            hovertemplate="site %{y}<br>feature %{x}<br>value %{customdata[0]:.3f}"
-                          "<br>z-score %{customdata[1]:+.2f}<br>%{customdata[2]}<extra></extra>",
             colorbar=dict(title=dict(text=bar_title), len=0.75, y=0.6, x=1.02),
+        ),
+        row=1, col=1,
+    )
+    # Heatmap cells cannot be clicked in Streamlit; an invisible point on every cell can (and
+    # carries the hover text).
+    marks = np.where(cells, "O: significant for this site", "")
+    fig.add_trace(
+        go.Scatter(
+            x=np.tile(features, len(sites)), y=np.repeat(sites, len(features)), mode="markers",
+            marker=dict(size=28, symbol="square", opacity=0),
+            customdata=np.column_stack([matrix.ravel(), np.nan_to_num(z, nan=0.0).ravel(), marks.ravel()]),
+            hovertemplate="site %{y}<br>feature %{x}<br>value %{customdata[0]:.3f}"
+                          "<br>z-score %{customdata[1]:+.2f}<br>%{customdata[2]}<extra>click to see the data</extra>",
         ),
         row=1, col=1,
     )
@@ -99,7 +108,7 @@ def shift_heatmap(
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(title_text="feature's total<br>deviation", title_font_size=11, row=2, col=1)
     fig.update_layout(
-        showlegend=False,
+        showlegend=False, clickmode="event+select",
         title=dict(text=f"{LAYER_TITLES[layer]}<br><sup>O: this site's value lies unusually far from the "
                         "feature's mean across sites · x: the feature's values vary unusually across sites<br>"
                         "grey bars: total |value − feature mean| of each site (right) and feature (below)</sup>",

@@ -92,6 +92,12 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard):
         assert page.locator('[data-testid="stDataFrame"]').count() >= 1
         page.screenshot(path=str(ARTIFACTS / "feature_shifts.png"), full_page=True)
 
+        # Clicking a cell shows the data behind it: Fir Valley (5th of 8 sites) x confusion (12th of 12).
+        cells = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+        page.mouse.click(cells["x"] + cells["width"] * 11.5 / 12, cells["y"] + cells["height"] * 4.5 / 8)
+        page.get_by_text("confusion: Fir Valley against all other sites").wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "feature_shifts_clicked.png"), full_page=True)
+
         page.reload()
         page.get_by_text("Round 150:").first.wait_for(timeout=60_000)
         assert f"run={run.id}" in page.url  # the chosen run survives the reload

@@ -53,7 +53,8 @@ def lens() -> None:
     if record.get("algorithm", {}).get("warning"):
         st.warning(record["algorithm"]["warning"])
     st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
-    st.plotly_chart(view.figure, width="stretch", key="heatmap")
+    clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
+                              selection_mode="points")
     download_csv(view.table, f"{run.id}-{layer}-round{round_}")
 
     detection = detection_table(run, round_)
@@ -68,20 +69,28 @@ def lens() -> None:
         download_csv(table, f"{run.id}-detection-round{round_}", "Download the detection table (CSV)")
 
     if layer.endswith("_in"):
-        distribution(view.table)
+        points = clicked.selection.points if clicked else []
+        distribution(view.table, (points[0]["y"], points[0]["x"]) if points else None)
 
 
-def distribution(table: pd.DataFrame) -> None:
-    """The data behind a cell: the chosen site's values of a feature against the other sites'."""
+def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
+    """The data behind a cell: the chosen site's values of a feature against the other sites'.
+    The cell is the one last clicked in the heatmap, else the most significant mark."""
     st.subheader("Look at the data behind a cell")
+    st.caption("Click a cell of the heatmap, or pick a site and a feature.")
     federation_info = run.federation
     sites = [s["name"] for s in federation_info["sites"]]
     features = federation_info["feature_names"]
-    marked = table[table["O"]].assign(strength=lambda t: t["z"].abs()).sort_values("strength", ascending=False)
-    first = marked.iloc[0] if len(marked) else table.iloc[0]
+    if clicked is not None and clicked != st.session_state.get("last_click") and clicked[1] in features:
+        st.session_state["last_click"] = clicked
+        st.session_state["dist_site"], st.session_state["dist_feature"] = clicked
+    if "dist_site" not in st.session_state:
+        marked = table[table["O"]].assign(strength=lambda t: t["z"].abs()).sort_values("strength", ascending=False)
+        first = marked.iloc[0] if len(marked) else table.iloc[0]
+        st.session_state["dist_site"], st.session_state["dist_feature"] = first["site"], first["feature"]
     pick = st.columns(2)
-    site = pick[0].selectbox("Site", sites, index=sites.index(first["site"]), key="dist_site")
-    feature = pick[1].selectbox("Feature", features, index=features.index(first["feature"]), key="dist_feature")
+    site = pick[0].selectbox("Site", sites, key="dist_site")
+    feature = pick[1].selectbox("Feature", features, key="dist_feature")
     try:
         federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))
     except FedcoreError as error:
