@@ -1,11 +1,17 @@
 """The round loop: local updates, aggregation through the algorithm's hooks, evaluation, records.
 
 One round, for every algorithm:
-    1. each site trains its model for `local_epochs` on its own rows (per-site SGD whose
-       momentum persists across rounds, learning rate from the step schedule);
+    1. each site trains its model for `local_epochs` on its own rows (SGD whose momentum persists
+       across rounds, learning rate from the step schedule);
     2. the server mixes the shared parameters with the algorithm's mixing matrix;
     3. the algorithm's server step runs (e.g. AdaFed's adaptive loss);
     4. every k rounds, each site's model is scored on that site's own hold-out.
+
+Every parameter and buffer is stored once for all sites, stacked along a first `sites`
+dimension; each site's model is a module whose tensors are views into that stack. Mixing is
+one in-place operation on the stack. Local training either runs site after site on those
+modules (any model) or as one batched computation over the stack (`fedcore.batched`, the MLP
+family): the same algorithm, the same batch order, chosen automatically.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedcore import batched
 from fedcore.errors import SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
-from fedcore.metrics import LOWER_IS_BETTER, classification_metrics, mean_and_worst
+from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
 from fedcore.models import MLP
 from fedcore.seeding import derive_seed
 
@@ -64,6 +71,12 @@ class TrainConfig:
     )
     eval_every: int = _setting(
         0, "Evaluate every k rounds; 0 means every round up to 200 rounds, else about 200 times."
+    )
+    execution: str = _setting(
+        "auto",
+        "'batched' trains all sites as one computation (the MLP family), 'per-site' one model after "
+        "another; 'auto' picks batched whenever the algorithm and model allow it.",
+        ("auto", "batched", "per-site"),
     )
     seed: int = _setting(0, "Seeds the hold-out split, initialisation, batch order and dropout.")
     device: str = _setting("auto", "'auto' (CUDA when present), 'cpu' or 'cuda'.", ("auto", "cpu", "cuda"))
@@ -116,6 +129,12 @@ def has_batch_norm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
+def batch_orders(n_rows: int, epochs: int, seed: int) -> list[torch.Tensor]:
+    """A site's row order for each local epoch of one round (the same in every execution path)."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randperm(n_rows, generator=generator) for _ in range(epochs)]
+
+
 def train_locally(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -133,11 +152,10 @@ def train_locally(
     """
     model.train()
     torch.manual_seed(seed)
-    order_rng = torch.Generator().manual_seed(seed)
     min_rows = 2 if has_batch_norm(model) else 1  # BatchNorm cannot normalise a single row
     total, batches = 0.0, 0
-    for _ in range(epochs):
-        order = torch.randperm(len(y), generator=order_rng).to(x.device)
+    for order in batch_orders(len(y), epochs, seed):
+        order = order.to(x.device)
         for start in range(0, len(y), batch_size):
             batch = order[start : start + batch_size]
             if len(batch) < min_rows:
@@ -151,14 +169,11 @@ def train_locally(
     return total / max(batches, 1)
 
 
-def mix_(states: list[dict[str, torch.Tensor]], names: Iterable[str], mixing: torch.Tensor) -> None:
-    """In place: state_i[name] <- sum_j mixing[i, j] * state_j[name] for every name."""
+def mix_(stacked: dict[str, torch.Tensor], names: Iterable[str], mixing: torch.Tensor) -> None:
+    """In place, for every name: value[i] <- sum_j mixing[i, j] * value[j] (first dim = sites)."""
     for name in names:
-        stacked = torch.stack([state[name] for state in states])
-        weights = mixing.to(device=stacked.device, dtype=stacked.dtype)
-        mixed = torch.tensordot(weights, stacked, dims=1)
-        for state, value in zip(states, mixed):
-            state[name].copy_(value)
+        value = stacked[name]
+        value.copy_(torch.tensordot(mixing.to(device=value.device, dtype=value.dtype), value, dims=1))
 
 
 def tensor_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -173,6 +188,18 @@ def owners(model: nn.Module) -> dict[str, nn.Module]:
         for local in [*module._parameters, *module._buffers]:
             owned[f"{prefix}.{local}" if prefix else local] = module
     return owned
+
+
+def _alias(model: nn.Module, stacked: dict[str, torch.Tensor], site: int) -> None:
+    """Make every parameter and buffer of `model` a view of its site's slice of `stacked`."""
+    for prefix, module in model.named_modules():
+        for name, parameter in list(module._parameters.items()):
+            if parameter is not None:
+                view = stacked[f"{prefix}.{name}" if prefix else name][site]
+                module._parameters[name] = nn.Parameter(view, requires_grad=parameter.requires_grad)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = stacked[f"{prefix}.{name}" if prefix else name][site]
 
 
 class Simulation:
@@ -191,22 +218,48 @@ class Simulation:
             self.train_sets = [tuple(map(to_device, federation.pooled_train()))]
         else:
             self.train_sets = [(to_device(s.x_train), to_device(s.y_train)) for s in federation.sites]
-        self.class_weights = [
-            class_weights(y, federation.n_classes).to(self.device) for _, y in self.train_sets
-        ]
+        self.class_weights = torch.stack([
+            class_weights(y, federation.n_classes) for _, y in self.train_sets
+        ]).to(self.device)
 
         torch.manual_seed(derive_seed(config.seed, "init"))
         initial = algorithm.build_model(self).to(self.device)
-        self.models = [copy.deepcopy(initial) for _ in self.train_sets]
-        self.optimizers = [self.make_optimizer(m) for m in self.models]
+        n_models = len(self.train_sets)
+        self.stacked = {
+            name: value.detach().unsqueeze(0).repeat(n_models, *([1] * value.ndim))
+            for name, value in tensor_state(initial).items()
+        }
+        self.models = [copy.deepcopy(initial) for _ in range(n_models)]
+        for site, model in enumerate(self.models):
+            _alias(model, self.stacked, site)
         self.states = [tensor_state(m) for m in self.models]
         owned = owners(initial)
-        self.local_names = sorted(n for n in self.states[0] if algorithm.is_local(n, owned[n]))
+        self.local_names = sorted(n for n in self.stacked if algorithm.is_local(n, owned[n]))
         self.shared_names = sorted(
-            n for n in self.states[0]
-            if n not in self.local_names and self.states[0][n].is_floating_point()
+            n for n in self.stacked if n not in self.local_names and self.stacked[n].is_floating_point()
         )
+        self.execution = self._choose_execution(initial)
+        if self.execution == "batched":
+            self._prepare_batched(initial)
+        else:
+            self.optimizers = [self.make_optimizer(m) for m in self.models]
         algorithm.setup(self)
+
+    def _choose_execution(self, model: nn.Module) -> str:
+        possible = self.algorithm.batchable and batched.supports(model)
+        if self.config.execution == "batched" and not possible:
+            raise SpecError(f"{self.algorithm.title} with this model cannot be trained batched; "
+                            "use execution 'per-site' or 'auto'.")
+        return "batched" if possible and self.config.execution != "per-site" else "per-site"
+
+    def _prepare_batched(self, model: nn.Module) -> None:
+        self.template = model
+        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+        # Leaves for autograd that share storage with the stack (updated in place).
+        self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
+        self.batched_state = {**self.stacked, **self.leaves}
+        self.optimizer = batched.MaskedSGD(self.leaves, self.config.momentum, self.config.weight_decay)
+        self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
 
     # -- building blocks algorithms use -------------------------------------------------------
     def make_mlp(self, **overrides: Any) -> MLP:
@@ -226,13 +279,31 @@ class Simulation:
             weight_decay=self.config.weight_decay,
         )
 
-    def base_loss(
-        self, log_prob: torch.Tensor, y: torch.Tensor, site: int, weight: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Class-weighted NLL of one batch (weights: the site's own inverse prevalence)."""
-        if weight is None and self.config.class_weighting == "inverse":
-            weight = self.class_weights[site]
+    def loss_weights(self) -> torch.Tensor | None:
+        """Class weights of every site's loss [sites, classes]: the algorithm's, else the sites'
+        own inverse prevalence (paper), or None without class weighting."""
+        weights = self.algorithm.class_weights(self)
+        if weights is not None:
+            return weights.to(self.device)
+        return self.class_weights if self.config.class_weighting == "inverse" else None
+
+    def base_loss(self, log_prob: torch.Tensor, y: torch.Tensor, site: int) -> torch.Tensor:
+        """Class-weighted NLL of one site's batch."""
+        weights = self.loss_weights()
+        weight = weights[site] if weights is not None else None
         return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
+
+    def _batched_loss(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Every site's loss of one batched step [sites]: the same NLL as base_loss, site by site,
+        plus each site's penalty."""
+        weights = self.loss_weights()
+        nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
+        row_weight = weights.gather(1, y) if weights is not None else torch.ones_like(nll)
+        row_weight = row_weight * valid
+        losses = (row_weight * nll).sum(1)
+        if self.config.loss_reduction == "mean":
+            losses = losses / row_weight.sum(1).clamp(min=1e-12)
+        return losses + self.algorithm.penalty(self, self.leaves, slice(None))
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A stratified `share` of every site's training rows, pooled at the server (copies: the
@@ -262,23 +333,39 @@ class Simulation:
         """Run the next round; returns each trained model's mean training loss."""
         self.round += 1
         lr = self.config.lr_at(self.round)
-        train_loss = {}
-        for site, (model, optimizer, (x, y)) in enumerate(
-            zip(self.models, self.optimizers, self.train_sets)
-        ):
-            for group in optimizer.param_groups:
-                group["lr"] = lr * group.get("lr_scale", 1.0)
-            self.algorithm.start_local(self, site)
-            loss_fn = functools.partial(self.algorithm.loss, self, site)
-            train_loss[self.site_label(site)] = train_locally(
-                model, optimizer, x, y, loss_fn, self.config.batch_size,
-                self.config.local_epochs, self.local_seed(site),
-            )
+        self.algorithm.start_round(self)
+        if self.execution == "batched":
+            losses = self._train_batched(lr)
+        else:
+            losses = [self._train_site(site, lr) for site in range(len(self.models))]
         if self.shared_names and len(self.models) > 1:
             with torch.no_grad():
-                mix_(self.states, self.shared_names, self.algorithm.mixing(self))
+                mix_(self.stacked, self.shared_names, self.algorithm.mixing(self))
         self.algorithm.after_aggregation(self)
-        return train_loss
+        return {self.site_label(site): loss for site, loss in enumerate(losses)}
+
+    def _train_site(self, site: int, lr: float) -> float:
+        optimizer = self.optimizers[site]
+        for group in optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        x, y = self.train_sets[site]
+        return train_locally(
+            self.models[site], optimizer, x, y, functools.partial(self.algorithm.loss, self, site),
+            self.config.batch_size, self.config.local_epochs, self.local_seed(site),
+        )
+
+    def _train_batched(self, lr: float) -> list[float]:
+        orders = [
+            batch_orders(len(y), self.config.local_epochs, self.local_seed(site))
+            for site, (_, y) in enumerate(self.train_sets)
+        ]
+        generator = torch.Generator(device=self.device).manual_seed(
+            derive_seed(self.config.seed, self.round, "batched-dropout"))
+        losses = batched.train_round(
+            self.template, self.batched_state, self.optimizer, self.padded_train, orders,
+            self._batched_loss, self.config.batch_size, lr, generator,
+        )
+        return losses.tolist()
 
     @torch.no_grad()
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -287,13 +374,25 @@ class Simulation:
         return model(x)
 
     @torch.no_grad()
+    def predict_each(self, x: torch.Tensor) -> torch.Tensor:
+        """Every site's model on the same rows: log-probabilities [sites, rows, classes]."""
+        if self.execution == "batched":
+            valid = torch.ones(len(self.models), len(x), dtype=torch.bool, device=x.device)
+            return batched.forward(self.template, self.stacked, x.expand(len(self.models), *x.shape), valid,
+                                   train=False)
+        return torch.stack([self.predict(model, x) for model in self.models])
+
+    @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
-        """Every site's model scored on that site's own hold-out."""
-        scores = {}
-        for site, (x, y) in enumerate(self.test_sets):
-            log_prob = self.predict(self.model_for_site(site), x)
-            scores[self.site_names[site]] = classification_metrics(y, log_prob)
-        return scores
+        """Every site's model scored on that site's own hold-out (all sites in one pass)."""
+        x, valid = pad_sites([x for x, _ in self.test_sets])
+        y, _ = pad_sites([y for _, y in self.test_sets])
+        if self.execution == "batched" and not self.algorithm.pooled:
+            log_prob = batched.forward(self.template, self.stacked, x, valid, train=False)
+        else:
+            log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
+                                  enumerate(self.test_sets)])[0]
+        return dict(zip(self.site_names, site_metrics(y, log_prob, valid)))
 
     def run(
         self, on_round: Callable[[int, dict[str, Any] | None, dict[str, Any]], None] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -14,21 +15,23 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 def make_federation(
     n_sites: int = 3,
-    rows: int = 90,
+    rows: int | Sequence[int] = 90,
     n_features: int = 5,
     n_classes: int = 2,
     seed: int = 0,
     random_label_sites: tuple[int, ...] = (),
 ) -> Federation:
-    """Gaussian classes with a learnable signal; listed sites get uniformly random labels."""
+    """Gaussian classes with a learnable signal; listed sites get uniformly random labels.
+    `rows` is every site's size, or one size per site (then `n_sites` is ignored)."""
     rng = np.random.default_rng(1234)
     centres = rng.normal(0, 1.5, size=(n_classes, n_features))
     sites, warnings = [], []
-    for i in range(n_sites):
-        y = rng.integers(0, n_classes, rows)
-        x = centres[y] + rng.normal(0, 1, size=(rows, n_features)) + rng.normal(0, 0.3, n_features)
+    sizes = [rows] * n_sites if isinstance(rows, int) else list(rows)
+    for i, size in enumerate(sizes):
+        y = rng.integers(0, n_classes, size)
+        x = centres[y] + rng.normal(0, 1, size=(size, n_features)) + rng.normal(0, 0.3, n_features)
         if i in random_label_sites:
-            y = rng.integers(0, n_classes, rows)
+            y = rng.integers(0, n_classes, size)
         sites.append(split_site(f"site{i}", x, y, seed, warnings))
     return Federation(
         name="test federation",

@@ -74,3 +74,21 @@ def test_mean_and_worst_ignore_nan_and_treat_loss_as_lower_is_better():
     assert mean["f1"] == pytest.approx(0.7) and worst["f1"] == 0.5
     assert mean["roc_auc"] == 0.7 and worst["roc_auc"] == 0.7
     assert worst["loss"] == 0.9
+
+
+def test_all_sites_at_once_equal_scikit_learn_site_by_site():
+    from fedcore.metrics import pad_sites, site_metrics
+
+    cases = [_random_case(4, n, seed, ties=seed % 2 == 0) for seed, n in enumerate([30, 57, 12, 80])]
+    # one site sees only two of the four classes
+    y2, lp2 = cases[2]
+    cases[2] = (torch.where(y2 % 2 == 0, 0, 3), lp2)
+    y, valid = pad_sites([c[0] for c in cases])
+    log_prob, _ = pad_sites([c[1] for c in cases])
+    batched = site_metrics(y, log_prob, valid)
+    for (y_site, lp_site), ours in zip(cases, batched):
+        single = classification_metrics(y_site, lp_site)
+        for metric in ("f1", "roc_auc", "balanced_accuracy", "accuracy", "loss"):
+            assert ours[metric] == pytest.approx(single[metric], abs=1e-12), metric
+        pred = lp_site.argmax(1).numpy()
+        assert ours["f1"] == pytest.approx(skm.f1_score(y_site.numpy(), pred, average="weighted"), abs=1e-12)

@@ -84,25 +84,23 @@ class AdaFed(Algorithm):
             return None
         return sim.server_share(self.params.server_share, "adafed-server")
 
-    def loss(self, sim, site, model, x, y):
-        n_classes = len(self.kappa)
-        weight = (self.kappa * n_classes / self.kappa.sum()).to(sim.device)
-        return sim.base_loss(model(x), y, site, weight=weight)
+    def class_weights(self, sim) -> torch.Tensor:
+        # Only relative kappa matter; scaled to sum to K like the sites' own weights would.
+        weight = self.kappa * len(self.kappa) / self.kappa.sum()
+        return weight.expand(len(sim.models), -1)
 
-    def _accuracy(self, sim, model, sets) -> float:
-        scores = [
-            float((sim.predict(model, x).argmax(1) == y).double().mean()) for x, y in sets
-        ]
-        return sum(scores) / len(scores)
+    def _accuracies(self, sim, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Accuracy of every site's returned model on the same rows."""
+        return (sim.predict_each(x).argmax(-1) == y).double().mean(-1).cpu()
 
     def mixing(self, sim) -> torch.Tensor:
         n_sites = len(sim.models)
-        for i, model in enumerate(sim.models):
-            if self.server_set is not None:
-                sets = [self.server_set]
-            else:
-                sets = [s for j, s in enumerate(sim.test_sets) if j != i] or sim.test_sets
-            self.site_accuracy[i] = self._accuracy(sim, model, sets)
+        if self.server_set is not None:
+            self.site_accuracy = self._accuracies(sim, *self.server_set)
+        else:  # every model on every other site's hold-out, averaged
+            scores = torch.stack([self._accuracies(sim, x, y) for x, y in sim.test_sets])  # [holdout, model]
+            others = 1 - torch.eye(n_sites, dtype=scores.dtype) if n_sites > 1 else torch.ones(1, 1)
+            self.site_accuracy = (scores * others).sum(0) / others.sum(0)
         self.p = self._weights(sim)
         # When no site scores above zero (e.g. all below the floor), average uniformly this round.
         self.fallback_uniform = bool(self.p.sum() <= 0)

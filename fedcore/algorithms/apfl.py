@@ -57,6 +57,7 @@ class APFL(Algorithm):
     Params = APFLParams
     # The iFedAvg paper runs APFL without client momentum (its authors do not discuss it).
     config_defaults = {"momentum": 0.0}
+    batchable = False  # two models and a mixture per site: trained site by site
 
     def build_model(self, sim) -> nn.Module:
         model = APFLModel(sim.make_mlp(), self.params.alpha)

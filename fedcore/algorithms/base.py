@@ -2,9 +2,13 @@
 
 An algorithm module states only what differs from FedAvg, the way its paper's algorithm box
 does: which parameters never leave a site (`is_local`), how the server combines the rest
-(`mixing`: row i holds the weights site i's new model gives every site's model), any extra
-local loss (`loss`), any server step between rounds (`after_aggregation`), and what it records
-(`record`). The engine owns the loop over rounds, devices, seeds, batching and evaluation.
+(`mixing`: row i holds the weights site i's new model gives every site's model), the class
+weights of the local loss (`class_weights`) and any extra local loss term (`penalty`), any
+server step between rounds (`after_aggregation`), and what it records (`record`). The engine
+owns the loop over rounds, devices, seeds, batching and evaluation.
+
+`penalty` and `class_weights` work the same in both execution paths, so an algorithm that
+needs nothing else trains batched; one that overrides `loss` itself (APFL) trains site by site.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ class Algorithm:
     config_defaults: ClassVar[dict[str, Any]] = {}
     # Centralized: one model trained on all sites' pooled training rows.
     pooled: ClassVar[bool] = False
+    # Its local update is the engine's class-weighted NLL plus `penalty`, so all sites can be
+    # trained as one batched computation.
+    batchable: ClassVar[bool] = True
 
     def __init__(self, params: Any = None) -> None:
         self.params = params if params is not None else self.Params()
@@ -71,13 +78,23 @@ class Algorithm:
     def setup(self, sim: Simulation) -> None:
         """Once, after the models exist and before round 1."""
 
-    def start_local(self, sim: Simulation, site: int) -> None:
-        """Before a site's local update in each round (e.g. remember the received model)."""
+    def start_round(self, sim: Simulation) -> None:
+        """Before the sites' local updates of each round (e.g. remember the received models)."""
+
+    def class_weights(self, sim: Simulation) -> torch.Tensor | None:
+        """Loss class weights [sites, classes] replacing the sites' own, or None to keep them."""
+        return None
+
+    def penalty(self, sim: Simulation, params: dict[str, torch.Tensor], sites: int | slice) -> torch.Tensor | float:
+        """Extra loss on the parameters of `sites`: a scalar for one site's tensors, or one value
+        per site [sites] for all sites' stacked tensors (`sites` is then a slice)."""
+        return 0.0
 
     def loss(
         self, sim: Simulation, site: int, model: nn.Module, x: torch.Tensor, y: torch.Tensor
     ) -> torch.Tensor:
-        return sim.base_loss(model(x), y, site)
+        """One site's loss of one batch (the per-site path; the batched path computes the same)."""
+        return sim.base_loss(model(x), y, site) + self.penalty(sim, dict(model.named_parameters()), site)
 
     def mixing(self, sim: Simulation) -> torch.Tensor:
         """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""

@@ -4,7 +4,6 @@ model the site received this round: loss + (mu / 2) * ||w - w_received||^2 over 
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, param
 
@@ -20,19 +19,15 @@ class FedProx(Algorithm):
     summary = "FedAvg with a proximal term that limits how far each site drifts within a round."
     Params = FedProxParams
 
-    def __init__(self, params=None) -> None:
-        super().__init__(params)
-        self.received: dict[int, dict[str, torch.Tensor]] = {}
+    def start_round(self, sim) -> None:
+        # What every site received this round, stacked over sites.
+        self.received = {name: sim.stacked[name].detach().clone() for name in sim.shared_names}
 
-    def start_local(self, sim, site: int) -> None:
-        state = sim.states[site]
-        self.received[site] = {n: state[n].detach().clone() for n in sim.shared_names}
-
-    def loss(self, sim, site: int, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        received = self.received[site]
-        drift = sum(
-            ((weight - received[name]) ** 2).sum()
-            for name, weight in model.named_parameters()
-            if name in received
-        )
-        return super().loss(sim, site, model, x, y) + self.params.mu / 2 * drift
+    def penalty(self, sim, params: dict[str, torch.Tensor], sites) -> torch.Tensor:
+        stacked = isinstance(sites, slice)
+        drift = 0.0
+        for name, weight in params.items():
+            if name in self.received:
+                squared = (weight - self.received[name][sites]) ** 2
+                drift = drift + (squared.flatten(1).sum(1) if stacked else squared.sum())
+        return self.params.mu / 2 * drift

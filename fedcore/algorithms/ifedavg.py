@@ -9,7 +9,6 @@ The learned b_in / w_in of all sites form the sites x features heatmaps; cells m
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from torch import nn
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
@@ -65,7 +64,7 @@ class IFedAvg(Algorithm):
         arrays: dict[str, np.ndarray] = {}
         marked = {}
         for label, parameter in self.layers().items():
-            matrix = torch.stack([s[parameter].detach() for s in sim.states]).cpu().double().numpy()
+            matrix = sim.stacked[parameter].detach().cpu().double().numpy()
             marks = significance_marks(matrix, self.params.n_sd, self.params.sd_floor)
             arrays[label] = matrix
             arrays[f"{label}_O"] = marks.cells
