@@ -7,7 +7,8 @@ hold-out split follows the run's seed.
 
     inspect_data(ref)          the alignment report (tables) or a per-site summary (other data)
     load_federation(ref, seed) the Federation
-    normalize_reference(ref)   the checked, JSON-ready reference with absolute paths (for specs)
+    check_reference(ref)       the checked, JSON-ready reference with absolute paths, for a run
+                               spec; tables that would not combine are refused here already
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from data_adapters.summary import SiteSummary
 from fedcore.federation import Federation
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "describe_reference", "inspect_data", "load_federation",
+    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "inspect_data",
+    "load_federation",
     "normalize_reference", "parse_reference", "reference_dict",
 ]
 
@@ -54,6 +56,17 @@ def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
         reader, table, _ = _option_groups(source, options)
         return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows).report
     return SiteSummary.of(load_federation(ref))
+
+
+def check_reference(ref: Reference) -> str | dict:
+    """`normalize_reference`, and for table sources the alignment too, so that a run is never
+    created for files that cannot be combined (images are only checked to exist: loading them
+    all twice would be slow)."""
+    normalized = normalize_reference(ref)
+    source, _ = parse_reference(normalized)
+    if source.kind == "table":
+        inspect_data(normalized).raise_errors()
+    return normalized
 
 
 def _option_groups(source: Source, options: dict) -> tuple[dict, TableOptions, dict]:

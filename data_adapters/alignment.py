@@ -98,6 +98,11 @@ class AlignmentReport:
     def ok(self) -> bool:
         return not self.errors
 
+    def raise_errors(self) -> None:
+        """DataError listing every blocking problem, if there is one."""
+        if self.errors:
+            raise DataError("The sites' tables cannot be combined:\n- " + "\n- ".join(self.errors))
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -422,8 +427,7 @@ class Alignment:
     # -- encoding --------------------------------------------------------------------------
     def encode(self) -> RawFederation:
         """Feature matrices (NaN = missing) and class indices per site; DataError if misaligned."""
-        if self.errors:
-            raise DataError("The sites' tables cannot be combined:\n- " + "\n- ".join(self.errors))
+        self.report.raise_errors()
         names, kinds, columns = [], [], []
         blocks: dict[str, list[np.ndarray]] = {t.site: [] for t in self.tables}
         binary_values, categories = {}, {}

@@ -57,7 +57,7 @@ def read_text_table(
     size = file.stat().st_size
     if size > max_bytes:
         raise DataError(
-            f"{file.name} is {size / 1e6:.1f} MB, above the limit of {max_bytes / 1e6:g} MB "
+            f"{file.name} is {size / 1e6:.3g} MB, above the limit of {max_bytes / 1e6:g} MB "
             "(raise max_file_mb to read it)."
         )
     return parse_text_table(file.read_bytes(), file.name, max_bytes, column_names)

@@ -25,7 +25,7 @@ SPEC_KEYS = ("algorithm", "data", "params", "config")
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A complete, validated spec; raises SpecError naming the offending key."""
-    from data_adapters import normalize_reference
+    from data_adapters import check_reference
     from fedcore.algorithms import get_algorithm, params_from_dict
     from fedcore.engine import TrainConfig
 
@@ -45,9 +45,9 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         config = TrainConfig(**config_values)
     except TypeError as error:
         raise SpecError(f"Invalid engine setting: {error}.") from None
-    # A string or a JSON object; checked now (unknown source, bad option, missing file) so that
-    # no run is created for data that cannot load, and stored with absolute paths.
-    data = normalize_reference(raw.get("data") or "demo")
+    # A string or a JSON object; checked now (unknown source, bad option, missing file, tables
+    # that do not combine) so that no run is created for data that cannot load.
+    data = check_reference(raw.get("data") or "demo")
     return {
         "algorithm": algorithm.name,
         "data": data,
