@@ -86,7 +86,7 @@ def test_kinds_can_be_given_and_are_checked(two_sites):
     ages = [k for k, name in zip(federation.feature_kinds, federation.feature_names) if name.startswith("age=")]
     assert len(ages) > 10 and set(ages) == {"categorical"}
     report = inspect_data(ref(*two_sites, kinds={"age": "categorical"}))
-    assert report.features["age"]["kind_from"] == "given" and "age*" in report.to_text()
+    assert report.features["age"]["kind_from"] == "given" and "(* kind set by you, not inferred)" in report.to_text()
     bad = inspect_data(ref(*two_sites, kinds={"chol": "binary", "sex": "continuous", "weight": "binary"}))
     errors = "\n".join(bad.errors)
     assert "Column 'chol' cannot be binary: it has" in errors
