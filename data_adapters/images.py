@@ -112,7 +112,9 @@ def read_image_folders(path: str, size: int = 0) -> RawFederation:
     colour = any(mode not in GREY_MODES for mode, _ in headers.values())
     sizes = {size_ for _, size_ in headers.values()}
     if len(sizes) > 1 and not size:
-        example = {size_: f for f, (_, size_) in headers.items()}
+        example: dict[tuple[int, int], Path] = {}
+        for file, (_, size_) in headers.items():
+            example.setdefault(size_, file)  # the first image of each size
         listed = ", ".join(f"{w}×{h} ({example[(w, h)].relative_to(root)})" for w, h in sorted(sizes)[:3])
         raise DataError(f"The images have different sizes: {listed}; set size (e.g. size=64) to resize them all.")
     sites = []
