@@ -14,6 +14,7 @@ hold-out split follows the run's seed.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, fields
 
 from data_adapters.alignment import Alignment, AlignmentReport
 from data_adapters.assemble import assemble
@@ -37,12 +38,13 @@ def load_federation(ref: Reference, seed: int = 0) -> Federation:
     if source.kind == "complete":
         federation = source.read(seed=seed, **options)
     else:
-        reader, table, sites = _option_groups(source, options)
-        raw = source.read(**reader)
+        reader, table, sites = _option_groups(options)
         if source.kind == "table":
-            raw = Alignment(raw, table.exclude, table.kinds, table.min_rows).encode()
-            sites = {**sites, "standardization": table.standardization, "missing_indicators": table.missing_indicators}
-        federation = assemble(raw, seed, **sites)
+            raw = _alignment(source, reader, table).encode()
+            federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
+                                  missing_indicators=table.missing_indicators)
+        else:
+            federation = assemble(source.read(**reader), seed, **asdict(sites))
     federation.source = ref if isinstance(ref, str) else json.dumps(dict(ref), sort_keys=True)
     return federation
 
@@ -53,8 +55,8 @@ def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
     sources a per-site summary of the loaded federation."""
     source, options = parse_reference(ref)
     if source.kind == "table":
-        reader, table, _ = _option_groups(source, options)
-        return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows).report
+        reader, table, _ = _option_groups(options)
+        return _alignment(source, reader, table).report
     return SiteSummary.of(load_federation(ref))
 
 
@@ -69,10 +71,15 @@ def check_reference(ref: Reference) -> str | dict:
     return normalized
 
 
-def _option_groups(source: Source, options: dict) -> tuple[dict, TableOptions, dict]:
-    table_names = {f for f in TableOptions.__dataclass_fields__}
-    site_names = {f for f in SiteOptions.__dataclass_fields__}
-    reader = {k: v for k, v in options.items() if k not in table_names | site_names}
-    table = TableOptions(**{k: v for k, v in options.items() if k in table_names})
-    sites = {k: v for k, v in options.items() if k in site_names}
+def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:
+    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows)
+
+
+def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:
+    """Options for the reader itself, and the shared table and site groups."""
+    table_fields = {f.name for f in fields(TableOptions)}
+    site_fields = {f.name for f in fields(SiteOptions)}
+    reader = {k: v for k, v in options.items() if k not in table_fields | site_fields}
+    table = TableOptions(**{k: v for k, v in options.items() if k in table_fields})
+    sites = SiteOptions(**{k: v for k, v in options.items() if k in site_fields})
     return reader, table, sites

@@ -6,7 +6,7 @@ The site of a file is its name without extensions (`site_a.csv` -> `site_a`) unl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
