@@ -20,7 +20,7 @@ from typing import Any
 
 from data_adapters.inject import parse_injection
 from data_adapters.partition import parse_split
-from data_adapters.sources import SOURCES, Source
+from data_adapters.sources import SOURCES, SiteOptions, Source
 from fedcore.errors import DataError
 
 Reference = str | Mapping[str, Any]
@@ -30,7 +30,7 @@ TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 def parse_reference(ref: Reference) -> tuple[Source, dict[str, Any]]:
     """The source and typed options of a reference; DataError names what is wrong."""
     if isinstance(ref, str):
-        source, raw, from_text = _split_text(ref)
+        (source, raw), from_text = _split_text(ref), True
     elif isinstance(ref, Mapping):
         raw = {k: v for k, v in ref.items() if k != "source"}
         source, from_text = _source(str(ref.get("source") or "")), False
@@ -77,7 +77,7 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
     """The object form of a reference (strings parsed; not validated beyond the syntax)."""
     if isinstance(ref, Mapping):
         return dict(ref)
-    source, raw, _ = _split_text(ref)
+    source, raw = _split_text(ref)
     return {"source": source.name, **raw}
 
 
@@ -96,7 +96,7 @@ def describe_reference(ref: Reference) -> str:
     if values.get("target"):
         parts.append(f"target {values['target']}")
     if values.get("split"):
-        parts.append(f"{values['split']} × {values.get('sites', 4)} sites")
+        parts.append(f"{values['split']} × {values.get('sites', SiteOptions().sites)} sites")
     if values.get("inject"):
         inject = values["inject"]
         parts.append(f"{len(inject) if isinstance(inject, list) else 1} injected")
@@ -106,7 +106,7 @@ def describe_reference(ref: Reference) -> str:
     return " · ".join(parts)
 
 
-def _split_text(ref: str) -> tuple[Source, dict[str, Any], bool]:
+def _split_text(ref: str) -> tuple[Source, dict[str, Any]]:
     head, _, rest = ref.partition(":")
     source = _source(head.strip())
     raw: dict[str, Any] = {}
@@ -119,7 +119,7 @@ def _split_text(ref: str) -> tuple[Source, dict[str, Any], bool]:
         key = key.strip()
         raw.setdefault(key, []).append(value.strip())
     # Repeated keys (and several paths) become lists; list options wrap single values when typed.
-    return source, {k: v if len(v) > 1 else v[0] for k, v in raw.items()}, True
+    return source, {k: v if len(v) > 1 else v[0] for k, v in raw.items()}
 
 
 def _items(text: str) -> list[str]:
