@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from data_adapters.text_tables import DELIMITER_NAMES
+from fedcore.text import table
 
 if TYPE_CHECKING:
     from data_adapters.alignment import AlignmentReport
@@ -23,13 +23,13 @@ def alignment_text(report: AlignmentReport) -> str:
             ("site", "file", "rows", "used", "delimiter", "encoding", *classes),
             [
                 (s["site"], s["file"], s["rows"], s["rows_used"], DELIMITER_NAMES.get(s["delimiter"], "–"),
-                 s["encoding"] or "–", *(_count(s["class_counts"].get(c), s["rows_used"]) for c in classes))
+                 s["encoding"], *(_count(s["class_counts"].get(c), s["rows_used"]) for c in classes))
                 for s in report.sites
             ],
         ),
         "",
-        f"Columns: {len(report.columns_in_all)} at every site · {len(report.columns_in_some)} at some sites · "
-        f"{len(report.columns_in_one)} at one site only · excluded: {', '.join(report.excluded) or 'none'}",
+        (f"Columns: {len(report.columns_in_all)} at every site · {len(report.columns_in_some)} at some sites · "
+         f"{len(report.columns_in_one)} at one site only · excluded: {', '.join(report.excluded) or 'none'}"),
     ]
     for title, columns in (("at some sites", report.columns_in_some), ("at one site only", report.columns_in_one)):
         for column, where in columns.items():
@@ -81,12 +81,6 @@ def summary_text(summary: SiteSummary) -> str:
         lines.append("\nInjected (ground truth):")
         lines += [f"  {g['site']} / {g['feature'] or '–'}: {g['kind']}: {g['detail']}" for g in summary.ground_truth]
     return "\n".join(lines + _messages("Warnings", summary.warnings))
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def _missing_lines(shares: dict[str, dict[str, float]]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from fedcore.errors import Cancelled, FedcoreError
 from fedcore.store import Run, RunStore
+from fedcore.text import table as text_table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
 
@@ -215,7 +216,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
          _fmt(r["mean_f1"]), _fmt(r["worst_f1"]), (r["started"] or "")[:19].replace("T", " "))
         for r in rows
     ]
-    print(_table(header, table))
+    print(text_table(header, table))
     return 0
 
 
@@ -290,19 +291,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
-
-
 def _metrics_table(final: dict[str, Any]) -> str:
     metrics = ("f1", "roc_auc", "balanced_accuracy", "accuracy")
     header = ("site", "F1", "ROC AUC", "bal. acc.", "accuracy")
     rows = [(name, *(_fmt(m.get(k)) for k in metrics)) for name, m in final["sites"].items()]
     rows.append(("mean", *(_fmt(final["mean"].get(k)) for k in metrics)))
     rows.append(("worst site", *(_fmt(final["worst"].get(k)) for k in metrics)))
-    return _table(header, rows)
+    return text_table(header, rows)
 
 
 def _format_summary(run: Run, summary: dict[str, Any]) -> str:
