@@ -118,7 +118,7 @@ def inject_rows(
     label = injection.label or raw.class_names[-1]
     cls = raw.class_names.index(label)
     features = raw.features_of(injection.feature) if injection.feature else []
-    truth: dict[str, Any] = {"site": injection.site, "feature": injection.feature, "kind": KINDS[injection.kind]}
+    truth = _truth(injection, raw, features)
     if injection.kind == "unit":
         x[:, features] *= injection.amount
         hidden = " (affine, so per-site standardisation removes it)" if standardization == "site" else ""
@@ -146,16 +146,26 @@ def inject_rows(
 def inject_inputs(injection: Injection, x: np.ndarray, raw: RawFederation, standardization: str) -> tuple[np.ndarray, dict[str, Any]]:
     """Apply an offset or scale to a site's standardised inputs; returns (x, truth)."""
     x = x.copy()
-    j = raw.features_of(injection.feature)
+    features = raw.features_of(injection.feature)
     units = "standard deviations" if standardization == "site" else "units"
     if injection.kind == "offset":
-        x[:, j] += injection.amount
+        x[:, features] += injection.amount
         detail = f"{injection.feature} shifted by {injection.amount:+g} {units} (after standardisation)"
     else:
-        x[:, j] *= injection.amount
+        x[:, features] *= injection.amount
         detail = f"{injection.feature} multiplied by {injection.amount:g} (after standardisation)"
-    return x, {"site": injection.site, "feature": injection.feature, "kind": KINDS[injection.kind],
-               "amount": injection.amount, "detail": detail}
+    return x, {**_truth(injection, raw, features), "amount": injection.amount, "detail": detail}
+
+
+def _truth(injection: Injection, raw: RawFederation, features: list[int]) -> dict[str, Any]:
+    """The ground-truth entry's head. `feature` is always one of the federation's feature names
+    (what the lenses index by); a categorical column lists all its one-hot features too."""
+    truth: dict[str, Any] = {"site": injection.site, "feature": None, "kind": KINDS[injection.kind]}
+    if features:
+        truth["feature"] = raw.feature_names[features[0]]
+        if len(features) > 1:
+            truth.update(column=injection.feature, features=[raw.feature_names[j] for j in features])
+    return truth
 
 
 def stamp_box(height: int, width: int) -> dict[str, int]:
