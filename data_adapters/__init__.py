@@ -19,7 +19,11 @@ from dataclasses import asdict, fields
 from data_adapters.alignment import Alignment, AlignmentReport
 from data_adapters.assemble import assemble
 from data_adapters.references import (
-    Reference, describe_reference, normalize_reference, parse_reference, reference_dict,
+    Reference,
+    describe_reference,
+    normalize_reference,
+    parse_reference,
+    reference_dict,
 )
 from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
 from data_adapters.summary import SiteSummary

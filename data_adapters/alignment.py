@@ -30,7 +30,14 @@ import pandas as pd
 
 from data_adapters.cells import as_labels, close_match, data_rows, label_order, quoted
 from data_adapters.columns import (
-    Column, as_text, coded_one, count_distinct, distinct, indicator, text_examples, type_columns,
+    Column,
+    as_text,
+    coded_one,
+    count_distinct,
+    distinct,
+    indicator,
+    text_examples,
+    type_columns,
 )
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
@@ -338,7 +345,7 @@ class Alignment:
         sites_with = {c: self._sites_with(c) for c in everywhere}
         n_sites = len(self.columns_at)
         first = list(self.tables[0].frame.columns) if self.tables else []
-        tables = {t.site: t for t in self.tables}
+        tables = {t.site: t for t in self.sites.tables}
         return AlignmentReport(
             target=self.sites.target,
             class_names=self.class_names,
@@ -348,8 +355,8 @@ class Alignment:
                     "file": self.files[site],
                     "rows": rows,
                     "rows_used": len(self.y.get(site, ())),
-                    "delimiter": tables[site].delimiter if site in tables else None,
-                    "encoding": tables[site].encoding if site in tables else None,
+                    "delimiter": tables[site].delimiter,
+                    "encoding": tables[site].encoding,
                     "class_counts": {name: int((self.y[site] == k).sum()) for k, name in enumerate(self.class_names)}
                     if site in self.y else {},
                 }

@@ -56,8 +56,7 @@ def read_csv_sites(
 def site_name(path: str | Path) -> str:
     """`exports/site_a.csv.gz` -> `site_a`."""
     name = Path(path).name
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = name.removesuffix(".gz")
     for suffix in TEXT_SUFFIXES:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]

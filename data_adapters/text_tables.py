@@ -124,10 +124,11 @@ def _decode(data: bytes, label: str) -> tuple[str, str, list[str]]:
             text = data.decode(codec)
         except UnicodeDecodeError:
             continue
-        return text, codec, [
+        warning = (
             f"{label} is not UTF-8 (the first non-UTF-8 byte is on line {line}); it was read as {name}. "
             "Check that accented text looks right, or save the file as UTF-8."
-        ]
+        )
+        return text, codec, [warning]
     raise AssertionError("Latin-1 decodes every byte")
 
 

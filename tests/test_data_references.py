@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from data_adapters import check_reference, describe_reference, normalize_reference, parse_reference, reference_dict
+from data_adapters import (
+    check_reference,
+    describe_reference,
+    normalize_reference,
+    parse_reference,
+    reference_dict,
+)
 from fedcore.cli import main
 from fedcore.errors import DataError
 from fedcore.runner import resolve_spec
@@ -153,9 +159,10 @@ def test_heart_disease_trains_end_to_end(tmp_path, shared_data, capsys):
 
 def test_har_by_subject_trains_end_to_end(tmp_path, shared_data, capsys):
     har = shared_data / "uci_har" / "uci_har_time265_by_subject.csv.gz"
-    assert run_cli(tmp_path, "-a", "fedavg", "--data", f"har:{har}") == 0
+    assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"har:{har}") == 0
     (run,) = RunStore(tmp_path).runs()
     assert len(run.summary["sites"]) == 30 and run.federation["input_shape"] == [265]
+    assert run.load_arrays(2)["b_in"].shape == (30, 265)
     assert run.summary["mean"]["f1"] > 0.5  # six activities; chance is about 0.17
 
 

@@ -21,8 +21,13 @@ MG_DL_PER_MMOL_L = 18.016
 
 def patients(rng: np.random.Generator, rows: int, prevalence: float, age_offset: float) -> pd.DataFrame:
     sick = rng.random(rows) < prevalence
-    pick = lambda yes, no: np.where(sick, yes, no)  # noqa: E731
-    normal = lambda mean, sd: rng.normal(mean, sd)  # noqa: E731
+
+    def pick(yes: float, no: float) -> np.ndarray:  # a value per patient, by diabetes status
+        return np.where(sick, yes, no)
+
+    def normal(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        return rng.normal(mean, sd)
+
     return pd.DataFrame({
         "age": np.clip(normal(pick(58, 48), pick(12, 14)) + age_offset, 18, 95).round().astype(int),
         "sex": np.where(rng.random(rows) < 0.5, "F", "M"),
