@@ -148,8 +148,16 @@ def test_injections_that_do_not_fit_are_refused(spec, message):
 
 def test_injection_on_a_real_federation_by_reference(shared_data):
     federation = load_federation({"source": "heart", "path": str(shared_data / "heart_disease" / "canonical"),
-                                  "inject": ["offset:cleveland:chol:2.5", "flip:va"]})
-    assert [(g["site"], g["kind"]) for g in federation.ground_truth] == [("va", "label_flip"), ("cleveland", "offset")]
+                                  "inject": ["offset:cleveland:chol:2.5", "flip:va", "mnar:cleveland:thal:disease"]})
+    assert [(g["site"], g["kind"]) for g in federation.ground_truth] == [
+        ("cleveland", "missing_not_at_random"), ("va", "label_flip"), ("cleveland", "offset")]
+    mnar = federation.ground_truth[0]
+    # A categorical column: the truth names its first one-hot feature (the lenses index features)
+    # and lists all of them.
+    assert mnar["feature"] == "thal=3" and mnar["features"] == ["thal=3", "thal=6", "thal=7"]
+    x, y = site(federation, "cleveland")
+    thal = [federation.feature_names.index(name) for name in mnar["features"]]
+    assert (x[y == 0][:, thal] == 0.5).all() and set(np.unique(x[y == 1][:, thal])) <= {0.0, 0.5, 1.0}
 
 
 # -- image stamp (the inDISCO bias experiment) --------------------------------------------------------

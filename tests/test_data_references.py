@@ -149,11 +149,15 @@ def test_csv_sites_train_end_to_end_and_the_flags_land_in_the_spec(tmp_path, cap
 
 
 def test_heart_disease_trains_end_to_end(tmp_path, shared_data, capsys):
-    assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"heart:{shared_data / 'heart_disease' / 'canonical'}") == 0
+    assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"heart:{shared_data / 'heart_disease' / 'canonical'}",
+                   "--inject", "offset:va:chol:3", "--inject", "mnar:hungarian:thal") == 0
     (run,) = RunStore(tmp_path).runs()
     summary = run.summary
     assert set(summary["sites"]) == {"cleveland", "hungarian", "switzerland", "va"}
     assert 0 < summary["mean"]["f1"] <= 1
+    # The injected truth reaches the detection report (with 4 sites no mark can be significant).
+    assert [(e["site"], e["feature"]) for e in summary["detection"]["injected"]] == [
+        ("hungarian", "thal=3"), ("va", "chol")]
     assert "switzerland" in capsys.readouterr().out
 
 
