@@ -1,51 +1,89 @@
 """Data adapters: turn a data reference into a fedcore Federation. They never train.
 
-A data reference is `source` or `source:option=value,option=value`, e.g. `demo` or
-`demo:standardization=site`. The hold-out split follows the run's seed.
+A data reference (`references.py`) names a source and its options, as a string such as `demo`,
+`demo:standardization=site`, `heart:PATH` or `csv:a.csv,b.csv,target=outcome`, or as a JSON
+object such as {"source": "csv", "files": ["a.csv", "b.csv"], "target": "outcome"}. The
+hold-out split follows the run's seed.
+
+    inspect_data(ref)          the alignment report (tables) or a per-site summary (other data)
+    load_federation(ref, seed) the Federation
+    check_reference(ref)       the checked, JSON-ready reference with absolute paths, for a run
+                               spec; tables that would not combine are refused here already
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+import json
+from dataclasses import asdict, fields
 
-from data_adapters.demo import make_demo_federation
-from fedcore.errors import DataError
+from data_adapters.alignment import Alignment, AlignmentReport
+from data_adapters.assemble import assemble
+from data_adapters.references import (
+    Reference,
+    describe_reference,
+    normalize_reference,
+    parse_reference,
+    reference_dict,
+)
+from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
+from data_adapters.summary import SiteSummary
 from fedcore.federation import Federation
 
-SOURCES: dict[str, Callable[..., Federation]] = {
-    "demo": make_demo_federation,
-}
+__all__ = [
+    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "inspect_data",
+    "load_federation",
+    "normalize_reference", "parse_reference", "reference_dict",
+]
 
 
-def load_federation(ref: str, seed: int = 0) -> Federation:
+def load_federation(ref: Reference, seed: int = 0) -> Federation:
     """The federation a data reference names, split with `seed`."""
-    make, options = parse_reference(ref)
-    return make(seed=seed, **options)
+    source, options = parse_reference(ref)
+    if source.kind == "complete":
+        federation = source.read(seed=seed, **options)
+    else:
+        reader, table, sites = _option_groups(options)
+        if source.kind == "table":
+            raw = _alignment(source, reader, table).encode()
+            federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
+                                  missing_indicators=table.missing_indicators)
+        else:
+            federation = assemble(source.read(**reader), seed, **asdict(sites))
+    federation.source = ref if isinstance(ref, str) else json.dumps(dict(ref), sort_keys=True)
+    return federation
 
 
-def parse_reference(ref: str) -> tuple[Callable[..., Federation], dict[str, object]]:
-    """The loader and typed options of a data reference; DataError names what is wrong."""
-    source, _, option_text = ref.partition(":")
-    if source not in SOURCES:
-        raise DataError(f"Unknown data source '{source}'. Available: {', '.join(SOURCES)}.")
-    make = SOURCES[source]
-    return make, _parse_options(source, option_text, make)
+def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
+    """What the dashboard's data page and `python -m fedcore inspect` show before training: for
+    tables the alignment report (it lists problems instead of raising on them), for other
+    sources a per-site summary of the loaded federation."""
+    source, options = parse_reference(ref)
+    if source.kind == "table":
+        reader, table, _ = _option_groups(options)
+        return _alignment(source, reader, table).report
+    return SiteSummary.of(load_federation(ref))
 
 
-def _parse_options(source: str, text: str, make: Callable[..., Federation]) -> dict[str, object]:
-    accepted = {
-        name: p.default for name, p in inspect.signature(make).parameters.items() if name != "seed"
-    }
-    options: dict[str, object] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or key not in accepted:
-            allowed = ", ".join(f"{k}=..." for k in accepted) or "none"
-            raise DataError(f"Data source '{source}' does not understand '{item}'. Options: {allowed}.")
-        default = accepted[key]
-        try:
-            options[key] = type(default)(value) if default is not None else value
-        except ValueError:
-            raise DataError(f"Data option {key} must be a {type(default).__name__}, not '{value}'.") from None
-    return options
+def check_reference(ref: Reference) -> str | dict:
+    """`normalize_reference`, and for table sources the alignment too, so that a run is never
+    created for files that cannot be combined (images are only checked to exist: loading them
+    all twice would be slow)."""
+    normalized = normalize_reference(ref)
+    source, _ = parse_reference(normalized)
+    if source.kind == "table":
+        inspect_data(normalized).raise_errors()
+    return normalized
+
+
+def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:
+    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows)
+
+
+def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:
+    """Options for the reader itself, and the shared table and site groups."""
+    table_fields = {f.name for f in fields(TableOptions)}
+    site_fields = {f.name for f in fields(SiteOptions)}
+    reader = {k: v for k, v in options.items() if k not in table_fields | site_fields}
+    table = TableOptions(**{k: v for k, v in options.items() if k in table_fields})
+    sites = SiteOptions(**{k: v for k, v in options.items() if k in site_fields})
+    return reader, table, sites

@@ -33,18 +33,27 @@ def standardize(
     out = np.array(x, dtype=np.float64, copy=True)
     if mode == "none":
         return out
+    values = reference if mode == "reference" else fit_standardization(out, kinds)
+    for j, (mean, sd) in values.items():
+        out[:, j] = (out[:, j] - mean) / (sd if sd > 0 else 1.0)
+    return out
+
+
+def fit_standardization(x: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
+    """(mean, population SD) of every continuous column over its observed (non-NaN) rows.
+
+    Fit on a site's training rows and pass the result as `reference` to standardise its
+    hold-out with the same values, so no hold-out statistics leak into training.
+    """
+    values = {}
     for j, kind in enumerate(kinds):
         if kind != "continuous":
             continue
-        if mode == "reference":
-            mean, sd = reference[j]
-        else:
-            column = out[:, j]
-            observed = column[~np.isnan(column)]
-            mean = observed.mean() if observed.size else 0.0
-            sd = observed.std() if observed.size > 1 else 0.0
-        out[:, j] = (out[:, j] - mean) / (sd if sd > 0 else 1.0)
-    return out
+        observed = x[:, j][~np.isnan(x[:, j])]
+        mean = float(observed.mean()) if observed.size else 0.0
+        sd = float(observed.std()) if observed.size > 1 else 0.0
+        values[j] = (mean, sd)
+    return values
 
 
 def encode_missing(x: np.ndarray, kinds: Sequence[str]) -> np.ndarray:

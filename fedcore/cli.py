@@ -2,6 +2,8 @@
 
     python -m fedcore run --algorithm ifedavg --data demo --rounds 300 --local-f-out --scalar-w-out
     python -m fedcore run --spec myrun.json --seed 3
+    python -m fedcore run -a ifedavg --data csv:site_a.csv,site_b.csv --target outcome --rounds 100
+    python -m fedcore inspect --data heart:../shared/data/heart_disease/canonical
     python -m fedcore list
     python -m fedcore show RUN_ID [--json]
     python -m fedcore algorithms
@@ -22,6 +24,7 @@ from typing import Any
 
 from fedcore.errors import Cancelled, FedcoreError, cancel_on_sigterm
 from fedcore.store import Run, RunStore
+from fedcore.text import table as text_table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
 
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- run -----------------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace) -> int:
+    from data_adapters import describe_reference
     from fedcore.runner import execute, resolve_spec
 
     store = RunStore(args.store)
@@ -55,7 +59,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     exit_code = 0
     for spec in specs:
         run = store.create(spec)
-        print(f"Run {run.id}: {spec['algorithm']} on '{spec['data']}', "
+        print(f"Run {run.id}: {spec['algorithm']} on '{describe_reference(spec['data'])}', "
               f"{spec['config']['rounds']} rounds, seed {spec['config']['seed']}", file=sys.stderr)
         progress = _ProgressBar(spec["algorithm"], disable=args.quiet)
         try:
@@ -109,7 +113,7 @@ def _raw_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
         params.update({k: v for k, v in flagged_params.items() if cls in owners[k]})
         specs.append({
             "algorithm": cls.name,
-            "data": args.data or base.get("data") or "demo",
+            "data": _data_reference(args, base.get("data")),
             "params": params,
             "config": config,
         })
@@ -134,8 +138,65 @@ def _read_spec_file(path: str) -> dict[str, Any]:
     return spec
 
 
+# -- data ------------------------------------------------------------------------------------
+DATA_FLAGS = ("target", "site_column", "site_names", "exclude", "kinds", "missing_indicators",
+              "standardization", "split", "sites", "inject")
+
+
+def _data_reference(args: argparse.Namespace, stored: Any = None) -> Any:
+    """--data (or the spec file's data, or demo) with the data flags merged in; the object form
+    as soon as a flag is given, the reference as written otherwise."""
+    from data_adapters import reference_dict
+
+    ref = args.data or stored or "demo"
+    flags = {name: getattr(args, name) for name in DATA_FLAGS if getattr(args, name) is not None}
+    if "kinds" in flags:
+        flags["kinds"] = dict(flags["kinds"])
+    return {**reference_dict(ref), **flags} if flags else ref
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from data_adapters import inspect_data, normalize_reference
+
+    report = inspect_data(normalize_reference(_data_reference(args)))
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
+    return 0 if report.ok else EXIT_BAD_INPUT
+
+
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("data options (merged into --data; see README 'Data sources')")
+    group.add_argument("--target", help="Target column of CSV sites.")
+    group.add_argument("--site-column", dest="site_column", help="Column whose values are the sites (one CSV, all sites).")
+    group.add_argument("--site-names", dest="site_names", type=_names, help="Site names, one per CSV file: a,b,c.")
+    group.add_argument("--exclude", type=_names, help="Columns that are not features: id,ward.")
+    group.add_argument("--kind", dest="kinds", action="append", type=_kind, metavar="COLUMN=KIND",
+                       help="Feature kind instead of the inferred one (continuous, binary, categorical); repeatable.")
+    group.add_argument("--missing-indicators", dest="missing_indicators", action="store_const", const=True,
+                       help="Add a 0/1 '<column> (missing)' feature for every column with missing values.")
+    group.add_argument("--standardization", choices=("site", "none"),
+                       help="Per-site standardisation fitted on each site's training rows (default), or none.")
+    group.add_argument("--split", help="Deal the rows out to simulated sites: iid, dirichlet:ALPHA or quantity:BETA.")
+    group.add_argument("--sites", type=int, help="Number of simulated sites for --split (default 4).")
+    group.add_argument("--inject", action="append", metavar="SPEC",
+                       help="Inject a known problem, e.g. offset:SITE:FEATURE:2, mnar:SITE:FEATURE, flip:SITE, "
+                            "stamp:SITE; repeatable.")
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _kind(text: str) -> tuple[str, str]:
+    column, sep, kind = text.rpartition("=")
+    if not sep or not column:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=KIND, e.g. ca=categorical; got '{text}'")
+    return column, kind
+
+
 # -- list / show / algorithms ------------------------------------------------------------------
 def _cmd_list(args: argparse.Namespace) -> int:
+    from data_adapters import describe_reference
+
     runs = RunStore(args.store).runs()
     rows = [_run_row(run) for run in runs]
     if args.json:
@@ -146,11 +207,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     header = ("run", "state", "algorithm", "data", "round", "mean F1", "worst F1", "started")
     table = [
-        (r["run_id"], r["state"], r["algorithm"], r["data"], f"{r['round']}/{r['total_rounds']}",
+        (r["run_id"], r["state"], r["algorithm"], describe_reference(r["data"]), f"{r['round']}/{r['total_rounds']}",
          _fmt(r["mean_f1"]), _fmt(r["worst_f1"]), (r["started"] or "")[:19].replace("T", " "))
         for r in rows
     ]
-    print(_table(header, table))
+    print(text_table(header, table))
     return 0
 
 
@@ -225,19 +286,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
-
-
 def _metrics_table(final: dict[str, Any]) -> str:
     metrics = ("f1", "roc_auc", "balanced_accuracy", "accuracy")
     header = ("site", "F1", "ROC AUC", "bal. acc.", "accuracy")
     rows = [(name, *(_fmt(m.get(k)) for k in metrics)) for name, m in final["sites"].items()]
     rows.append(("mean", *(_fmt(final["mean"].get(k)) for k in metrics)))
     rows.append(("worst site", *(_fmt(final["worst"].get(k)) for k in metrics)))
-    return _table(header, rows)
+    return text_table(header, rows)
 
 
 def _format_summary(run: Run, summary: dict[str, Any]) -> str:
@@ -261,12 +316,14 @@ def _format_detection(detection: dict[str, Any]) -> str:
 
 
 def _format_report(run: Run, report: dict[str, Any]) -> str:
+    from data_adapters import describe_reference
+
     status = report["status"]
     parts = [
         f"Run {run.id}",
         f"  state      {report['state']}" + (f" — {status['error']}" if status.get("error") else ""),
         f"  algorithm  {report['algorithm']}  params {json.dumps(report['spec'].get('params', {}))}",
-        f"  data       {report['data']}",
+        f"  data       {describe_reference(report['data'])}",
         f"  progress   round {report['round']} of {report['total_rounds']}",
         f"  device     {status.get('device', '?')}   seed {report['spec'].get('config', {}).get('seed')}",
     ]
@@ -331,6 +388,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--data", "-d", help="Data reference (default: demo, the synthetic demo federation).")
     run.add_argument("--spec", help="JSON or TOML spec file; flags override its values.")
     run.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
+    _add_data_flags(run)
     engine = run.add_argument_group("engine settings (all algorithms)")
     for f in _engine_fields():
         _add_flag(engine, f.name, f.default, f.metadata)
@@ -346,6 +404,15 @@ def _parser() -> argparse.ArgumentParser:
     for name, f in first.items():
         _add_flag(algorithm_group, name, f.default, f.metadata, owner=", ".join(owners[name]))
     run.set_defaults(handler=_cmd_run)
+
+    inspect = commands.add_parser(
+        "inspect", help="Check data before training: the alignment report of table sites, or a per-site summary.",
+        description="Exit code 2 when the report lists errors (the data would not load).",
+    )
+    inspect.add_argument("--data", "-d", required=True, help="Data reference, e.g. heart:PATH or csv:a.csv,b.csv.")
+    inspect.add_argument("--json", action="store_true", help="The report as JSON.")
+    _add_data_flags(inspect)
+    inspect.set_defaults(handler=_cmd_inspect)
 
     listing = commands.add_parser("list", parents=[common], help="All runs in the store.")
     listing.add_argument("--json", action="store_true")

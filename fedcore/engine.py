@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedcore import batched
-from fedcore.errors import SpecError
+from fedcore.errors import DataError, SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
 from fedcore.models import MLP
@@ -263,6 +263,13 @@ class Simulation:
 
     # -- building blocks algorithms use -------------------------------------------------------
     def make_mlp(self, **overrides: Any) -> MLP:
+        if not self.federation.is_tabular:
+            shape = "×".join(map(str, self.federation.input_shape))
+            raise DataError(
+                f"'{self.federation.name}' holds images ({shape}); {self.algorithm.title} trains the MLP, "
+                "which needs a table of features. Image federations can be inspected and loaded, but "
+                "training them needs an image model (CNN), which this engine does not have yet."
+            )
         options = dict(
             hidden=self.config.hidden,
             dropout=self.config.dropout,

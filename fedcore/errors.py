@@ -17,8 +17,10 @@ class RunNotFound(FedcoreError):
     """No run with the given id exists in the store."""
 
 
-class Cancelled(Exception):
-    """Raised inside a run when the user asked it to stop (Ctrl-C, SIGTERM, job cancel)."""
+class Cancelled(BaseException):
+    """Raised inside a run when the user asked it to stop (Ctrl-C, SIGTERM, job cancel).
+
+    Like KeyboardInterrupt it is not an Exception, so no `except Exception` can swallow it."""
 
 
 def cancel_on_sigterm() -> None:

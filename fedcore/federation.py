@@ -181,10 +181,14 @@ def stratified_holdout(
     return np.sort(np.concatenate(train_idx)), np.sort(np.concatenate(test_idx))
 
 
-def split_site(
-    name: str, x: np.ndarray, y: np.ndarray, seed: int, warnings: list[str]
-) -> Site:
-    """Apply the hold-out rule to one site's full table; appends a warning for tiny sites."""
+def holdout_indices(
+    name: str, y: np.ndarray, seed: int, warnings: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (train, test) of one site under the hold-out rule; warns for tiny sites.
+
+    Separate from `split_site` so that adapters can fit preprocessing (e.g. per-site
+    standardisation) on the training rows only before building the site.
+    """
     n_rows = len(y)
     n_test = holdout_size(n_rows)
     if n_test < HOLDOUT_MIN_ROWS:
@@ -193,10 +197,24 @@ def split_site(
             f"paper's minimum of {HOLDOUT_MIN_ROWS}, so its scores are noisy. It still takes part."
         )
     rng = np.random.default_rng(derive_seed(seed, name, "holdout"))
-    train_idx, test_idx = stratified_holdout(y, n_test, rng)
+    return stratified_holdout(y, n_test, rng)
+
+
+def make_site(
+    name: str, x: np.ndarray, y: np.ndarray, train_idx: np.ndarray, test_idx: np.ndarray
+) -> Site:
+    """A Site from one site's full arrays and its (train, test) row indices."""
     as_x = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32)  # noqa: E731
     as_y = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.int64)  # noqa: E731
     return Site(name, as_x(x[train_idx]), as_y(y[train_idx]), as_x(x[test_idx]), as_y(y[test_idx]))
+
+
+def split_site(
+    name: str, x: np.ndarray, y: np.ndarray, seed: int, warnings: list[str]
+) -> Site:
+    """Apply the hold-out rule to one site's full table; appends a warning for tiny sites."""
+    train_idx, test_idx = holdout_indices(name, y, seed, warnings)
+    return make_site(name, x, y, train_idx, test_idx)
 
 
 def class_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """From a run specification to a finished run in the store: the one path the CLI, background
 jobs and tests all take.
 
-A spec is plain JSON: {"algorithm": ..., "data": ..., "params": {...}, "config": {...}}.
+A spec is plain JSON: {"algorithm": ..., "data": ..., "params": {...}, "config": {...}}; `data` is
+a data reference, a string or an object (see data_adapters.references).
 `resolve_spec` validates it and fills in every default, so the stored spec says exactly what ran.
 """
 
@@ -24,7 +25,7 @@ SPEC_KEYS = ("algorithm", "data", "params", "config")
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A complete, validated spec; raises SpecError naming the offending key."""
-    from data_adapters import parse_reference
+    from data_adapters import check_reference
     from fedcore.algorithms import get_algorithm, params_from_dict
     from fedcore.engine import TrainConfig
 
@@ -44,8 +45,9 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         config = TrainConfig(**config_values)
     except TypeError as error:
         raise SpecError(f"Invalid engine setting: {error}.") from None
-    data = str(raw.get("data") or "demo")
-    parse_reference(data)
+    # A string or a JSON object; checked now (unknown source, bad option, missing file, tables
+    # that do not combine) so that no run is created for data that cannot load.
+    data = check_reference(raw.get("data") or "demo")
     return {
         "algorithm": algorithm.name,
         "data": data,

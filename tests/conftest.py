@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,10 @@ import pytest
 from fedcore.federation import Federation, split_site
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+# The real public datasets live beside the repository (CI clones it with ../shared next to it);
+# only tests read them, never the product.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def make_federation(
@@ -48,3 +53,8 @@ def make_federation(
 @pytest.fixture
 def federation() -> Federation:
     return make_federation()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return SHARED_DATA

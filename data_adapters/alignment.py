@@ -1,0 +1,504 @@
+"""Semantic alignment of per-site tables: which columns every site has, what type and kind each
+column is, where sites disagree — and, when nothing blocks, the encoded feature matrices.
+
+Rules (README "Data sources" repeats them for users):
+- features are the columns present at every site, minus the target and excluded columns;
+  columns found at only some sites are reported and left out;
+- a column is numeric at a site when nearly all its cells are numbers (`columns.py`); the few
+  others are reported by data row (row 1 = first row after the header) and treated as missing;
+  a column numeric at one site and text at another is a type conflict (an error, unless it is
+  declared categorical); infinite numbers are an error;
+- kinds: at most two distinct values over all sites -> binary, other numeric -> continuous,
+  other text -> categorical (one-hot over the union of all sites' categories); every kind can
+  be given instead;
+- binary columns are coded 0/1: {0, 1} keeps its meaning, otherwise the smaller (or
+  alphabetically first) value -> 0;
+- rows without a target value are left out (reported); a site with a single class takes part
+  with a warning.
+Nothing here fits statistics: standardisation happens after the hold-out split (`assemble`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from data_adapters.cells import as_labels, close_match, data_rows, label_order, quoted
+from data_adapters.columns import (
+    Column,
+    as_text,
+    coded_one,
+    count_distinct,
+    distinct,
+    indicator,
+    text_examples,
+    type_columns,
+)
+from data_adapters.sites import RawFederation, RawSite
+from fedcore.errors import DataError
+from fedcore.federation import FEATURE_KINDS
+
+MIN_ROWS = 20
+MAX_CLASSES = 50
+MAX_CATEGORIES = 50
+# A site's median of a continuous column more than OUTLIER_SPREADS typical within-site IQRs from
+# the other sites' medians is reported (units? codes?), if it rests on OUTLIER_MIN_VALUES values.
+OUTLIER_SPREADS = 3.0
+OUTLIER_MIN_VALUES = 10
+
+
+@dataclass
+class SiteTable:
+    """One site's rows as read; the frame's index is the 0-based data row in `file`."""
+
+    site: str
+    file: str
+    frame: pd.DataFrame
+    delimiter: str = ","
+    encoding: str = "utf-8"
+    decimal: str = "."
+
+
+@dataclass
+class TableSites:
+    """What a tabular reader hands over: a frame per site plus what the source already knows."""
+
+    name: str
+    description: str
+    source: str
+    tables: list[SiteTable]
+    target: str
+    # Raw target label -> class name, in class order (e.g. heart disease: '0' -> 'no disease').
+    class_labels: dict[str, str] | None = None
+    kinds: dict[str, str] = field(default_factory=dict)  # documented kinds of known columns
+    exclude: tuple[str, ...] = ()  # columns that are never features (ids, split markers)
+    min_rows: int = MIN_ROWS  # fewest rows a site may have (the vehicle data have sensors with 7)
+    warnings: list[str] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)  # recorded in the federation's preprocessing
+
+
+@dataclass
+class AlignmentReport:
+    """What the sites' tables have in common and where they differ (JSON-ready via `to_dict`)."""
+
+    target: str
+    class_names: list[str]
+    sites: list[dict[str, Any]]  # site, file, rows, rows_used, delimiter, encoding, class_counts
+    columns_in_all: list[str]
+    columns_in_some: dict[str, list[str]]  # column -> the sites that have it
+    columns_in_one: dict[str, str]  # column -> the one site that has it
+    excluded: list[str]
+    features: dict[str, dict[str, Any]]  # column -> kind, kind_from (inferred/given/documented), values
+    type_conflicts: list[dict[str, Any]]  # column, numeric_at [sites], text_at {site: examples}
+    category_differences: dict[str, dict[str, list[str]]]  # column -> site -> values seen there
+    location_outliers: list[dict[str, Any]]  # column, site, median, others_median, spread
+    missing_share: dict[str, dict[str, float]]  # site -> feature column -> share of rows missing
+    warnings: list[str]
+    errors: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def raise_errors(self) -> None:
+        """DataError listing every blocking problem, if there is one."""
+        if self.errors:
+            raise DataError("The sites' tables cannot be combined:\n- " + "\n- ".join(self.errors))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        from data_adapters.report_text import alignment_text
+
+        return alignment_text(self)
+
+
+class Alignment:
+    """Aligns the tables once; `report` always exists, `encode` only works without errors."""
+
+    def __init__(
+        self,
+        sites: TableSites,
+        exclude: Sequence[str] = (),
+        kinds: Mapping[str, str] | None = None,
+        min_rows: int | None = None,
+    ) -> None:
+        self.sites = sites
+        self.errors: list[str] = []
+        self.warnings: list[str] = list(sites.warnings)
+        self.exclude = list(dict.fromkeys([*sites.exclude, *exclude]))
+        self.given_kinds = dict(kinds or {})
+        self.min_rows = sites.min_rows if min_rows is None else min_rows
+        self.files = {t.site: t.file for t in sites.tables}
+        self.rows_read = {t.site: len(t.frame) for t in sites.tables}
+        self._check_site_names()
+        self.tables, labels = self._target_labels()
+        self.columns_at = {
+            t.site: [c for c in t.frame.columns if c != sites.target and c not in self.exclude] for t in self.tables
+        }
+        self.columns = self._typed_columns(self._common_columns())
+        self.kinds = self._kinds()
+        self.class_names = self._class_names(labels)
+        self.y = {site: self._class_index(site, values) for site, values in labels.items()}
+        self.report = self._report()
+
+    # -- target ----------------------------------------------------------------------------
+    def _target_labels(self) -> tuple[list[SiteTable], dict[str, pd.Series]]:
+        """The tables with a usable target (rows without one left out) and their target labels."""
+        target, tables, labels = self.sites.target, [], {}
+        for table in self.sites.tables:
+            if target not in table.frame.columns:
+                hint = close_match(target, table.frame.columns)
+                self.errors.append(
+                    f"{table.file} (site '{table.site}') has no target column '{target}'"
+                    + (f"; did you mean '{hint}'?" if hint else f"; its columns: {quoted(table.frame.columns)}.")
+                )
+                continue
+            values = as_labels(table.frame[target])
+            missing = values.isna()
+            if missing.all():
+                self.errors.append(f"{table.file}: the target column '{target}' is empty at site '{table.site}'.")
+                continue
+            if missing.any():
+                self.warnings.append(
+                    f"{table.file}: {int(missing.sum())} row(s) have no value in the target '{target}' and are "
+                    f"left out: data row(s) {data_rows(values.index[missing])}."
+                )
+                table, values = replace(table, frame=table.frame.loc[~missing]), values[~missing]
+            if len(table.frame) < self.min_rows:
+                self.errors.append(
+                    f"{table.file}: site '{table.site}' has {len(table.frame)} usable rows; a site needs at "
+                    f"least {self.min_rows} (min_rows)."
+                )
+            tables.append(table)
+            labels[table.site] = values
+        return tables, labels
+
+    def _class_names(self, labels: dict[str, pd.Series]) -> list[str]:
+        mapping = self.sites.class_labels
+        if mapping is not None:
+            for site, values in labels.items():
+                unknown = ~values.isin(list(mapping))
+                if unknown.any():
+                    self.errors.append(
+                        f"{self.files[site]}: the target '{self.sites.target}' has unknown value(s) "
+                        f"{quoted(sorted(set(values[unknown])))} at data row(s) {data_rows(values.index[unknown])}; "
+                        f"known values: {quoted(mapping)}."
+                    )
+            return list(dict.fromkeys(mapping.values()))
+        seen = sorted(set().union(*(set(v) for v in labels.values())), key=label_order)
+        if len(seen) > MAX_CLASSES:
+            self.errors.append(
+                f"The target '{self.sites.target}' has {len(seen)} different values (e.g. {quoted(seen[:5])}); "
+                f"a class target has at most {MAX_CLASSES}. Is it a measurement rather than a class?"
+            )
+        elif labels and len(seen) < 2:
+            self.errors.append(f"The target '{self.sites.target}' has a single class ({quoted(seen)}) at every site.")
+        return seen
+
+    def _class_index(self, site: str, labels: pd.Series) -> np.ndarray:
+        name_of = self.sites.class_labels or {name: name for name in self.class_names}
+        index = {name: k for k, name in enumerate(self.class_names)}
+        y = labels.map(lambda v: index.get(name_of.get(v), -1)).to_numpy(dtype=np.int64)
+        present = np.unique(y[y >= 0])
+        if len(present) == 1 and len(self.class_names) > 1:
+            self.warnings.append(
+                f"Site '{site}' ({self.files[site]}) has a single class, '{self.class_names[present[0]]}'; "
+                "it still takes part, but its ROC AUC is undefined and it teaches the model nothing about "
+                "the other classes."
+            )
+        return y
+
+    # -- columns ---------------------------------------------------------------------------
+    def _check_site_names(self) -> None:
+        names = [t.site for t in self.sites.tables]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            files = [t.file for t in self.sites.tables if t.site == name]
+            raise DataError(f"Two files give the site name '{name}' ({', '.join(files)}); name the sites yourself.")
+
+    def _common_columns(self) -> list[str]:
+        for name in self.exclude:
+            if not any(name in t.frame.columns for t in self.sites.tables):
+                self.warnings.append(f"The excluded column '{name}' is not in any file.")
+        if not self.tables:
+            return []
+        present = [set(columns) for columns in self.columns_at.values()]
+        common = set.intersection(*present)
+        partial = sorted(set.union(*present) - common)
+        if partial:
+            self.warnings.append(
+                f"{len(partial)} column(s) are not present at every site and are left out: "
+                + "; ".join(f"'{c}' (only at {', '.join(self._sites_with(c))})" for c in partial[:10])
+                + (f"; and {len(partial) - 10} more." if len(partial) > 10 else ".")
+            )
+            self._hint_renamed(partial)
+        if not common:
+            self.errors.append(
+                "No feature column is present at every site: "
+                + "; ".join(f"{self.files[site]} has {quoted(cols)}" for site, cols in self.columns_at.items())
+                + ". Rename the columns so the sites agree."
+            )
+        return [c for c in self.columns_at[self.tables[0].site] if c in common]
+
+    def _hint_renamed(self, partial: list[str]) -> None:
+        """'Age' at one site and 'age' at another are probably one column under two spellings."""
+        by_key: dict[str, list[str]] = {}
+        for column in partial:
+            by_key.setdefault(re.sub(r"[^a-z0-9]", "", column.lower()), []).append(column)
+        for spellings in by_key.values():
+            if len(spellings) > 1:
+                self.warnings.append(
+                    "These look like one column spelled differently at different sites: "
+                    + ", ".join(f"'{c}' ({', '.join(self._sites_with(c))})" for c in spellings)
+                    + "; rename them to one spelling to use the column."
+                )
+
+    def _typed_columns(self, names: list[str]) -> dict[str, dict[str, Column]]:
+        """column -> site -> Column."""
+        columns: dict[str, dict[str, Column]] = {name: {} for name in names}
+        for table in self.tables:
+            typed = type_columns(table.frame, names, table.file, table.decimal)
+            self.warnings += typed.warnings
+            self.errors += typed.errors
+            for name, column in typed.columns.items():
+                columns[name][table.site] = column
+        return columns
+
+    def _kinds(self) -> dict[str, str]:
+        for name, kind in self.given_kinds.items():
+            if kind not in FEATURE_KINDS:
+                self.errors.append(f"Kind '{kind}' for column '{name}' is not one of {', '.join(FEATURE_KINDS)}.")
+        unknown = [n for n in self.given_kinds if n not in self.columns]
+        if unknown and self.tables:
+            self.errors.append(
+                f"Kinds are given for {quoted(unknown)}, which are not feature columns; the features are "
+                f"{quoted(self.columns)}."
+            )
+        kinds = {}
+        for name in list(self.columns):
+            at = self.columns[name]
+            filled = {site: c for site, c in at.items() if c.kind != "empty"}
+            if not filled:
+                self.warnings.append(f"Column '{name}' is empty at every site and is left out.")
+                del self.columns[name]
+                continue
+            for site in at.keys() - filled.keys():
+                self.warnings.append(
+                    f"{self.files[site]}: column '{name}' has no values at site '{site}'; it is encoded as "
+                    "missing there (consider excluding it)."
+                )
+            kinds[name] = self._kind(name, filled)
+        return kinds
+
+    def _kind(self, name: str, filled: dict[str, Column]) -> str:
+        wanted = self.given_kinds.get(name, self.sites.kinds.get(name))
+        types = {c.kind for c in filled.values()}
+        if types == {"numeric", "text"} and wanted != "categorical":
+            self.errors.append(self._conflict_message(name, filled))
+            return wanted or "categorical"
+        if wanted == "categorical":
+            for site, column in filled.items():
+                self.columns[name][site] = as_text(column)
+            return "categorical"
+        n_values = count_distinct(list(filled.values()))
+        if wanted == "continuous" and "text" in types:
+            self.errors.append(
+                f"Column '{name}' holds text ({quoted(distinct(list(filled.values()))[:4])}), so it cannot be continuous."
+            )
+        elif wanted == "binary" and n_values > 2:
+            self.errors.append(
+                f"Column '{name}' cannot be binary: it has {n_values} different values "
+                f"({quoted(distinct(list(filled.values()))[:6])})."
+            )
+        if wanted is not None:
+            return wanted
+        if n_values <= 2:
+            return "binary"
+        if "numeric" in types:
+            return "continuous"
+        if n_values > MAX_CATEGORIES:
+            self.errors.append(
+                f"Column '{name}' is text with {n_values} different values "
+                f"(e.g. {quoted(distinct(list(filled.values()))[:3])}): an identifier or free text? Exclude it, "
+                "or declare it categorical."
+            )
+        return "categorical"
+
+    def _conflict_message(self, name: str, filled: dict[str, Column]) -> str:
+        numeric = [site for site, c in filled.items() if c.kind == "numeric"]
+        text = {site: text_examples(c) for site, c in filled.items() if c.kind == "text"}
+        return (
+            f"Column '{name}' is numeric at {', '.join(numeric)} but text at "
+            + "; ".join(f"{self.files[site]} (e.g. {quoted(v)})" for site, v in text.items())
+            + ". Fix the values, exclude the column, or declare it categorical."
+        )
+
+    # -- report ----------------------------------------------------------------------------
+    def _report(self) -> AlignmentReport:
+        everywhere = set().union(*map(set, self.columns_at.values())) if self.columns_at else set()
+        sites_with = {c: self._sites_with(c) for c in everywhere}
+        n_sites = len(self.columns_at)
+        first = list(self.tables[0].frame.columns) if self.tables else []
+        tables = {t.site: t for t in self.sites.tables}
+        return AlignmentReport(
+            target=self.sites.target,
+            class_names=self.class_names,
+            sites=[
+                {
+                    "site": site,
+                    "file": self.files[site],
+                    "rows": rows,
+                    "rows_used": len(self.y.get(site, ())),
+                    "delimiter": tables[site].delimiter,
+                    "encoding": tables[site].encoding,
+                    "class_counts": {name: int((self.y[site] == k).sum()) for k, name in enumerate(self.class_names)}
+                    if site in self.y else {},
+                }
+                for site, rows in self.rows_read.items()
+            ],
+            columns_in_all=sorted((c for c, s in sites_with.items() if len(s) == n_sites), key=first.index),
+            columns_in_some={c: s for c, s in sorted(sites_with.items()) if 1 < len(s) < n_sites},
+            columns_in_one={c: s[0] for c, s in sorted(sites_with.items()) if len(s) == 1 and n_sites > 1},
+            excluded=self.exclude,
+            features={name: self._feature_entry(name, kind) for name, kind in self.kinds.items()},
+            type_conflicts=[
+                {"column": name,
+                 "numeric_at": [s for s, c in at.items() if c.kind == "numeric"],
+                 "text_at": {s: text_examples(c) for s, c in at.items() if c.kind == "text"}}
+                for name, at in self.columns.items()
+                if {c.kind for c in at.values()} >= {"numeric", "text"}
+            ],
+            category_differences=self._category_differences(),
+            location_outliers=self._location_outliers(),
+            missing_share={
+                t.site: {name: round(float(self.columns[name][t.site].missing.mean()), 4) for name in self.kinds}
+                for t in self.tables
+            },
+            warnings=self.warnings,
+            errors=self.errors,
+        )
+
+    def _feature_entry(self, name: str, kind: str) -> dict[str, Any]:
+        if name in self.given_kinds:
+            origin = "given"
+        elif name in self.sites.kinds:
+            origin = "documented"  # known from the source's documentation (e.g. heart disease)
+        else:
+            origin = "inferred"
+        entry: dict[str, Any] = {"kind": kind, "kind_from": origin}
+        if kind != "continuous":
+            entry["values"] = self._values(name)
+        return entry
+
+    def _category_differences(self) -> dict[str, dict[str, list[str]]]:
+        differences = {}
+        for name, kind in self.kinds.items():
+            at = self.columns[name]
+            if kind == "continuous" or (kind == "binary" and not any(c.kind == "text" for c in at.values())):
+                continue  # a 0/1 flag seen only as 0 at one site is not a coding difference
+            seen = {site: distinct([c]) for site, c in at.items() if c.kind != "empty"}
+            if len({tuple(v) for v in seen.values()}) > 1:
+                differences[name] = seen
+        return differences
+
+    def _location_outliers(self) -> list[dict[str, Any]]:
+        """Sites whose median lies far from the other sites' medians, measured in typical
+        within-site IQRs: the signature of a unit or coding difference (mg/dL against mmol/L,
+        0 written for 'not measured'), not of a different patient mix."""
+        names = [name for name, kind in self.kinds.items() if kind == "continuous"]
+        if not names or len(self.tables) < 3:
+            return []
+        blocks = [np.column_stack([self.columns[name][t.site].values.astype(np.float64) for name in names])
+                  for t in self.tables]
+        q25, median, q75 = np.stack([_column_quantiles(block, (0.25, 0.5, 0.75)) for block in blocks], axis=1)
+        usable = np.stack([(~np.isnan(block)).sum(axis=0) for block in blocks]) >= OUTLIER_MIN_VALUES
+        outliers = []
+        for j, name in enumerate(names):
+            sites = np.flatnonzero(usable[:, j])
+            if len(sites) < 3:
+                continue
+            spread = float(np.median(q75[sites, j] - q25[sites, j]))
+            for i in sites:
+                others = float(np.median(median[sites[sites != i], j]))
+                if spread > 0 and abs(median[i, j] - others) > OUTLIER_SPREADS * spread:
+                    outliers.append({"column": name, "site": self.tables[i].site, "median": round(float(median[i, j]), 4),
+                                     "others_median": round(others, 4), "spread": round(spread, 4)})
+        return outliers
+
+    # -- encoding --------------------------------------------------------------------------
+    def encode(self) -> RawFederation:
+        """Feature matrices (NaN = missing) and class indices per site; DataError if misaligned."""
+        self.report.raise_errors()
+        names, kinds, columns = [], [], []
+        blocks: dict[str, list[np.ndarray]] = {t.site: [] for t in self.tables}
+        binary_values, categories = {}, {}
+        for name, kind in self.kinds.items():
+            at = self.columns[name]
+            if kind == "continuous":
+                encoded = {name: {site: c.values.astype(np.float64) for site, c in at.items()}}
+            elif kind == "binary":
+                binary_values[name] = self._values(name)
+                one = coded_one(binary_values[name])
+                encoded = {name: {site: indicator(c, one) for site, c in at.items()}}
+            else:
+                categories[name] = self._values(name)
+                encoded = {
+                    f"{name}={value}": {site: indicator(c, value) for site, c in at.items()}
+                    for value in categories[name]
+                }
+            for feature, per_site in encoded.items():
+                names.append(feature)
+                kinds.append(kind)
+                columns.append(name)
+                for site, values in per_site.items():
+                    blocks[site].append(values)
+        return RawFederation(
+            name=self.sites.name,
+            description=self.sites.description,
+            source=self.sites.source,
+            sites=[RawSite(t.site, np.column_stack(blocks[t.site]), self.y[t.site]) for t in self.tables],
+            class_names=self.class_names,
+            feature_names=names,
+            feature_kinds=kinds,
+            feature_columns=columns,
+            warnings=list(self.warnings),
+            preprocessing={
+                **self.sites.notes,
+                "target": self.sites.target,
+                "excluded": self.exclude,
+                "kinds": dict(self.kinds),
+                "binary_values": binary_values,  # [value coded 0, value coded 1]
+                "categories": categories,
+            },
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _values(self, name: str) -> list[str]:
+        return distinct([c for c in self.columns[name].values() if c.kind != "empty"])
+
+    def _sites_with(self, column: str) -> list[str]:
+        return [site for site, columns in self.columns_at.items() if column in columns]
+
+
+def _column_quantiles(block: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Quantiles (levels x columns) of each column's non-NaN values, linearly interpolated like
+    np.percentile; NaN for an empty column. One sort for the whole block, where np.nanpercentile
+    would loop over the columns."""
+    ordered = np.sort(block, axis=0)  # NaN sorts last
+    counts = (~np.isnan(block)).sum(axis=0)
+    columns = np.arange(block.shape[1])
+    rows = []
+    for level in levels:
+        position = np.maximum(counts - 1, 0) * level
+        low = np.floor(position).astype(int)
+        high = np.minimum(low + 1, np.maximum(counts - 1, 0))
+        fraction = position - low
+        value = ordered[low, columns] * (1 - fraction) + ordered[high, columns] * fraction
+        rows.append(np.where(counts > 0, value, np.nan))
+    return np.stack(rows)

@@ -1,0 +1,95 @@
+"""Per-site CSV files — one file per site, or files with a site column — as tables to align.
+
+The site of a file is its name without extensions (`site_a.csv` -> `site_a`) unless
+`site_names` says otherwise; with `site_column`, every distinct value of that column is a site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from data_adapters.alignment import SiteTable, TableSites
+from data_adapters.cells import as_labels, close_match, data_rows, label_order
+from data_adapters.text_tables import TextTable, read_text_table
+from fedcore.errors import DataError
+
+TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".tab")
+
+
+def read_csv_sites(
+    files: list[str],
+    target: str,
+    site_column: str | None = None,
+    site_names: list[str] | None = None,
+    max_file_mb: float = 200.0,
+) -> TableSites:
+    """Read every file (no alignment yet); DataError names the file that cannot be read."""
+    if not files:
+        raise DataError("Name at least one CSV file.")
+    if not target:
+        raise DataError("Name the target column (the class to predict).")
+    if site_names is not None and (site_column or len(site_names) != len(files)):
+        raise DataError(
+            f"site_names gives {len(site_names)} names for {len(files)} files"
+            + (" (with a site column the sites are its values)." if site_column else "; give one name per file.")
+        )
+    texts = [read_text_table(path, int(max_file_mb * 1e6)) for path in files]
+    warnings = [w for text in texts for w in text.warnings]
+    if site_column:
+        tables = [t for text in texts for t in split_by_column(text, site_column, str, warnings)]
+    else:
+        names = site_names or [site_name(path) for path in files]
+        tables = [site_table(name, text) for name, text in zip(names, texts)]
+    listed = ", ".join(text.file for text in texts)
+    return TableSites(
+        name=f"CSV sites ({len(tables)})",
+        description=f"{len(tables)} sites from {listed}; target '{target}'.",
+        source="csv",
+        tables=tables,
+        target=target,
+        warnings=warnings,
+    )
+
+
+def site_name(path: str | Path) -> str:
+    """`exports/site_a.csv.gz` -> `site_a`."""
+    name = Path(path).name
+    name = name.removesuffix(".gz")
+    for suffix in TEXT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def split_by_column(
+    text: TextTable, column: str, name: Callable[[str], str], warnings: list[str]
+) -> list[SiteTable]:
+    """One SiteTable per distinct value of `column` (rows keep their data row numbers)."""
+    frame = text.frame
+    if column not in frame.columns:
+        hint = close_match(column, frame.columns)
+        raise DataError(
+            f"{text.file} has no site column '{column}'" + (f"; did you mean '{hint}'?" if hint else ".")
+        )
+    labels = as_labels(frame[column])
+    if labels.isna().any():
+        warnings.append(
+            f"{text.file}: {int(labels.isna().sum())} row(s) have no value in the site column '{column}' and are "
+            f"left out: data row(s) {data_rows(labels.index[labels.isna()])}."
+        )
+    rest = replace(text, frame=frame.drop(columns=[column]))
+    return [
+        site_table(name(value), replace(rest, frame=rest.frame.loc[labels == value]))
+        for value in sorted(labels.dropna().unique(), key=label_order)
+    ]
+
+
+def site_table(site: str, text: TextTable) -> SiteTable:
+    return SiteTable(site, text.file, text.frame, text.delimiter, text.encoding, text.decimal)
+
+
+def numbered(prefix: str) -> Callable[[str], str]:
+    """Site names from numeric codes: '3' -> 'subject 03' (so they sort in numeric order)."""
+    return lambda value: f"{prefix} {int(value):02d}" if value.isdigit() else f"{prefix} {value}"

@@ -1,0 +1,317 @@
+"""Per-site CSV files: alignment report, kinds, encoding, preprocessing — and a specific message
+for every kind of bad input (written into tmp_path)."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from data_adapters import inspect_data, load_federation
+from data_adapters.text_tables import parse_text_table
+from fedcore.cli import main
+from fedcore.errors import DataError
+from fedcore.store import RunStore
+
+HEADER = "age,sex,chol,smoker,outcome"
+
+
+def rows(n=30, seed=0, smoker=("no", "yes")):
+    """Lines of a small clinic table whose outcome depends on age and cholesterol."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for k in range(n):
+        outcome = k % 2
+        age = int(rng.normal(60 if outcome else 50, 8))
+        chol = round(rng.normal(240 if outcome else 200, 25), 1)
+        lines.append(f"{age},{'MF'[k % 3 == 0]},{chol},{smoker[k % len(smoker)]},{outcome}")
+    return lines
+
+
+def write(folder, name, lines, header=HEADER, encoding="utf-8"):
+    path = folder / name
+    path.write_bytes(("\n".join([header, *lines]) + "\n").encode(encoding))
+    return str(path)
+
+
+def ref(*files, **options):
+    return {"source": "csv", "files": list(files), "target": "outcome", **options}
+
+
+@pytest.fixture
+def two_sites(tmp_path):
+    return write(tmp_path, "north.csv", rows(30, 1)), write(tmp_path, "south.csv", rows(40, 2))
+
+
+# -- the normal path -----------------------------------------------------------------------------
+def test_two_sites_align_into_a_federation(two_sites):
+    report = inspect_data(ref(*two_sites))
+    assert report.ok and report.class_names == ["0", "1"]
+    assert [s["site"] for s in report.sites] == ["north", "south"]
+    assert [s["rows"] for s in report.sites] == [30, 40]
+    assert report.sites[0]["class_counts"] == {"0": 15, "1": 15}
+    assert report.columns_in_all == ["age", "sex", "chol", "smoker"]
+    kinds = {name: f["kind"] for name, f in report.features.items()}
+    assert kinds == {"age": "continuous", "sex": "binary", "chol": "continuous", "smoker": "binary"}
+    assert report.features["sex"] == {"kind": "binary", "kind_from": "inferred", "values": ["F", "M"]}
+    json.dumps(report.to_dict())  # the dashboard stores it as it is
+    text = report.to_text()
+    assert "Alignment of 2 sites" in text and "north.csv" in text and "Errors: none" in text
+
+    federation = load_federation(ref(*two_sites))
+    assert federation.site_names == ["north", "south"]
+    assert federation.feature_names == ["age", "sex", "chol", "smoker"]
+    assert federation.feature_kinds == ["continuous", "binary", "continuous", "binary"]
+    assert [s.n_train + s.n_test for s in federation.sites] == [30, 40]
+    assert set(federation.sites[0].x_train[:, 1].tolist()) <= {0.0, 1.0}  # F -> 0, M -> 1
+
+
+def test_categories_are_one_hot_over_the_union_of_all_sites(tmp_path):
+    north = write(tmp_path, "north.csv", rows(30, 1, smoker=("never", "former")))
+    south = write(tmp_path, "south.csv", rows(30, 2, smoker=("never", "current", "former")))
+    report = inspect_data(ref(north, south))
+    assert report.features["smoker"]["values"] == ["current", "former", "never"]
+    assert report.category_differences == {
+        "smoker": {"north": ["former", "never"], "south": ["current", "former", "never"]}
+    }
+    federation = load_federation(ref(north, south))
+    assert federation.feature_names[-3:] == ["smoker=current", "smoker=former", "smoker=never"]
+    north_site = federation.sites[0]
+    assert north_site.x_train[:, -3].sum() == 0  # north never says 'current'
+    assert (north_site.x_train[:, -3:].sum(1) == 1).all()
+
+
+def test_kinds_can_be_given_and_are_checked(two_sites):
+    federation = load_federation(ref(*two_sites, kinds={"age": "categorical"}))
+    ages = [k for k, name in zip(federation.feature_kinds, federation.feature_names) if name.startswith("age=")]
+    assert len(ages) > 10 and set(ages) == {"categorical"}
+    report = inspect_data(ref(*two_sites, kinds={"age": "categorical"}))
+    assert report.features["age"]["kind_from"] == "given" and "(* kind set by you, not inferred)" in report.to_text()
+    bad = inspect_data(ref(*two_sites, kinds={"chol": "binary", "sex": "continuous", "weight": "binary"}))
+    errors = "\n".join(bad.errors)
+    assert "Column 'chol' cannot be binary: it has" in errors
+    assert "Column 'sex' holds text ('F', 'M'), so it cannot be continuous." in errors
+    assert "Kinds are given for 'weight', which are not feature columns" in errors
+
+
+def test_standardisation_is_fitted_on_each_sites_training_rows(two_sites):
+    federation = load_federation(ref(*two_sites), seed=3)
+    for site in federation.sites:
+        age = site.x_train[:, 0].double()
+        assert abs(float(age.mean())) < 1e-6 and abs(float(age.std(unbiased=False)) - 1) < 1e-6
+        assert abs(float(site.x_test[:, 0].double().mean())) > 1e-6  # hold-out statistics were not used
+    assert "fitted on each site's training rows" in federation.preprocessing["standardization"]
+
+
+def test_missing_values_are_encoded_and_indicated(tmp_path):
+    lines = rows(30, 1)
+    lines[2] = "55,M,,yes,1"  # chol missing
+    lines[5] = "48,,210.0,no,0"  # sex missing
+    north = write(tmp_path, "north.csv", lines)
+    south = write(tmp_path, "south.csv", rows(30, 2))
+    assert len(load_federation(ref(north, south)).feature_names) == 4  # indicators only when asked
+    federation = load_federation(ref(north, south, missing_indicators=True))
+    assert federation.feature_names == ["age", "sex", "chol", "smoker", "sex (missing)", "chol (missing)"]
+    north_site = federation.sites[0]
+    x = np.concatenate([north_site.x_train.numpy(), north_site.x_test.numpy()])
+    assert x[:, 4].sum() == 1 and x[:, 5].sum() == 1  # one gap each, only where they are
+    assert x[x[:, 4] == 1, 1].tolist() == [0.5]  # missing binary -> 0.5
+    assert x[x[:, 5] == 1, 2].tolist() == [0.0]  # missing continuous -> 0 (the site's mean)
+    assert federation.sites[1].x_train[:, 4:].sum() == 0
+
+
+def test_one_file_with_a_site_column(tmp_path):
+    lines = [f"{site},{line}" for site, line in zip(["b", "a"] * 30, rows(60, 4))]
+    lines[6] = lines[6].split(",", 1)[0] + ",high,M,200,no,1"  # data row 7, site b
+    path = write(tmp_path, "all.csv", lines, header="clinic," + HEADER)
+    report = inspect_data(ref(path, site_column="clinic"))
+    assert [s["site"] for s in report.sites] == ["a", "b"]
+    assert "all.csv, column 'age': 1 non-numeric value(s) in a numeric column, treated as missing: " \
+           "data row(s) 7 ('high')." in report.warnings
+    with pytest.raises(DataError, match="all.csv has no site column 'Clinik'; did you mean 'clinic'"):
+        inspect_data(ref(path, site_column="Clinik"))
+
+
+def test_site_names_can_be_given_and_must_be_unique(tmp_path, two_sites):
+    federation = load_federation(ref(*two_sites, site_names=["North Clinic", "South Clinic"]))
+    assert federation.site_names == ["North Clinic", "South Clinic"]
+    (tmp_path / "other").mkdir()
+    copy = write(tmp_path / "other", "north.csv", rows(30, 5))
+    with pytest.raises(DataError, match="Two files give the site name 'north'"):
+        inspect_data(ref(two_sites[0], copy))
+
+
+def test_the_same_parser_reads_bytes_of_an_upload():
+    table = parse_text_table("\n".join([HEADER, *rows(3)]).encode(), "upload.csv", 10_000)
+    assert list(table.frame.columns) == HEADER.split(",") and len(table.frame) == 3
+
+
+# -- bad files: refused with the file's name ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "a.csv is empty."),
+        (b"\n \n", "a.csv is empty."),
+        (HEADER.encode() + b"\n", "a.csv has a header row but no data rows."),
+        (b"PK\x03\x04rest-of-a-workbook", "a.csv is a zip archive or an Excel workbook, not a text table; save it as CSV."),
+        (b"age\x00sex\x00", "a.csv is a binary file"),
+        (b"age sex outcome\n1 2 3\n", "a.csv: the first line has no comma, semicolon or tab"),
+        (b"age,sex,age,outcome\n1,M,2,0\n", "a.csv: column names must be unique, but these repeat: 'age' (columns 1, 3)."),
+        (b"age,,chol,outcome\n1,M,2,0\n", "a.csv: column 2 of 4 has an empty header; every column needs a name."),
+        (b"age,sex,outcome,\n1,M,0,\n", "a.csv: column 4 of 4 has an empty header; every column needs a name (a delimiter at the end"),
+        (b"age,sex,chol,outcome\n1,M,2,0\n1,F,3,1\n1,F,3,1,9\n", "a.csv: line 4 has 5 fields but the header has 4"),
+        (b"\x1f\x8b\x08\x00broken", "a.csv looks gzip-compressed but cannot be decompressed"),
+    ],
+)
+def test_unreadable_files_get_a_specific_message(tmp_path, two_sites, content, message):
+    bad = tmp_path / "a.csv"
+    bad.write_bytes(content)
+    with pytest.raises(DataError) as error:
+        inspect_data(ref(two_sites[0], str(bad)))
+    assert message in str(error.value)
+
+
+def test_a_file_above_the_size_limit_is_refused_before_reading(tmp_path, two_sites):
+    big = write(tmp_path, "big.csv", rows(2000, 3))
+    with pytest.raises(DataError, match=r"big.csv is 0.0\d+ MB, above the limit of 0.01 MB \(raise max_file_mb"):
+        inspect_data(ref(two_sites[0], big, max_file_mb=0.01))
+    packed = tmp_path / "big.csv.gz"
+    packed.write_bytes(gzip.compress((HEADER + "\n" + "\n".join(rows(2000, 3))).encode()))
+    with pytest.raises(DataError, match="big.csv.gz is above the limit of 0.03 MB once decompressed"):
+        inspect_data(ref(two_sites[0], str(packed), max_file_mb=0.03))
+
+
+# -- files that read but do not combine: listed in the report, refused when loading ---------------
+def assert_blocked(reference, message):
+    report = inspect_data(reference)
+    assert not report.ok and any(message in e for e in report.errors), report.errors
+    assert message in report.to_text()
+    with pytest.raises(DataError, match="cannot be combined") as error:
+        load_federation(reference)
+    assert message in str(error.value)
+
+
+def test_no_column_common_to_all_sites(tmp_path, two_sites):
+    other = write(tmp_path, "west.csv", ["1,2,0"] * 25, header="weight,height,outcome")
+    assert_blocked(ref(two_sites[0], other), "No feature column is present at every site: north.csv has 'age', 'sex'")
+
+
+def test_target_missing_at_a_site(tmp_path, two_sites):
+    renamed = write(tmp_path, "west.csv", rows(30, 3), header="age,sex,chol,smoker,Outcome")
+    assert_blocked(ref(two_sites[0], renamed), "west.csv (site 'west') has no target column 'outcome'; did you mean 'Outcome'?")
+
+
+def test_infinite_values(tmp_path, two_sites):
+    lines = rows(30, 3)
+    lines[2] = "50,M,inf,no,0"
+    assert_blocked(ref(two_sites[0], write(tmp_path, "west.csv", lines)),
+                   "west.csv, column 'chol': infinite value(s) at data row(s) 3; replace them")
+
+
+def test_too_few_rows(tmp_path, two_sites):
+    assert_blocked(ref(two_sites[0], write(tmp_path, "tiny.csv", rows(5, 3))),
+                   "tiny.csv: site 'tiny' has 5 usable rows; a site needs at least 20 (min_rows).")
+    assert load_federation(ref(two_sites[0], write(tmp_path, "tiny.csv", rows(5, 3)), min_rows=4)).sites[1].n_train > 0
+
+
+def test_numeric_at_one_site_text_at_another(tmp_path, two_sites):
+    lines = [f"{a},{s},{'high' if k % 2 else 'low'},{m},{o}"
+             for k, (a, s, _, m, o) in enumerate(line.split(",") for line in rows(30, 3))]
+    assert_blocked(ref(two_sites[0], write(tmp_path, "west.csv", lines)),
+                   "Column 'chol' is numeric at north but text at west.csv (e.g. 'high', 'low')")
+
+
+def test_a_text_identifier_column(tmp_path):
+    files = [write(tmp_path, f"{name}.csv", [f"P{seed}{k:03d},{line}" for k, line in enumerate(rows(30, seed))],
+                   header="patient," + HEADER) for seed, name in enumerate(["north", "south"])]
+    assert_blocked(ref(*files), "Column 'patient' is text with 60 different values")
+    assert load_federation(ref(*files, exclude=["patient"])).feature_names == ["age", "sex", "chol", "smoker"]
+
+
+# -- files that need care but still load: warnings ------------------------------------------------
+def test_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, two_sites):
+    lines = rows(30, 3, smoker=("José", "Müller"))
+    path = write(tmp_path, "west.csv", lines, encoding="cp1252")
+    report = inspect_data(ref(two_sites[1], path, exclude=["smoker"]))
+    assert ("west.csv is not UTF-8 (the first non-UTF-8 byte is on line 2); it was read as Windows-1252 (cp1252). "
+            "Check that accented text looks right, or save the file as UTF-8.") in report.warnings
+    assert report.sites[1]["encoding"] == "cp1252"
+    accented = inspect_data(ref(path, write(tmp_path, "east.csv", rows(30, 4, smoker=("José", "Müller")))))
+    assert accented.features["smoker"]["values"] == ["José", "Müller"]  # both files agree once decoded
+
+
+def test_semicolons_and_decimal_commas_are_detected(tmp_path, two_sites):
+    lines = [";".join(line.split(",")).replace(".", ",") for line in rows(30, 3)]
+    path = write(tmp_path, "west.csv", lines, header=HEADER.replace(",", ";"))
+    report = inspect_data(ref(two_sites[0], path))
+    assert report.ok and report.sites[1]["delimiter"] == ";"
+    assert "west.csv uses semicolons between columns (detected) and decimal commas, read as decimal points." in report.warnings
+    assert report.features["chol"]["kind"] == "continuous"
+    tabs = write(tmp_path, "east.csv", ["\t".join(line.split(",")) for line in rows(30, 4)], header=HEADER.replace(",", "\t"))
+    assert inspect_data(ref(two_sites[0], tabs)).sites[1]["delimiter"] == "\t"
+
+
+def test_a_site_with_one_class_takes_part_with_a_warning(tmp_path, two_sites):
+    lines = [line[:-1] + "1" for line in rows(30, 3)]
+    federation = load_federation(ref(two_sites[0], write(tmp_path, "west.csv", lines)))
+    assert federation.site_names == ["north", "west"]
+    assert any(w.startswith("Site 'west' (west.csv) has a single class, '1'; it still takes part") for w in federation.warnings)
+
+
+def test_a_few_non_numeric_cells_are_reported_by_row_and_treated_as_missing(tmp_path, two_sites):
+    lines = rows(30, 3)
+    lines[2] = "50,M,high,no,0"
+    lines[6] = "51,F,n.a.,yes,1"
+    report = inspect_data(ref(two_sites[0], write(tmp_path, "west.csv", lines)))
+    assert report.ok
+    assert ("west.csv, column 'chol': 2 non-numeric value(s) in a numeric column, treated as missing: "
+            "data row(s) 3 ('high'), 7 ('n.a.').") in report.warnings
+    assert report.missing_share["west"]["chol"] == round(2 / 30, 4)
+
+
+def test_empty_columns_and_rows_without_a_target(tmp_path, two_sites):
+    header = HEADER + ",notes"
+    north = write(tmp_path, "north.csv", [line + "," for line in rows(30, 1)], header=header)
+    lines = [line + ",ok" for line in rows(30, 3)]
+    lines = [",".join([*line.split(",")[:2], "", *line.split(",")[3:]]) for line in lines]  # chol empty
+    lines[4] = lines[4].rsplit(",", 2)[0] + ",,ok"  # no outcome on data row 5
+    west = write(tmp_path, "west.csv", lines, header=header)
+    report = inspect_data(ref(north, west))
+    assert "west.csv: column 'chol' has no values at site 'west'; it is encoded as missing there " \
+           "(consider excluding it)." in report.warnings
+    assert "west.csv: 1 row(s) have no value in the target 'outcome' and are left out: data row(s) 5." in report.warnings
+    assert report.sites[1]["rows_used"] == 29
+    federation = load_federation(ref(north, west, exclude=["notes"]))
+    assert "notes" not in federation.feature_names
+    all_empty = [line + "," for line in rows(30, 3)]
+    report = inspect_data(ref(north, write(tmp_path, "east.csv", all_empty, header=header)))
+    assert "Column 'notes' is empty at every site and is left out." in report.warnings
+    assert "notes" not in report.features
+
+
+def test_columns_spelled_differently_are_pointed_out(tmp_path, two_sites):
+    west = write(tmp_path, "west.csv", rows(30, 3), header="Age,sex,chol,smoker,outcome")
+    report = inspect_data(ref(two_sites[0], west))
+    assert report.columns_in_one == {"Age": "west", "age": "north"}
+    assert any("'Age' (west), 'age' (north)" in w for w in report.warnings)
+
+
+def test_a_unit_difference_shows_as_a_location_outlier(tmp_path):
+    files = [write(tmp_path, f"s{k}.csv", rows(40, k)) for k in range(3)]
+    mmol = [",".join([a, s, str(round(float(c) / 38.67, 2)), m, o]) for a, s, c, m, o in
+            (line.split(",") for line in rows(40, 9))]
+    files.append(write(tmp_path, "s3.csv", mmol))
+    outliers = inspect_data(ref(*files)).location_outliers
+    assert [(o["column"], o["site"]) for o in outliers] == [("chol", "s3")]
+
+
+def test_a_bad_csv_creates_no_run(tmp_path, two_sites, capsys):
+    lines = rows(30, 3)
+    lines[0] = "50,M,-inf,no,0"
+    bad = write(tmp_path, "west.csv", lines)
+    store = tmp_path / "runs"
+    code = main(["run", "--store", str(store), "-a", "fedavg", "--data", f"csv:{two_sites[0]},{bad}",
+                 "--target", "outcome", "--rounds", "1", "-q"])
+    assert code == 2
+    assert "west.csv, column 'chol': infinite value(s) at data row(s) 1" in capsys.readouterr().err
+    assert RunStore(store).runs() == []
