@@ -217,3 +217,15 @@ def per_site_spread(frame: pd.DataFrame, metric: str, style: str, colors: dict[s
     fig.update_xaxes(title_text="")
     fig.update_layout(title=dict(text=f"{METRIC_LABELS[metric]} per site (each dot is one site)", x=0))
     return _style(fig, height=440)
+
+
+def missing_heatmap(share: pd.DataFrame) -> go.Figure:
+    """Share of missing values, columns (rows of `share`) x sites, 0 white to 1 dark orange."""
+    fig = go.Figure(go.Heatmap(
+        z=share.values, x=list(share.columns), y=list(share.index), zmin=0, zmax=1,
+        colorscale=[[0, "white"], [1, "#d94801"]],
+        text=[[f"{v:.0%}" if v > 0 else "" for v in row] for row in share.values], texttemplate="%{text}",
+        hovertemplate="%{y} at %{x}: %{z:.1%} missing<extra></extra>", colorbar=dict(title="missing", tickformat=".0%"),
+    ))
+    fig.update_yaxes(autorange="reversed")
+    return _style(fig, height=max(240, 28 * len(share) + 120), top=20)

@@ -131,8 +131,8 @@ def test_data_page_shows_the_demo_and_remembers_the_choice(app):
     overview = at.dataframe[0].value
     assert len(overview) == 8 and "injected problem (ground truth)" in overview
     assert "Synthetic data" in texts(at)
-    at.radio[0].set_value("site").run()
-    at.button[0].click().run()
+    at.radio(key="demo_standardization").set_value("site").run()
+    at.button(key="use").click().run()
     settings = json.loads((store.root / ".dashboard.json").read_text())
     assert settings["data"]["ref"] == "demo:standardization=site"
     open_page(at, "views/train.py")
@@ -210,3 +210,82 @@ def test_html_report_is_self_contained(finished_store):
         assert scripts and not any("src=" in tag for tag in scripts)  # plotly.js inline, nothing fetched
     ifedavg = html_report(store.get(ids["ifedavg"]))
     assert "Feature shifts at round 3" in ifedavg and "Injected problems" in ifedavg
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def test_upload_of_the_sample_csvs_shows_the_alignment_report(app):
+    at, store, _ = app
+    open_page(at, "views/data.py")
+    at.radio(key="source").set_value("Upload CSV files (one per site)").run()
+    files = sorted(SAMPLES.glob("*.csv"))
+    at.file_uploader[0].set_value([(f.name, f.read_bytes(), "text/csv") for f in files]).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="target").value == "diabetes"
+    sites = at.dataframe[1].value  # after the editable site names
+    assert len(sites) == 4 and set(sites["rows"]) == {220, 180, 260, 200}
+    shown = texts(at)
+    assert "`glucose` at **synthetic_east_clinic**" in shown  # the unit difference
+    assert "semicolons" in shown and "'unknown'" in shown  # West's export, South's bad cells
+    at.button(key="use").click().run()
+    chosen = json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]
+    assert chosen["source"] == "csv" and chosen["target"] == "diabetes" and len(chosen["files"]) == 4
+    # ... and it trains: Train page, one short FedAvg run in a background job
+    open_page(at, "views/train.py")
+    at.multiselect[0].set_value(["fedavg"])
+    at.number_input(key="config-rounds").set_value(2)
+    at.button(key="start").click().run()
+    run = next(r for r in store.runs() if r.spec["algorithm"] == "fedavg" and isinstance(r.spec["data"], dict))
+    deadline = time.time() + 120
+    while run.status["state"] in ("queued", "running") and time.time() < deadline:
+        time.sleep(0.5)
+    assert run.status["state"] == "done", run.status
+    assert [s["name"] for s in run.federation["sites"]] == [f.stem for f in files]
+    (store.root / ".dashboard.json").unlink()
+
+
+def test_a_bad_upload_gets_a_specific_message_and_stores_nothing(app):
+    at, store, _ = app
+    open_page(at, "views/data.py")
+    at.radio(key="source").set_value("Upload CSV files (one per site)").run()
+    good = (SAMPLES / "synthetic_north_clinic.csv").read_bytes()
+    at.file_uploader[0].set_value([("north.csv", good, "text/csv"), ("empty.csv", b"", "text/csv")]).run()
+    assert not at.exception
+    assert any("empty.csv" in e.value for e in at.error)
+    assert "use" not in [b.key for b in at.button]  # nothing can be chosen for training
+    assert not (store.root / ".dashboard.json").exists()
+
+
+def test_a_site_with_one_class_is_a_warning_not_an_error(app, tmp_path):
+    at, store, _ = app
+    open_page(at, "views/data.py")
+    at.radio(key="source").set_value("Upload CSV files (one per site)").run()
+    north = (SAMPLES / "synthetic_north_clinic.csv").read_text().splitlines()
+    only_no = [north[0]] + [row for row in north[1:] if row.endswith(",no")]
+    at.file_uploader[0].set_value([
+        ("north.csv", "\n".join(north).encode(), "text/csv"),
+        ("healthy.csv", "\n".join(only_no).encode(), "text/csv"),
+    ]).run()
+    assert not at.exception
+    assert any("'healthy'" in w.value and "single class" in w.value and "still takes part" in w.value
+               for w in at.warning)
+    assert not at.button(key="use").disabled
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data beside the repo (as in CI)")
+def test_a_dataset_on_this_machine(app, monkeypatch):
+    at, store, _ = app
+    monkeypatch.setenv("FEDCORE_DATA_DIRS", str(SHARED_DATA))
+    open_page(at, "views/data.py")
+    at.radio(key="source").set_value("A dataset on this machine").run()
+    heart = next(o for o in at.selectbox(key="dataset").options if o.startswith("UCI heart disease"))
+    at.selectbox(key="dataset").set_value(heart).run()
+    assert not at.exception
+    sites = at.dataframe[0].value
+    assert list(sites["rows"]) == [303, 294, 123, 200]
+    assert "`chol` at **switzerland**" in texts(at)
+    at.button(key="use").click().run()
+    assert json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]["source"] == "heart"
+    (store.root / ".dashboard.json").unlink()

@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboard.common import chosen_data, get_store, is_active, lens_page, settle_when_finished, show_progress
 from dashboard.forms import field_input, params_inputs
+from data_adapters import parse_reference
 from dashboard.records import run_label
 from fedcore import jobs
 from fedcore.algorithms import REGISTRY
@@ -20,6 +21,9 @@ data = chosen_data()
 left, right = st.columns([3, 1])
 left.markdown(f"**Data:** {data['label']}")
 right.page_link("views/data.py", label="Change the data", icon=":material/table:")
+if parse_reference(data["ref"])[0].kind == "image":
+    st.warning("These data are images. The algorithms here train the tabular MLP; an image model comes "
+               "with the inDISCO work. Choose tabular data on the Data page to train now.")
 
 chosen = st.multiselect(
     "Algorithms (several run side by side on the same data, one background job each)",
