@@ -366,11 +366,10 @@ class Simulation:
             batch_orders(len(y), self.config.local_epochs, self.local_seed(site))
             for site, (_, y) in enumerate(self.train_sets)
         ]
-        generator = torch.Generator(device=self.device).manual_seed(
-            derive_seed(self.config.seed, self.round, "batched-dropout"))
+        dropout = batched.DropoutMasks(self.device, derive_seed(self.config.seed, self.round, "batched-dropout"))
         losses = batched.train_round(
             self.template, self.batched_state, self.optimizer, self.padded_train, orders,
-            self._batched_loss, self.config.batch_size, lr, generator,
+            self._batched_loss, self.config.batch_size, lr, dropout,
         )
         return losses.tolist()
 

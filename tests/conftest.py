@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from pathlib import Path
 
-import numpy as np
-import pytest
-
-from fedcore.federation import Federation, split_site
-
+# Before torch loads. Tests train tiny models: one thread each avoids OpenMP workers fighting
+# over the cores when several test processes (CLI runs, job workers, the dashboard) run at once.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from fedcore.federation import Federation, split_site  # noqa: E402
+
+torch.set_num_threads(1)
+
 
 # The real public datasets live beside the repository (CI clones it with ../shared next to it);
 # only tests read them, never the product.

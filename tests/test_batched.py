@@ -65,3 +65,12 @@ def test_batched_training_with_dropout_is_seeded():
     plain, _ = simulate("fedavg", "batched")
     assert torch.equal(first.stacked["head.weight"], again.stacked["head.weight"])
     assert not torch.equal(first.stacked["head.weight"], plain.stacked["head.weight"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+def test_cuda_gives_the_cpu_results_up_to_rounding():
+    on_cpu, cpu_history = simulate("ifedavg", "batched", device="cpu")
+    on_gpu, gpu_history = simulate("ifedavg", "batched", device="cuda")
+    for name, value in on_cpu.stacked.items():
+        assert torch.allclose(on_gpu.stacked[name].cpu(), value, atol=1e-4, rtol=1e-3), name
+    assert gpu_history[-1]["mean"]["f1"] == pytest.approx(cpu_history[-1]["mean"]["f1"], abs=0.02)

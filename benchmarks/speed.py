@@ -1,0 +1,193 @@
+"""How fast the simulation runs: the iFedAvg paper's HAR protocol and a scaling test.
+
+    .venv/bin/python benchmarks/speed.py                 # the table (about 10 minutes on 2 cores)
+    .venv/bin/python benchmarks/speed.py --full-run      # also one complete 1000-round HAR run
+
+HAR protocol: 30 subjects (../shared/data/uci_har, 265 features), batch 16, one local epoch,
+SGD lr 0.002 with momentum 0.5 and the paper's step schedule, every site evaluated on its own
+hold-out every round. Measured, each in its own process so peak memory is its own:
+    batched   our engine, all sites as one computation (the default where the model allows it)
+    per-site  our engine, one site after another
+    reference a plain loop written like the authors' code (benchmarks/reference_loop.py)
+Scaling: 10 / 100 / 1000 synthetic sites x 50 rows (declared synthetic: Gaussian classes).
+Reported: median seconds per round over repeats (after a warm-up round), projected time for
+1000 rounds, peak resident memory, device. Ratios between rows are what to track: absolute
+seconds depend on the machine and on whatever else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+HAR = ROOT.parent / "shared" / "data" / "uci_har" / "uci_har_time265_by_subject.csv.gz"
+
+PROTOCOL_ROWS = [  # (label, algorithm, params, path)
+    ("iFedAvg", "ifedavg", {}, "batched"),
+    ("iFedAvg", "ifedavg", {}, "per-site"),
+    ("iFedAvg", "ifedavg", {}, "reference"),
+    ("FedAvg", "fedavg", {}, "batched"),
+    ("FedAvg", "fedavg", {}, "per-site"),
+    ("FedAvg", "fedavg", {}, "reference"),
+    ("AdaFed", "adafed", {}, "batched"),
+    ("AdaFed", "adafed", {}, "per-site"),
+    ("FedHealth2", "fedhealth2", {}, "batched"),
+    ("FedHealth2", "fedhealth2", {}, "per-site"),
+]
+
+
+def measure(task: dict) -> dict:
+    """Run one configuration in this process and report its timings."""
+    import torch
+
+    from data_adapters import load_federation
+    from fedcore.algorithms import build_algorithm
+    from fedcore.engine import Simulation, TrainConfig
+
+    started = time.perf_counter()
+    if task["data"] == "har":
+        federation = load_federation({"source": "har", "path": str(task["har"])}, seed=0)
+    else:
+        federation = _synthetic(task["sites"], task["rows"])
+    load_s = time.perf_counter() - started
+    rounds = task["rounds"]
+    if task["path"] == "reference":
+        from benchmarks.reference_loop import ReferenceLoop
+
+        loop = ReferenceLoop(federation, rounds=1000, local_f_in=task["algorithm"] == "ifedavg")
+        step = lambda: (loop.round(), loop.evaluate())  # noqa: E731
+        device = "cpu"
+    else:
+        config = TrainConfig(rounds=1000, eval_every=1, execution=task["path"])
+        started = time.perf_counter()
+        sim = Simulation(federation, build_algorithm(task["algorithm"], task["params"]), config)
+        setup_s = time.perf_counter() - started
+
+        def step() -> None:
+            train_loss = sim.step()
+            sim.round_record(train_loss, 0.0)
+
+        device = str(sim.device)
+    step()  # warm-up round
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    return {
+        **task,
+        "s_per_round": statistics.median(times),
+        "load_s": load_s,
+        "setup_s": setup_s if task["path"] != "reference" else 0.0,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "sites": len(federation.sites),
+    }
+
+
+def full_run(task: dict) -> dict:
+    """One complete 1000-round batched iFedAvg run on HAR, timed end to end (load excluded)."""
+    from data_adapters import load_federation
+    from fedcore.algorithms import build_algorithm
+    from fedcore.engine import Simulation, TrainConfig
+
+    federation = load_federation({"source": "har", "path": str(task["har"])}, seed=0)
+    started = time.perf_counter()
+    sim = Simulation(federation, build_algorithm("ifedavg"), TrainConfig(rounds=1000, eval_every=1))
+    history = sim.run()
+    return {"wall_s": time.perf_counter() - started, "mean_f1": history[-1]["mean"]["f1"],
+            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.execution,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _synthetic(n_sites: int, rows: int):
+    """SYNTHETIC scaling data: 20 Gaussian features, 2 classes, `rows` per site."""
+    import numpy as np
+
+    from fedcore.federation import Federation, split_site
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 1, size=(2, 20))
+    sites, warnings = [], []
+    for i in range(n_sites):
+        y = rng.integers(0, 2, rows)
+        sites.append(split_site(f"synthetic {i}", centres[y] + rng.normal(0, 1, (rows, 20)), y, 0, warnings))
+    return Federation("synthetic scaling", "SYNTHETIC", sites, [f"f{j}" for j in range(20)],
+                      ["continuous"] * 20, ["a", "b"], synthetic=True)
+
+
+def _in_subprocess(task: dict, function: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, f"--{function}", json.dumps(task, default=str)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{task} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=10, help="timed rounds per configuration")
+    parser.add_argument("--repeats", type=int, default=3, help="processes per configuration (median taken)")
+    parser.add_argument("--har", type=Path, default=HAR)
+    parser.add_argument("--full-run", action="store_true", help="also time a whole 1000-round HAR run")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--full", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(json.loads(args.measure))))
+        return
+    if args.full:
+        print(json.dumps(full_run(json.loads(args.full))))
+        return
+
+    rows = []
+    for label, algorithm, params, path in PROTOCOL_ROWS:
+        task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
+                "rounds": args.rounds}
+        print(f"measuring {label} {path} ...", file=sys.stderr, flush=True)
+        results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
+        rows.append((label, path, statistics.median(r["s_per_round"] for r in results), results))
+    reference = {label: per_round for label, path, per_round, _ in rows if path == "reference"}
+    batched = {label: per_round for label, path, per_round, _ in rows if path == "batched"}
+    print(f"HAR protocol, {args.rounds} timed rounds x {args.repeats} processes per row (median)\n")
+    print("| algorithm | path | s / round | 1000 rounds (projected) | reference / this | this / batched | peak memory | device |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, path, per_round, results in rows:
+        versus_reference = f"{reference[label] / per_round:.1f}" if label in reference else "–"
+        print(f"| {label} | {path} | {per_round:.4f} | {per_round * 1000:.0f} s | {versus_reference} | "
+              f"{per_round / batched[label]:.1f} | {max(r['peak_mb'] for r in results):.0f} MB | "
+              f"{results[0]['device']} ({results[0]['threads']} threads) |")
+
+    print("\nScaling (batched iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
+    print("| sites | s / round | s / round / site | peak memory |")
+    print("|---|---|---|---|")
+    for n_sites in (10, 100, 1000):
+        task = {"data": "synthetic", "sites": n_sites, "rows": 50, "algorithm": "ifedavg", "params": {},
+                "path": "batched", "rounds": args.rounds}
+        results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
+        per_round = statistics.median(r["s_per_round"] for r in results)
+        print(f"| {n_sites} | {per_round:.4f} | {per_round / n_sites * 1000:.3f} ms | "
+              f"{max(r['peak_mb'] for r in results):.0f} MB |")
+        sys.stdout.flush()
+
+    if args.full_run:
+        result = _in_subprocess({"har": args.har}, "full")
+        print(f"\nFull 1000-round HAR iFedAvg run ({result['execution']}): {result['wall_s']:.1f} s, "
+              f"mean F1 {result['mean_f1']:.3f}, worst site F1 {result['worst_f1']:.3f}, "
+              f"peak {result['peak_mb']:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
