@@ -17,6 +17,7 @@ COPY data_adapters ./data_adapters
 COPY dashboard ./dashboard
 COPY views ./views
 COPY app.py ./
+COPY assets ./assets
 COPY .streamlit ./.streamlit
 
 VOLUME ["/data"]
