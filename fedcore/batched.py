@@ -32,21 +32,45 @@ def supports(model: nn.Module) -> bool:
 
 
 class DropoutMasks:
-    """Seeded dropout masks. On the CPU they come from numpy's PCG64, several times faster than
-    torch's CPU generator for the many small masks a round needs; on a GPU from torch's."""
+    """Seeded dropout masks. On the CPU each decision compares 16 random bits from numpy's PCG64
+    with a threshold (four decisions per 64-bit draw, keep probability exact to 1/65536): many
+    times faster than torch's CPU generator for the many small masks a round needs. On a GPU
+    they come from torch's generator."""
 
     def __init__(self, device: torch.device, seed: int) -> None:
         self.device = device
         if device.type == "cpu":
-            self.numpy = np.random.Generator(np.random.PCG64(seed))
+            self.bits = np.random.PCG64(seed)
         else:
             self.torch = torch.Generator(device=device).manual_seed(seed)
 
     def keep(self, shape: torch.Size, p: float) -> torch.Tensor:
         """Boolean mask, True with probability 1 - p."""
         if self.device.type == "cpu":
-            return torch.from_numpy(self.numpy.random(tuple(shape), dtype=np.float32) >= p)
+            n = int(np.prod(shape))
+            sixteen_bits = self.bits.random_raw((n + 3) // 4).view(np.uint16)[:n]
+            return torch.from_numpy(sixteen_bits.reshape(tuple(shape)) < round((1 - p) * 65536))
         return torch.rand(shape, generator=self.torch, device=self.device) >= p
+
+
+class _Linear(torch.autograd.Function):
+    """Every site's linear layer at once: x [sites, rows, in] @ weight[sites, out, in]^T + bias.
+
+    Autograd of `baddbmm(bias, x, weight.transpose)` would hand back the weight's gradient
+    transposed (strided), which makes every later pass over it slow; here it is computed in the
+    weight's own layout."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        grad_x = torch.bmm(grad_out, weight) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.bmm(grad_out.transpose(1, 2), x)
+        return grad_x, grad_weight, grad_out.sum(1)
 
 
 def forward(
@@ -70,12 +94,12 @@ def forward(
             if train and layer.p > 0:
                 h = torch.where(dropout.keep(h.shape, layer.p), h / (1 - layer.p), 0.0)
         elif isinstance(layer, nn.Linear):
-            h = torch.baddbmm(state[f"{name}.bias"][:, None], h, state[f"{name}.weight"].transpose(1, 2))
+            h = _Linear.apply(h, state[f"{name}.weight"], state[f"{name}.bias"])
         elif isinstance(layer, nn.BatchNorm1d):
             h = _batch_norm(h, valid, state, name, layer.eps, train)
         else:
             h = torch.tanh(h)
-    logits = torch.baddbmm(state["head.bias"][:, None], h, state["head.weight"].transpose(1, 2))
+    logits = _Linear.apply(h, state["head.weight"], state["head.bias"])
     return F.log_softmax((logits + state["f_out.b"][:, None]) * state["f_out.w"][:, None], dim=-1)
 
 
@@ -116,40 +140,47 @@ def batch_plan(orders: list[list[torch.Tensor]], batch_size: int, device: torch.
     return rows.clamp(min=0), rows >= 0
 
 
-class MaskedSGD:
-    """SGD with momentum and weight decay on stacked parameters, per site: a site's parameters
-    and momentum move only in the steps it takes part in (torch.optim.SGD's update otherwise).
-
-    A site that is not taking part has a zero gradient (its loss is not in the step), so only
-    the momentum's decay and the step itself need a per-site factor: three in-place passes."""
+class SiteSGD:
+    """SGD with momentum and weight decay on stacked parameters, where a step may involve only
+    some sites: their parameters and momentum move, the others' stay (as their own optimisers
+    would). With every site in the step, torch's fused SGD updates each tensor in one pass."""
 
     def __init__(self, parameters: Mapping[str, torch.Tensor], momentum: float, weight_decay: float) -> None:
         self.parameters = dict(parameters)
         self.momentum, self.weight_decay = momentum, weight_decay
+        tensors = list(self.parameters.values())
+        self.fused = torch.optim.SGD(tensors, lr=0.0, momentum=momentum, weight_decay=weight_decay, fused=True)
         self.buffers = {name: torch.zeros_like(p) for name, p in self.parameters.items()}
+        if momentum:
+            for name, tensor in self.parameters.items():
+                self.fused.state[tensor]["momentum_buffer"] = self.buffers[name]
 
     @torch.no_grad()
-    def step(self, grads: Mapping[str, torch.Tensor], lr: float, active: torch.Tensor) -> None:
-        taking_part = active.to(next(iter(self.parameters.values())).dtype)
-        decay = 1 + (self.momentum - 1) * taking_part  # momentum where active, 1 (unchanged) elsewhere
-        step_size = lr * taking_part
+    def step(self, grads: Mapping[str, torch.Tensor], lr: float, sites: torch.Tensor | None) -> None:
+        """`grads` are for every site (`sites` None) or for the listed sites only, in that order."""
+        if sites is None:
+            for name, parameter in self.parameters.items():
+                parameter.grad = grads[name].contiguous()  # the fused kernel needs dense gradients
+            self.fused.param_groups[0]["lr"] = lr
+            self.fused.step()
+            return
         for name, parameter in self.parameters.items():
-            shape = (-1,) + (1,) * (parameter.ndim - 1)
-            grad = grads[name]
+            direction = grads[name]
             if self.weight_decay:
-                grad = grad.add(parameter * taking_part.view(shape), alpha=self.weight_decay)
-            buffer = self.buffers[name]
-            buffer.mul_(decay.view(shape)).add_(grad)
-            parameter.addcmul_(buffer, step_size.view(shape), value=-1)
+                direction = direction.add(parameter.index_select(0, sites), alpha=self.weight_decay)
+            if self.momentum:
+                direction = self.buffers[name].index_select(0, sites).mul_(self.momentum).add_(direction)
+                self.buffers[name].index_copy_(0, sites, direction)
+            parameter.index_add_(0, sites, direction, alpha=-lr)
 
 
 def train_round(
     model: MLP,
     state: Mapping[str, torch.Tensor],
-    optimizer: MaskedSGD,
+    optimizer: SiteSGD,
     data: tuple[torch.Tensor, torch.Tensor],
     orders: list[list[torch.Tensor]],
-    site_loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    site_loss: Callable[..., torch.Tensor],
     batch_size: int,
     lr: float,
     dropout: DropoutMasks,
@@ -157,23 +188,39 @@ def train_round(
     """One round of local training for all sites; returns each site's mean loss per batch.
 
     `data` holds every site's training rows padded to one length ([sites, rows, D], [sites, rows]);
-    `site_loss(log_prob, y, valid)` gives each site's loss [sites] of one step (plus any penalty).
+    `site_loss(log_prob, y, valid, sites, params)` gives the loss [n] of one step for the sites
+    in the step (`sites` None: all of them, else their indices) with their parameters `params`.
+    A step in which some sites have no batch left computes only the others.
     """
     x_all, y_all = data
+    n_sites = x_all.shape[0]
     rows, valid = batch_plan(orders, batch_size, x_all.device)
     minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1
-    sites = torch.arange(x_all.shape[0], device=x_all.device)[:, None]
-    totals = torch.zeros(x_all.shape[0], device=x_all.device)
+    everyone = torch.arange(n_sites, device=x_all.device)
+    totals = torch.zeros(n_sites, device=x_all.device)
     steps_taken = torch.zeros_like(totals)
     for step_rows, step_valid in zip(rows, valid):
         active = step_valid.sum(1) >= minimum
-        if not bool(active.any()):
-            continue
-        step_valid = step_valid & active[:, None]
-        log_prob = forward(model, state, x_all[sites, step_rows], step_valid, train=True, dropout=dropout)
-        losses = site_loss(log_prob, y_all[sites, step_rows], step_valid)
-        grads = torch.autograd.grad(losses[active].sum(), list(optimizer.parameters.values()))
-        optimizer.step(dict(zip(optimizer.parameters, grads)), lr, active)
-        totals += torch.where(active, losses.detach(), torch.zeros_like(totals))
-        steps_taken += active
+        if bool(active.all()):
+            sites, index, step_state, params = None, everyone, state, optimizer.parameters
+        else:
+            index = active.nonzero().squeeze(1)
+            if len(index) == 0:
+                continue
+            sites, step_rows, step_valid = index, step_rows[index], step_valid[index]
+            # This step's sites only: copies of their tensors, parameters as fresh leaves.
+            step_state = {name: value.index_select(0, index) for name, value in state.items()}
+            params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
+            step_state.update(params)
+        log_prob = forward(model, step_state, x_all[index[:, None], step_rows], step_valid, train=True,
+                           dropout=dropout)
+        losses = site_loss(log_prob, y_all[index[:, None], step_rows], step_valid, sites, params)
+        grads = torch.autograd.grad(losses.sum(), list(params.values()))
+        optimizer.step(dict(zip(optimizer.parameters, grads)), lr, sites)
+        if sites is not None:  # BatchNorm running statistics were updated on the copies
+            for name, value in step_state.items():
+                if name not in params:
+                    state[name].index_copy_(0, sites, value)
+        totals.index_add_(0, index, losses.detach())
+        steps_taken.index_add_(0, index, torch.ones_like(losses.detach()))
     return totals / steps_taken.clamp(min=1)

@@ -258,7 +258,7 @@ class Simulation:
         # Leaves for autograd that share storage with the stack (updated in place).
         self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
         self.batched_state = {**self.stacked, **self.leaves}
-        self.optimizer = batched.MaskedSGD(self.leaves, self.config.momentum, self.config.weight_decay)
+        self.optimizer = batched.SiteSGD(self.leaves, self.config.momentum, self.config.weight_decay)
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
 
     # -- building blocks algorithms use -------------------------------------------------------
@@ -300,17 +300,20 @@ class Simulation:
         weight = weights[site] if weights is not None else None
         return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
 
-    def _batched_loss(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Every site's loss of one batched step [sites]: the same NLL as base_loss, site by site,
-        plus each site's penalty."""
+    def _batched_loss(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
+                      sites: torch.Tensor | None, params: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The loss of each site in one batched step: the same NLL as base_loss, site by site,
+        plus each site's penalty. `sites`: the step's sites (None: all), `params` their tensors."""
         weights = self.loss_weights()
+        if weights is not None and sites is not None:
+            weights = weights[sites]
         nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
         row_weight = weights.gather(1, y) if weights is not None else torch.ones_like(nll)
         row_weight = row_weight * valid
         losses = (row_weight * nll).sum(1)
         if self.config.loss_reduction == "mean":
             losses = losses / row_weight.sum(1).clamp(min=1e-12)
-        return losses + self.algorithm.penalty(self, self.leaves, slice(None))
+        return losses + self.algorithm.penalty(self, params, slice(None) if sites is None else sites)
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A stratified `share` of every site's training rows, pooled at the server (copies: the

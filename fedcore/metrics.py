@@ -95,15 +95,15 @@ def _roc_auc(y: torch.Tensor, prob: torch.Tensor, valid: torch.Tensor, present: 
     n_classes = prob.shape[-1]
     if n_classes == 2:
         return _binary_auc(y == 1, prob[..., 1], valid)
-    total = torch.zeros(y.shape[0], dtype=torch.float64)
-    pairs = torch.zeros(y.shape[0], dtype=torch.float64)
-    for a in range(n_classes):
-        for b in range(a + 1, n_classes):
-            both = present[:, a] & present[:, b]
-            in_pair = valid & ((y == a) | (y == b))
-            score = 0.5 * (_binary_auc(y == a, prob[..., a], in_pair) + _binary_auc(y == b, prob[..., b], in_pair))
-            total += torch.where(both, score, torch.zeros_like(score))
-            pairs += both
+    # Every ordered pair (a, b) at once: AUC of p_a separating class a from class b.
+    a, b = (torch.tensor(i) for i in zip(*[(i, j) for i in range(n_classes) for j in range(n_classes) if i != j]))
+    in_pair = valid & ((y == a[:, None, None]) | (y == b[:, None, None]))  # [pairs, sites, rows]
+    scores = prob.permute(2, 0, 1)[a]  # p_a for each pair: [pairs, sites, rows]
+    directed = _binary_auc(y == a[:, None, None], scores, in_pair)  # [pairs, sites]
+    both = present[:, a].T & present[:, b].T
+    pair_scores = torch.where(both, directed, torch.zeros_like(directed))
+    # each unordered pair counted twice (a|b and b|a), each half of its score
+    total, pairs = pair_scores.sum(0) / 2, both.sum(0) / 2
     return torch.where(pairs > 0, total / pairs.clamp(min=1), torch.full_like(total, math.nan))
 
 

@@ -74,3 +74,14 @@ def test_cuda_gives_the_cpu_results_up_to_rounding():
     for name, value in on_cpu.stacked.items():
         assert torch.allclose(on_gpu.stacked[name].cpu(), value, atol=1e-4, rtol=1e-3), name
     assert gpu_history[-1]["mean"]["f1"] == pytest.approx(cpu_history[-1]["mean"]["f1"], abs=0.02)
+
+
+def test_dropout_masks_keep_the_right_share_and_are_seeded():
+    from fedcore.batched import DropoutMasks
+
+    masks = DropoutMasks(torch.device("cpu"), seed=5)
+    keep = masks.keep(torch.Size([200, 16, 128]), 0.2)
+    assert keep.dtype == torch.bool and keep.shape == (200, 16, 128)
+    assert abs(keep.float().mean().item() - 0.8) < 0.005
+    assert torch.equal(DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5),
+                       DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5))

@@ -85,9 +85,11 @@ class Algorithm:
         """Loss class weights [sites, classes] replacing the sites' own, or None to keep them."""
         return None
 
-    def penalty(self, sim: Simulation, params: dict[str, torch.Tensor], sites: int | slice) -> torch.Tensor | float:
-        """Extra loss on the parameters of `sites`: a scalar for one site's tensors, or one value
-        per site [sites] for all sites' stacked tensors (`sites` is then a slice)."""
+    def penalty(self, sim: Simulation, params: dict[str, torch.Tensor],
+                sites: int | slice | torch.Tensor) -> torch.Tensor | float:
+        """Extra loss on the parameters of `sites`: a scalar for one site's tensors (`sites` an
+        int), or one value per site for stacked tensors (`sites` a slice or an index tensor that
+        selects those sites' rows of any stacked tensor)."""
         return 0.0
 
     def loss(

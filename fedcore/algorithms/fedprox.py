@@ -24,7 +24,7 @@ class FedProx(Algorithm):
         self.received = {name: sim.stacked[name].detach().clone() for name in sim.shared_names}
 
     def penalty(self, sim, params: dict[str, torch.Tensor], sites) -> torch.Tensor:
-        stacked = isinstance(sites, slice)
+        stacked = not isinstance(sites, int)
         drift = 0.0
         for name, weight in params.items():
             if name in self.received:
