@@ -31,13 +31,13 @@ def layers(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd: float = 2.0,
-               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0]) -> ShiftView:
-    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given thresholds."""
+               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd") -> ShiftView:
+    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule."""
     federation = run.federation
     sites = [s["name"] for s in federation["sites"]]
     matrix = run.load_arrays(round_)[layer]
     columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
-    marks = significance_marks(matrix, n_sd, sd_floor)
+    marks = significance_marks(matrix, n_sd, sd_floor, rule)
     table = pd.DataFrame({
         "site": np.repeat(sites, matrix.shape[1]),
         "feature": np.tile(columns, len(sites)),
@@ -66,14 +66,20 @@ def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
     return [f"class: {name}" for name in federation["class_names"]]
 
 
-def detection_table(run: Run, round_: int) -> tuple[pd.DataFrame, list[dict]] | None:
-    """Injected shifts against the marks of that round (runs on data with ground truth only)."""
+def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 0.05,
+                    rule: str = "sd") -> tuple[pd.DataFrame, list[dict]] | None:
+    """Injected shifts against the marks of that round under the given rule (runs on data with
+    ground truth only)."""
     federation = run.federation
     if not federation.get("ground_truth"):
         return None
-    arrays = run.load_arrays(round_)
-    if "b_in_O" not in arrays:
+    stored = run.load_arrays(round_)
+    if "b_in" not in stored:
         return None
+    arrays = {}
+    for layer in layers(stored):
+        marks = significance_marks(stored[layer], n_sd, sd_floor, rule)
+        arrays.update({layer: stored[layer], f"{layer}_O": marks.cells, f"{layer}_z": marks.z})
     report = detection_report(federation["ground_truth"], [s["name"] for s in federation["sites"]],
                               federation["feature_names"], arrays)
     rows = [{

@@ -55,10 +55,11 @@ def _lens_sections(run: Run, colors: dict[str, str]) -> list[str]:
     if algorithm == "ifedavg":
         arrays = run.load_arrays(last)
         params = run.spec["params"]
-        views = [lenses.shift_view(run, last, layer, n_sd=params["n_sd"], sd_floor=params["sd_floor"])
+        views = [lenses.shift_view(run, last, layer, n_sd=params["n_sd"], sd_floor=params["sd_floor"],
+                                   rule=params.get("rule", "sd"))
                  for layer in lenses.layers(arrays)]
         out = [f"<h2>Feature shifts at round {last}</h2>", _figures_html([v.figure for v in views])]
-        detection = lenses.detection_table(run, last)
+        detection = lenses.detection_table(run, last, params["n_sd"], params["sd_floor"], params.get("rule", "sd"))
         if detection is not None:
             out += ["<h2>Injected problems and the marks</h2>", detection[0].to_html(index=False)]
         return out

@@ -56,3 +56,39 @@ def test_deviation_sums():
     m = np.array([[1.0, 0.0], [3.0, 0.0]])
     per_feature, per_site = deviation_sums(m)
     assert per_feature.tolist() == [2.0, 0.0] and per_site.tolist() == [1.0, 1.0]
+
+
+def test_robust_rule_is_not_masked_by_a_second_far_off_site():
+    # Two sites far off in the same column: the SD rule's yardstick widens so much that the
+    # milder one (a whole unit below the others) goes unmarked.
+    m = _column([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 0.0, -1.4])
+    assert significance_marks(m).cells[:, 0].tolist() == [False] * 7 + [True]
+    robust = significance_marks(m, rule="robust")
+    assert robust.cells[:, 0].tolist() == [False] * 6 + [True, True]
+
+
+def test_robust_rule_can_single_out_one_of_four_sites():
+    m = _column([0.1, 0.12, 0.09, 0.9])
+    assert not significance_marks(m).cells.any()  # impossible with 4 sites and 2 SD
+    assert significance_marks(m, rule="robust").cells[:, 0].tolist() == [False, False, False, True]
+
+
+def test_robust_rule_floor_and_identical_columns():
+    # All sites identical but one tiny deviation: below n_sd * floor, not marked.
+    m = _column([1.0, 1.0, 1.0, 1.0, 1.0, 1.08])
+    assert not significance_marks(m, rule="robust").cells.any()
+    # ...a large one is, even though the other sites do not vary at all (MAD 0).
+    m = _column([1.0, 1.0, 1.0, 1.0, 1.0, 0.01])
+    assert significance_marks(m, rule="robust").cells[5, 0]
+
+
+def test_robust_x_marks_unusually_wide_features():
+    rng = np.random.default_rng(1)
+    m = rng.normal(0, 0.1, size=(10, 12))
+    m[:, 7] *= 20
+    assert significance_marks(m, rule="robust").features.tolist() == [j == 7 for j in range(12)]
+
+
+def test_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="rule"):
+        significance_marks(np.zeros((3, 2)), rule="vibes")

@@ -7,6 +7,7 @@ import streamlit as st
 from dashboard.common import download_csv, is_active, live, load_run_federation, pick_run_or_explain, run_colors
 from dashboard.figures import LAYER_TITLES, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
+from fedcore.interpret.significance import RULES
 from fedcore.errors import FedcoreError
 
 st.title("Feature shifts (iFedAvg)")
@@ -42,22 +43,25 @@ def lens() -> None:
                                format_func={"neutral": "no correction (b=0, w=1)",
                                             "column mean": "the feature's mean across sites"}.get)
     features_view = controls[3].selectbox("Features", FEATURE_VIEWS, key="features_view")
-    with st.expander("Significance thresholds"):
-        t1, t2 = st.columns(2)
-        n_sd = t1.slider("SDs from the feature's mean for a mark", 1.0, 4.0, float(spec_params["n_sd"]), 0.1,
+    with st.expander("Significance rule and thresholds"):
+        t0, t1, t2 = st.columns(3)
+        rule = t0.radio("Rule", RULES, index=RULES.index(spec_params.get("rule", "sd")), key="rule",
+                        format_func={"sd": "mean and SD (the paper's)",
+                                     "robust": "median and MAD (robust to other far-off sites)"}.get)
+        n_sd = t1.slider("SDs from the feature's centre for a mark", 1.0, 4.0, float(spec_params["n_sd"]), 0.1,
                          key="n_sd")
-        sd_floor = t2.slider("Minimum SD of a feature across sites for 'O' marks", 0.0, 0.5,
+        sd_floor = t2.slider("Minimum spread of a feature across sites", 0.0, 0.5,
                              float(spec_params["sd_floor"]), 0.01, key="sd_floor")
-    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view)
+    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule)
     record = next((r for r in run.rounds() if r["round"] == round_), {})
-    if record.get("algorithm", {}).get("warning"):
+    if record.get("algorithm", {}).get("warning") and rule == "sd":
         st.warning(record["algorithm"]["warning"])
     st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
     clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
                               selection_mode="points")
     download_csv(view.table, f"{run.id}-{layer}-round{round_}")
 
-    detection = detection_table(run, round_)
+    detection = detection_table(run, round_, n_sd, sd_floor, rule)
     if detection is not None:
         table, false_positives = detection
         st.subheader("Did the marks find the injected problems?")

@@ -16,6 +16,7 @@ from fedcore.errors import SpecError
 from fedcore.interpret.significance import (
     DEFAULT_N_SD,
     DEFAULT_SD_FLOOR,
+    RULES,
     max_single_site_z,
     significance_marks,
 )
@@ -32,6 +33,12 @@ class IFedAvgParams(FedAvgParams):
     n_sd: float = param(DEFAULT_N_SD, "Significance: SDs from the feature's mean for a mark.")
     sd_floor: float = param(
         DEFAULT_SD_FLOOR, "Significance: a feature's SD across sites must exceed this for 'O' marks."
+    )
+    rule: str = param(
+        "sd",
+        "Significance rule: 'sd' (mean and SD, the authors' plots) or 'robust' (median and MAD: one "
+        "far-off site cannot hide the others, and 3-5 sites can be marked).",
+        RULES,
     )
 
     def __post_init__(self) -> None:
@@ -65,17 +72,18 @@ class IFedAvg(Algorithm):
         marked = {}
         for label, parameter in self.layers().items():
             matrix = sim.stacked[parameter].detach().cpu().double().numpy()
-            marks = significance_marks(matrix, self.params.n_sd, self.params.sd_floor)
+            marks = significance_marks(matrix, self.params.n_sd, self.params.sd_floor, self.params.rule)
             arrays[label] = matrix
             arrays[f"{label}_O"] = marks.cells
             arrays[f"{label}_x"] = marks.features
             arrays[f"{label}_z"] = marks.z
             marked[label] = {"O": int(marks.cells.sum()), "x": int(marks.features.sum())}
-        scalars = {"marks": marked, "n_sd": self.params.n_sd, "sd_floor": self.params.sd_floor}
-        if max_single_site_z(len(sim.states)) <= self.params.n_sd:
+        scalars = {"marks": marked, "n_sd": self.params.n_sd, "sd_floor": self.params.sd_floor,
+                   "rule": self.params.rule}
+        if self.params.rule == "sd" and max_single_site_z(len(sim.states)) <= self.params.n_sd:
             scalars["warning"] = (
                 f"With {len(sim.states)} sites no single site can lie more than "
                 f"{max_single_site_z(len(sim.states)):.2f} SDs from a feature's mean, so the "
-                f"{self.params.n_sd:g}-SD rule cannot mark a cell; read the values, not the marks."
+                f"{self.params.n_sd:g}-SD rule cannot mark a cell; read the values, or use the robust rule."
             )
         return scalars, arrays
