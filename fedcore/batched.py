@@ -180,22 +180,21 @@ def train_round(
     optimizer: SiteSGD,
     data: tuple[torch.Tensor, torch.Tensor],
     orders: list[list[torch.Tensor]],
-    site_loss: Callable[..., torch.Tensor],
+    step_loss: Callable[..., torch.Tensor],
     batch_size: int,
     lr: float,
-    dropout: DropoutMasks,
 ) -> torch.Tensor:
     """One round of local training for all sites; returns each site's mean loss per batch.
 
     `data` holds every site's training rows padded to one length ([sites, rows, D], [sites, rows]);
-    `site_loss(log_prob, y, valid, sites, params)` gives the loss [n] of one step for the sites
-    in the step (`sites` None: all of them, else their indices) with their parameters `params`.
-    A step in which some sites have no batch left computes only the others.
+    `step_loss(state, x, y, valid, sites, params)` gives the loss [n] of one step for the sites in
+    it (`sites` None: all of them, else their indices), from their tensors `state` (trainable
+    ones: `params`). A step in which some sites have no batch left computes only the others.
     """
     x_all, y_all = data
     n_sites = x_all.shape[0]
     rows, valid = batch_plan(orders, batch_size, x_all.device)
-    minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1
+    minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1  # as per site
     everyone = torch.arange(n_sites, device=x_all.device)
     totals = torch.zeros(n_sites, device=x_all.device)
     steps_taken = torch.zeros_like(totals)
@@ -212,9 +211,8 @@ def train_round(
             step_state = {name: value.index_select(0, index) for name, value in state.items()}
             params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
             step_state.update(params)
-        log_prob = forward(model, step_state, x_all[index[:, None], step_rows], step_valid, train=True,
-                           dropout=dropout)
-        losses = site_loss(log_prob, y_all[index[:, None], step_rows], step_valid, sites, params)
+        losses = step_loss(step_state, x_all[index[:, None], step_rows], y_all[index[:, None], step_rows],
+                           step_valid, sites, params)
         grads = torch.autograd.grad(losses.sum(), list(params.values()))
         optimizer.step(dict(zip(optimizer.parameters, grads)), lr, sites)
         if sites is not None:  # BatchNorm running statistics were updated on the copies

@@ -246,14 +246,14 @@ class Simulation:
         algorithm.setup(self)
 
     def _choose_execution(self, model: nn.Module) -> str:
-        possible = self.algorithm.batchable and batched.supports(model)
+        possible = self.algorithm.batchable and batched.supports(self.algorithm.batched_template(model))
         if self.config.execution == "batched" and not possible:
             raise SpecError(f"{self.algorithm.title} with this model cannot be trained batched; "
                             "use execution 'per-site' or 'auto'.")
         return "batched" if possible and self.config.execution != "per-site" else "per-site"
 
     def _prepare_batched(self, model: nn.Module) -> None:
-        self.template = model
+        self.template = self.algorithm.batched_template(model)
         trainable = [n for n, p in model.named_parameters() if p.requires_grad]
         # Leaves for autograd that share storage with the stack (updated in place).
         self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
@@ -280,7 +280,7 @@ class Simulation:
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.SGD(
-            self.algorithm.optimizer_groups(model),
+            model.parameters(),
             lr=self.config.lr,
             momentum=self.config.momentum,
             weight_decay=self.config.weight_decay,
@@ -300,10 +300,10 @@ class Simulation:
         weight = weights[site] if weights is not None else None
         return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
 
-    def _batched_loss(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
-                      sites: torch.Tensor | None, params: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The loss of each site in one batched step: the same NLL as base_loss, site by site,
-        plus each site's penalty. `sites`: the step's sites (None: all), `params` their tensors."""
+    def batched_nll(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
+                    sites: torch.Tensor | None) -> torch.Tensor:
+        """Each site's class-weighted NLL of one batched step, as base_loss computes it site by
+        site; `sites`: the step's sites (None: all)."""
         weights = self.loss_weights()
         if weights is not None and sites is not None:
             weights = weights[sites]
@@ -313,7 +313,13 @@ class Simulation:
         losses = (row_weight * nll).sum(1)
         if self.config.loss_reduction == "mean":
             losses = losses / row_weight.sum(1).clamp(min=1e-12)
-        return losses + self.algorithm.penalty(self, params, slice(None) if sites is None else sites)
+        return losses
+
+    def _step_loss(self, state, x, y, valid, sites, params, dropout) -> torch.Tensor:
+        def run(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+            return batched.forward(self.template, tensors, x, valid, train=True, dropout=dropout)
+
+        return self.algorithm.batched_loss(self, state, run, y, valid, sites, params)
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A stratified `share` of every site's training rows, pooled at the server (copies: the
@@ -357,7 +363,7 @@ class Simulation:
     def _train_site(self, site: int, lr: float) -> float:
         optimizer = self.optimizers[site]
         for group in optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)
+            group["lr"] = lr
         x, y = self.train_sets[site]
         return train_locally(
             self.models[site], optimizer, x, y, functools.partial(self.algorithm.loss, self, site),
@@ -372,7 +378,7 @@ class Simulation:
         dropout = batched.DropoutMasks(self.device, derive_seed(self.config.seed, self.round, "batched-dropout"))
         losses = batched.train_round(
             self.template, self.batched_state, self.optimizer, self.padded_train, orders,
-            self._batched_loss, self.config.batch_size, lr, dropout,
+            functools.partial(self._step_loss, dropout=dropout), self.config.batch_size, lr,
         )
         return losses.tolist()
 
@@ -387,8 +393,8 @@ class Simulation:
         """Every site's model on the same rows: log-probabilities [sites, rows, classes]."""
         if self.execution == "batched":
             valid = torch.ones(len(self.models), len(x), dtype=torch.bool, device=x.device)
-            return batched.forward(self.template, self.stacked, x.expand(len(self.models), *x.shape), valid,
-                                   train=False)
+            return batched.forward(self.template, self.algorithm.prediction_state(self.stacked),
+                                   x.expand(len(self.models), *x.shape), valid, train=False)
         return torch.stack([self.predict(model, x) for model in self.models])
 
     @torch.no_grad()
@@ -397,7 +403,8 @@ class Simulation:
         x, valid = pad_sites([x for x, _ in self.test_sets])
         y, _ = pad_sites([y for _, y in self.test_sets])
         if self.execution == "batched" and not self.algorithm.pooled:
-            log_prob = batched.forward(self.template, self.stacked, x, valid, train=False)
+            log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
+                                       train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
                                   enumerate(self.test_sets)])[0]

@@ -53,10 +53,15 @@ def test_batched_equals_per_site_for_other_engine_settings(settings):
 
 
 def test_auto_picks_batched_where_it_can():
-    assert simulate("ifedavg", "auto")[0].execution == "batched"
-    assert simulate("apfl", "auto")[0].execution == "per-site"
+    assert all(simulate(name, "auto", rounds=1)[0].execution == "batched" for name in BATCHABLE)
+
+    class SiteBySite(REGISTRY["fedavg"]):
+        batchable = False
+
+    config = TrainConfig(rounds=1, execution="auto")
+    assert Simulation(make_federation(), SiteBySite(), config).execution == "per-site"
     with pytest.raises(SpecError, match="cannot be trained batched"):
-        simulate("apfl", "batched")
+        Simulation(make_federation(), SiteBySite(), TrainConfig(rounds=1, execution="batched"))
 
 
 def test_batched_training_with_dropout_is_seeded():

@@ -20,11 +20,28 @@ from fedcore.errors import SpecError
 class APFLParams(FedAvgParams):
     alpha: float = param(0.5, "Initial weight alpha of the personal model in the mixture.")
     adapt_alpha: bool = param(True, "Learn alpha per site by gradient descent; False keeps it fixed.")
-    alpha_lr_scale: float = param(1.0, "alpha's learning rate relative to the models'.")
 
     def __post_init__(self) -> None:
         if not 0 <= self.alpha <= 1:
             raise SpecError(f"APFL: alpha must be in [0, 1], not {self.alpha}.")
+
+
+def mixture(alpha: torch.Tensor, personal: dict[str, torch.Tensor], shared: dict[str, torch.Tensor],
+            detach_shared: bool = False) -> dict[str, torch.Tensor]:
+    """The mixed model's tensors alpha * v + (1 - alpha) * w, for one site (alpha a scalar) or for
+    all sites stacked (alpha [sites]). alpha is projected onto [0, 1] in the forward pass with an
+    identity gradient, so that it can leave 0 or 1 again."""
+    alpha = alpha + (alpha.clamp(0.0, 1.0) - alpha).detach()
+    mixed = {}
+    for name, v in personal.items():
+        w = shared[name].detach() if detach_shared else shared[name]
+        a = alpha.reshape(alpha.shape + (1,) * (v.ndim - alpha.ndim))
+        mixed[name] = a * v + (1 - a) * w
+    return mixed
+
+
+def _part(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}
 
 
 class APFLModel(nn.Module):
@@ -37,13 +54,8 @@ class APFLModel(nn.Module):
         self.alpha = nn.Parameter(torch.tensor(float(alpha)))
 
     def mixture(self, x: torch.Tensor, detach_shared: bool = False) -> torch.Tensor:
-        # Projected alpha in the forward pass, identity gradient: alpha can leave 0 or 1 again.
-        alpha = self.alpha + (self.alpha.clamp(0.0, 1.0) - self.alpha).detach()
-        shared = dict(self.shared.named_parameters())
-        mixed = {
-            name: alpha * v + (1 - alpha) * (shared[name].detach() if detach_shared else shared[name])
-            for name, v in self.personal.named_parameters()
-        }
+        mixed = mixture(self.alpha, dict(self.personal.named_parameters()), dict(self.shared.named_parameters()),
+                        detach_shared)
         return functional_call(self.personal, mixed, (x,))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -57,16 +69,11 @@ class APFL(Algorithm):
     Params = APFLParams
     # The iFedAvg paper runs APFL without client momentum (its authors do not discuss it).
     config_defaults = {"momentum": 0.0}
-    batchable = False  # two models and a mixture per site: trained site by site
 
     def build_model(self, sim) -> nn.Module:
         model = APFLModel(sim.make_mlp(), self.params.alpha)
         model.alpha.requires_grad_(self.params.adapt_alpha)
         return model
-
-    def optimizer_groups(self, model: APFLModel) -> list[dict]:
-        weights = [p for n, p in model.named_parameters() if n != "alpha"]
-        return [{"params": weights}, {"params": [model.alpha], "lr_scale": self.params.alpha_lr_scale}]
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         return not name.startswith("shared.")
@@ -75,6 +82,18 @@ class APFL(Algorithm):
         return sim.base_loss(model.shared(x), y, site) + sim.base_loss(
             model.mixture(x, detach_shared=True), y, site
         )
+
+    # -- the same, for all sites stacked (the batched path runs the personal MLP's network) ------
+    def batched_template(self, model: APFLModel) -> nn.Module:
+        return model.personal
+
+    def batched_loss(self, sim, state, run, y, valid, sites, params) -> torch.Tensor:
+        shared = _part(state, "shared.")
+        mixed = mixture(state["alpha"], _part(state, "personal."), shared, detach_shared=True)
+        return sim.batched_nll(run(shared), y, valid, sites) + sim.batched_nll(run(mixed), y, valid, sites)
+
+    def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return mixture(state["alpha"], _part(state, "personal."), _part(state, "shared."))
 
     def record(self, sim) -> Records:
         alpha = {

@@ -7,8 +7,9 @@ weights of the local loss (`class_weights`) and any extra local loss term (`pena
 server step between rounds (`after_aggregation`), and what it records (`record`). The engine
 owns the loop over rounds, devices, seeds, batching and evaluation.
 
-`penalty` and `class_weights` work the same in both execution paths, so an algorithm that
-needs nothing else trains batched; one that overrides `loss` itself (APFL) trains site by site.
+`penalty` and `class_weights` work the same in both execution paths. An algorithm that overrides
+`loss` says the same for all sites stacked with `batched_loss` (and, if its model is not the MLP
+itself, which network the batched path runs and with which tensors it predicts), as APFL does.
 """
 
 from __future__ import annotations
@@ -55,8 +56,7 @@ class Algorithm:
     config_defaults: ClassVar[dict[str, Any]] = {}
     # Centralized: one model trained on all sites' pooled training rows.
     pooled: ClassVar[bool] = False
-    # Its local update is the engine's class-weighted NLL plus `penalty`, so all sites can be
-    # trained as one batched computation.
+    # All sites can be trained as one batched computation (see the batched_* hooks).
     batchable: ClassVar[bool] = True
 
     def __init__(self, params: Any = None) -> None:
@@ -65,10 +65,6 @@ class Algorithm:
     # -- model ----------------------------------------------------------------------------
     def build_model(self, sim: Simulation) -> nn.Module:
         return sim.make_mlp()
-
-    def optimizer_groups(self, model: nn.Module) -> list[dict[str, Any]]:
-        """SGD parameter groups; a group's optional `lr_scale` multiplies the round's rate."""
-        return [{"params": list(model.parameters())}]
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         """Whether parameter / buffer `name` (owned by `module`) never leaves its site."""
@@ -97,6 +93,24 @@ class Algorithm:
     ) -> torch.Tensor:
         """One site's loss of one batch (the per-site path; the batched path computes the same)."""
         return sim.base_loss(model(x), y, site) + self.penalty(sim, dict(model.named_parameters()), site)
+
+    # -- the batched path (all sites' tensors stacked along a first dimension) -------------------
+    def batched_template(self, model: nn.Module) -> nn.Module:
+        """The network the batched path runs; the tensors come from the stacked state."""
+        return model
+
+    def batched_loss(self, sim: Simulation, state: dict[str, torch.Tensor], run: Any, y: torch.Tensor,
+                     valid: torch.Tensor, sites: torch.Tensor | None, params: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Each site's loss of one batched step, as `loss` computes it site by site. `run(tensors)`
+        gives the template's log-probabilities on the step's rows with those tensors; `state`
+        holds this step's sites' tensors (`sites`: their indices, None for all), `params` the
+        trainable ones."""
+        penalty = self.penalty(sim, params, slice(None) if sites is None else sites)
+        return sim.batched_nll(run(state), y, valid, sites) + penalty
+
+    def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The template's tensors a site predicts with (batched path)."""
+        return state
 
     def mixing(self, sim: Simulation) -> torch.Tensor:
         """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""
