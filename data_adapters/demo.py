@@ -40,7 +40,7 @@ class Feature:
     low: float = -np.inf  # physiological floor for clipping
 
 FEATURES = (
-    Feature("age", "continuous", "years", (55, 17), (65, 15), (58, 17), 18),
+    Feature("age", "continuous", "years", (52, 16), (68, 15), (58, 17), 18),
     Feature("sex_male", "binary", "", (0.47, 0), (0.55, 0)),
     Feature("temperature", "continuous", "°C", (37.1, 0.6), (37.9, 0.9), (37.3, 0.8), 34),
     Feature("heart_rate", "continuous", "bpm", (84, 14), (98, 17), (88, 16), 35),
