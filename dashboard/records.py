@@ -16,6 +16,8 @@ METRIC_LABELS = {
     "balanced_accuracy": "Balanced accuracy",
     "accuracy": "Accuracy",
     "loss": "Loss",
+    "sensitivity": "Sensitivity (recall of the last class)",
+    "specificity": "Specificity (recall of the first class)",
 }
 
 

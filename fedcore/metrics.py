@@ -5,7 +5,9 @@ length with a mask of the real rows, confusion matrices from one bincount, ROC A
 found by binary search in each site's sorted scores. No per-round scikit-learn calls (the
 reference spends most of its time there); tests check every number against scikit-learn:
 F1 is sklearn's `average="weighted"`, ROC AUC is binary or one-vs-one macro, balanced accuracy
-averages recall over the classes present in the hold-out.
+averages recall over the classes present in the hold-out. For two classes, sensitivity is the
+recall of the last class (the positive one, by this project's convention) and specificity the
+recall of the first; NaN for more classes, or when the hold-out lacks that class.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-METRICS = ("f1", "roc_auc", "balanced_accuracy", "accuracy", "loss")
+METRICS = ("f1", "roc_auc", "balanced_accuracy", "accuracy", "loss", "sensitivity", "specificity")
 LOWER_IS_BETTER = frozenset({"loss"})
 
 
@@ -49,12 +51,16 @@ def site_metrics(y: torch.Tensor, log_prob: torch.Tensor, valid: torch.Tensor) -
     recall = torch.where(support > 0, correct / support.clamp(min=1), torch.zeros_like(correct))
     present = support > 0
     nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
+    class_recall = torch.where(present, recall, torch.full_like(recall, math.nan))
+    not_binary = torch.full((n_sites,), math.nan, dtype=torch.float64)
     metrics = {
         "f1": (per_class_f1(confusion) * support).sum(-1) / rows,
         "roc_auc": _roc_auc(y, log_prob.exp(), valid, present),
         "balanced_accuracy": recall.sum(-1) / present.sum(-1),
         "accuracy": correct.sum(-1) / rows,
         "loss": (nll * valid).sum(-1) / rows,
+        "sensitivity": class_recall[:, -1] if n_classes == 2 else not_binary,
+        "specificity": class_recall[:, 0] if n_classes == 2 else not_binary,
     }
     return [{name: float(values[s]) for name, values in metrics.items()} for s in range(n_sites)]
 
@@ -80,7 +86,8 @@ def mean_and_worst(per_site: Mapping[str, Mapping[str, float]]) -> tuple[dict, d
     """Unweighted mean over sites and the worst site for every metric (NaNs ignored)."""
     mean, worst = {}, {}
     for metric in METRICS:
-        values = [v[metric] for v in per_site.values() if not math.isnan(v[metric])]
+        # records written before a metric existed lack it: they count as NaN
+        values = [v[metric] for v in per_site.values() if not math.isnan(v.get(metric, math.nan))]
         if not values:
             mean[metric] = worst[metric] = math.nan
             continue

@@ -64,7 +64,8 @@ def test_records_hold_every_metric_for_every_site_plus_mean_and_worst():
     record = history[-1]
     assert record["round"] == 2
     for site in ("site0", "site1", "site2"):
-        assert set(record["sites"][site]) == {"f1", "roc_auc", "balanced_accuracy", "accuracy", "loss"}
+        assert set(record["sites"][site]) == {"f1", "roc_auc", "balanced_accuracy", "accuracy", "loss",
+                                              "sensitivity", "specificity"}
     f1s = [m["f1"] for m in record["sites"].values()]
     assert record["mean"]["f1"] == pytest.approx(sum(f1s) / 3)
     assert record["worst"]["f1"] == min(f1s)

@@ -92,3 +92,21 @@ def test_all_sites_at_once_equal_scikit_learn_site_by_site():
             assert ours[metric] == pytest.approx(single[metric], abs=1e-12), metric
         pred = lp_site.argmax(1).numpy()
         assert ours["f1"] == pytest.approx(skm.f1_score(y_site.numpy(), pred, average="weighted"), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sensitivity_and_specificity_equal_scikit_learn_for_two_classes(seed):
+    y, log_prob = _random_case(2, 150, seed)
+    pred = log_prob.argmax(1).numpy()
+    ours = classification_metrics(y, log_prob)
+    assert ours["sensitivity"] == pytest.approx(skm.recall_score(y.numpy(), pred, pos_label=1), abs=1e-12)
+    assert ours["specificity"] == pytest.approx(skm.recall_score(y.numpy(), pred, pos_label=0), abs=1e-12)
+    assert ours["balanced_accuracy"] == pytest.approx((ours["sensitivity"] + ours["specificity"]) / 2, abs=1e-12)
+
+
+def test_sensitivity_is_nan_without_positives_and_for_more_classes():
+    negatives_only = classification_metrics(torch.tensor([0, 0, 0]), torch.log(torch.tensor([[0.8, 0.2]] * 3)))
+    assert math.isnan(negatives_only["sensitivity"]) and negatives_only["specificity"] == 1.0
+    y, log_prob = _random_case(3, 50, 0)
+    three = classification_metrics(y, log_prob)
+    assert math.isnan(three["sensitivity"]) and math.isnan(three["specificity"])
