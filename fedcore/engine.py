@@ -33,7 +33,7 @@ from fedcore import batched
 from fedcore.errors import DataError, SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
-from fedcore.models import MLP
+from fedcore.models import BACKBONES, MLP, ImageClassifier, build_backbone
 from fedcore.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -58,8 +58,18 @@ class TrainConfig:
         0, "Rounds between decay steps; 0 means rounds/50 (the paper decays 50 times per run)."
     )
     weight_decay: float = _setting(0.0, "L2 penalty of the SGD optimiser.")
-    hidden: tuple[int, ...] = _setting((128, 64), "Widths of the MLP's hidden layers.")
-    dropout: float = _setting(0.2, "Dropout rate after f_in and after each hidden layer.")
+    hidden: tuple[int, ...] = _setting((128, 64), "Tables: widths of the MLP's hidden layers.")
+    dropout: float = _setting(0.2, "Tables: dropout rate after f_in and after each hidden layer of the MLP.")
+    backbone: str = _setting(
+        "cnn",
+        "Images: the feature extractor. 'cnn' is a small CNN with BatchNorm trained from scratch; the others "
+        "are torchvision networks (their convolutional part), pretrained only with backbone_weights.",
+        BACKBONES,
+    )
+    backbone_weights: str = _setting(
+        "", "Images: a local file with the backbone's weights (a PyTorch state dict, e.g. torchvision's "
+            "ImageNet file); nothing is downloaded. Empty: random initialisation."
+    )
     class_weighting: str = _setting(
         "inverse",
         "Loss class weights: 'inverse' prevalence of each site's own training rows (paper), "
@@ -108,8 +118,12 @@ class TrainConfig:
 
     def lr_at(self, round_: int) -> float:
         """StepLR stepped once per round: lr * decay ** ((round - 1) // every)."""
+        return self.lr * self.lr_factor(round_)
+
+    def lr_factor(self, round_: int) -> float:
+        """The schedule's factor at a round (algorithms with their own learning rates scale them by it)."""
         every = self.lr_decay_every or max(1, self.rounds // 50)
-        return self.lr * self.lr_decay ** ((round_ - 1) // every)
+        return self.lr_decay ** ((round_ - 1) // every)
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
@@ -212,6 +226,7 @@ class Simulation:
         self.device = resolve_device(config.device)
         self.round = 0
         self.site_names = federation.site_names
+        _check_inputs(federation, algorithm)
         to_device = lambda t: t.to(self.device)  # noqa: E731
         self.test_sets = [(to_device(s.x_test), to_device(s.y_test)) for s in federation.sites]
         if algorithm.pooled:
@@ -262,14 +277,24 @@ class Simulation:
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
 
     # -- building blocks algorithms use -------------------------------------------------------
+    def make_model(self) -> nn.Module:
+        """The federation's model: the MLP for tables, the backbone with a classifier for images."""
+        if self.federation.is_tabular:
+            return self.make_mlp()
+        return ImageClassifier(*self.make_backbone(), self.federation.n_classes)
+
+    def make_backbone(self) -> tuple[nn.Module, int]:
+        """The configured image backbone and the channels of its feature map."""
+        if self.federation.is_tabular:
+            raise DataError(f"'{self.federation.name}' is a table; {self.algorithm.title} needs images.")
+        return build_backbone(self.config.backbone, self.federation.input_shape, self.config.backbone_weights or None)
+
     def make_mlp(self, **overrides: Any) -> MLP:
         if not self.federation.is_tabular:
-            shape = "×".join(map(str, self.federation.input_shape))
-            raise DataError(
-                f"'{self.federation.name}' holds images ({shape}); {self.algorithm.title} trains the MLP, "
-                "which needs a table of features. Image federations can be inspected and loaded, but "
-                "training them needs an image model (CNN), which this engine does not have yet."
-            )
+            raise DataError(f"'{self.federation.name}' holds images; {self.algorithm.title}'s MLP needs a table.")
+        if self.config.backbone != "cnn" or self.config.backbone_weights:
+            raise SpecError("backbone and backbone_weights apply to image federations; "
+                            f"'{self.federation.name}' is a table (the MLP takes hidden and dropout).")
         options = dict(
             hidden=self.config.hidden,
             dropout=self.config.dropout,
@@ -354,6 +379,7 @@ class Simulation:
             losses = self._train_batched(lr)
         else:
             losses = [self._train_site(site, lr) for site in range(len(self.models))]
+        self.algorithm.before_aggregation(self)
         if self.shared_names and len(self.models) > 1:
             with torch.no_grad():
                 mix_(self.stacked, self.shared_names, self.algorithm.mixing(self))
@@ -361,9 +387,7 @@ class Simulation:
         return {self.site_label(site): loss for site, loss in enumerate(losses)}
 
     def _train_site(self, site: int, lr: float) -> float:
-        optimizer = self.optimizers[site]
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        optimizer = self.algorithm.local_optimizer(self, site, lr)
         x, y = self.train_sets[site]
         return train_locally(
             self.models[site], optimizer, x, y, functools.partial(self.algorithm.loss, self, site),
@@ -383,10 +407,11 @@ class Simulation:
         return losses.tolist()
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities in evaluation mode (dropout off, BatchNorm running statistics)."""
+    def predict(self, model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+        """Log-probabilities in evaluation mode (dropout off, BatchNorm running statistics), in
+        batches so that large images fit in memory."""
         model.eval()
-        return model(x)
+        return torch.cat([model(x[start : start + batch_size]) for start in range(0, len(x), batch_size)])
 
     @torch.no_grad()
     def predict_each(self, x: torch.Tensor) -> torch.Tensor:
@@ -400,9 +425,9 @@ class Simulation:
     @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Every site's model scored on that site's own hold-out (all sites in one pass)."""
-        x, valid = pad_sites([x for x, _ in self.test_sets])
-        y, _ = pad_sites([y for _, y in self.test_sets])
+        y, valid = pad_sites([y for _, y in self.test_sets])
         if self.execution == "batched" and not self.algorithm.pooled:
+            x, _ = pad_sites([x for x, _ in self.test_sets])
             log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
                                        train=False)
         else:
@@ -442,6 +467,19 @@ class Simulation:
             "algorithm": scalars,
         }
         return record, arrays
+
+
+def _check_inputs(federation: Federation, algorithm: Algorithm) -> None:
+    """DataError unless the algorithm trains this kind of data (tables or images)."""
+    kind = "table" if federation.is_tabular else "image"
+    if kind in algorithm.inputs:
+        return
+    from fedcore.algorithms import REGISTRY
+
+    able = ", ".join(cls.name for cls in REGISTRY.values() if kind in cls.inputs)
+    held = "a table of features" if kind == "table" else f"images ({'×'.join(map(str, federation.input_shape))})"
+    raise DataError(f"'{federation.name}' holds {held}; {algorithm.title} trains "
+                    f"{' or '.join(k + 's' for k in algorithm.inputs)} only. For {kind}s use: {able}.")
 
 
 def _worst_site(sites: dict[str, dict[str, float]], metric: str) -> str | None:

@@ -69,6 +69,7 @@ class APFL(Algorithm):
     Params = APFLParams
     # The iFedAvg paper runs APFL without client momentum (its authors do not discuss it).
     config_defaults = {"momentum": 0.0}
+    inputs = ("table",)  # its mixture is built on the MLP
 
     def build_model(self, sim) -> nn.Module:
         model = APFLModel(sim.make_mlp(), self.params.alpha)

@@ -3,9 +3,11 @@
 An algorithm module states only what differs from FedAvg, the way its paper's algorithm box
 does: which parameters never leave a site (`is_local`), how the server combines the rest
 (`mixing`: row i holds the weights site i's new model gives every site's model), the class
-weights of the local loss (`class_weights`) and any extra local loss term (`penalty`), any
-server step between rounds (`after_aggregation`), and what it records (`record`). The engine
-owns the loop over rounds, devices, seeds, batching and evaluation.
+weights of the local loss (`class_weights`) and any extra local loss term (`penalty`), a site
+step before the server's (`before_aggregation`), any server step between rounds
+(`after_aggregation`), and what it records (`record`). An algorithm that trains other parameters
+in different rounds, or with another optimiser, says so in `local_optimizer`. The engine owns the
+loop over rounds, devices, seeds, batching and evaluation.
 
 `penalty` and `class_weights` work the same in both execution paths. An algorithm that overrides
 `loss` says the same for all sites stacked with `batched_loss` (and, if its model is not the MLP
@@ -58,13 +60,15 @@ class Algorithm:
     pooled: ClassVar[bool] = False
     # All sites can be trained as one batched computation (see the batched_* hooks).
     batchable: ClassVar[bool] = True
+    # The kinds of data it trains: 'table' (the MLP) and / or 'image' (a CNN backbone).
+    inputs: ClassVar[tuple[str, ...]] = ("table", "image")
 
     def __init__(self, params: Any = None) -> None:
         self.params = params if params is not None else self.Params()
 
     # -- model ----------------------------------------------------------------------------
     def build_model(self, sim: Simulation) -> nn.Module:
-        return sim.make_mlp()
+        return sim.make_model()
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         """Whether parameter / buffer `name` (owned by `module`) never leaves its site."""
@@ -76,6 +80,14 @@ class Algorithm:
 
     def start_round(self, sim: Simulation) -> None:
         """Before the sites' local updates of each round (e.g. remember the received models)."""
+
+    def local_optimizer(self, sim: Simulation, site: int, lr: float) -> torch.optim.Optimizer:
+        """The optimiser of a site's local update this round (per-site path): by default the site's
+        own SGD at the schedule's learning rate `lr`."""
+        optimizer = sim.optimizers[site]
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return optimizer
 
     def class_weights(self, sim: Simulation) -> torch.Tensor | None:
         """Loss class weights [sites, classes] replacing the sites' own, or None to keep them."""
@@ -119,6 +131,10 @@ class Algorithm:
             sizes = torch.tensor([float(len(y)) for _, y in sim.train_sets])
             return (sizes / sizes.sum()).expand(n_sites, n_sites).clone()
         return torch.full((n_sites, n_sites), 1.0 / n_sites)
+
+    def before_aggregation(self, sim: Simulation) -> None:
+        """After every site's local update, before the server mixes: a further local step whose
+        result is what the site sends, or a look at what each site learned on its own."""
 
     def after_aggregation(self, sim: Simulation) -> None:
         """Server-side step between rounds (AdaFed adapts its loss here)."""

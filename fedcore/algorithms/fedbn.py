@@ -13,7 +13,7 @@ def is_batch_norm(module: nn.Module) -> bool:
 class FedBN(Algorithm):
     name = "fedbn"
     title = "FedBN"
-    summary = "FedAvg on an MLP with BatchNorm, each site keeping its own BatchNorm layers."
+    summary = "FedAvg on a model with BatchNorm (the MLP variant, or the image CNN), each site keeping its own BatchNorm layers."
     batch_norm = True
 
     def is_local(self, name: str, module: nn.Module) -> bool:

@@ -88,7 +88,7 @@ class FedHealth2(Algorithm):
         x, y = sim.server_share(self.params.server_share, "fedhealth2-server")
         seed = derive_seed(sim.config.seed, "fedhealth2-pretrain")
         torch.manual_seed(seed)
-        model = sim.make_mlp().to(sim.device)
+        model = sim.make_model().to(sim.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=self.params.pretrain_lr)
         train_locally(
             model, optimizer, x, y,

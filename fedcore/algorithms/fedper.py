@@ -23,7 +23,7 @@ class FedPer(Algorithm):
     Params = FedPerParams
 
     def build_model(self, sim) -> nn.Module:
-        model = sim.make_mlp()
+        model = sim.make_model()
         linear = model.linear_names()
         if not 1 <= self.params.personal_layers <= len(linear):
             raise SpecError(

@@ -53,6 +53,7 @@ class IFedAvg(Algorithm):
     title = "iFedAvg"
     summary = "FedAvg plus per-site affine input (and optionally output) layers that show shifts."
     Params = IFedAvgParams
+    inputs = ("table",)  # f_in corrects each feature of a table
 
     def build_model(self, sim) -> nn.Module:
         return sim.make_mlp(scalar_w_out=self.params.scalar_w_out)
