@@ -86,7 +86,7 @@ def assemble(
         feature_kinds=list(raw.feature_kinds),
         class_names=list(raw.class_names),
         ground_truth=truth,
-        synthetic=False,
+        synthetic=raw.synthetic,
         warnings=warnings,
         source=raw.source,
         preprocessing={

@@ -35,6 +35,7 @@ class RawFederation:
     server_test: tuple[np.ndarray, np.ndarray] | None = None
     warnings: list[str] = field(default_factory=list)
     preprocessing: dict[str, Any] = field(default_factory=dict)
+    synthetic: bool = False  # made up in code (declared to the user), not real data
 
     @property
     def is_tabular(self) -> bool:

@@ -17,6 +17,7 @@ from data_adapters.demo import make_demo_federation
 from data_adapters.har import read_har
 from data_adapters.heart import read_heart_disease
 from data_adapters.images import read_idx, read_image_folders, read_npz
+from data_adapters.synthetic_images import make_synthetic_scans
 from data_adapters.vehicle import read_vehicle
 
 
@@ -78,5 +79,7 @@ SOURCES: dict[str, Source] = {
         Source("npz", "MedMNIST .npz (train/val/test images and labels)", read_npz, "image", "path"),
         Source("idx", "MNIST / Fashion-MNIST IDX files (a folder or an images file)", read_idx, "image", "path"),
         Source("images", "image folders ROOT/SITE/CLASS/*.png|jpg", read_image_folders, "image", "path"),
+        Source("synthetic_scans", "SYNTHETIC grey images made up in code (an oval, a spot in one class)",
+               make_synthetic_scans, "image"),
     )
 }
