@@ -287,8 +287,11 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _metrics_table(final: dict[str, Any]) -> str:
-    metrics = ("f1", "roc_auc", "balanced_accuracy", "accuracy")
-    header = ("site", "F1", "ROC AUC", "bal. acc.", "accuracy")
+    metrics = ["f1", "roc_auc", "balanced_accuracy", "accuracy"]
+    header = ["site", "F1", "ROC AUC", "bal. acc.", "accuracy"]
+    if any(m.get("sensitivity") is not None for m in final["sites"].values()):  # two classes
+        metrics += ["sensitivity", "specificity"]
+        header += ["sensitivity", "specificity"]
     rows = [(name, *(_fmt(m.get(k)) for k in metrics)) for name, m in final["sites"].items()]
     rows.append(("mean", *(_fmt(final["mean"].get(k)) for k in metrics)))
     rows.append(("worst site", *(_fmt(final["worst"].get(k)) for k in metrics)))
@@ -297,6 +300,8 @@ def _metrics_table(final: dict[str, Any]) -> str:
 
 def _format_summary(run: Run, summary: dict[str, Any]) -> str:
     parts = [f"\nRun {run.id} finished after round {summary['round']}.", _metrics_table(summary)]
+    if "stamp_overlap" in summary.get("algorithm", {}):
+        parts.append(_format_prototypes(summary["algorithm"]))
     if "detection" in summary:
         parts.append(_format_detection(summary["detection"]))
     parts.append(f"\nDetails: python -m fedcore show {run.id}")
@@ -312,6 +317,31 @@ def _format_detection(detection: dict[str, Any]) -> str:
     fp = detection["false_positives"]
     lines.append(f"  other marked cells (not injected): {len(fp)}"
                  + (" — " + ", ".join(f"{f['site']}/{f['column']} ({f['layer']})" for f in fp) if fp else ""))
+    return "\n".join(lines)
+
+
+def _format_prototypes(record: dict[str, Any]) -> str:
+    """inDISCO: per site, how much the boxes of its most activated prototypes lie on the stamp, and
+    the scores of the local models (what each site sent, before the server's step)."""
+    lines = []
+    stamp = record.get("stamp")
+    if stamp:
+        kinds = list(record["stamp_overlap"])
+        lines.append(f"\nPrototype boxes and the stamp (stamped: {', '.join(stamp['sites'])}, class '{stamp['class']}'). "
+                     "Per hold-out image, the box of its most activated prototype: mean share of it on the stamp, "
+                     f"and images whose box is at least {stamp['on_stamp_share']:.0%} on it; prototypes whose own "
+                     f"patch is on it, of {record['prototypes']}:")
+        header = ["site"] + [f"{kind} {what}" for kind in kinds for what in ("box share", "images", "prototypes")]
+        rows = [(site, *(value for k in kinds for value in (
+                    _fmt(record["stamp_overlap"][k][site], 2), f"{record['test_on_stamp'][k][site]:.0%}",
+                    str(record["prototypes_on_stamp"][k][site]))))
+                for site in record["stamp_overlap"][kinds[0]]]
+        lines.append(text_table(header, rows))
+    if record.get("local_model"):
+        lines.append("\nLocal models (as each site sent them, before the server's step):")
+        rows = [(site, *(_fmt(m.get(k)) for k in ("balanced_accuracy", "sensitivity", "specificity")))
+                for site, m in record["local_model"].items()]
+        lines.append(text_table(("site", "bal. acc.", "sensitivity", "specificity"), rows))
     return "\n".join(lines)
 
 
@@ -331,7 +361,9 @@ def _format_report(run: Run, report: dict[str, Any]) -> str:
         parts += [f"\nScores at round {report['final']['round']} (each site on its own hold-out):",
                   _metrics_table(report["final"])]
         extra = report.get("algorithm_record") or {}
-        if extra:
+        if "stamp_overlap" in extra or "local_model" in extra:
+            parts.append(_format_prototypes(extra))
+        elif extra:
             parts.append("\nAlgorithm record: " + json.dumps(extra))
     if "detection" in report:
         parts.append(_format_detection(report["detection"]))

@@ -170,9 +170,9 @@ def test_har_by_subject_trains_end_to_end(tmp_path, shared_data, capsys):
     assert run.summary["mean"]["f1"] > 0.5  # six activities; chance is about 0.17
 
 
-def test_an_image_federation_is_refused_by_the_mlp_with_a_clear_message(tmp_path, shared_data, capsys):
+def test_an_image_federation_is_refused_by_a_tabular_algorithm_with_a_clear_message(tmp_path, shared_data, capsys):
     npz = shared_data / "medmnist" / "breastmnist.npz"
-    assert run_cli(tmp_path, "-a", "fedavg", "--data", f"npz:{npz}") == 2
+    assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"npz:{npz}") == 2
     err = capsys.readouterr().err
-    assert "holds images (1×28×28); FedAvg trains the MLP, which needs a table of features" in err
+    assert "holds images (1×28×28); iFedAvg trains tables only. For images use: local, centralized, fedavg" in err
     assert "Traceback" not in err

@@ -12,12 +12,14 @@ from fedcore.algorithms.fedhealth2 import FedHealth2
 from fedcore.algorithms.fedper import FedPer
 from fedcore.algorithms.fedprox import FedProx
 from fedcore.algorithms.ifedavg import IFedAvg
+from fedcore.algorithms.indisco import InDISCOCM, InDISCOGM, InDISCOLM, InDISCOPM
 from fedcore.algorithms.local import Local
 from fedcore.errors import SpecError
 
 REGISTRY: dict[str, type[Algorithm]] = {
     cls.name: cls
-    for cls in (Local, Centralized, FedAvg, FedProx, FedBN, FedPer, APFL, IFedAvg, AdaFed, FedHealth2)
+    for cls in (Local, Centralized, FedAvg, FedProx, FedBN, FedPer, APFL, IFedAvg, AdaFed, FedHealth2,
+                InDISCOGM, InDISCOPM, InDISCOLM, InDISCOCM)
 }
 
 

@@ -126,13 +126,14 @@ def load_weights(module: nn.Module, path: str, name: str) -> None:
         raise SpecError(f"backbone_weights: {file.name} holds no state dict (parameter name -> tensor).")
     state = {_current_key(key.removeprefix("module.")): value for key, value in state.items()}
     try:
-        missing, _ = module.load_state_dict(state, strict=False)
+        missing, unexpected = module.load_state_dict(state, strict=False)
     except RuntimeError as error:
         raise SpecError(f"backbone_weights: {file.name} does not fit {name}: {str(error).splitlines()[-1].strip()}") \
             from None
-    if missing:
-        raise SpecError(f"backbone_weights: {file.name} lacks {len(missing)} of the {name} weights "
-                        f"(e.g. {', '.join(missing[:3])}); is it a {name} state dict?")
+    if missing or unexpected:
+        listed = "; ".join(f"{what} {', '.join(keys[:3])}" + (" …" if len(keys) > 3 else "")
+                           for what, keys in (("lacks", missing), ("has extra", unexpected)) if keys)
+        raise SpecError(f"backbone_weights: {file.name} does not fit {name} ({listed}); is it a {name} state dict?")
 
 
 # Older DenseNet files (torchvision's own ImageNet weights among them) name 'norm.1' what the
