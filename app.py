@@ -18,6 +18,7 @@ navigation = st.navigation({
         st.Page("views/feature_shifts.py", title="Feature shifts (iFedAvg)", icon=":material/grid_on:"),
         st.Page("views/site_similarity.py", title="Site similarity (FedHealth2)", icon=":material/hub:"),
         st.Page("views/site_weights.py", title="Site weights (AdaFed)", icon=":material/balance:"),
+        st.Page("views/prototypes.py", title="Prototypes (inDISCO)", icon=":material/image_search:"),
         st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
     ],
     "Results": [st.Page("views/run.py", title="Run details", icon=":material/description:")],

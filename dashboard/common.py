@@ -29,6 +29,7 @@ LENS_PAGES = {
     "ifedavg": ("views/feature_shifts.py", "Feature shifts"),
     "fedhealth2": ("views/site_similarity.py", "Site similarity"),
     "adafed": ("views/site_weights.py", "Site weights"),
+    **{name: ("views/prototypes.py", "Prototypes") for name in ("indisco-gm", "indisco-pm", "indisco-lm", "indisco-cm")},
 }
 DEMO_DATA = {"ref": "demo", "label": "Synthetic sepsis triage (demo, 8 hospitals)"}
 

@@ -16,7 +16,7 @@ from fedcore.errors import DataError
 CLASSES = ("clear", "spot")
 
 
-def make_synthetic_scans(images: int = 1200, size: int = 28, contrast: float = 0.12, data_seed: int = 0) -> RawFederation:
+def make_synthetic_scans(images: int = 1200, size: int = 28, contrast: float = 0.18, data_seed: int = 0) -> RawFederation:
     """`contrast`: how much brighter the spot is than the organ (the task is harder when it is faint)."""
     if images < 40 or not 16 <= size <= 256 or not 0 < contrast <= 1:
         raise DataError(f"synthetic_scans: images must be at least 40, size 16 to 256 and contrast in (0, 1] "

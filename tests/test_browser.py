@@ -107,3 +107,40 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard):
         page.locator('[data-testid="stDataFrame"]').first.wait_for()
         page.screenshot(path=str(ARTIFACTS / "runs.png"), full_page=True)
         browser.close()
+
+
+def test_prototypes_page_draws_local_and_global_boxes(dashboard):
+    """A finished inDISCO GM run of a small bias experiment: the overlap chart, each test image with
+    its local and global box, the prototypes, and one image's top prototypes, as a person sees them."""
+    from playwright.sync_api import sync_playwright
+
+    from fedcore.runner import execute, resolve_spec
+
+    url, store = dashboard
+    run = store.create(resolve_spec({
+        "algorithm": "indisco-gm",
+        "data": {"source": "synthetic_scans", "images": 150, "split": "iid", "sites": 3, "inject": ["stamp:site1"]},
+        "params": {"prototypes_per_class": 3, "prototype_dim": 16, "last_layer_epochs": 2, "explain_images": 6},
+        "config": {"rounds": 2, "local_epochs": 1},
+    }))
+    execute(run)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 3200})  # the page scrolls inside: a tall view
+        page.goto(f"{url}/prototypes?run={run.id}")
+        page.get_by_text("Boxes on the stamp, site by site").wait_for(timeout=60_000)
+        page.locator(".js-plotly-plot .bars").first.wait_for(timeout=30_000)  # the overlap chart is drawn
+        images = page.locator('[data-testid="stImage"] img')
+        images.first.wait_for(timeout=30_000)
+        assert images.count() >= 6  # the site's test images, each with its local and global box
+        assert page.get_by_text("site1 (stamped)").count() >= 1
+        page.screenshot(path=str(ARTIFACTS / "prototypes.png"), full_page=True)
+        page.get_by_role("tab", name="The prototypes").click()
+        page.get_by_text("Local prototypes (as each site sent them in GM)").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "prototypes_sources.png"), full_page=True)
+        page.get_by_role("tab", name="One image, ten prototypes").click()
+        page.get_by_text("Hold-out image", exact=True).wait_for(timeout=30_000)  # (tables are drawn on a canvas)
+        page.locator("[data-testid=\"stDataFrame\"]").nth(2).wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "prototypes_one_image.png"), full_page=True)
+        browser.close()

@@ -88,8 +88,9 @@ def on_disk() -> None:
         show_alignment(report.to_dict())
     else:
         show_summary(report.to_dict())
-        st.info("These are images: the tabular algorithms cannot train them yet (an image model comes with the "
-                "inDISCO work).")
+        st.info("These are images: FedAvg, FedBN, FedHealth2, Local, Centralized and the others train them with a "
+                "small CNN (or a torchvision backbone, see the Train page's settings); inDISCO draws its prototype "
+                "boxes on them. iFedAvg and APFL need tables.")
     use_button(ref, describe_reference(ref), ok=report.ok)
 
 

@@ -21,13 +21,16 @@ data = chosen_data()
 left, right = st.columns([3, 1])
 left.markdown(f"**Data:** {data['label']}")
 right.page_link("views/data.py", label="Change the data", icon=":material/table:")
-if parse_reference(data["ref"])[0].kind == "image":
-    st.warning("These data are images. The algorithms here train the tabular MLP; an image model comes "
-               "with the inDISCO work. Choose tabular data on the Data page to train now.")
+images = parse_reference(data["ref"])[0].kind == "image"
+kind = "image" if images else "table"
+available = [name for name, cls in REGISTRY.items() if kind in cls.inputs]
+if images:
+    st.caption("Images: the models are a small CNN with BatchNorm (or the backbone chosen under *More training "
+               "settings*); inDISCO trains a ProtoPNet on it. iFedAvg and APFL need tables.")
 
 chosen = st.multiselect(
     "Algorithms (several run side by side on the same data, one background job each)",
-    list(REGISTRY), default=["ifedavg"],
+    available, default=["indisco-pm" if images else "ifedavg"],
     format_func=lambda name: f"{REGISTRY[name].title} — {REGISTRY[name].summary}",
 )
 
