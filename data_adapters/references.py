@@ -74,11 +74,14 @@ def normalize_reference(ref: Reference) -> str | dict[str, Any]:
 
 
 def reference_dict(ref: Reference) -> dict[str, Any]:
-    """The object form of a reference (strings parsed; not validated beyond the syntax)."""
+    """The object form of a reference (strings parsed, known options typed as the object form
+    wants them, e.g. images=200 -> 200; not validated beyond that)."""
     if isinstance(ref, Mapping):
         return dict(ref)
     source, raw = _split_text(ref)
-    return {"source": source.name, **raw}
+    types_ = source.option_types()
+    return {"source": source.name,
+            **{k: _coerce(k, types_[k], v, from_text=True) if k in types_ else v for k, v in raw.items()}}
 
 
 def describe_reference(ref: Reference) -> str:

@@ -38,7 +38,7 @@ def test_the_string_and_object_forms_mean_the_same():
 @pytest.mark.parametrize(
     ("ref", "message"),
     [
-        ("nowhere:x", "Unknown data source 'nowhere'. Available: demo, csv, heart, har, vehicle, npz, idx, images."),
+        ("nowhere:x", "Unknown data source 'nowhere'. Available: demo, csv, heart, har, vehicle, npz, idx, images, synthetic_scans."),
         ({"files": ["a.csv"]}, "Unknown data source ''"),
         ("demo:colour=blue", "Data source 'demo' does not understand 'colour=blue'. Options: data_seed=..., standardization=..."),
         ({"source": "heart", "path": "x", "target": "num"}, "Data source 'heart' does not understand 'target'."),
@@ -176,3 +176,12 @@ def test_an_image_federation_is_refused_by_a_tabular_algorithm_with_a_clear_mess
     err = capsys.readouterr().err
     assert "holds images (1×28×28); iFedAvg trains tables only. For images use: local, centralized, fedavg" in err
     assert "Traceback" not in err
+
+
+def test_typed_options_of_a_text_reference_stay_typed_when_flags_are_merged(tmp_path):
+    from data_adapters import reference_dict
+
+    assert reference_dict("synthetic_scans:images=120,size=16") == {"source": "synthetic_scans", "images": 120,
+                                                                    "size": 16}
+    assert run_cli(tmp_path, "-a", "fedavg", "--data", "synthetic_scans:images=120,size=16", "--split", "iid",
+                   "--sites", "3", "--rounds", "1") == 0
