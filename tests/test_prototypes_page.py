@@ -145,3 +145,21 @@ def test_without_runs_the_page_offers_the_preset(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDCORE_DATA_DIRS", str(tmp_path))
     at = open_prototypes(AppTest.from_file(APP, default_timeout=60))
     assert at.button(key="preset") and "No inDISCO run yet" in texts(at)
+
+
+def test_fedhealth2_on_images_uses_the_same_similarity_page(finished, monkeypatch):
+    store, _ = finished
+    small = {**DATA, "size": 16, "inject": []}
+    run = store.create(resolve_spec({"algorithm": "fedhealth2", "data": small, "params": {"pretrain_epochs": 2},
+                                     "config": {"rounds": 1}}))
+    execute(run)
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    at.query_params["run"] = run.id
+    at.switch_page("views/site_similarity.py")
+    at.run()
+    assert not at.exception
+    weights = json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]
+    assert len(weights["x"]) == 3 and "BatchNorm inputs of a server-pretrained model" in texts(at)
+    store.delete(run.id)
