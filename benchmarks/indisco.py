@@ -13,7 +13,6 @@ Uses CUDA when present (--device cpu to compare). The goal: under 10 minutes on 
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import time
@@ -35,6 +34,9 @@ def main() -> None:
     parser.add_argument("--stamp", action="store_true", help="Stamp site1's positive images (the bias experiment).")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="Torch CPU threads (default 1: on a machine shared with other work, two OpenMP threads "
+                             "on two cores can be many times slower than one).")
     args = parser.parse_args()
 
     import torch
@@ -43,7 +45,7 @@ def main() -> None:
     from fedcore.algorithms import REGISTRY, build_algorithm
     from fedcore.engine import Simulation, TrainConfig
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    torch.set_num_threads(args.threads)
     started = time.perf_counter()
     reference = {"source": "npz", "path": args.data, "split": "iid", "sites": args.sites,
                  "inject": ["stamp:site1"] if args.stamp else []}
