@@ -139,10 +139,10 @@ class InDISCO(Algorithm):
         if (index, stage) not in self.optimizers:
             rates = {"features": self.params.lr_features, "add_on": self.params.lr_add_on,
                      "prototypes": self.params.lr_prototypes, "last_layer": self.params.lr_last_layer}
-            groups = [{"params": _parameters(getattr(model, part)), "base_lr": rates[part],
+            groups = [{"params": _parameters(getattr(model, part)), "lr": rates[part], "base_lr": rates[part],
                        "weight_decay": sim.config.weight_decay if part in DECAYED else 0.0}
                       for part in STAGES[stage]]
-            self.optimizers[index, stage] = torch.optim.Adam(groups, lr=rates[STAGES[stage][0]])
+            self.optimizers[index, stage] = torch.optim.Adam(groups)
         optimizer = self.optimizers[index, stage]
         for group in optimizer.param_groups:
             group["lr"] = group["base_lr"] * sim.config.lr_factor(sim.round)
