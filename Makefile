@@ -7,7 +7,7 @@ RUN_ARGS ?= --algorithm ifedavg --data demo --rounds 200 --local-f-out --scalar-
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo test clean
+.PHONY: run cli-demo test evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ cli-demo: $(VENV)/.runtime
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest
+
+# Long (hours on 2 cores; not part of `make test`): reproduce the papers' tables and measure how
+# well the lenses find injected problems; writes benchmarks/RESULTS.md. Cached runs are reused.
+evidence: $(VENV)/.dev
+	$(BIN)/python benchmarks/evidence/run.py $(EVIDENCE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

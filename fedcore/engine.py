@@ -398,16 +398,18 @@ class Simulation:
         return torch.stack([self.predict(model, x) for model in self.models])
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Every site's model scored on that site's own hold-out (all sites in one pass)."""
-        x, valid = pad_sites([x for x, _ in self.test_sets])
-        y, _ = pad_sites([y for _, y in self.test_sets])
+    def evaluate(self, sets: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, dict[str, float]]:
+        """Every site's model scored on that site's own hold-out, or on `sets` (one (x, y) per
+        site, e.g. a validation split), all sites in one pass."""
+        sets = self.test_sets if sets is None else sets
+        x, valid = pad_sites([x for x, _ in sets])
+        y, _ = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
             log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
                                        train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
-                                  enumerate(self.test_sets)])[0]
+                                  enumerate(sets)])[0]
         return dict(zip(self.site_names, site_metrics(y, log_prob, valid)))
 
     def run(
