@@ -116,7 +116,7 @@ class Algorithm:
         """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""
         n_sites = len(sim.models)
         if self.params.weighting == "samples":
-            sizes = torch.tensor([float(len(y)) for _, y in sim.train_sets])
+            sizes = torch.tensor([float(n) for n in sim.train_sizes])
             return (sizes / sizes.sum()).expand(n_sites, n_sites).clone()
         return torch.full((n_sites, n_sites), 1.0 / n_sites)
 
