@@ -127,6 +127,19 @@ class Algorithm:
         """Scalars for the round's JSON record and arrays for its npz, at evaluated rounds."""
         return {}, {}
 
+    # -- what the server reads of the parameters that stay at the sites --------------------------
+    # In one process the server side holds every tensor anyway; over Flower (fedcore.flower) a site
+    # sends exactly these, so what leaves a site is stated here, next to what stays local.
+    def recorded_locals(self, sim: Simulation) -> list[str]:
+        """Local tensors `record` reads (iFedAvg's b_in / w_in): sent at evaluated rounds, and
+        only by sites whose configuration allows it."""
+        return []
+
+    def server_step_locals(self, sim: Simulation) -> list[str]:
+        """Local tensors this round's `after_aggregation` reads (FedHealth2's f-variant BatchNorm
+        statistics, once): sent with the round's update."""
+        return []
+
 
 def params_from_dict(algorithm: type[Algorithm], values: dict[str, Any]) -> Any:
     """Build an algorithm's Params from plain values, naming any unknown or invalid one."""
