@@ -105,7 +105,6 @@ def make_demo_federation(
         description=(
             "SYNTHETIC demo data, not real patients: 8 made-up hospitals triaging suspected "
             "sepsis, four of them with a known injected problem (see ground truth)."
-            + (f" This is one of them: {site}." if site else "")
         ),
         sites=keep,
         feature_names=[f.name for f in FEATURES],
