@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flwr.app import Context, Error, Message, RecordDict
+from flwr.app import Context, Error, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedcore.errors import FedcoreError
 from fedcore.federation import Federation
 from fedcore.flower import protocol, site
-from fedcore.flower.server import serve
+from fedcore.flower.server import GridSites, serve
 from fedcore.store import Run
 
 SiteLoader = Callable[[Context, int], Federation]  # (context, run seed) -> that site's federation
@@ -32,7 +32,7 @@ def make_server_app(run_for: Callable[[Context], Run]) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        serve(grid, run_for(context), context.run_id)
+        serve(GridSites(grid), run_for(context), context.run_id)
 
     return app
 
@@ -40,23 +40,19 @@ def make_server_app(run_for: Callable[[Context], Run]) -> ServerApp:
 def make_client_app(load: SiteLoader) -> ClientApp:
     app = ClientApp()
 
-    def handler(answer: Callable[[Federation, Context, RecordDict], RecordDict]):
-        def handle(message: Message, context: Context) -> Message:
-            try:
-                spec = protocol.read_json(message.content[protocol.SPEC])
-                federation = load(context, int(spec["config"]["seed"]))
-                return Message(answer(federation, context, message.content), reply_to=message)
-            except FedcoreError as error:  # a message for the server, not a stack trace
-                return Message(Error(SITE_ERROR, str(error)), reply_to=message)
+    def handle(message: Message, context: Context) -> Message:
+        try:
+            spec = protocol.read_json(message.content[protocol.SPEC])
+            federation = load(context, int(spec["config"]["seed"]))
+            content = site.answer(message.metadata.message_type, federation, dict(context.node_config),
+                                  context.state, message.content)
+            return Message(content, reply_to=message)
+        except FedcoreError as error:  # a message for the server, not a stack trace
+            return Message(Error(SITE_ERROR, str(error)), reply_to=message)
 
-        return handle
-
-    app.query(protocol.DESCRIBE.partition(".")[2])(handler(
-        lambda federation, context, content: site.describe(federation, context.node_config, content)))
-    app.train()(handler(
-        lambda federation, context, content: site.train(federation, context.node_config, context.state, content)))
-    app.evaluate()(handler(
-        lambda federation, context, content: site.evaluate(federation, context.state, content)))
+    app.query(protocol.DESCRIBE.partition(".")[2])(handle)
+    app.train()(handle)
+    app.evaluate()(handle)
     return app
 
 

@@ -129,6 +129,24 @@ def _end(process: subprocess.Popen, grace_s: float = 10.0) -> None:
             continue
 
 
+def descendants(pid: int) -> list[int]:
+    """Every living process below `pid` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -148,7 +166,7 @@ class Loopback:
         self.sites = list(sites)
         self.folder = Path(folder)
         self.env = dict(env or {})
-        self.processes: list[subprocess.Popen] = []
+        self.started: list[subprocess.Popen] = []
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
 
@@ -174,9 +192,16 @@ class Loopback:
             ])
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
+        """End every process started here, and every process they started (Flower runs its helpers,
+        e.g. flower-superexec, in sessions of their own)."""
+        helpers = [pid for process in self.started for pid in descendants(process.pid)]
+        for process in reversed(self.started):
             _end(process)
-        self.processes.clear()
+        for pid in helpers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def log(self, name: str) -> str:
         return _tail(self.folder / f"{name}.log", 40)
@@ -186,7 +211,7 @@ class Loopback:
         home.mkdir(parents=True, exist_ok=True)
         log: IO[bytes]
         with open(self.folder / f"{name}.log", "ab") as log:
-            self.processes.append(subprocess.Popen(
+            self.started.append(subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=home,
                 env=flower_env(home, **self.env), start_new_session=True,
             ))
@@ -194,7 +219,7 @@ class Loopback:
     def _wait_until_up(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.processes[0].poll() is not None:
+            if self.started[0].poll() is not None:
                 raise FedcoreError(f"The SuperLink stopped at start:\n{self.log('superlink')}")
             try:
                 with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as response:

@@ -17,9 +17,8 @@ the sites' messages, writing the run into the run store.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
@@ -60,10 +59,22 @@ class Node:
     name: str  # the site's name once it has described itself
 
 
-def serve(grid: Grid, run: Run, flower_run_id: int) -> None:
+class Sites(Protocol):
+    """How the server reaches the sites: over a Flower Grid (`GridSites`), or in tests directly."""
+
+    def connect(self, wanted: int, wait_s: float) -> list[Node]:
+        """The sites connected once `wanted` are (FedcoreError after `wait_s` seconds)."""
+
+    def exchange(self, nodes: list[Node], contents: list[RecordDict], kind: str, round_: int,
+                 timeout: float) -> list[RecordDict]:
+        """Send one message to every site; all replies in the nodes' order, else FedcoreError naming
+        the site that failed or did not answer."""
+
+
+def serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     """Run the federation the run's spec describes; records everything, and the final state."""
     try:
-        _serve(grid, run, flower_run_id)
+        _serve(sites, run, flower_run_id)
     except BaseException as error:
         state = "cancelled" if isinstance(error, (KeyboardInterrupt, SystemExit)) else "failed"
         message = str(error) if isinstance(error, FedcoreError) else f"{type(error).__name__}: {error}"
@@ -71,7 +82,7 @@ def serve(grid: Grid, run: Run, flower_run_id: int) -> None:
         raise
 
 
-def _serve(grid: Grid, run: Run, flower_run_id: int) -> None:
+def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     from fedcore.runner import summarize
 
     spec = run.spec
@@ -79,10 +90,10 @@ def _serve(grid: Grid, run: Run, flower_run_id: int) -> None:
     config = TrainConfig(**spec["config"])
     algorithm = build_algorithm(spec["algorithm"], spec["params"])
     run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
-    nodes = _wait_for_nodes(grid, reference["sites"], reference["wait_s"])
+    nodes = sites.connect(reference["sites"], reference["wait_s"])
     site_spec = {key: spec[key] for key in ("algorithm", "params", "config")}
     content = lambda: RecordDict({protocol.SPEC: protocol.json_record(site_spec)})  # noqa: E731
-    replies = _exchange(grid, nodes, [content() for _ in nodes], protocol.DESCRIBE, 0, reference["wait_s"])
+    replies = sites.exchange(nodes, [content() for _ in nodes], protocol.DESCRIBE, 0, reference["wait_s"])
     descriptions = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
     for node, description in zip(nodes, descriptions):
         node.name = description["site"]["name"]
@@ -108,7 +119,7 @@ def _serve(grid: Grid, run: Run, flower_run_id: int) -> None:
             if weights is not None:
                 content[protocol.CLASS_WEIGHTS] = protocol.array_record({"weights": weights[site]})
             contents.append(content)
-        replies = _exchange(grid, nodes, contents, MessageType.TRAIN, round_, reference["round_timeout_s"])
+        replies = sites.exchange(nodes, contents, MessageType.TRAIN, round_, reference["round_timeout_s"])
         if pending is not None:
             history.append(_write_record(run, pending, nodes, replies))
         for site, reply in enumerate(replies):
@@ -122,8 +133,8 @@ def _serve(grid: Grid, run: Run, flower_run_id: int) -> None:
         run.heartbeat(round=round_)
     if pending is not None:
         contents = [_to_site(site_spec, server, site, config.rounds, 0.0, evaluate=True) for site in range(len(nodes))]
-        replies = _exchange(grid, nodes, contents, MessageType.EVALUATE, config.rounds + 1,
-                            reference["round_timeout_s"])
+        replies = sites.exchange(nodes, contents, MessageType.EVALUATE, config.rounds + 1,
+                                 reference["round_timeout_s"])
         history.append(_write_record(run, pending, nodes, replies))
     run.save_model({name: server.stacked[name].cpu().numpy() for name in server.shared_names})
     run.write_summary(summarize(run, history[-1]))
@@ -225,39 +236,42 @@ def _write_record(run: Run, pending: tuple, nodes: list[Node], replies: list[Rec
     return record
 
 
-def _wait_for_nodes(grid: Grid, wanted: int, wait_s: float) -> list[Node]:
-    deadline = time.monotonic() + wait_s
-    while True:
-        node_ids = sorted(grid.get_node_ids())
-        if len(node_ids) >= wanted:
-            return [Node(node_id, f"SuperNode {node_id}") for node_id in node_ids]
-        if time.monotonic() > deadline:
-            raise FedcoreError(f"Only {len(node_ids)} of the {wanted} sites connected to the SuperLink within "
-                               f"{wait_s:g} s; start a SuperNode per site (README, 'Real federations over Flower').")
-        time.sleep(POLL_S * 4)
+class GridSites:
+    """The sites behind a Flower Grid (the SuperLink's, or the simulation engine's)."""
 
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
 
-def _exchange(grid: Grid, nodes: list[Node], contents: Iterable[RecordDict], kind: str, round_: int,
-              timeout: float) -> list[RecordDict]:
-    """Send one message to every site and wait for all replies (in the nodes' order); FedcoreError
-    naming the site that failed or did not answer."""
-    messages = [Message(content, dst_node_id=node.node_id, message_type=kind, group_id=str(round_))
-                for node, content in zip(nodes, contents)]
-    waiting = {message_id: node for message_id, node in zip(grid.push_messages(messages), nodes)}
-    replies: dict[int, Message] = {}
-    deadline = time.monotonic() + timeout
-    while waiting:
-        for reply in grid.pull_messages(list(waiting)):
-            node = waiting.pop(reply.metadata.reply_to_message_id)
-            if reply.has_error():
-                raise FedcoreError(f"Site '{node.name}' failed ({kind}, round {round_}): {reply.error.reason}")
-            replies[node.node_id] = reply
-        if waiting and time.monotonic() > deadline:
-            names = ", ".join(node.name for node in waiting.values())
-            raise FedcoreError(f"No answer from {names} within {timeout:g} s ({kind}, round {round_}).")
-        if waiting:
-            time.sleep(POLL_S)
-    return [replies[node.node_id].content for node in nodes]
+    def connect(self, wanted: int, wait_s: float) -> list[Node]:
+        deadline = time.monotonic() + wait_s
+        while True:
+            node_ids = sorted(self.grid.get_node_ids())
+            if len(node_ids) >= wanted:
+                return [Node(node_id, f"SuperNode {node_id}") for node_id in node_ids]
+            if time.monotonic() > deadline:
+                raise FedcoreError(f"Only {len(node_ids)} of the {wanted} sites connected to the SuperLink within "
+                                   f"{wait_s:g} s; start a SuperNode per site (README, 'Real federations over Flower').")
+            time.sleep(POLL_S * 4)
+
+    def exchange(self, nodes: list[Node], contents: list[RecordDict], kind: str, round_: int,
+                 timeout: float) -> list[RecordDict]:
+        messages = [Message(content, dst_node_id=node.node_id, message_type=kind, group_id=str(round_))
+                    for node, content in zip(nodes, contents)]
+        waiting = {message_id: node for message_id, node in zip(self.grid.push_messages(messages), nodes)}
+        replies: dict[int, Message] = {}
+        deadline = time.monotonic() + timeout
+        while waiting:
+            for reply in self.grid.pull_messages(list(waiting)):
+                node = waiting.pop(reply.metadata.reply_to_message_id)
+                if reply.has_error():
+                    raise FedcoreError(f"Site '{node.name}' failed ({kind}, round {round_}): {reply.error.reason}")
+                replies[node.node_id] = reply
+            if waiting and time.monotonic() > deadline:
+                names = ", ".join(node.name for node in waiting.values())
+                raise FedcoreError(f"No answer from {names} within {timeout:g} s ({kind}, round {round_}).")
+            if waiting:
+                time.sleep(POLL_S)
+        return [replies[node.node_id].content for node in nodes]
 
 
 def _difference(ours: list, theirs: list) -> str:

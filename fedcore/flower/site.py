@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
-from flwr.app import RecordDict
+from flwr.app import MessageType, RecordDict
 
 from fedcore.algorithms import build_algorithm
 from fedcore.algorithms.base import Algorithm
@@ -100,6 +100,19 @@ def site_simulation(federation: Federation, content: RecordDict) -> Simulation:
         weights = protocol.read_tensors(content[protocol.CLASS_WEIGHTS])["weights"]
     config = TrainConfig(**{**spec["config"], "execution": "per-site"})
     return Simulation(federation, AtSite(build_algorithm(spec["algorithm"], spec["params"]), weights), config)
+
+
+def answer(kind: str, federation: Federation, node_config: dict[str, Any], state: RecordDict,
+           content: RecordDict) -> RecordDict:
+    """This site's reply to a message of type `kind` (see `protocol`); `state` keeps what the site
+    holds between rounds (Flower's `context.state`)."""
+    if kind == protocol.DESCRIBE:
+        return describe(federation, node_config, content)
+    if kind == MessageType.TRAIN:
+        return train(federation, node_config, state, content)
+    if kind == MessageType.EVALUATE:
+        return evaluate(federation, state, content)
+    raise DataError(f"A site does not answer messages of type {kind!r}.")
 
 
 def describe(federation: Federation, node_config: dict[str, Any], content: RecordDict) -> RecordDict:
