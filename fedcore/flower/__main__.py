@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name, _, _ in SITES[: args.sites]]
     folder = Path(tempfile.mkdtemp(prefix="fedcore-flower-demo-"))
     started = time.perf_counter()
-    with Loopback([{"site": name, "data": f"demo:site={name}"} for name in names], folder) as federation:
+    # One thread per site: here all sites share this machine's cores.
+    with Loopback([{"site": name, "data": f"demo:site={name}"} for name in names], folder,
+                  env={"OMP_NUM_THREADS": "1"}) as federation:
         print(f"SuperLink on {federation.address}; {len(names)} SuperNodes, one per site: {', '.join(names)} "
               f"(logs in {folder})", file=sys.stderr)
         code = cli.main(["run", "-a", args.algorithm, "--data", f"flower:{federation.address},sites={len(names)}",

@@ -62,6 +62,15 @@ def flower_reference(ref: str | Mapping[str, Any]) -> dict[str, Any]:
     return resolved
 
 
+def describe_flower(ref: str | Mapping[str, Any]) -> str:
+    """A short label: 'Flower federation at 127.0.0.1:9093 (3 sites)'."""
+    try:
+        values = flower_reference(ref)
+    except SpecError:
+        return str(ref)
+    return f"Flower federation at {values['superlink']} ({values['sites']} sites)"
+
+
 def check_flower_run(algorithm: str, params: Mapping[str, Any], reference: Mapping[str, Any]) -> None:
     """Refuse, with the reason, algorithm settings that need rows the server of a real federation
     does not have."""
