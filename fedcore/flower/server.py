@@ -89,23 +89,38 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     reference = spec["data"]
     config = TrainConfig(**spec["config"])
     algorithm = build_algorithm(spec["algorithm"], spec["params"])
-    run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
-    nodes = sites.connect(reference["sites"], reference["wait_s"])
     site_spec = {key: spec[key] for key in ("algorithm", "params", "config")}
-    content = lambda: RecordDict({protocol.SPEC: protocol.json_record(site_spec)})  # noqa: E731
-    replies = sites.exchange(nodes, [content() for _ in nodes], protocol.DESCRIBE, 0, reference["wait_s"])
-    descriptions = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
-    for node, description in zip(nodes, descriptions):
-        node.name = description["site"]["name"]
-    # Sites in the order of their names, whichever node ids Flower gave them.
-    nodes, descriptions = map(list, zip(*sorted(zip(nodes, descriptions), key=lambda pair: pair[0].name)))
+    run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
+    nodes, descriptions = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
     run.write_federation(_federation_record(federation, descriptions, reference))
     server = FlowerServer(federation, algorithm, config, [d["site"]["n_train"] for d in descriptions])
     algorithm.setup(server)
     withheld = [d["site"]["name"] for d in descriptions if not d["share_local"]]
     run.heartbeat(phase="training", device=f"each site's own ({len(nodes)} Flower sites)")
+    history = _train(sites, nodes, server, run, site_spec, withheld)
+    run.save_model({name: server.stacked[name].cpu().numpy() for name in server.shared_names})
+    run.write_summary(summarize(run, history[-1]))
+    run.mark_finished("done")
 
+
+def _described_sites(sites: Sites, reference: dict, site_spec: dict) -> tuple[list[Node], list[dict]]:
+    """The connected sites and their descriptions, in the order of the sites' names (whichever
+    node ids Flower gave them)."""
+    nodes = sites.connect(reference["sites"], reference["wait_s"])
+    contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
+    replies = sites.exchange(nodes, contents, protocol.DESCRIBE, 0, reference["wait_s"])
+    descriptions = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
+    for node, description in zip(nodes, descriptions):
+        node.name = description["site"]["name"]
+    ordered = sorted(zip(nodes, descriptions), key=lambda pair: pair[0].name)
+    return [node for node, _ in ordered], [description for _, description in ordered]
+
+
+def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,
+           withheld: list[str]) -> list[dict[str, Any]]:
+    """Every round through the sites; returns the records written."""
+    config, algorithm, timeout = server.config, server.algorithm, run.spec["data"]["round_timeout_s"]
     started = time.perf_counter()
     pending = None  # an evaluated round's record, waiting for the sites' scores
     history = []
@@ -119,26 +134,22 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
             if weights is not None:
                 content[protocol.CLASS_WEIGHTS] = protocol.array_record({"weights": weights[site]})
             contents.append(content)
-        replies = sites.exchange(nodes, contents, MessageType.TRAIN, round_, reference["round_timeout_s"])
+        replies = sites.exchange(nodes, contents, MessageType.TRAIN, round_, timeout)
         if pending is not None:
             history.append(_write_record(run, pending, nodes, replies))
         for site, reply in enumerate(replies):
             server.receive(site, protocol.read_tensors(reply[protocol.MODEL]))
         server.aggregate()
-        train_loss = {node.name: float(reply[protocol.TRAIN]["loss"]) for node, reply in zip(nodes, replies)}
         pending = None
         if config.is_evaluated(round_):
+            train_loss = {node.name: float(reply[protocol.TRAIN]["loss"]) for node, reply in zip(nodes, replies)}
             scalars, arrays = _algorithm_record(algorithm, server, withheld)
             pending = (round_, time.perf_counter() - started, lr, train_loss, scalars, arrays)
         run.heartbeat(round=round_)
-    if pending is not None:
-        contents = [_to_site(site_spec, server, site, config.rounds, 0.0, evaluate=True) for site in range(len(nodes))]
-        replies = sites.exchange(nodes, contents, MessageType.EVALUATE, config.rounds + 1,
-                                 reference["round_timeout_s"])
-        history.append(_write_record(run, pending, nodes, replies))
-    run.save_model({name: server.stacked[name].cpu().numpy() for name in server.shared_names})
-    run.write_summary(summarize(run, history[-1]))
-    run.mark_finished("done")
+    contents = [_to_site(site_spec, server, site, config.rounds, 0.0, evaluate=True) for site in range(len(nodes))]
+    replies = sites.exchange(nodes, contents, MessageType.EVALUATE, config.rounds + 1, timeout)
+    history.append(_write_record(run, pending, nodes, replies))
+    return history
 
 
 def server_federation(descriptions: list[dict[str, Any]], reference: dict[str, Any], seed: int) -> Federation:
