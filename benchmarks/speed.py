@@ -183,8 +183,9 @@ def main() -> None:
         return
 
     rows = []
+    labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their batched rows too
     for label, algorithm, params, path in PROTOCOL_ROWS:
-        if args.only and path not in (args.only, "batched"):
+        if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
             continue
         task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
                 "rounds": args.rounds}
