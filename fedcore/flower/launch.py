@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from fedcore.errors import FedcoreError
 from fedcore.store import Run
@@ -209,7 +209,6 @@ class Loopback:
     def _spawn(self, name: str, command: list[str]) -> None:
         home = self.folder / name
         home.mkdir(parents=True, exist_ok=True)
-        log: IO[bytes]
         with open(self.folder / f"{name}.log", "ab") as log:
             self.started.append(subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=home,
