@@ -190,6 +190,31 @@ def test_sites_that_cannot_train_one_model_are_refused_by_name():
         server_federation([description("North", ["age", "bmi"])] * 2, reference, 0)
 
 
+def test_the_dashboard_shows_flower_runs_like_any_run(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    lenses = {
+        "views/feature_shifts.py": flower_run(tmp_path, "ifedavg", {}, {"rounds": 2}, demo_nodes()),
+        "views/site_weights.py": flower_run(tmp_path, "adafed", {"server_test": "given"}, {"rounds": 2}, demo_nodes(),
+                                            SERVER_DATA),
+        "views/site_similarity.py": flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 1},
+                                               {"rounds": 2}, demo_nodes()),
+    }
+    monkeypatch.setenv("FEDCORE_STORE", str(tmp_path / "runs"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for page, run in lenses.items():
+        at.run()
+        at.query_params["run"] = run.id
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, (page, at.exception)
+        charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+        assert charts, page
+        assert any("Cedar Community" in json.dumps(chart["data"]) for chart in charts), page  # the sites' own names
+        if page == "views/feature_shifts.py":  # the data behind a cell stayed at the sites
+            assert any("every row stayed at its site" in info.value for info in at.info)
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"algorithm": "apfl", "data": "flower:127.0.0.1:9093"}, "runs simulated only"),
     ({"algorithm": "adafed", "data": "flower:127.0.0.1:9093"}, "server_test to 'given'"),
