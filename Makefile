@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_ARGS ?= --algorithm ifedavg --data demo --rounds 200 --local-f-out --scalar-w-out
+FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10 --local-f-out --scalar-w-out
 
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo test clean
+.PHONY: run cli-demo flower-demo test evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,8 +27,18 @@ run: $(VENV)/.runtime
 cli-demo: $(VENV)/.runtime
 	$(BIN)/python -m fedcore run $(RUN_ARGS)
 
+# The demo as a real Flower federation on this machine: a SuperLink and one SuperNode per demo
+# hospital (separate processes on 127.0.0.1), iFedAvg for a few rounds, then everything is stopped.
+flower-demo: $(VENV)/.runtime
+	$(BIN)/python -m fedcore.flower demo $(FLOWER_DEMO_ARGS)
+
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest
+
+# Long (hours on 2 cores; not part of `make test`): reproduce the papers' tables and measure how
+# well the lenses find injected problems; writes benchmarks/RESULTS.md. Cached runs are reused.
+evidence: $(VENV)/.dev
+	$(BIN)/python benchmarks/evidence/run.py $(EVIDENCE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

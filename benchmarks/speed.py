@@ -9,6 +9,9 @@ hold-out every round. Measured, each in its own process so peak memory is its ow
     batched   our engine, all sites as one computation (the default where the model allows it)
     per-site  our engine, one site after another
     reference a plain loop written like the authors' code (benchmarks/reference_loop.py)
+    flower-sim our Flower app (fedcore.flower) on Flower's simulation engine (Ray), every site a
+              virtual SuperNode: the same protocol through Flower's messaging (peak memory: the
+              driver process only, Ray's workers not counted)
 Scaling: 10 / 100 / 1000 synthetic sites x 50 rows (declared synthetic: Gaussian classes).
 Reported: median seconds per round over repeats (after a warm-up round), projected time for
 1000 rounds, peak resident memory, device. Ratios between rows are what to track: absolute
@@ -35,9 +38,11 @@ PROTOCOL_ROWS = [  # (label, algorithm, params, path)
     ("iFedAvg", "ifedavg", {}, "batched"),
     ("iFedAvg", "ifedavg", {}, "per-site"),
     ("iFedAvg", "ifedavg", {}, "reference"),
+    ("iFedAvg", "ifedavg", {}, "flower-sim"),
     ("FedAvg", "fedavg", {}, "batched"),
     ("FedAvg", "fedavg", {}, "per-site"),
     ("FedAvg", "fedavg", {}, "reference"),
+    ("FedAvg", "fedavg", {}, "flower-sim"),
     ("AdaFed", "adafed", {}, "batched"),
     ("AdaFed", "adafed", {}, "per-site"),
     ("FedHealth2", "fedhealth2", {}, "batched"),
@@ -60,6 +65,9 @@ def measure(task: dict) -> dict:
         federation = _synthetic(task["sites"], task["rows"])
     load_s = time.perf_counter() - started
     rounds = task["rounds"]
+    if task["path"] == "flower-sim":
+        return {**task, **_flower_simulation(federation, task), "load_s": load_s,
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "sites": len(federation.sites)}
     if task["path"] == "reference":
         from benchmarks.reference_loop import ReferenceLoop
 
@@ -93,6 +101,27 @@ def measure(task: dict) -> dict:
         "threads": torch.get_num_threads(),
         "sites": len(federation.sites),
     }
+
+
+def _flower_simulation(federation, task: dict) -> dict:
+    """The same protocol through our Flower app on Flower's simulation engine; the first round
+    (actors starting, imports) is the warm-up and not timed."""
+    import tempfile
+
+    import torch
+
+    from fedcore.flower.simulation import round_seconds, run_flower_simulation
+
+    config = {"rounds": task["rounds"] + 1, "eval_every": 1, "lr_decay_every": 20, "execution": "per-site"}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as store:
+        run = run_flower_simulation(federation, task["algorithm"], Path(store), task["params"], config,
+                                    cpus=os.cpu_count() or 1)
+        if run.status["state"] != "done":
+            raise RuntimeError(f"the Flower simulation failed: {run.status.get('error')}")
+        times = round_seconds(run)[1:]
+    return {"s_per_round": statistics.median(times), "setup_s": time.perf_counter() - started - sum(times),
+            "device": "cpu", "threads": torch.get_num_threads()}
 
 
 def full_run(task: dict) -> dict:
@@ -142,6 +171,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="processes per configuration (median taken)")
     parser.add_argument("--har", type=Path, default=HAR)
     parser.add_argument("--full-run", action="store_true", help="also time a whole 1000-round HAR run")
+    parser.add_argument("--only", help="measure only the protocol rows of this path (e.g. flower-sim), no scaling")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--full", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -153,7 +183,10 @@ def main() -> None:
         return
 
     rows = []
+    labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their batched rows too
     for label, algorithm, params, path in PROTOCOL_ROWS:
+        if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
+            continue
         task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
                 "rounds": args.rounds}
         print(f"measuring {label} {path} ...", file=sys.stderr, flush=True)
@@ -170,6 +203,8 @@ def main() -> None:
               f"{per_round / batched[label]:.1f} | {max(r['peak_mb'] for r in results):.0f} MB | "
               f"{results[0]['device']} ({results[0]['threads']} threads) |")
 
+    if args.only:
+        return
     print("\nScaling (batched iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
     print("| sites | s / round | s / round / site | peak memory |")
     print("|---|---|---|---|")

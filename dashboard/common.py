@@ -131,7 +131,8 @@ def show_progress(run: Run) -> None:
         scores = f" · mean F1 {info['mean']['f1']:.3f} · worst site F1 {info['worst']['f1']:.3f}"
     text = f"{STATE_LABELS.get(state, state)} · round {info['round']} of {info['total']}{scores}"
     if state == "running":
-        text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else " · starting"
+        starting = f" · {info['phase']}" if info["round"] == 0 and info["phase"] else " · starting"
+        text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else starting
     st.progress(min(1.0, info["fraction"]), text=text)
     if state in ("failed", "interrupted") and info["error"]:
         st.error(f"{'This run failed' if state == 'failed' else 'This run was interrupted'}: {info['error']}")

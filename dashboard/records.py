@@ -91,6 +91,7 @@ def progress(run: Run) -> dict[str, Any]:
         "mean": status.get("mean") or {},
         "worst": status.get("worst") or {},
         "error": status.get("error"),
+        "phase": status.get("phase"),  # a Flower run before round 1: waiting for its sites
     }
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from data_adapters.preprocessing import encode_missing, standardize
+from fedcore.errors import DataError
 from fedcore.federation import Federation, split_site
 
 NAME = "Synthetic sepsis triage (demo)"
@@ -79,8 +80,15 @@ GROUND_TRUTH = (
 )
 
 
-def make_demo_federation(seed: int = 0, data_seed: int = 7, standardization: str = "reference") -> Federation:
-    """The demo federation; `seed` sets the hold-out split, `data_seed` the generated patients."""
+def make_demo_federation(
+    seed: int = 0, data_seed: int = 7, standardization: str = "reference", site: str | None = None
+) -> Federation:
+    """The demo federation; `seed` sets the hold-out split, `data_seed` the generated patients.
+    `site` keeps only that hospital, exactly as it is in the whole federation (what one Flower
+    site holds in the demo deployment)."""
+    names = [name for name, _, _ in SITES]
+    if site is not None and site not in names:
+        raise DataError(f"The demo federation has no site '{site}'; its sites: {', '.join(names)}.")
     rng = np.random.default_rng(data_seed)
     kinds = [f.kind for f in FEATURES]
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
@@ -90,17 +98,19 @@ def make_demo_federation(seed: int = 0, data_seed: int = 7, standardization: str
         x, y = _inject(name, x, y)
         x = encode_missing(standardize(x, kinds, standardization, reference), kinds)
         sites.append(split_site(name, x, y, seed, warnings))
+    # Every site is generated, so that each one's patients come from the same random stream.
+    keep = [s for s in sites if site in (None, s.name)]
     return Federation(
         name=NAME,
         description=(
             "SYNTHETIC demo data, not real patients: 8 made-up hospitals triaging suspected "
             "sepsis, four of them with a known injected problem (see ground truth)."
         ),
-        sites=sites,
+        sites=keep,
         feature_names=[f.name for f in FEATURES],
         feature_kinds=kinds,
         class_names=["no sepsis", "sepsis"],
-        ground_truth=[dict(g) for g in GROUND_TRUTH],
+        ground_truth=[dict(g) for g in GROUND_TRUTH if site in (None, g["site"])],
         synthetic=True,
         warnings=warnings,
         source="demo",

@@ -22,6 +22,7 @@ from data_adapters.inject import parse_injection
 from data_adapters.partition import parse_split
 from data_adapters.sources import SOURCES, SiteOptions, Source
 from fedcore.errors import DataError
+from fedcore.flower.reference import describe_flower, flower_reference, is_flower_reference
 
 Reference = str | Mapping[str, Any]
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -78,6 +79,8 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
     wants them, e.g. images=200 -> 200; not validated beyond that)."""
     if isinstance(ref, Mapping):
         return dict(ref)
+    if is_flower_reference(ref):
+        return flower_reference(ref)
     source, raw = _split_text(ref)
     types_ = source.option_types()
     return {"source": source.name,
@@ -86,6 +89,8 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
 
 def describe_reference(ref: Reference) -> str:
     """A short label for lists and titles: 'csv: a.csv, b.csv · target outcome · dirichlet:0.1'."""
+    if is_flower_reference(ref):
+        return describe_flower(ref)
     if isinstance(ref, str) and ":" not in ref:
         return ref
     try:

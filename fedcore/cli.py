@@ -417,7 +417,8 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", parents=[common], help="Train one or more algorithms on a federation.",
                               description="Train; every setting not given takes the paper default.")
     run.add_argument("--algorithm", "-a", help="Algorithm name, or several separated by commas.")
-    run.add_argument("--data", "-d", help="Data reference (default: demo, the synthetic demo federation).")
+    run.add_argument("--data", "-d", help="Data reference (default: demo, the synthetic demo federation); "
+                                          "flower:HOST:PORT,sites=N trains on a Flower federation's sites.")
     run.add_argument("--spec", help="JSON or TOML spec file; flags override its values.")
     run.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
     _add_data_flags(run)

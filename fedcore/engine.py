@@ -216,10 +216,15 @@ def _alias(model: nn.Module, stacked: dict[str, torch.Tensor], site: int) -> Non
                 module._buffers[name] = stacked[f"{prefix}.{name}" if prefix else name][site]
 
 
-class Simulation:
-    """All sites of a federation trained in one process."""
+class FederatedModels:
+    """Every site's model, its tensors stacked along a first `sites` dimension, and the server side
+    of a round: what the algorithms' hooks read. The in-process Simulation is one (it adds the
+    sites' rows and their local training); so is the Flower server (`fedcore.flower`), which
+    holds the sites' names and sizes but none of their rows.
+    """
 
-    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig) -> None:
+    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig,
+                 train_sizes: list[int]) -> None:
         self.federation = federation
         self.algorithm = algorithm
         self.config = config
@@ -227,56 +232,24 @@ class Simulation:
         self.round = 0
         self.site_names = federation.site_names
         _check_inputs(federation, algorithm)
-        to_device = lambda t: t.to(self.device)  # noqa: E731
-        self.test_sets = [(to_device(s.x_test), to_device(s.y_test)) for s in federation.sites]
-        if algorithm.pooled:
-            self.train_sets = [tuple(map(to_device, federation.pooled_train()))]
-        else:
-            self.train_sets = [(to_device(s.x_train), to_device(s.y_train)) for s in federation.sites]
-        self.class_weights = torch.stack([
-            class_weights(y, federation.n_classes) for _, y in self.train_sets
-        ]).to(self.device)
+        self.train_sizes = train_sizes  # training rows behind each model (one model for pooled data)
 
         torch.manual_seed(derive_seed(config.seed, "init"))
-        initial = algorithm.build_model(self).to(self.device)
-        n_models = len(self.train_sets)
+        self.initial = algorithm.build_model(self).to(self.device)
         self.stacked = {
-            name: value.detach().unsqueeze(0).repeat(n_models, *([1] * value.ndim))
-            for name, value in tensor_state(initial).items()
+            name: value.detach().unsqueeze(0).repeat(len(train_sizes), *([1] * value.ndim))
+            for name, value in tensor_state(self.initial).items()
         }
-        self.models = [copy.deepcopy(initial) for _ in range(n_models)]
+        self.models = [copy.deepcopy(self.initial) for _ in train_sizes]
         for site, model in enumerate(self.models):
             _alias(model, self.stacked, site)
         self.states = [tensor_state(m) for m in self.models]
-        owned = owners(initial)
+        owned = owners(self.initial)
         self.local_names = sorted(n for n in self.stacked if algorithm.is_local(n, owned[n]))
         self.shared_names = sorted(
             n for n in self.stacked if n not in self.local_names and self.stacked[n].is_floating_point()
         )
-        self.execution = self._choose_execution(initial)
-        if self.execution == "batched":
-            self._prepare_batched(initial)
-        else:
-            self.optimizers = [self.make_optimizer(m) for m in self.models]
-        algorithm.setup(self)
 
-    def _choose_execution(self, model: nn.Module) -> str:
-        possible = self.algorithm.batchable and batched.supports(self.algorithm.batched_template(model))
-        if self.config.execution == "batched" and not possible:
-            raise SpecError(f"{self.algorithm.title} with this model cannot be trained batched; "
-                            "use execution 'per-site' or 'auto'.")
-        return "batched" if possible and self.config.execution != "per-site" else "per-site"
-
-    def _prepare_batched(self, model: nn.Module) -> None:
-        self.template = self.algorithm.batched_template(model)
-        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-        # Leaves for autograd that share storage with the stack (updated in place).
-        self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
-        self.batched_state = {**self.stacked, **self.leaves}
-        self.optimizer = batched.SiteSGD(self.leaves, self.config.momentum, self.config.weight_decay)
-        self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
-
-    # -- building blocks algorithms use -------------------------------------------------------
     def make_model(self) -> nn.Module:
         """The federation's model: the MLP for tables, the backbone with a classifier for images."""
         if self.federation.is_tabular:
@@ -303,6 +276,66 @@ class Simulation:
         options.update(overrides)
         return MLP(self.federation.n_features, self.federation.n_classes, **options)
 
+    def aggregate(self) -> None:
+        """The server side of a round, after the sites' local updates: the shared parameters are
+        mixed with the algorithm's mixing matrix, then the algorithm's server step runs."""
+        if self.shared_names and len(self.models) > 1:
+            with torch.no_grad():
+                mix_(self.stacked, self.shared_names, self.algorithm.mixing(self))
+        self.algorithm.after_aggregation(self)
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+        """Log-probabilities in evaluation mode (dropout off, BatchNorm running statistics), in
+        batches so that large images fit in memory."""
+        model.eval()
+        return torch.cat([model(x[start : start + batch_size]) for start in range(0, len(x), batch_size)])
+
+    @torch.no_grad()
+    def predict_each(self, x: torch.Tensor) -> torch.Tensor:
+        """Every site's model on the same rows: log-probabilities [sites, rows, classes]."""
+        return torch.stack([self.predict(model, x) for model in self.models])
+
+
+class Simulation(FederatedModels):
+    """All sites of a federation trained in one process."""
+
+    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig) -> None:
+        sizes = [site.n_train for site in federation.sites]
+        super().__init__(federation, algorithm, config, [sum(sizes)] if algorithm.pooled else sizes)
+        to_device = lambda t: t.to(self.device)  # noqa: E731
+        self.test_sets = [(to_device(s.x_test), to_device(s.y_test)) for s in federation.sites]
+        if algorithm.pooled:
+            self.train_sets = [tuple(map(to_device, federation.pooled_train()))]
+        else:
+            self.train_sets = [(to_device(s.x_train), to_device(s.y_train)) for s in federation.sites]
+        self.class_weights = torch.stack([
+            class_weights(y, federation.n_classes) for _, y in self.train_sets
+        ]).to(self.device)
+        self.execution = self._choose_execution(self.initial)
+        if self.execution == "batched":
+            self._prepare_batched(self.initial)
+        else:
+            self.optimizers = [self.make_optimizer(m) for m in self.models]
+        algorithm.setup(self)
+
+    def _choose_execution(self, model: nn.Module) -> str:
+        possible = self.algorithm.batchable and batched.supports(self.algorithm.batched_template(model))
+        if self.config.execution == "batched" and not possible:
+            raise SpecError(f"{self.algorithm.title} with this model cannot be trained batched; "
+                            "use execution 'per-site' or 'auto'.")
+        return "batched" if possible and self.config.execution != "per-site" else "per-site"
+
+    def _prepare_batched(self, model: nn.Module) -> None:
+        self.template = self.algorithm.batched_template(model)
+        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+        # Leaves for autograd that share storage with the stack (updated in place).
+        self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
+        self.batched_state = {**self.stacked, **self.leaves}
+        self.optimizer = batched.SiteSGD(self.leaves, self.config.momentum, self.config.weight_decay)
+        self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
+
+    # -- building blocks algorithms use -------------------------------------------------------
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.SGD(
             model.parameters(),
@@ -378,15 +411,13 @@ class Simulation:
         if self.execution == "batched":
             losses = self._train_batched(lr)
         else:
-            losses = [self._train_site(site, lr) for site in range(len(self.models))]
+            losses = [self.train_site(site, lr) for site in range(len(self.models))]
         self.algorithm.before_aggregation(self)
-        if self.shared_names and len(self.models) > 1:
-            with torch.no_grad():
-                mix_(self.stacked, self.shared_names, self.algorithm.mixing(self))
-        self.algorithm.after_aggregation(self)
+        self.aggregate()
         return {self.site_label(site): loss for site, loss in enumerate(losses)}
 
-    def _train_site(self, site: int, lr: float) -> float:
+    def train_site(self, site: int, lr: float) -> float:
+        """One site's local update of this round (the per-site path; a Flower site runs this)."""
         optimizer = self.algorithm.local_optimizer(self, site, lr)
         x, y = self.train_sets[site]
         return train_locally(
@@ -407,32 +438,26 @@ class Simulation:
         return losses.tolist()
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-        """Log-probabilities in evaluation mode (dropout off, BatchNorm running statistics), in
-        batches so that large images fit in memory."""
-        model.eval()
-        return torch.cat([model(x[start : start + batch_size]) for start in range(0, len(x), batch_size)])
-
-    @torch.no_grad()
     def predict_each(self, x: torch.Tensor) -> torch.Tensor:
-        """Every site's model on the same rows: log-probabilities [sites, rows, classes]."""
         if self.execution == "batched":
             valid = torch.ones(len(self.models), len(x), dtype=torch.bool, device=x.device)
             return batched.forward(self.template, self.algorithm.prediction_state(self.stacked),
                                    x.expand(len(self.models), *x.shape), valid, train=False)
-        return torch.stack([self.predict(model, x) for model in self.models])
+        return super().predict_each(x)
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        """Every site's model scored on that site's own hold-out (all sites in one pass)."""
-        y, valid = pad_sites([y for _, y in self.test_sets])
+    def evaluate(self, sets: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, dict[str, float]]:
+        """Every site's model scored on that site's own hold-out, or on `sets` (one (x, y) per
+        site, e.g. a validation split), all sites in one pass."""
+        sets = self.test_sets if sets is None else sets
+        y, valid = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
-            x, _ = pad_sites([x for x, _ in self.test_sets])
+            x, _ = pad_sites([x for x, _ in sets])
             log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
                                        train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
-                                  enumerate(self.test_sets)])[0]
+                                  enumerate(sets)])[0]
         return dict(zip(self.site_names, site_metrics(y, log_prob, valid)))
 
     def run(
@@ -453,20 +478,26 @@ class Simulation:
 
     def round_record(self, train_loss: dict[str, float], elapsed: float) -> tuple[dict, dict]:
         sites = self.evaluate()
-        mean, worst = mean_and_worst(sites)
         scalars, arrays = self.algorithm.record(self)
-        record = {
-            "round": self.round,
-            "elapsed_s": round(elapsed, 3),
-            "lr": self.config.lr_at(self.round),
-            "train_loss": train_loss,
-            "sites": sites,
-            "mean": mean,
-            "worst": worst,
-            "worst_site": {m: _worst_site(sites, m) for m in mean},
-            "algorithm": scalars,
-        }
-        return record, arrays
+        return round_record(self.round, elapsed, self.config.lr_at(self.round), train_loss, sites, scalars), arrays
+
+
+def round_record(round_: int, elapsed: float, lr: float, train_loss: dict[str, float],
+                 sites: dict[str, dict[str, float]], algorithm_scalars: dict[str, Any]) -> dict[str, Any]:
+    """One evaluated round's JSON record: every site's metrics on its own hold-out, their mean and
+    worst site, and what the algorithm records."""
+    mean, worst = mean_and_worst(sites)
+    return {
+        "round": round_,
+        "elapsed_s": round(elapsed, 3),
+        "lr": lr,
+        "train_loss": train_loss,
+        "sites": sites,
+        "mean": mean,
+        "worst": worst,
+        "worst_site": {m: _worst_site(sites, m) for m in mean},
+        "algorithm": algorithm_scalars,
+    }
 
 
 def _check_inputs(federation: Federation, algorithm: Algorithm) -> None:

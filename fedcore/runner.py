@@ -2,7 +2,8 @@
 jobs and tests all take.
 
 A spec is plain JSON: {"algorithm": ..., "data": ..., "params": {...}, "config": {...}}; `data` is
-a data reference, a string or an object (see data_adapters.references).
+a data reference, a string or an object (see data_adapters.references), or a Flower federation
+whose sites hold the data (`flower:HOST:PORT`, see fedcore.flower.reference).
 `resolve_spec` validates it and fills in every default, so the stored spec says exactly what ran.
 """
 
@@ -28,6 +29,7 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     from data_adapters import check_reference
     from fedcore.algorithms import get_algorithm, params_from_dict
     from fedcore.engine import TrainConfig
+    from fedcore.flower.reference import check_flower_run, flower_reference, is_flower_reference
 
     unknown = sorted(set(raw) - set(SPEC_KEYS) - {"run_id", "created", "version"})
     if unknown:
@@ -46,8 +48,14 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     except TypeError as error:
         raise SpecError(f"Invalid engine setting: {error}.") from None
     # A string or a JSON object; checked now (unknown source, bad option, missing file, tables
-    # that do not combine) so that no run is created for data that cannot load.
-    data = check_reference(raw.get("data") or "demo")
+    # that do not combine) so that no run is created for data that cannot load. A Flower
+    # federation's rows are at its sites: only its settings can be checked here.
+    data = raw.get("data") or "demo"
+    if is_flower_reference(data):
+        data = flower_reference(data)
+        check_flower_run(algorithm.name, asdict(params), data)
+    else:
+        data = check_reference(data)
     return {
         "algorithm": algorithm.name,
         "data": data,
@@ -66,12 +74,17 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     from data_adapters import load_federation
     from fedcore.algorithms import build_algorithm
     from fedcore.engine import Simulation, TrainConfig
+    from fedcore.flower.launch import run_federation
+    from fedcore.flower.reference import is_flower_reference
 
     spec = run.spec
     config = TrainConfig(**spec["config"])
     run.mark_started(config.rounds)
     state = {"round": 0}
     try:
+        if is_flower_reference(spec["data"]):
+            # The sites train in their own processes; Flower's ServerApp records the run.
+            return run_federation(run, progress)
         federation = load_federation(spec["data"], config.seed)
         run.write_federation(federation.describe())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])
@@ -92,7 +105,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
 
         history = sim.run(on_round)
     except (KeyboardInterrupt, Cancelled):
-        run.mark_finished("cancelled", f"Stopped by the user after round {state['round']}.")
+        round_ = max(state["round"], int(run.raw_status().get("round") or 0))
+        run.mark_finished("cancelled", f"Stopped by the user after round {round_}.")
         raise
     except FedcoreError as error:
         run.mark_finished("failed", str(error))

@@ -7,6 +7,7 @@
         rounds.jsonl       one JSON line per evaluated round, append-only
         arrays/r000010.npz per-round arrays (b_in, w_in, marks, similarity matrices, ...)
         summary.json       final per-site metrics, mean and worst site (written at the end)
+        model.npz          Flower runs: each site's final shared parameters, as the server holds them
 
 Every whole-file write goes to a temporary file that is renamed into place, so a killed worker
 leaves either the old or the new file. The append-only log may end in a torn line; readers
@@ -189,8 +190,16 @@ class Run:
         return sorted(int(p.stem[1:]) for p in folder.glob("r*.npz") if p.stem[1:].isdigit())
 
     def load_arrays(self, round_: int) -> dict[str, np.ndarray]:
-        with np.load(self.path / "arrays" / f"r{round_:06d}.npz", allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        return _load_npz(self.path / "arrays" / f"r{round_:06d}.npz")
+
+    def save_model(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """model.npz: the final shared parameters as the server holds them, [sites, ...] each (Flower runs)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **{k: np.asarray(v) for k, v in tensors.items()})
+        atomic_write_bytes(self.path / "model.npz", buffer.getvalue())
+
+    def load_model(self) -> dict[str, np.ndarray]:
+        return _load_npz(self.path / "model.npz")
 
 
 class RunStore:
@@ -234,6 +243,11 @@ class RunStore:
 
     def delete(self, run_id: str) -> None:
         shutil.rmtree(self.get(run_id).path)
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
 
 
 def _worker_alive(status: Mapping[str, Any]) -> bool:

@@ -143,6 +143,20 @@ def test_apfl_shares_only_the_global_model_and_adapts_alpha():
     assert all(a == 0.5 for a in history[-1]["algorithm"]["alpha"].values())
 
 
+def test_apfl_alpha_is_projected_back_into_0_1():
+    """Projected descent on alpha: a stored alpha outside [0, 1] (one round's steps can push it
+    past a bound) is put back at the start of the next round. Left there, an alpha far below 0
+    makes the mixture the shared model alone for good (as happened on HAR)."""
+    for execution in ("batched", "per-site"):
+        sim = Simulation(make_federation(), build_algorithm("apfl"), TrainConfig(rounds=2, execution=execution))
+        with torch.no_grad():
+            sim.stacked["alpha"].copy_(torch.tensor([-3.0, 0.5, 4.0]))
+        sim.step()
+        alpha = sim.stacked["alpha"]
+        assert -0.1 < float(alpha[0]) < 0.1 and 0.9 < float(alpha[2]) < 1.1, (execution, alpha)
+        assert sorted(sim.algorithm.record(sim)[0]["alpha"].values())[0] >= 0
+
+
 def test_adafed_threshold_rule_gives_a_random_label_site_zero_weight():
     federation = make_federation(n_sites=4, rows=200, random_label_sites=(3,))
     clean = [s for i, s in enumerate(federation.sites) if i != 3]

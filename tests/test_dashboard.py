@@ -116,6 +116,26 @@ def test_train_page_explains_invalid_settings(app):
     assert {r.id for r in store.runs()} == set(ids.values())  # nothing stored
 
 
+def test_train_page_launches_a_flower_federation_run_as_a_job(app):
+    at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
+    at.radio(key="where").set_value("flower").run()
+    assert len(at.multiselect[0].options) == 6  # the algorithms a Flower federation runs
+    at.text_input(key="superlink").set_value("127.0.0.1:9")
+    at.number_input(key="flower_sites").set_value(3)
+    at.multiselect[0].set_value(["fedhealth2"])
+    at.button[0].click().run()
+    assert "variant 'f'" in texts(at)  # refused before anything is stored
+    assert {r.id for r in store.runs()} == set(ids.values())
+    at.multiselect[0].set_value(["ifedavg"])
+    at.number_input(key="config-rounds").set_value(2)
+    at.button[0].click().run()
+    assert not at.exception
+    (run,) = [r for r in store.runs() if r.id not in ids.values()]
+    assert run.spec["data"]["source"] == "flower" and run.spec["data"]["superlink"] == "127.0.0.1:9"
+    assert run.spec["data"]["sites"] == 3 and run.spec["config"]["rounds"] == 2
+    assert "Started 1 run(s)" in texts(at)
+
+
 def test_apfl_keeps_its_own_engine_default_unless_changed(app):
     at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
     at.multiselect[0].set_value(["apfl"])

@@ -1,10 +1,12 @@
 """The synthetic demo federation, and iFedAvg finding its injected shifts end to end."""
 
 import numpy as np
+import pytest
 
 from data_adapters import load_federation
 from data_adapters.demo import FEATURE_INDEX, make_demo_federation
 from fedcore.cli import main
+from fedcore.errors import DataError
 from fedcore.store import RunStore
 
 
@@ -49,6 +51,17 @@ def test_demo_data_are_fixed_and_the_split_follows_the_run_seed():
     assert np.array_equal(a.sites[0].x_test.numpy(), b.sites[0].x_test.numpy())
     assert not np.array_equal(a.sites[0].x_test.numpy(), c.sites[0].x_test.numpy())
     assert a.sites[0].n_train + a.sites[0].n_test == c.sites[0].n_train + c.sites[0].n_test
+
+
+def test_one_demo_site_is_that_site_of_the_whole_federation():
+    whole = {s.name: s for s in make_demo_federation(seed=2).sites}
+    elm = load_federation("demo:site=Elm Regional", seed=2)
+    assert elm.site_names == ["Elm Regional"]
+    for part in ("x_train", "y_train", "x_test", "y_test"):
+        assert np.array_equal(getattr(elm.sites[0], part).numpy(), getattr(whole["Elm Regional"], part).numpy())
+    assert [g["site"] for g in elm.ground_truth] == ["Elm Regional"]
+    with pytest.raises(DataError, match="no site 'Elm'.*Elm Regional"):
+        load_federation("demo:site=Elm")
 
 
 def test_per_site_standardization_hides_the_unit_error():

@@ -97,3 +97,16 @@ def test_device_choice():
     if not torch.cuda.is_available():
         with pytest.raises(SpecError, match="no GPU"):
             resolve_device("cuda")
+
+
+@pytest.mark.parametrize("execution", ["batched", "per-site"])
+def test_evaluation_on_other_per_site_sets(execution):
+    """A validation split is scored like the hold-outs: site i's model on set i."""
+    sim = Simulation(make_federation(), build_algorithm("local"), TrainConfig(rounds=2, execution=execution))
+    sim.run()
+    assert sim.evaluate([(s.x_test, s.y_test) for s in sim.federation.sites]) == sim.evaluate()
+    # every site scored on the first site's hold-out: each model sees rows it did not train on
+    first = sim.federation.sites[0]
+    on_first = sim.evaluate([(first.x_test, first.y_test)] * len(sim.federation.sites))
+    assert on_first[first.name] == sim.evaluate()[first.name]
+    assert len({round(m["loss"], 6) for m in on_first.values()}) == len(on_first)

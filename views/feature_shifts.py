@@ -9,6 +9,7 @@ from dashboard.figures import LAYER_TITLES, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
 from fedcore.interpret.significance import RULES
 from fedcore.errors import FedcoreError
+from fedcore.flower.reference import is_flower_reference
 
 st.title("Feature shifts (iFedAvg)")
 st.markdown(
@@ -95,6 +96,10 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
     pick = st.columns(2)
     site = pick[0].selectbox("Site", sites, key="dist_site")
     feature = pick[1].selectbox("Feature", features, key="dist_feature")
+    if is_flower_reference(run.spec["data"]):
+        st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
+                "Each site can look at its own values of this feature.")
+        return
     try:
         federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))
     except FedcoreError as error:

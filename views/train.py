@@ -12,25 +12,47 @@ from fedcore import jobs
 from fedcore.algorithms import REGISTRY
 from fedcore.engine import TrainConfig
 from fedcore.errors import FedcoreError
+from fedcore.flower.reference import SUPPORTED
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
 
 store = get_store()
 st.title("Train")
-data = chosen_data()
-left, right = st.columns([3, 1])
-left.markdown(f"**Data:** {data['label']}")
-right.page_link("views/data.py", label="Change the data", icon=":material/table:")
-images = parse_reference(data["ref"])[0].kind == "image"
-kind = "image" if images else "table"
-available = [name for name, cls in REGISTRY.items() if kind in cls.inputs]
-if images:
-    st.caption("Images: the models are a small CNN with BatchNorm (or the backbone chosen under *More training "
-               "settings*); inDISCO trains a ProtoPNet on it. iFedAvg and APFL need tables.")
+where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, key="where",
+                 format_func={"here": "Here, simulated, on the chosen data",
+                              "flower": "A Flower federation: each site on its own machine, with its own data"}.get)
+if where == "here":
+    data = chosen_data()
+    left, right = st.columns([3, 1])
+    left.markdown(f"**Data:** {data['label']}")
+    right.page_link("views/data.py", label="Change the data", icon=":material/table:")
+    images = parse_reference(data["ref"])[0].kind == "image"
+    kind = "image" if images else "table"
+    offered = [name for name, cls in REGISTRY.items() if kind in cls.inputs]
+    if images:
+        st.caption("Images: the models are a small CNN with BatchNorm (or the backbone chosen under *More training "
+                   "settings*); inDISCO trains a ProtoPNet on it. iFedAvg and APFL need tables.")
+else:
+    st.markdown("Each site runs a Flower SuperNode next to its data and connects to a SuperLink; the run "
+                "waits for the sites, trains through them and shows here like any run. No row leaves a site. "
+                "How to start the SuperLink and the sites: README, *Real federations over Flower* "
+                "(`make flower-demo` plays it on this machine).")
+    slots = st.columns([2, 1, 2])
+    superlink = slots[0].text_input("SuperLink address", "127.0.0.1:9093", key="superlink",
+                                    help="HOST:PORT of the SuperLink (its --port).")
+    sites = slots[1].number_input("Sites to wait for", min_value=1, value=2, step=1, key="flower_sites",
+                                  help="The run starts once this many SuperNodes are connected.")
+    server_data = slots[2].text_input("The server's own data (optional)", "", key="server_data",
+                                      help="A data reference on this machine: AdaFed's server test set.")
+    data = {"ref": {"source": "flower", "superlink": superlink.strip(), "sites": int(sites),
+                    **({"server_data": server_data.strip()} if server_data.strip() else {})}}
+    st.caption("Over Flower: FedHealth2 runs its f-variant (set variant to f); AdaFed scores the sites' models "
+               "on the server's own data (server test 'given' and the server's data above).")
+    offered = list(SUPPORTED)
 
 chosen = st.multiselect(
     "Algorithms (several run side by side on the same data, one background job each)",
-    available, default=["indisco-pm" if images else "ifedavg"],
+    offered, default=["ifedavg" if "ifedavg" in offered else "indisco-pm"],
     format_func=lambda name: f"{REGISTRY[name].title} — {REGISTRY[name].summary}",
 )
 

@@ -111,7 +111,7 @@ class AdaFed(Algorithm):
     def _weights(self, sim) -> torch.Tensor:
         accuracy, rule = self.site_accuracy.clone(), self.params.weight_rule
         if rule == "accuracy_x_size":
-            return accuracy * torch.tensor([float(len(y)) for _, y in sim.train_sets])
+            return accuracy * torch.tensor([float(n) for n in sim.train_sizes])
         if rule == "threshold":
             return (accuracy - self.params.accuracy_floor).clamp(min=0)
         if rule == "power":

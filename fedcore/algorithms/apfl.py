@@ -29,8 +29,8 @@ class APFLParams(FedAvgParams):
 def mixture(alpha: torch.Tensor, personal: dict[str, torch.Tensor], shared: dict[str, torch.Tensor],
             detach_shared: bool = False) -> dict[str, torch.Tensor]:
     """The mixed model's tensors alpha * v + (1 - alpha) * w, for one site (alpha a scalar) or for
-    all sites stacked (alpha [sites]). alpha is projected onto [0, 1] in the forward pass with an
-    identity gradient, so that it can leave 0 or 1 again."""
+    all sites stacked (alpha [sites]). alpha is clamped to [0, 1] in the forward pass with an
+    identity gradient, so that a step can move it off 0 or 1 again."""
     alpha = alpha + (alpha.clamp(0.0, 1.0) - alpha).detach()
     mixed = {}
     for name, v in personal.items():
@@ -78,6 +78,13 @@ class APFL(Algorithm):
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         return not name.startswith("shared.")
+
+    def start_round(self, sim) -> None:
+        # APFL descends on alpha with a projection onto [0, 1]. Projected once a round (within a
+        # round the mixture uses it clamped): left unprojected, alpha drifted far below 0 on HAR,
+        # where the mixture is the shared model alone and alpha could not come back.
+        with torch.no_grad():
+            sim.stacked["alpha"].clamp_(0.0, 1.0)
 
     def loss(self, sim, site: int, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return sim.base_loss(model.shared(x), y, site) + sim.base_loss(

@@ -128,7 +128,7 @@ class Algorithm:
         """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""
         n_sites = len(sim.models)
         if self.params.weighting == "samples":
-            sizes = torch.tensor([float(len(y)) for _, y in sim.train_sets])
+            sizes = torch.tensor([float(n) for n in sim.train_sizes])
             return (sizes / sizes.sum()).expand(n_sites, n_sites).clone()
         return torch.full((n_sites, n_sites), 1.0 / n_sites)
 
@@ -142,6 +142,19 @@ class Algorithm:
     def record(self, sim: Simulation) -> Records:
         """Scalars for the round's JSON record and arrays for its npz, at evaluated rounds."""
         return {}, {}
+
+    # -- what the server reads of the parameters that stay at the sites --------------------------
+    # In one process the server side holds every tensor anyway; over Flower (fedcore.flower) a site
+    # sends exactly these, so what leaves a site is stated here, next to what stays local.
+    def recorded_locals(self, sim: Simulation) -> list[str]:
+        """Local tensors `record` reads (iFedAvg's b_in / w_in): sent at evaluated rounds, and
+        only by sites whose configuration allows it."""
+        return []
+
+    def server_step_locals(self, sim: Simulation) -> list[str]:
+        """Local tensors this round's `after_aggregation` reads (FedHealth2's f-variant BatchNorm
+        statistics, once): sent with the round's update."""
+        return []
 
 
 def params_from_dict(algorithm: type[Algorithm], values: dict[str, Any]) -> Any:

@@ -106,6 +106,11 @@ class FedHealth2(Algorithm):
         if self.params.variant == "f" and sim.round == self.params.warmup_rounds:
             self._set_weights(sim, [bn_running_statistics(m) for m in sim.models])
 
+    def server_step_locals(self, sim) -> list[str]:
+        if self.params.variant == "f" and sim.round == self.params.warmup_rounds:
+            return bn_running_statistic_names(sim.models[0])
+        return []
+
     def mixing(self, sim) -> torch.Tensor:
         if self.weights is None:  # f-variant warm-up: plain FedBN
             n_sites = len(sim.models)
@@ -142,6 +147,12 @@ def bn_running_statistics(model: nn.Module) -> Statistics:
         for m in model.modules()
         if is_batch_norm(m)
     ]
+
+
+def bn_running_statistic_names(model: nn.Module) -> list[str]:
+    """The qualified names of the tensors `bn_running_statistics` reads."""
+    return [f"{prefix}.{statistic}" for prefix, m in model.named_modules() if is_batch_norm(m)
+            for statistic in ("running_mean", "running_var")]
 
 
 def _input_statistics(model: nn.Module, layers: list[nn.Module], x: torch.Tensor, batch_size: int) -> Statistics:

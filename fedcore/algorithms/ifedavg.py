@@ -68,6 +68,9 @@ class IFedAvg(Algorithm):
             names.update(b_out="f_out.b", w_out="f_out.w")
         return names
 
+    def recorded_locals(self, sim) -> list[str]:
+        return list(self.layers().values())
+
     def record(self, sim) -> Records:
         arrays: dict[str, np.ndarray] = {}
         marked = {}

@@ -1,0 +1,12 @@
+"""Real federations over Flower: each site runs its own ClientApp next to its data.
+
+    reference.py  `--data flower:HOST:PORT`: a run whose rows stay at the sites (no Flower needed)
+    protocol.py   the messages between the server and the sites
+    site.py       a site: its own rows, the simulation's local update (`Simulation.train_site`)
+    server.py     the server: the simulation's server side of a round (`FederatedModels.aggregate`,
+                  the algorithm's hooks), fed by the sites' replies, writing the run store
+    apps.py       the Flower ServerApp and ClientApp (components of app/pyproject.toml)
+    launch.py     `flwr run` against a SuperLink; a SuperLink and SuperNodes on this machine
+    simulation.py the same apps on Flower's simulation engine (Ray), for benchmarks
+    __main__.py   `python -m fedcore.flower demo`
+"""

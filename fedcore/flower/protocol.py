@@ -1,0 +1,48 @@
+"""What the server and the sites say to each other: the records of every message, by name.
+
+    server -> site                               site -> server
+    describe (query)  SPEC                      SITE: its description (names, sizes, features,
+                                                      classes; no rows)
+    train             SPEC, ROUND, MODEL,       MODEL: its shared tensors after training, and the
+                      CLASS_WEIGHTS (if the           local ones ROUND asked for; TRAIN: its loss;
+                      algorithm sets them)            SCORES: the received model's scores on its
+                                                      hold-out (when ROUND asks to evaluate first)
+    evaluate          SPEC, ROUND, MODEL        SCORES
+
+SPEC is the run's spec (algorithm, params, engine config), sent each time because a site keeps
+nothing but its own tensors between rounds. Tensors travel as numpy arrays (never pickled).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
+
+SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES = (
+    "spec", "site", "round", "model", "class_weights", "train", "scores",
+)
+# Message types a site answers (Flower's train / evaluate / query actions).
+DESCRIBE = "query.describe"
+
+
+def json_record(value: Any) -> ConfigRecord:
+    return ConfigRecord({"json": json.dumps(value)})
+
+
+def read_json(record: ConfigRecord) -> Any:
+    return json.loads(str(record["json"]))
+
+
+def array_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
+    return ArrayRecord({name: Array(t.detach().cpu().contiguous().numpy()) for name, t in tensors.items()})
+
+
+def read_tensors(record: ArrayRecord) -> dict[str, torch.Tensor]:
+    return {name: torch.from_numpy(array.numpy().copy()) for name, array in record.items()}
+
+
+def metric_record(values: dict[str, float]) -> MetricRecord:
+    return MetricRecord({name: float(value) for name, value in values.items()})

@@ -1,0 +1,180 @@
+"""One site of a Flower federation: its own rows, and the local update of the simulation.
+
+A site reads only its own data, named in its SuperNode's node config:
+
+    site           the site's name (what the dashboard shows; it also keys the site's hold-out
+                   split and its random streams, exactly as in the simulation)
+    data           a CSV file (read with the same ingestion and checks as `data_adapters`), or a
+                   data reference (`csv:FILE,target=...`, `demo:site=NAME`, `heart:FOLDER`, ...);
+                   a reference holding several sites keeps the one named `site`
+    target         the CSV file's target column (when `data` is a bare file)
+    share-local    whether the site sends the parameters that stay local to the server for the
+                   algorithm's records (iFedAvg's b_in / w_in heatmaps); true by default
+
+Each round a site is the simulation of a federation of one: a `Simulation` over its own data,
+whose model and optimiser momentum persist between rounds in Flower's `context.state`. It
+trains with the same `train_locally`, algorithm loss and seeds (derived from the run seed, its
+name and the round) as the in-process engine, so the two give the same weights. The server's
+part of the algorithm (its setup, the class weights it chooses) stays at the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+from flwr.app import MessageType, RecordDict
+
+from fedcore.algorithms import build_algorithm
+from fedcore.algorithms.base import Algorithm
+from fedcore.engine import Simulation, TrainConfig, resolve_device
+from fedcore.errors import DataError
+from fedcore.federation import Federation
+from fedcore.flower import protocol
+
+MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
+
+
+def load_site(node_config: dict[str, Any], seed: int) -> Federation:
+    """The federation of this site alone, split with the run's seed. DataError says what is wrong
+    with the node config or the data."""
+    from data_adapters import SOURCES, load_federation, normalize_reference
+
+    name = str(node_config.get("site") or "") or None
+    data = str(node_config.get("data") or "")
+    if not data:
+        raise DataError("This SuperNode's --node-config names no data: add data='FILE.csv' (with "
+                        "target='COLUMN') or a data reference such as data='demo:site=Alder General'.")
+    if data.partition(":")[0] in SOURCES:
+        reference: Any = data
+    else:  # a bare file: one CSV site
+        if not node_config.get("target"):
+            raise DataError(f"This SuperNode's data is the file {data}; name its target column in "
+                            "--node-config (target='COLUMN').")
+        reference = {"source": "csv", "files": [data], "target": str(node_config["target"]),
+                     **({"site_names": [name]} if name else {})}
+    federation = load_federation(normalize_reference(reference), seed)
+    names = federation.site_names
+    if name is None and len(names) > 1:
+        raise DataError(f"{data} holds the sites {', '.join(names)}; say which one this is with site='...'.")
+    chosen = name or names[0]
+    if chosen not in names:
+        raise DataError(f"This SuperNode is site '{chosen}', but {data} holds {', '.join(names)}.")
+    if len(names) == 1:
+        return federation
+    return replace(federation, sites=[s for s in federation.sites if s.name == chosen],
+                   ground_truth=[g for g in federation.ground_truth if g.get("site") == chosen])
+
+
+def share_local(node_config: dict[str, Any]) -> bool:
+    value = node_config.get("share-local", True)
+    return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes", "on")
+
+
+class AtSite:
+    """The algorithm as a site runs it: its model, local loss and start of a round are the
+    algorithm's own; its setup and the class weights it chooses belong to the server, whose
+    choice arrives with the round."""
+
+    def __init__(self, algorithm: Algorithm, class_weights: torch.Tensor | None) -> None:
+        self._algorithm = algorithm
+        self._class_weights = class_weights
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._algorithm, name)
+
+    def setup(self, sim: Simulation) -> None:
+        """The server's step; nothing to do at a site."""
+
+    def class_weights(self, sim: Simulation) -> torch.Tensor | None:
+        return None if self._class_weights is None else self._class_weights[None]
+
+
+def site_simulation(federation: Federation, content: RecordDict) -> Simulation:
+    """The site's model as of the round the message is for (built from the run seed, as in the
+    simulation; the server's model and the site's own state are loaded next)."""
+    spec = protocol.read_json(content[protocol.SPEC])
+    weights = None
+    if protocol.CLASS_WEIGHTS in content:
+        weights = protocol.read_tensors(content[protocol.CLASS_WEIGHTS])["weights"]
+    config = TrainConfig(**{**spec["config"], "execution": "per-site"})
+    return Simulation(federation, AtSite(build_algorithm(spec["algorithm"], spec["params"]), weights), config)
+
+
+def answer(kind: str, federation: Federation, node_config: dict[str, Any], state: RecordDict,
+           content: RecordDict) -> RecordDict:
+    """This site's reply to a message of type `kind` (see `protocol`); `state` keeps what the site
+    holds between rounds (Flower's `context.state`)."""
+    if kind == protocol.DESCRIBE:
+        return describe(federation, node_config, content)
+    if kind == MessageType.TRAIN:
+        return train(federation, node_config, state, content)
+    if kind == MessageType.EVALUATE:
+        return evaluate(federation, state, content)
+    raise DataError(f"A site does not answer messages of type {kind!r}.")
+
+
+def describe(federation: Federation, node_config: dict[str, Any], content: RecordDict) -> RecordDict:
+    """What the server may know of this site: names, sizes, classes; never a row."""
+    from fedcore.runner import code_version
+
+    spec = protocol.read_json(content[protocol.SPEC])
+    description = federation.describe()
+    description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
+                       version=code_version(), device=str(resolve_device(spec["config"]["device"])))
+    return RecordDict({protocol.SITE: protocol.json_record(description)})
+
+
+def train(federation: Federation, node_config: dict[str, Any], state: RecordDict, content: RecordDict) -> RecordDict:
+    """Score the received model if asked (the previous round's scores), then train on it."""
+    sim = site_simulation(federation, content)
+    _restore(sim, state, content)
+    round_info = content[protocol.ROUND]
+    reply = RecordDict()
+    if round_info["evaluate"]:
+        reply[protocol.SCORES] = protocol.metric_record(sim.evaluate()[sim.site_names[0]])
+    sim.round = int(round_info["round"])
+    sim.algorithm.start_round(sim)
+    loss = sim.train_site(0, float(round_info["lr"]))
+    _keep(sim, state)
+    sent = [*sim.shared_names, *sim.algorithm.server_step_locals(sim)]
+    if share_local(node_config) and sim.config.is_evaluated(sim.round):
+        sent += sim.algorithm.recorded_locals(sim)
+    reply[protocol.MODEL] = protocol.array_record({name: sim.stacked[name][0] for name in dict.fromkeys(sent)})
+    reply[protocol.TRAIN] = protocol.metric_record({"loss": loss})
+    return reply
+
+
+def evaluate(federation: Federation, state: RecordDict, content: RecordDict) -> RecordDict:
+    """The received model's scores on this site's own hold-out."""
+    sim = site_simulation(federation, content)
+    _restore(sim, state, content)
+    return RecordDict({protocol.SCORES: protocol.metric_record(sim.evaluate()[sim.site_names[0]])})
+
+
+@torch.no_grad()
+def _restore(sim: Simulation, state: RecordDict, content: RecordDict) -> None:
+    """The site's own tensors and momentum from earlier rounds, then the model it receives."""
+    model = sim.models[0]
+    if protocol.MODEL in state:
+        for name, value in protocol.read_tensors(state[protocol.MODEL]).items():
+            sim.stacked[name][0].copy_(value)
+    if MOMENTUM in state:
+        optimizer, parameters = sim.optimizers[0], dict(model.named_parameters())
+        for name, value in protocol.read_tensors(state[MOMENTUM]).items():
+            optimizer.state[parameters[name]]["momentum_buffer"] = value.to(sim.device)
+    for name, value in protocol.read_tensors(content[protocol.MODEL]).items():
+        if name not in sim.shared_names:
+            raise DataError(f"The server sent {name}, which this site keeps local; do the site and the "
+                            "server run the same fedcore version?")
+        sim.stacked[name][0].copy_(value)
+
+
+def _keep(sim: Simulation, state: RecordDict) -> None:
+    optimizer = sim.optimizers[0]
+    state[protocol.MODEL] = protocol.array_record({name: value[0] for name, value in sim.stacked.items()})
+    state[MOMENTUM] = protocol.array_record({
+        name: optimizer.state[p]["momentum_buffer"] for name, p in sim.models[0].named_parameters()
+        if optimizer.state.get(p, {}).get("momentum_buffer") is not None
+    })

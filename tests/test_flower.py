@@ -1,0 +1,299 @@
+"""Real federations over Flower: the server and site code give what the in-process engine gives.
+
+Most tests run the Flower server (`fedcore.flower.server`) and the sites' answers
+(`fedcore.flower.site`) in this process, the messages handed over directly, so every algorithm
+is checked quickly. `test_loopback_deployment...` runs the real thing: a SuperLink and three
+SuperNodes as processes on 127.0.0.1, the run launched as a user launches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ConfigRecord, RecordDict
+
+from data_adapters import load_federation
+from fedcore.algorithms import build_algorithm
+from fedcore.engine import Simulation, TrainConfig
+from fedcore.errors import DataError, FedcoreError, SpecError
+from fedcore.flower import protocol, site
+from fedcore.flower.reference import flower_reference
+from fedcore.flower.launch import descendants
+from fedcore.flower.server import Node, serve, server_federation
+from fedcore.runner import resolve_spec
+from fedcore.store import Run, RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_SITES = ("Alder General", "Cedar Community", "Elm Regional")
+SERVER_DATA = "demo:site=Pine County"
+TOLERANCE = 1e-5
+
+
+class InProcessSites:
+    """The sites answered by `fedcore.flower.site` in this process, each with its own node config
+    and state between rounds: the server and site code without Flower's transport."""
+
+    def __init__(self, node_configs: list[dict]) -> None:
+        self.node_configs = node_configs
+        self.states = [RecordDict() for _ in node_configs]
+
+    def connect(self, wanted: int, wait_s: float) -> list[Node]:
+        assert wanted == len(self.node_configs)
+        return [Node(k, f"node {k}") for k in range(len(self.node_configs))]
+
+    def exchange(self, nodes, contents, kind, round_, timeout):
+        replies = []
+        for node, content in zip(nodes, contents):
+            config = self.node_configs[node.node_id]
+            seed = protocol.read_json(content[protocol.SPEC])["config"]["seed"]
+            federation = site.load_site(config, seed)
+            replies.append(site.answer(kind, federation, config, self.states[node.node_id], content))
+        return replies
+
+
+def demo_nodes(names=DEMO_SITES, **extra) -> list[dict]:
+    return [{"site": name, "data": f"demo:site={name}", **extra} for name in names]
+
+
+def flower_run(tmp_path: Path, algorithm: str, params: dict, config: dict, nodes: list[dict],
+               server_data: str | None = None) -> Run:
+    data = {"source": "flower", "superlink": "127.0.0.1:9", "sites": len(nodes), "server_data": server_data}
+    spec = resolve_spec({"algorithm": algorithm, "data": data, "params": params, "config": config})
+    run = RunStore(tmp_path / "runs").create(spec)
+    run.mark_started(spec["config"]["rounds"])
+    serve(InProcessSites(nodes), run, flower_run_id=0)
+    return run
+
+
+def simulated(run: Run) -> Simulation:
+    """The same run in the in-process engine, site by site, on the same demo sites."""
+    spec = run.spec
+    names = [s["name"] for s in run.federation["sites"]]
+    demo = load_federation("demo", spec["config"]["seed"])
+    federation = replace(demo, sites=[s for s in demo.sites if s.name in names])
+    if spec["data"]["server_data"]:
+        own = load_federation(spec["data"]["server_data"], spec["config"]["seed"]).sites[0]
+        federation.server_test = (torch.cat([own.x_train, own.x_test]), torch.cat([own.y_train, own.y_test]))
+    config = TrainConfig(**{**spec["config"], "execution": "per-site"})
+    sim = Simulation(federation, build_algorithm(spec["algorithm"], spec["params"]), config)
+    sim.history = sim.run()
+    return sim
+
+
+def largest_differences(run: Run, sim: Simulation) -> dict[str, float]:
+    """Max |Flower - in-process| over the final shared weights, the last round's recorded arrays,
+    and every round's per-site hold-out loss."""
+    model = run.load_model()
+    assert sorted(model) == sim.shared_names
+    last = run.array_rounds()[-1] if run.array_rounds() else None
+    _, ours = sim.algorithm.record(sim)
+    theirs = run.load_arrays(last) if last else {}
+    assert sorted(theirs) == sorted(ours)
+    losses = [abs(a["sites"][name]["loss"] - b["sites"][name]["loss"])
+              for a, b in zip(run.rounds(), sim.history, strict=True) for name in sim.site_names]
+    return {
+        "shared": max(float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model),
+        "recorded": max([float(np.abs(np.asarray(ours[k], float) - theirs[k]).max()) for k in ours] or [0.0]),
+        "loss": max(losses),
+    }
+
+
+@pytest.mark.parametrize("algorithm, params, config, server_data", [
+    ("fedavg", {}, {}, None),
+    ("ifedavg", {"local_f_out": True}, {}, None),
+    ("fedbn", {}, {}, None),
+    ("fedprox", {"mu": 0.5}, {}, None),
+    ("adafed", {"server_test": "given", "weight_rule": "power"}, {}, SERVER_DATA),
+    ("fedhealth2", {"variant": "f", "warmup_rounds": 1}, {}, None),
+])
+def test_every_flower_algorithm_trains_what_the_engine_trains(tmp_path, algorithm, params, config, server_data):
+    settings = {"rounds": 3, "local_epochs": 2, "seed": 4, **config}
+    run = flower_run(tmp_path, algorithm, params, settings, demo_nodes(), server_data)
+    assert run.status["state"] == "done"
+    assert [s["name"] for s in run.federation["sites"]] == sorted(DEMO_SITES)
+    assert [r["round"] for r in run.rounds()] == [1, 2, 3]
+    differences = largest_differences(run, simulated(run))
+    assert max(differences.values()) < TOLERANCE, differences
+
+
+def test_fedhealth2_weights_come_from_statistics_sent_once(tmp_path):
+    run = flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 2}, {"rounds": 3},
+                     demo_nodes())
+    records = run.rounds()
+    assert records[0]["algorithm"]["weights_from_round"] is None
+    assert records[-1]["algorithm"]["weights_from_round"] == 2
+    weights = run.load_arrays(3)["weights"]
+    assert weights.shape == (3, 3) and np.allclose(weights.sum(1), 1)
+    # each site received its own personalised model: the rows of the shared weights differ
+    assert not np.allclose(run.load_model()["head.weight"][0], run.load_model()["head.weight"][1])
+
+
+def test_a_site_that_keeps_its_local_layers_sends_none_of_them(tmp_path):
+    nodes = demo_nodes()
+    nodes[1]["share-local"] = False
+    run = flower_run(tmp_path, "ifedavg", {}, {"rounds": 2}, nodes)
+    assert run.array_rounds() == []
+    note = run.rounds()[-1]["algorithm"]
+    assert note["withheld"] == ["Cedar Community"] and "share-local=false" in note["note"]
+
+    spec = {"algorithm": "ifedavg", "params": {}, "config": TrainConfig(rounds=2).to_dict()}
+    content = RecordDict({protocol.SPEC: protocol.json_record(spec),
+                          protocol.ROUND: ConfigRecord({"round": 2, "lr": 0.002, "evaluate": False}),
+                          protocol.MODEL: protocol.array_record({})})
+    federation = site.load_site(nodes[1], 0)
+    sent = protocol.read_tensors(site.train(federation, nodes[1], RecordDict(), content)[protocol.MODEL])
+    assert "f_in.b" not in sent and "f_in.w" not in sent and "head.weight" in sent
+    shared = protocol.read_tensors(site.train(federation, nodes[0], RecordDict(), content)[protocol.MODEL])
+    assert "f_in.b" in shared  # a site that shares (the default) sends them at evaluated rounds
+
+
+def test_a_site_reads_its_own_csv_file_under_its_own_name():
+    path = ROOT / "assets" / "sample_sites" / "synthetic_north_clinic.csv"
+    federation = site.load_site({"site": "North", "data": str(path), "target": "diabetes"}, seed=1)
+    assert federation.site_names == ["North"]
+    reference = {"source": "csv", "files": [str(path)], "target": "diabetes", "site_names": ["North"]}
+    same = load_federation(reference, 1).sites[0]
+    assert torch.equal(federation.sites[0].x_train, same.x_train)
+    assert torch.equal(federation.sites[0].y_test, same.y_test)
+
+
+@pytest.mark.parametrize("node_config, message", [
+    ({"site": "North"}, "names no data"),
+    ({"site": "North", "data": "north.csv"}, "target column"),
+    ({"data": "demo"}, "holds the sites .* say which one"),
+    ({"site": "Nowhere", "data": "demo:site=Alder General"}, "site 'Nowhere', but .* holds Alder General"),
+])
+def test_a_site_with_a_wrong_node_config_is_told_what_is_wrong(node_config, message):
+    with pytest.raises(DataError, match=message):
+        site.load_site(node_config, 0)
+
+
+def test_sites_that_cannot_train_one_model_are_refused_by_name():
+    def description(name, features):
+        return {"site": {"name": name, "n_train": 10}, "feature_names": features, "feature_kinds": ["continuous"] * 2,
+                "class_names": ["a", "b"], "name": "x", "description": "", "synthetic": True, "ground_truth": [],
+                "warnings": [], "preprocessing": {}}
+
+    reference = flower_reference("flower:127.0.0.1:9")
+    with pytest.raises(DataError, match="'North' and 'South' cannot train one model: features differ "
+                                        r"\(only the first: \['bmi'\]; only the second: \['BMI'\]\)"):
+        server_federation([description("North", ["age", "bmi"]), description("South", ["age", "BMI"])], reference, 0)
+    with pytest.raises(DataError, match="Several SuperNodes call their site North"):
+        server_federation([description("North", ["age", "bmi"])] * 2, reference, 0)
+
+
+def test_the_dashboard_shows_flower_runs_like_any_run(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    lenses = {
+        "views/feature_shifts.py": flower_run(tmp_path, "ifedavg", {}, {"rounds": 2}, demo_nodes()),
+        "views/site_weights.py": flower_run(tmp_path, "adafed", {"server_test": "given"}, {"rounds": 2}, demo_nodes(),
+                                            SERVER_DATA),
+        "views/site_similarity.py": flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 1},
+                                               {"rounds": 2}, demo_nodes()),
+    }
+    monkeypatch.setenv("FEDCORE_STORE", str(tmp_path / "runs"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for page, run in lenses.items():
+        at.run()
+        at.query_params["run"] = run.id
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, (page, at.exception)
+        charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+        assert charts, page
+        assert any("Cedar Community" in json.dumps(chart["data"]) for chart in charts), page  # the sites' own names
+        if page == "views/feature_shifts.py":  # the data behind a cell stayed at the sites
+            assert any("every row stayed at its site" in info.value for info in at.info)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"algorithm": "apfl", "data": "flower:127.0.0.1:9093"}, "runs simulated only"),
+    ({"algorithm": "adafed", "data": "flower:127.0.0.1:9093"}, "server_test to 'given'"),
+    ({"algorithm": "fedhealth2", "data": "flower:127.0.0.1:9093"}, "variant 'f'"),
+    ({"algorithm": "fedavg", "data": "flower:localhost"}, "HOST:PORT"),
+    ({"algorithm": "fedavg", "data": "flower:127.0.0.1:9093,site=3"}, "no option site"),
+])
+def test_flower_runs_that_cannot_work_are_refused_before_they_start(raw, message):
+    with pytest.raises(SpecError, match=message):
+        resolve_spec(raw)
+
+
+def test_a_flower_reference_in_text_and_object_form():
+    text = flower_reference("flower:10.0.0.5:9093,sites=8,wait_s=30")
+    assert text == flower_reference({"source": "flower", "superlink": "10.0.0.5:9093", "sites": 8, "wait_s": 30})
+    assert text["sites"] == 8 and text["wait_s"] == 30.0 and text["server_data"] is None
+
+
+# -- the real deployment: a SuperLink and three SuperNodes, each its own process ----------------------
+@pytest.fixture(scope="module")
+def loopback(tmp_path_factory):
+    from fedcore.flower.launch import Loopback
+
+    with Loopback(demo_nodes(), tmp_path_factory.mktemp("flower"), env={"OMP_NUM_THREADS": "1"}) as deployment:
+        yield deployment
+    assert all(process.poll() is not None for process in deployment.started)
+    assert not [pid for process in deployment.started for pid in descendants(process.pid)]
+
+
+def launch(loopback, store: Path, algorithm: str) -> subprocess.Popen:
+    """`python -m fedcore run --data flower:ADDRESS ...`, as a user launches a Flower run."""
+    env = {**os.environ, "FEDCORE_STORE": str(store), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedcore", "run", "-a", algorithm, "--data", f"flower:{loopback.address},sites=3",
+         "--rounds", "2", "--seed", "5", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+
+
+def finished_run(loopback, store: Path, algorithm: str, process: subprocess.Popen) -> Run:
+    try:
+        _, stderr = process.communicate(timeout=240)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr[-3000:] + loopback.log("superlink")
+    (run,) = [r for r in RunStore(store).runs() if r.spec["algorithm"] == algorithm]
+    return run
+
+
+def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback, tmp_path):
+    # Two runs at once on the same SuperLink: each SuperNode serves both.
+    launched = {algorithm: launch(loopback, tmp_path / algorithm, algorithm) for algorithm in ("ifedavg", "fedavg")}
+    runs = {algorithm: finished_run(loopback, tmp_path / algorithm, algorithm, process)
+            for algorithm, process in launched.items()}
+    run = runs["ifedavg"]
+    assert run.status["state"] == "done"
+    federation = run.federation
+    assert [s["name"] for s in federation["sites"]] == sorted(DEMO_SITES)  # from the node configs
+    assert federation["synthetic"] and {g["site"] for g in federation["ground_truth"]} == {"Cedar Community",
+                                                                                          "Elm Regional"}
+    assert [r["round"] for r in run.rounds()] == [1, 2]
+    assert set(run.rounds()[-1]["sites"]) == set(DEMO_SITES)
+    arrays = run.load_arrays(2)
+    assert arrays["b_in"].shape == (3, 12) and arrays["w_in"].shape == (3, 12) and "b_in_O" in arrays
+    differences = largest_differences(run, simulated(run))
+    print(f"\niFedAvg over Flower vs in-process: {json.dumps(differences)}")
+    assert max(differences.values()) < TOLERANCE, differences
+
+    run = runs["fedavg"]
+    differences = largest_differences(run, simulated(run))
+    print(f"FedAvg over Flower vs in-process: {json.dumps(differences)}")
+    assert max(differences.values()) < TOLERANCE, differences
+
+
+def test_a_flower_run_that_cannot_start_fails_with_the_reason(tmp_path):
+    from fedcore.runner import execute
+
+    spec = resolve_spec({"algorithm": "fedavg", "data": "flower:127.0.0.1:9,sites=2,wait_s=5", "config": {"rounds": 1}})
+    run = RunStore(tmp_path).create(spec)
+    with pytest.raises(FedcoreError):
+        execute(run)
+    assert run.status["state"] == "failed" and run.status["error"]
