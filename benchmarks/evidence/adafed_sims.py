@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from common import PAPER_SEEDS, fmt, load_results, mean_sd, run_tasks, simulation_on, task_key
+from common import PAPER_SEEDS, cached_results, fmt, mean_sd, run_tasks, simulation_on
 
 PART = "adafed_sims"
 FASHION = Path("/usr/share/datasets/fashion-mnist")
@@ -152,8 +152,8 @@ def section(results: dict[str, Any]) -> str:
                       f"(mean ± SD over seeds {', '.join(map(str, SEEDS))})**", "",
                       "| round | " + " | ".join(CONFIGS) + " |", "|---|" + "---|" * len(CONFIGS)]
             for round_ in SHOWN_ROUNDS:
-                cells = [mean_sd([r["curve"][round_ - 1][metric] for r in by.get((simulation_id, c), [])])
-                         for c in CONFIGS]
+                cells = [mean_sd([r["curve"][round_ - 1][metric] for r in by.get((simulation_id, c), [])],
+                                 expected=len(SEEDS)) for c in CONFIGS]
                 lines.append(f"| {round_} | " + " | ".join(cells) + " |")
             lines.append("")
     adversarial = by.get(("1.C", "AdaFed (weighted averaging + adaptive loss)"), [])
@@ -198,5 +198,4 @@ def main(jobs: int, fresh: bool) -> str:
 
 
 def cached_section() -> str:
-    cached = load_results(PART)
-    return section({task_key(t): cached[task_key(t)] for t in tasks() if task_key(t) in cached})
+    return section(cached_results(PART, tasks()))

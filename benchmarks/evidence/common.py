@@ -36,6 +36,9 @@ DATASETS: dict[str, dict[str, Any]] = {
                 "standardization": "none"},
     "heart": {"source": "heart", "path": str(SHARED / "heart_disease" / "canonical")},
 }
+# Rough relative cost of a run per dataset: tasks run cheapest first, so a `make evidence` cut
+# short leaves whole tables for the small federations rather than half of every table.
+DATASET_COST = {"heart": 1, "vehicle": 2, "har": 10}
 DATASET_TITLES = {"har": "HAR (30 subjects)", "vehicle": "Vehicle sensors (23 sensors)",
                   "heart": "Heart disease (4 hospitals)"}
 
@@ -73,6 +76,12 @@ def load_results(part: str) -> dict[str, Any]:
     return {task_key(entry["task"]): entry["result"] for entry in json.loads(path.read_text())}
 
 
+def cached_results(part: str, tasks: Iterable[dict]) -> dict[str, Any]:
+    """The recorded results of those `tasks` that have one (no training)."""
+    cached = load_results(part)
+    return {task_key(t): cached[task_key(t)] for t in tasks if task_key(t) in cached}
+
+
 def _save_results(part: str, results: dict[str, Any]) -> None:
     RESULTS_DIR.mkdir(exist_ok=True)
     entries = [{"task": json.loads(key), "result": value} for key, value in sorted(results.items())]
@@ -93,7 +102,8 @@ def run_tasks(part: str, tasks: Iterable[dict], worker: Callable[[dict], Any], j
     saved as each finishes); returns {task_key: result}."""
     results = {} if fresh else load_results(part)
     tasks = list(tasks)
-    todo = [t for t in tasks if task_key(t) not in results]
+    todo = sorted((t for t in tasks if task_key(t) not in results),
+                  key=lambda t: DATASET_COST.get(t.get("dataset", t.get("data")), 0))
     print(f"[{part}] {len(tasks) - len(todo)} of {len(tasks)} tasks cached, {len(todo)} to run", file=sys.stderr)
     if todo:
         started = time.perf_counter()
@@ -112,11 +122,13 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def mean_sd(values: list[float], digits: int = 3) -> str:
-    """'mean ± SD' over seeds (population SD, as few seeds give)."""
+def mean_sd(values: list[float], digits: int = 3, expected: int | None = None) -> str:
+    """'mean ± SD' over seeds (population SD, as few seeds give), with 'n=k' when fewer than the
+    `expected` seeds are recorded."""
     import numpy as np
 
     values = [v for v in values if v is not None and v == v]
     if not values:
         return "–"
-    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}"
+    short = f" (n={len(values)})" if expected is not None and len(values) < expected else ""
+    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}{short}"

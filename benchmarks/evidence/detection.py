@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from common import DATASET_TITLES, DATASETS, PAPER_SEEDS, fmt, load_results, run_tasks, simulation, task_key
+from common import DATASET_TITLES, DATASETS, PAPER_SEEDS, cached_results, fmt, run_tasks, simulation
 
 PART = "detection"
 DETECTION_DATA = ("har", "heart")
@@ -233,5 +233,4 @@ def main(jobs: int, fresh: bool) -> str:
 
 
 def cached_section() -> str:
-    cached = load_results(PART)
-    return section({task_key(t): cached[task_key(t)] for t in tasks() if task_key(t) in cached})
+    return section(cached_results(PART, tasks()))

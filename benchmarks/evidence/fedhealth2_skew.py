@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from common import DATASETS, PAPER_SEEDS, fmt, load_results, mean_sd, run_tasks, simulation_on, task_key
+from common import DATASETS, PAPER_SEEDS, cached_results, fmt, mean_sd, run_tasks, simulation_on
 
 PART = "fedhealth2_skew"
 N_SITES, ALPHA, ROUNDS, VALIDATION_SHARE = 20, 0.1, 300, 0.2
@@ -92,8 +92,8 @@ def section(results: dict[str, Any]) -> str:
         final = [100 * np.mean(r["final_test"]) for r in runs]
         worst = [100 * np.min(r["test_at_best"]) for r in runs]
         rounds = [r["best_round"] for r in runs]
-        lines.append(f"| {config} | {mean_sd(at_best, 1)} | {mean_sd(final, 1)} | {mean_sd(worst, 1)} | "
-                     f"{mean_sd(rounds, 0)} | {fmt(PAPER.get(config), 1)} |")
+        lines.append(f"| {config} | {mean_sd(at_best, 1, len(SEEDS))} | {mean_sd(final, 1, len(SEEDS))} | {mean_sd(worst, 1, len(SEEDS))} | "
+                     f"{mean_sd(rounds, 0, len(SEEDS))} | {fmt(PAPER.get(config), 1)} |")
     if by:
         first = next(iter(by.values()))[0]
         lines += ["", f"Partition of the first seed: site training sizes {first['sizes']}; classes present per "
@@ -124,5 +124,4 @@ def main(jobs: int, fresh: bool) -> str:
 
 
 def cached_section() -> str:
-    cached = load_results(PART)
-    return section({task_key(t): cached[task_key(t)] for t in tasks() if task_key(t) in cached})
+    return section(cached_results(PART, tasks()))

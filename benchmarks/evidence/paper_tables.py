@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common import DATASET_TITLES, DATASETS, PAPER_SEEDS, fmt, mean_sd, run_tasks, simulation
+from common import DATASET_TITLES, DATASETS, PAPER_SEEDS, cached_results, fmt, mean_sd, run_tasks, simulation
 
 PART = "paper_tables"
 ALGORITHMS = ("ifedavg", "apfl", "apfl-fixed", "fedavg", "local", "centralized")
@@ -79,7 +79,7 @@ def section(results: dict[str, dict]) -> str:
             for algorithm in ALGORITHMS:
                 values = [by[(dataset, algorithm, s)][statistic] for s in PAPER_SEEDS if (dataset, algorithm, s) in by]
                 paper = PAPER.get(dataset, {}).get(statistic, {}).get(algorithm)
-                cells.append(mean_sd(values) + (f" ({fmt(paper)})" if paper is not None else ""))
+                cells.append(mean_sd(values, expected=len(PAPER_SEEDS)) + (f" ({fmt(paper)})" if paper is not None else ""))
             lines.append(f"| {DATASET_TITLES[dataset]} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [DATA_NOTES, "", discussion(by), ""]
@@ -127,7 +127,4 @@ def main(jobs: int, fresh: bool) -> str:
 
 
 def cached_section() -> str:
-    from common import load_results, task_key
-
-    cached = load_results(PART)
-    return section({task_key(t): cached[task_key(t)] for t in tasks() if task_key(t) in cached})
+    return section(cached_results(PART, tasks()))

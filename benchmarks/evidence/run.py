@@ -28,7 +28,8 @@ OUTPUT = HERE.parent / "RESULTS.md"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS),
+                        help="parts to train (none: rebuild RESULTS.md from the recorded runs only)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
     parser.add_argument("--fresh", action="store_true", help="ignore cached runs and retrain")
     parser.add_argument("--output", type=Path, default=OUTPUT)
@@ -37,7 +38,8 @@ def main() -> None:
     for part in PARTS:
         module = importlib.import_module(part)
         # Parts not asked for are rebuilt from their cache only (no training), so the report stays whole.
-        sections[part] = module.main(args.jobs, args.fresh) if part in args.parts else module.cached_section()
+        text = module.main(args.jobs, args.fresh) if part in args.parts else module.cached_section()
+        sections[part] = _with_coverage(text, part, module.tasks())
     import torch
 
     header = [
@@ -54,6 +56,19 @@ def main() -> None:
     ]
     args.output.write_text("\n".join(header + [sections[p] for p in PARTS]) + "\n")
     print(f"wrote {args.output}")
+
+
+def _with_coverage(section: str, part: str, tasks: list[dict]) -> str:
+    """The section with a line under its heading saying how many of its planned runs are recorded."""
+    from common import cached_results
+
+    recorded = len(cached_results(part, tasks))
+    line = f"_Runs recorded: {recorded} of {len(tasks)} planned._"
+    if recorded < len(tasks):
+        line += (" The others had not finished when this report was generated; tables count only recorded "
+                 "runs (the n beside a cell, where given), and `make evidence` resumes the rest.")
+    heading, _, body = section.partition("\n")
+    return f"{heading}\n\n{line}\n{body}"
 
 
 if __name__ == "__main__":
