@@ -194,6 +194,30 @@ def side_by_side(pictures: list[Image.Image], gap: int = 6) -> Image.Image:
     return out
 
 
+def stamp_and_scale(arrays: dict[str, np.ndarray]) -> tuple[tuple[int, ...] | None, float]:
+    """The stamp's box in original pixels (None without a stamp) and the stored pixels per
+    original pixel of the recorded images."""
+    stamp = tuple(int(v) for v in arrays["stamp_box"]) if "stamp_box" in arrays else None
+    return stamp, arrays["test_pixels"].shape[-1] / float(arrays["image_size"][1])
+
+
+def holdout_panel(sides: list[Side], site: int, row: int, classes: list[str]) -> tuple[Image.Image, str]:
+    """Hold-out image `row` of a site once per side, boxed where the prototype it activates most
+    looks, and a caption with its class and what each side's model says."""
+    stamp, scale = stamp_and_scale(sides[0].arrays)
+    panels, said = [], []
+    for side in sides:
+        t = side.test_position(site, row)
+        if t is None:
+            continue
+        panels.append(render(side.arrays["test_pixels"][site, t], scale, stamp,
+                             [(side.get("test_box")[site, t, 0], side.colour)]))
+        said.append(f"{side.role}: P{int(side.get('test_top')[site, t, 0])}, says "
+                    f"'{classes[int(side.get('test_pred')[site, t])]}'")
+    truth = classes[int(sides[0].arrays["test_label"][site, sides[0].test_position(site, row)])]
+    return side_by_side(panels), f"hold-out image {row}, class '{truth}' — " + " · ".join(said)
+
+
 def top_table(side: Side, site: int, shown: int, classes: list[str]) -> pd.DataFrame:
     """The prototypes a test image activates most (up to ten): similarity, class, and the
     connection of the prototype to the class the model predicts (its last-layer weight)."""

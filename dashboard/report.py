@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import json
 
 import plotly.graph_objects as go
+from PIL import Image
 
-from dashboard import figures, lenses
+from dashboard import figures, lenses, prototypes
 from dashboard.records import final_site_metrics, per_site_series, site_metrics
 from fedcore.store import Run
 
@@ -75,11 +78,50 @@ def _lens_sections(run: Run, colors: dict[str, str]) -> list[str]:
         return ["<h2>Site weights</h2><p>Sites near zero weight (below a quarter of an equal share):</p>", flagged,
                 _figures_html([figures.site_lines(view.shares, "share", "Each site's share of the server model", colors),
                                figures.class_lines(view.kappa, "κ", "Class weights κ_c")])]
+    if algorithm in prototypes.ALGORITHMS:
+        return _prototype_sections(run)
     if algorithm == "apfl":
         alpha = per_site_series(run, "alpha")
         return ["<h2>APFL mixing weight α per site</h2>",
                 _figures_html([figures.site_lines(alpha, "α", "Weight of the personal model", colors)])]
     return []
+
+
+IMAGES_PER_SITE = 6
+
+
+def _prototype_sections(run: Run) -> list[str]:
+    """inDISCO: the run's own local and global prototypes on each site's hold-out images, and,
+    with a stamp, how far each site's boxes land on it."""
+    sides = [side for side in (prototypes.load_side(run, "local"), prototypes.load_side(run, "global")) if side]
+    if not sides:
+        return []
+    sites = [s["name"] for s in run.federation["sites"]]
+    classes = run.federation["class_names"]
+    arrays = sides[0].arrays
+    legend = " and ".join(f"{side.title} ({prototypes.COLOUR_NAMES[side.role]})" for side in sides)
+    out = [f"<h2>Prototypes at round {sides[0].record['round']}</h2>",
+           f"<p class='note'>Boxes: where the prototype a hold-out image activates most looks — {html.escape(legend)}."
+           + (" The stamp's place is outlined in pink.</p>" if "stamp_box" in arrays else "</p>")]
+    if "stamp_box" in arrays:
+        table = prototypes.overlap_table(sides, sites)
+        out += [_figures_html([prototypes.overlap_figure(table, sides)]), table.to_html(index=False, float_format="%.2f")]
+    for i, site in enumerate(sites):
+        rows = [int(r) for r in arrays["test_rows"][i] if r >= 0][:IMAGES_PER_SITE]
+        panels = [prototypes.holdout_panel(sides, i, row, classes) for row in rows]
+        stamped = " (stamped)" if "stamped_site" in arrays and arrays["stamped_site"][i] else ""
+        out.append(f"<h3>{html.escape(site + stamped)}</h3><div>" + "".join(
+            f"<figure style='display:inline-block;margin:4px'>{_png(picture)}"
+            f"<figcaption class='note'>{html.escape(caption)}</figcaption></figure>" for picture, caption in panels)
+            + "</div>")
+    return out
+
+
+def _png(picture: Image.Image) -> str:
+    """An image inline, as a data URI (the report stays one offline file)."""
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return f"<img alt='' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
 
 
 def _figures_html(plots: list[go.Figure], first: bool = False) -> str:

@@ -16,15 +16,16 @@ from dashboard.prototypes import (
     overlap_table,
     preset_choices,
     preset_specs,
+    holdout_panel,
     render,
-    side_by_side,
     siblings,
+    stamp_and_scale,
     top_table,
 )
 from fedcore import jobs
+from fedcore.errors import FedcoreError
 
 TILE_SMALL = 120  # pixels per image in the grids
-from fedcore.errors import FedcoreError
 
 st.title("Prototypes (inDISCO)")
 st.markdown(
@@ -97,8 +98,7 @@ def lens() -> None:
     first = sides[0]
     sites = [s["name"] for s in run.federation["sites"]]
     classes = run.federation["class_names"]
-    stamp = tuple(int(v) for v in first.arrays["stamp_box"]) if "stamp_box" in first.arrays else None
-    scale = first.arrays["test_pixels"].shape[-1] / float(first.arrays["image_size"][1])
+    stamp, scale = stamp_and_scale(first.arrays)
     st.caption(" · ".join(f"{side.title}: {side.run.spec['algorithm']} round {side.record['round']}" + (
         " (still training)" if is_active(side.run) else "") for side in sides)
         + f" · boxes: the pixels at or above the {run.spec['params']['box_percentile']:g}th percentile of the "
@@ -133,18 +133,8 @@ def lens() -> None:
                     f"activates most looks: {legend}.")
         columns = st.columns(3)
         for n, row in enumerate(rows):
-            panels, said = [], []
-            for side in sides:
-                t = side.test_position(site, row)
-                if t is None:
-                    continue
-                panels.append(render(side.arrays["test_pixels"][site, t], scale, stamp,
-                                     [(side.get("test_box")[site, t, 0], side.colour)]))
-                said.append(f"{side.role}: P{int(side.get('test_top')[site, t, 0])}, says "
-                            f"'{classes[int(side.get('test_pred')[site, t])]}'")
-            truth = classes[int(first.arrays["test_label"][site, first.test_position(site, row)])]
-            columns[n % 3].image(side_by_side(panels), caption=f"hold-out image {row}, class '{truth}' — "
-                                                               + " · ".join(said))
+            picture, caption = holdout_panel(sides, site, row, classes)
+            columns[n % 3].image(picture, caption=caption)
 
     with prototypes_tab:
         st.markdown("Every prototype on the training image of its class, at this site, where it is most activated: "
