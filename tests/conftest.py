@@ -66,3 +66,18 @@ def federation() -> Federation:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return SHARED_DATA
+
+
+def remove_started_runs(store, keep: Sequence[str]) -> None:
+    """Stop and delete every run in `store` but `keep` (what a page test launched)."""
+    import time
+
+    from fedcore import jobs
+
+    for run in store.runs():
+        if run.id not in keep:
+            jobs.cancel(run)
+            deadline = time.time() + 60
+            while run.status["state"] in ("queued", "running") and time.time() < deadline:
+                time.sleep(0.2)
+            jobs.delete(store, run)

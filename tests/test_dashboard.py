@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fedcore import jobs
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
+from tests.conftest import remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUICK_RUNS = {
@@ -43,13 +43,7 @@ def app(finished_store, monkeypatch):
     monkeypatch.setenv("FEDCORE_MAX_JOBS", "1")
     at = AppTest.from_file(APP, default_timeout=60)
     yield at, store, ids
-    for run in store.runs():  # stop and remove anything a test started
-        if run.id not in ids.values():
-            jobs.cancel(run)
-            deadline = time.time() + 60
-            while run.status["state"] in ("queued", "running") and time.time() < deadline:
-                time.sleep(0.2)
-            jobs.delete(store, run)
+    remove_started_runs(store, list(ids.values()))  # stop and remove anything a test started
 
 
 def open_page(at, page, run_id=None):

@@ -3,16 +3,15 @@ and GM runs of the bias experiment (synthetic images, a stamp on site1)."""
 
 import json
 import re
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fedcore import jobs
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
+from tests.conftest import remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 DATA = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3, "inject": ["stamp:site1"]}
@@ -39,13 +38,7 @@ def app(finished, monkeypatch, tmp_path):
     monkeypatch.setenv("FEDCORE_DATA_DIRS", str(tmp_path))  # no data set on this 'machine'
     at = AppTest.from_file(APP, default_timeout=90)
     yield at, store, ids
-    for run in store.runs():
-        if run.id not in ids.values():
-            jobs.cancel(run)
-            deadline = time.time() + 60
-            while run.status["state"] in ("queued", "running") and time.time() < deadline:
-                time.sleep(0.2)
-            jobs.delete(store, run)
+    remove_started_runs(store, list(ids.values()))  # stop and remove anything a test started
 
 
 def open_prototypes(at, run_id=None):
@@ -163,3 +156,19 @@ def test_fedhealth2_on_images_uses_the_same_similarity_page(finished, monkeypatc
     weights = json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]
     assert len(weights["x"]) == 3 and "BatchNorm inputs of a server-pretrained model" in texts(at)
     store.delete(run.id)
+
+
+def test_html_report_of_an_indisco_run_draws_the_boxes_and_the_overlap(finished):
+    from dashboard.report import IMAGES_PER_SITE, html_report
+
+    store, ids = finished
+    run = store.get(ids["indisco-pm"])
+    report = html_report(run)
+    assert "Prototypes at round 2" in report and "Hold-out images whose most activated prototype" in report
+    assert [f"<h3>{s}</h3>" in report for s in ("site1 (stamped)", "site2", "site3")] == [True] * 3
+    images = re.findall(r"<img [^>]*src='([^']*)'", report)
+    assert images and all(src.startswith("data:image/png;base64,") for src in images)  # nothing fetched
+    recorded = sum(min(IMAGES_PER_SITE, int((rows >= 0).sum())) for rows in run.load_arrays(2)["test_rows"])
+    assert len(images) == recorded
+    record = run.rounds()[-1]["algorithm"]["test_on_stamp"]["global"]
+    assert f"{record['site1']:.2f}" in report  # the overlap table carries the recorded numbers
