@@ -92,7 +92,9 @@ def forward(
         name = f"body.{index}"
         if isinstance(layer, nn.Dropout):
             if train and layer.p > 0:
-                h = torch.where(dropout.keep(h.shape, layer.p), h / (1 - layer.p), 0.0)
+                # A product with a 0 / 1/(1-p) mask: several times cheaper than torch.where forward
+                # and backward on the CPU, and equal to it up to rounding.
+                h = h * dropout.keep(h.shape, layer.p).to(h.dtype).mul_(1 / (1 - layer.p))
         elif isinstance(layer, nn.Linear):
             h = _Linear.apply(h, state[f"{name}.weight"], state[f"{name}.bias"])
         elif isinstance(layer, nn.BatchNorm1d):
