@@ -216,8 +216,17 @@ def recall_at_rate(groups: dict, dataset: str, rule: str, max_rate: float) -> tu
 
 
 def discussion(groups: dict) -> str:
+    from fedcore.interpret.significance import max_single_site_z
+
     parts = ["**Reading.**"]
     for dataset in DETECTION_DATA:
+        runs = [r for (lens, d, _, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+        limit = max_single_site_z(runs[0]["sites"]) if runs else None
+        if limit is not None and limit <= 2:
+            parts.append(f"With {runs[0]['sites']} sites ({DATASET_TITLES[dataset].split(' (')[0]}) one site can lie at most "
+                         f"√(n − 1) = {limit:.2f} SDs from its column's mean, so the 2-SD rule cannot mark any of "
+                         "its cells: its zero recall there is structural (the dashboard warns), and only the robust "
+                         "rule can single a site out.")
         for max_rate in (0.01, 0.05):
             found = {rule: recall_at_rate(groups, dataset, rule, max_rate) for rule in RULES}
             described = "; ".join(
