@@ -234,6 +234,18 @@ def discussion(groups: dict) -> str:
                 for rule, v in found.items())
             parts.append(f"{DATASET_TITLES[dataset]}, best threshold with at most {100 * max_rate:g} % false "
                          f"positives — {described}.")
+        name = DATASET_TITLES[dataset].split(" (")[0]
+        quiet = [r["sweep"]["sd:2.0"] for r in groups.get(("ifedavg", dataset, "none", None), [])]
+        if quiet and limit is not None and limit > 2:
+            parts.append(f"{name} with nothing injected: the 2-SD rule still marks {_rate(quiet)} of the cells (a "
+                         "normal column has 4.6 % of its values beyond 2 SD), so a single 'O' is weak evidence "
+                         "on its own; the sweep above shows what a stricter threshold trades.")
+        flips = groups.get(("adafed", dataset, "flip", None), [])
+        if flips:
+            share, uniform = float(np.mean([a["site_share"] for a in flips])), flips[0]["uniform"]
+            verdict = "drives it down" if share < uniform / 2 else "does not drive it down"
+            parts.append(f"{name}, label flip: AdaFed gives the flipped site {fmt(share)} of the server model "
+                         f"against a uniform {fmt(uniform)} — weighting by accuracy on the server share {verdict}.")
     return " ".join(parts)
 
 
