@@ -2,9 +2,12 @@
 DataFrame, with a message naming the file — and the line or column — for every way it can fail.
 
 What is accepted, and why:
-- encodings: UTF-8 (with or without a byte-order mark); files exported from Windows programs are
-  often Windows-1252, so that is tried next, then Latin-1 (which decodes any byte) — either with a
-  warning saying which was used;
+- encodings: UTF-8 (with or without a byte-order mark); UTF-16 / UTF-32 with a byte-order mark,
+  and UTF-16 without one when every other byte is NUL and the result is text (Excel's "Unicode
+  Text" export is tab-separated UTF-16 LE) — with a warning naming the encoding; files exported
+  from Windows programs are often Windows-1252, so that is tried next, then Latin-1 (which
+  decodes any byte) — either with a warning saying which was used. Other bytes with NULs are a
+  binary file (a workbook, an image) and are refused as such;
 - delimiters: comma, semicolon or tab, detected from the first lines (European spreadsheet
   exports use semicolons, and then usually decimal commas, which are read as decimal points);
 - missing values: empty cells and the tokens in MISSING_TOKENS (`?` is the UCI convention);
@@ -13,6 +16,7 @@ What is accepted, and why:
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -32,6 +36,22 @@ MISSING_TOKENS = ("", "NA", "N/A", "n/a", "na", "NaN", "nan", "NULL", "null", "N
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}  # the candidates, in preference order
 FALLBACK_ENCODINGS = (("cp1252", "Windows-1252 (cp1252)"), ("latin-1", "Latin-1 (ISO-8859-1)"))
 SNIFF_LINES = 50
+SNIFF_BYTES = 65536
+# Checked longest first: a UTF-32 LE mark begins with the UTF-16 LE one.
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32", "UTF-32 little-endian"),
+    (codecs.BOM_UTF32_BE, "utf-32", "UTF-32 big-endian"),
+    (codecs.BOM_UTF8, "utf-8-sig", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16", "UTF-16 little-endian"),
+    (codecs.BOM_UTF16_BE, "utf-16", "UTF-16 big-endian"),
+)
+# Files that are not text tables but are often picked by mistake: their first bytes -> what they are.
+SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive or an Excel workbook"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Excel 97-2003 workbook (.xls) or another old Office file"),
+)
+# BOM-less UTF-16: at least this share of the high bytes is NUL (ASCII text: all of them).
+UTF16_NUL_SHARE = 0.9
 DECIMAL_COMMA = re.compile(r"(?:^|[;\t])\s*-?\d+,\d+\s*(?:[;\t]|$)", re.MULTILINE)
 
 
@@ -111,12 +131,16 @@ def _decompress(data: bytes, label: str, max_bytes: int) -> bytes:
 
 
 def _decode(data: bytes, label: str) -> tuple[str, str, list[str]]:
-    if data.startswith(b"PK\x03\x04"):
-        raise DataError(f"{label} is a zip archive or an Excel workbook, not a text table; save it as CSV.")
-    if b"\x00" in data[:65536]:
+    for signature, what in SIGNATURES:
+        if data.startswith(signature):
+            raise DataError(f"{label} is {what}, not a text table; save it as CSV.")
+    decoded = _decode_unicode(data, label)
+    if decoded is not None:
+        return decoded
+    if b"\x00" in data[:SNIFF_BYTES]:
         raise DataError(f"{label} is a binary file, not a text table (CSV, semicolon or tab separated).")
     try:
-        return data.decode("utf-8-sig"), "utf-8", []
+        return data.decode("utf-8"), "utf-8", []
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
     for codec, name in FALLBACK_ENCODINGS:
@@ -130,6 +154,55 @@ def _decode(data: bytes, label: str) -> tuple[str, str, list[str]]:
         )
         return text, codec, [warning]
     raise AssertionError("Latin-1 decodes every byte")
+
+
+def _decode_unicode(data: bytes, label: str) -> tuple[str, str, list[str]] | None:
+    """The text of a file that says (byte-order mark) or shows (NUL in every other byte) that it
+    is UTF-8/16/32; None for any other file. NUL bytes must be looked at before the 8-bit
+    encodings, which would read them as characters."""
+    for mark, codec, name in BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError as error:
+                raise DataError(
+                    f"{label} starts with a {name} byte-order mark but byte {error.start + 1} is not valid "
+                    f"{name}: the file is damaged or truncated."
+                ) from None
+            if codec == "utf-8-sig":  # UTF-8 is the expected encoding: nothing to warn about
+                return text, "utf-8", []
+            return text, codec, [_unicode_warning(label, f"{name} (with a byte-order mark)")]
+    codec = _bomless_utf16(data[:SNIFF_BYTES])
+    if codec is None:
+        return None
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError:
+        return None  # an odd length or a broken pair further on: not text after all
+    name = "UTF-16 little-endian" if codec == "utf-16-le" else "UTF-16 big-endian"
+    return text, codec, [_unicode_warning(label, f"{name} (no byte-order mark; detected)")]
+
+
+def _bomless_utf16(sample: bytes) -> str | None:
+    """'utf-16-le' / 'utf-16-be' when the sample looks like UTF-16 text without a byte-order mark:
+    the high byte of (nearly) every character is NUL, the low byte never is, and the characters
+    are printable. Binary files with NULs (images, numbers) fail the last two tests."""
+    if len(sample) < 4:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    for codec, high, low in (("utf-16-le", odd, even), ("utf-16-be", even, odd)):
+        if b"\x00" in low or high.count(0) < UTF16_NUL_SHARE * len(high):
+            continue
+        text = sample.decode(codec, errors="replace")  # the sample may end inside a character
+        if all(ch.isprintable() or ch in "\t\r\n" for ch in text):
+            return codec
+    return None
+
+
+def _unicode_warning(label: str, name: str) -> str:
+    # Spreadsheets write UTF-16 for 'Unicode Text'; the reader should know which text was guessed.
+    return (f"{label} is not UTF-8 but {name}; it was read as such. Check that the columns look right, "
+            "or save the file as CSV UTF-8.")
 
 
 def _detect_delimiter(lines: list[str], label: str) -> str:

@@ -3,6 +3,7 @@ for every kind of bad input (written into tmp_path)."""
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -238,6 +239,83 @@ def test_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, two_sites):
     assert report.sites[1]["encoding"] == "cp1252"
     accented = inspect_data(ref(path, write(tmp_path, "east.csv", rows(30, 4, smoker=("José", "Müller")))))
     assert accented.features["smoker"]["values"] == ["José", "Müller"]  # both files agree once decoded
+
+
+def excel_unicode_text(lines, header=HEADER, encoding="utf-16"):
+    """What Excel's 'Unicode Text' export writes: tab-separated, CRLF, UTF-16 ('utf-16' adds the
+    little-endian byte-order mark; 'utf-16-le' / 'utf-16-be' write none)."""
+    text = "".join(line.replace(",", "\t") + "\r\n" for line in [header, *lines])
+    return text.encode(encoding)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "name", "codec"),
+    [
+        ("utf-16", "UTF-16 little-endian (with a byte-order mark)", "utf-16"),
+        ("utf-16-be-bom", "UTF-16 big-endian (with a byte-order mark)", "utf-16"),
+        ("utf-16-le", "UTF-16 little-endian (no byte-order mark; detected)", "utf-16-le"),
+        ("utf-16-be", "UTF-16 big-endian (no byte-order mark; detected)", "utf-16-be"),
+    ],
+)
+def test_utf16_unicode_text_exports_are_read_with_a_warning(tmp_path, two_sites, encoding, name, codec):
+    lines = rows(30, 3, smoker=("José", "Müller"))
+    data = (b"\xfe\xff" + excel_unicode_text(lines, encoding="utf-16-be") if encoding == "utf-16-be-bom"
+            else excel_unicode_text(lines, encoding=encoding))
+    (tmp_path / "west.txt").write_bytes(data)
+    report = inspect_data(ref(two_sites[0], str(tmp_path / "west.txt")))
+    assert report.ok, report.errors
+    assert (f"west.txt is not UTF-8 but {name}; it was read as such. Check that the columns look right, "
+            "or save the file as CSV UTF-8.") in report.warnings
+    assert report.sites[1]["encoding"] == codec and report.sites[1]["delimiter"] == "\t"
+    assert report.sites[1]["rows"] == 30
+    assert report.features["smoker"]["values"] == ["José", "Müller", "no", "yes"]  # decoded, not mojibake
+
+
+def test_a_utf16_file_cut_in_the_middle_of_a_character_is_called_damaged():
+    data = excel_unicode_text(rows(3))[:-1]
+    message = (f"a.txt starts with a UTF-16 little-endian byte-order mark but byte {len(data)} is not valid "
+               "UTF-16 little-endian: the file is damaged")
+    with pytest.raises(DataError, match=re.escape(message)):
+        parse_text_table(data, "a.txt", 10_000)
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x08\x00\x00\x00\x08\x08\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (PNG, "scan.csv is a binary file, not a text table"),
+        # NUL in every other byte but not text: little-endian 16-bit numbers are no UTF-16 table.
+        (np.arange(1, 200, dtype="<u2").tobytes(), "scan.csv is a binary file, not a text table"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64), "scan.csv is an Excel 97-2003 workbook (.xls)"),
+        (b"PK\x03\x04\x14\x00\x06\x00[Content_Types].xml", "scan.csv is a zip archive or an Excel workbook"),
+    ],
+    ids=["png", "16-bit numbers", "xls", "xlsx"],
+)
+def test_binary_files_are_still_refused_as_binary(data, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        parse_text_table(data, "scan.csv", 10_000)
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "value"),
+    [
+        # é is 0xE9 in Windows-1252: not UTF-8, read as Windows-1252.
+        ("id,city,outcome\n1,Orléans,0\n2,Genève,1\n".encode("cp1252"), "Windows-1252 (cp1252)",
+         "Orléans"),
+        # 0x8D has no character in Windows-1252, so Latin-1 (which decodes every byte) reads it.
+        (b"id,city,outcome\n1,Orl\xe9ans,0\n2,Gen\x8dve,1\n", "Latin-1 (ISO-8859-1)", "Orléans"),
+    ],
+    ids=["cp1252", "latin-1"],
+)
+def test_8_bit_files_fall_back_to_windows_1252_then_latin_1(data, name, value):
+    table = parse_text_table(data, "towns.csv", 10_000)
+    assert table.warnings == [
+        f"towns.csv is not UTF-8 (the first non-UTF-8 byte is on line 2); it was read as {name}. "
+        "Check that accented text looks right, or save the file as UTF-8."
+    ]
+    assert table.frame["city"].iloc[0] == value
 
 
 def test_semicolons_and_decimal_commas_are_detected(tmp_path, two_sites):
