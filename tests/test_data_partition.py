@@ -1,6 +1,7 @@
 """Partitioners keep their statistical promise; injected shifts are in the data and recorded."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -98,6 +99,29 @@ def site(federation, name):
     found = next(s for s in federation.sites if s.name == name)
     return np.concatenate([found.x_train.numpy(), found.x_test.numpy()]), np.concatenate(
         [found.y_train.numpy(), found.y_test.numpy()])
+
+
+def test_the_partition_is_recorded_in_the_federation():
+    """A run's federation.json must say how simulated sites were made, so that a reader can
+    rebuild them: the split, how many sites, whether natural sites were pooled, and the seed."""
+    raw = table_federation(n_sites=3, rows=200)
+    natural = assemble(raw, seed=0)
+    assert "split" not in natural.preprocessing and "partition_seed" not in natural.preprocessing
+    federation = assemble(raw, seed=0, split="dirichlet:0.5", sites=4, partition_seed=7)
+    recorded = federation.describe()["preprocessing"]
+    assert recorded["split"] == "dirichlet:0.5 over 4 sites (the data's own sites pooled first)"
+    assert recorded["partition_seed"] == 7
+    assert federation.site_names == ["site1", "site2", "site3", "site4"]
+    # The recorded seed is the one that made these sites: it rebuilds them, another seed does not.
+    rebuilt = assemble(raw, seed=0, split="dirichlet:0.5", sites=4, partition_seed=recorded["partition_seed"])
+    assert [site(rebuilt, n)[1].tolist() for n in rebuilt.site_names] == \
+        [site(federation, n)[1].tolist() for n in federation.site_names]
+    other = assemble(raw, seed=0, split="dirichlet:0.5", sites=4, partition_seed=8)
+    assert [site(other, n)[1].tolist() for n in other.site_names] != \
+        [site(federation, n)[1].tolist() for n in federation.site_names]
+    # Data without sites of their own are always partitioned, iid unless a split is named.
+    unsited = assemble(replace(raw, natural_sites=False), seed=0, sites=2)
+    assert unsited.preprocessing["split"] == "iid over 2 sites" and unsited.preprocessing["partition_seed"] == 0
 
 
 def test_table_injections_change_the_data_and_are_recorded():
