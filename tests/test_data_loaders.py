@@ -2,7 +2,9 @@
 published layouts written here (the official HAR folder, IDX files, image folders)."""
 
 import gzip
+import os
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -173,6 +175,36 @@ def test_fashion_mnist_is_named_by_its_folder(tmp_path):
     folder.mkdir()
     write_idx(folder, "t10k", np.zeros((40, 4, 4)), np.arange(40) % 10, packed=True)
     assert load_federation(f"idx:{folder},sites=2").class_names[:2] == ["T-shirt/top", "Trouser"]
+
+
+# Debian's dataset-fashion-mnist package (.ci/run installs it): the published IDX files.
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_FILES = [f"{part}-{kind}-ubyte.gz" for part in ("train", "t10k") for kind in ("images-idx3", "labels-idx1")]
+
+
+@pytest.fixture(scope="module")
+def fashion_mnist():
+    if not all((FASHION_MNIST / name).is_file() for name in FASHION_MNIST_FILES):
+        if os.environ.get("CI"):
+            pytest.fail("Fashion-MNIST is missing; .ci/run installs Debian's dataset-fashion-mnist so this test "
+                        "runs in CI.")
+        pytest.skip("needs Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
+    return FASHION_MNIST
+
+
+def test_idx_real_fashion_mnist_from_the_debian_package(fashion_mnist):
+    federation = load_federation(f"idx:{fashion_mnist},sites=4")
+    assert federation.name == "Fashion-MNIST (train, 60000 images)"
+    assert federation.class_names == ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                                      "Sneaker", "Bag", "Ankle boot"]
+    assert federation.input_shape == (1, 28, 28) and len(federation.sites) == 4
+    train = torch.cat([torch.cat([s.y_train, s.y_test]) for s in federation.sites])
+    x_server, y_server = federation.server_test
+    assert len(train) == 60_000 and tuple(x_server.shape) == (10_000, 1, 28, 28)
+    # The published sets are balanced over the 10 labels: 6000 training and 1000 test images each.
+    assert torch.bincount(train, minlength=10).tolist() == [6000] * 10
+    assert torch.bincount(y_server, minlength=10).tolist() == [1000] * 10
+    assert 0 <= float(x_server.min()) and float(x_server.max()) <= 1
 
 
 # -- image folders --------------------------------------------------------------------------------
