@@ -15,6 +15,8 @@ Rules (README "Data sources" repeats them for users):
   alphabetically first) value -> 0;
 - rows without a target value are left out (reported); a site with a single class takes part
   with a warning.
+- a server test file (csv server_test) is checked against, and encoded onto, what the sites
+  decided (`server_table.py`); it never changes the features, kinds or classes.
 Nothing here fits statistics: standardisation happens after the hold-out split (`assemble`).
 """
 
@@ -39,6 +41,7 @@ from data_adapters.columns import (
     text_examples,
     type_columns,
 )
+from data_adapters.server_table import ServerTable, align_server_table
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import FEATURE_KINDS
@@ -80,6 +83,7 @@ class TableSites:
     min_rows: int = MIN_ROWS  # fewest rows a site may have (the vehicle data have sensors with 7)
     warnings: list[str] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)  # recorded in the federation's preprocessing
+    server_table: SiteTable | None = None  # the server's own test file (csv server_test), not a site
 
 
 @dataclass
@@ -100,6 +104,7 @@ class AlignmentReport:
     missing_share: dict[str, dict[str, float]]  # site -> feature column -> share of rows missing
     warnings: list[str]
     errors: list[str]
+    server_test: dict[str, Any] | None = None  # file, rows, rows_used, delimiter, encoding, class_counts
 
     @property
     def ok(self) -> bool:
@@ -146,6 +151,7 @@ class Alignment:
         self.kinds = self._kinds()
         self.class_names = self._class_names(labels)
         self.y = {site: self._class_index(site, values) for site, values in labels.items()}
+        self.server = self._server_table()
         self.report = self._report()
 
     # -- target ----------------------------------------------------------------------------
@@ -202,10 +208,15 @@ class Alignment:
             self.errors.append(f"The target '{self.sites.target}' has a single class ({quoted(seen)}) at every site.")
         return seen
 
-    def _class_index(self, site: str, labels: pd.Series) -> np.ndarray:
+    def _class_of(self) -> dict[str, int]:
+        """Target label as read -> class index."""
         name_of = self.sites.class_labels or {name: name for name in self.class_names}
         index = {name: k for k, name in enumerate(self.class_names)}
-        y = labels.map(lambda v: index.get(name_of.get(v), -1)).to_numpy(dtype=np.int64)
+        return {label: index[name] for label, name in name_of.items() if name in index}
+
+    def _class_index(self, site: str, labels: pd.Series) -> np.ndarray:
+        class_of = self._class_of()
+        y = labels.map(lambda v: class_of.get(v, -1)).to_numpy(dtype=np.int64)
         present = np.unique(y[y >= 0])
         if len(present) == 1 and len(self.class_names) > 1:
             self.warnings.append(
@@ -339,6 +350,19 @@ class Alignment:
             + ". Fix the values, exclude the column, or declare it categorical."
         )
 
+    def _server_table(self) -> ServerTable | None:
+        """The server's test file fitted onto the sites' features (`server_table.py`); its problems
+        join the report's, so a run is refused before it starts."""
+        table = self.sites.server_table
+        if table is None or not self.tables:
+            return None
+        values = {name: self._values(name) for name, kind in self.kinds.items() if kind != "continuous"}
+        server = align_server_table(table, self.sites.target, self.kinds, values, self._class_of(),
+                                    self.class_names, self.min_rows)
+        self.warnings += server.warnings
+        self.errors += server.errors
+        return server
+
     # -- report ----------------------------------------------------------------------------
     def _report(self) -> AlignmentReport:
         everywhere = set().union(*map(set, self.columns_at.values())) if self.columns_at else set()
@@ -382,6 +406,7 @@ class Alignment:
             },
             warnings=self.warnings,
             errors=self.errors,
+            server_test=self.server.summary if self.server else None,
         )
 
     def _feature_entry(self, name: str, kind: str) -> dict[str, Any]:
@@ -436,10 +461,14 @@ class Alignment:
         """Feature matrices (NaN = missing) and class indices per site; DataError if misaligned."""
         self.report.raise_errors()
         names, kinds, columns = [], [], []
-        blocks: dict[str, list[np.ndarray]] = {t.site: [] for t in self.tables}
+        # Key None: the server's test set, encoded with the sites' coding and categories.
+        blocks: dict[str | None, list[np.ndarray]] = {t.site: [] for t in self.tables}
+        if self.server:
+            blocks[None] = []
         binary_values, categories = {}, {}
         for name, kind in self.kinds.items():
-            at = self.columns[name]
+            at: dict[str | None, Column] = {**self.columns[name], **({None: self.server.columns[name]}
+                                                                      if self.server else {})}
             if kind == "continuous":
                 encoded = {name: {site: c.values.astype(np.float64) for site, c in at.items()}}
             elif kind == "binary":
@@ -468,6 +497,7 @@ class Alignment:
             feature_kinds=kinds,
             feature_columns=columns,
             warnings=list(self.warnings),
+            server_test=(np.column_stack(blocks[None]), self.server.y) if self.server else None,
             preprocessing={
                 **self.sites.notes,
                 "target": self.sites.target,
@@ -475,6 +505,7 @@ class Alignment:
                 "kinds": dict(self.kinds),
                 "binary_values": binary_values,  # [value coded 0, value coded 1]
                 "categories": categories,
+                **({"server_test": {"file": self.server.file, "rows": len(self.server.y)}} if self.server else {}),
             },
         )
 

@@ -8,6 +8,10 @@
     5. per-site standardisation of continuous features, fitted on that site's training rows only
     6. injections that act on model inputs: offset, scale
     7. iFedAvg's missing-value encoding: continuous -> 0 (the site's mean), binary / categorical -> 0.5
+
+A server test set (images: the data's test split; tables: a file of the server's own) is no
+site: it is not partitioned and nothing is injected into it. A table's gets the indicators, and is
+standardised with its own statistics (all its rows) and missing-encoded, as a site's rows are.
 """
 
 from __future__ import annotations
@@ -72,10 +76,6 @@ def assemble(
                 truth.append(entry)
             x = encode_missing(x, raw.feature_kinds)
         built.append(make_site(site.name, x, site.y, train_idx, test_idx))
-    server_test = None
-    if raw.server_test is not None:
-        server_test = (torch.as_tensor(raw.server_test[0], dtype=torch.float32),
-                       torch.as_tensor(raw.server_test[1], dtype=torch.int64))
     return Federation(
         name=raw.name,
         description=raw.description + (
@@ -95,9 +95,26 @@ def assemble(
                 if standardization == "site" else "none",
                 "missing": "continuous -> 0 after standardisation, binary / categorical -> 0.5",
                 "missing_indicators": missing_indicators} if raw.is_tabular else {}),
+            **({"server_test_standardization": "its own rows' mean and SD (as a site's)"}
+               if raw.is_tabular and raw.server_test is not None and standardization == "site" else {}),
         },
-        server_test=server_test,
+        server_test=server_inputs(raw, standardization),
     )
+
+
+def server_inputs(raw: RawFederation, standardization: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The server's test set as model inputs. A table's is standardised with its own statistics,
+    as every site's is with its own: in the paper's per-site setting a data holder never learns
+    another's means, and a unit or offset difference between holders is removed the same way
+    for the server as for the sites; with standardization 'none' all keep their units."""
+    if raw.server_test is None:
+        return None
+    x, y = raw.server_test
+    if raw.is_tabular:
+        if standardization == "site":
+            x = standardize(x, raw.feature_kinds, "site")
+        x = encode_missing(x, raw.feature_kinds)
+    return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.int64)
 
 
 def repartitioned(raw: RawFederation, split: str | None, n_sites: int, seed: int) -> RawFederation:
@@ -129,9 +146,16 @@ def with_missing_indicators(raw: RawFederation) -> RawFederation:
     if not gaps:
         return raw
     columns = [first_feature[c] for c in gaps]
+
+    def indicated(x: np.ndarray) -> np.ndarray:
+        return np.hstack([x, np.isnan(x[:, columns]).astype(np.float64)])
+
+    server = raw.server_test
     return replace(
         raw,
-        sites=[RawSite(s.name, np.hstack([s.x, np.isnan(s.x[:, columns]).astype(np.float64)]), s.y) for s in raw.sites],
+        sites=[RawSite(s.name, indicated(s.x), s.y) for s in raw.sites],
+        # The sites decide which columns get an indicator; the server's test set gets the same ones.
+        server_test=None if server is None else (indicated(server[0]), server[1]),
         feature_names=[*raw.feature_names, *(f"{c} (missing)" for c in gaps)],
         feature_kinds=[*raw.feature_kinds, *(["binary"] * len(gaps))],
         feature_columns=[*raw.feature_columns, *(f"{c} (missing)" for c in gaps)],

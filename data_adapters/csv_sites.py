@@ -2,6 +2,8 @@
 
 The site of a file is its name without extensions (`site_a.csv` -> `site_a`) unless
 `site_names` says otherwise; with `site_column`, every distinct value of that column is a site.
+`server_test` names one more file: the server's own test set (for AdaFed's server_test 'given'),
+read the same way and fitted onto the sites' features by the alignment (`server_table.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def read_csv_sites(
     site_column: str | None = None,
     site_names: list[str] | None = None,
     max_file_mb: float = 200.0,
+    server_test: str | None = None,
 ) -> TableSites:
     """Read every file (no alignment yet); DataError names the file that cannot be read."""
     if not files:
@@ -36,7 +39,8 @@ def read_csv_sites(
             + (" (with a site column the sites are its values)." if site_column else "; give one name per file.")
         )
     texts = [read_text_table(path, int(max_file_mb * 1e6)) for path in files]
-    warnings = [w for text in texts for w in text.warnings]
+    server = read_text_table(server_test, int(max_file_mb * 1e6)) if server_test else None
+    warnings = [w for text in [*texts, *([server] if server else [])] for w in text.warnings]
     if site_column:
         tables = [t for text in texts for t in split_by_column(text, site_column, str, warnings)]
     else:
@@ -50,6 +54,7 @@ def read_csv_sites(
         tables=tables,
         target=target,
         warnings=warnings,
+        server_table=site_table("server test set", server) if server else None,
     )
 
 

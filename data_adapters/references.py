@@ -4,6 +4,7 @@
     csv:site_a.csv,site_b.csv,target=outcome    heart:PATH    har:PATH    vehicle:PATH
     npz:PATH,split=dirichlet:0.1,sites=10       idx:PATH      images:DIR,size=64
     {"source": "csv", "files": ["a.csv", "b.csv"], "target": "outcome", "exclude": ["id"]}
+    csv:a.csv,b.csv,target=outcome,server_test=server.csv   (a file option: NAME=PATH)
 
 In a string, items without '=' are the source's path(s); a list option may be repeated
 (exclude=id,exclude=ward) and a kind is written kinds=column:kind. Paths holding ',' or '='
@@ -63,15 +64,18 @@ def normalize_reference(ref: Reference) -> str | dict[str, Any]:
     if source.paths is None:
         return ref if isinstance(ref, str) else dict(ref)
     paths = options[source.paths]
+    files = {name: options[name] for name in source.files if options.get(name)}
     for path in paths if isinstance(paths, list) else [paths]:
         if not Path(path).expanduser().exists():
             raise DataError(f"{path} does not exist.")
+    for name, path in files.items():
+        if not Path(path).expanduser().is_file():
+            raise DataError(f"{path} ({name}) does not exist or is not a file.")
     if isinstance(ref, Mapping):
         absolute = [_absolute(p) for p in paths] if isinstance(paths, list) else _absolute(paths)
-        return {**dict(ref), source.paths: absolute}
+        return {**dict(ref), source.paths: absolute, **{name: _absolute(path) for name, path in files.items()}}
     head, _, rest = ref.partition(":")
-    items = [item if "=" in item else _absolute(item) for item in _items(rest)]
-    return f"{head}:{','.join(items)}"
+    return f"{head}:{','.join(_absolute_item(item, source) for item in _items(rest))}"
 
 
 def reference_dict(ref: Reference) -> dict[str, Any]:
@@ -110,7 +114,8 @@ def describe_reference(ref: Reference) -> str:
         parts.append(f"{len(inject) if isinstance(inject, list) else 1} injected")
     other = {k: v for k, v in values.items() if k not in ("source", "target", "split", "sites", "inject")
              and (not source or k != source.paths)}
-    parts += [f"{k}={v}" for k, v in other.items()]
+    files = source.files if source else ()
+    parts += [f"{k}={Path(str(v)).name if k in files else v}" for k, v in other.items()]
     return " · ".join(parts)
 
 
@@ -128,6 +133,14 @@ def _split_text(ref: str) -> tuple[Source, dict[str, Any]]:
         raw.setdefault(key, []).append(value.strip())
     # Repeated keys (and several paths) become lists; list options wrap single values when typed.
     return source, {k: v if len(v) > 1 else v[0] for k, v in raw.items()}
+
+
+def _absolute_item(item: str, source: Source) -> str:
+    """A path (or a NAME=PATH file option) of a text reference with its path made absolute."""
+    key, sep, value = item.partition("=")
+    if not sep:
+        return _absolute(item)
+    return f"{key}={_absolute(value.strip())}" if key.strip() in source.files else item
 
 
 def _items(text: str) -> list[str]:

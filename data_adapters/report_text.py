@@ -24,7 +24,7 @@ def alignment_text(report: AlignmentReport) -> str:
             [
                 (s["site"], s["file"], s["rows"], s["rows_used"], DELIMITER_NAMES.get(s["delimiter"], "–"),
                  s["encoding"], *(_count(s["class_counts"].get(c), s["rows_used"]) for c in classes))
-                for s in report.sites
+                for s in report.sites + ([{**report.server_test, "site": "(server test)"}] if report.server_test else [])
             ],
         ),
         "",

@@ -51,6 +51,7 @@ class Source:
     # 'image': read() gives a RawFederation of images.
     kind: str
     paths: str | None = None  # the reader's path parameter, written positionally in strings
+    files: tuple[str, ...] = ()  # options naming one more file (NAME=PATH): checked and made absolute too
 
     def option_types(self) -> dict[str, Any]:
         """Every option name -> its type hint (reader parameters and shared groups)."""
@@ -71,7 +72,8 @@ SOURCES: dict[str, Source] = {
     source.name: source
     for source in (
         Source("demo", "the built-in synthetic demo federation", make_demo_federation, "complete"),
-        Source("csv", "one CSV per site, or CSVs with a site column", read_csv_sites, "table", "files"),
+        Source("csv", "one CSV per site, or CSVs with a site column", read_csv_sites, "table", "files",
+               files=("server_test",)),
         Source("heart", "UCI heart disease, a folder with the 4 processed.*.data files", read_heart_disease,
                "table", "path"),
         Source("har", "UCI HAR: the 'UCI HAR Dataset' folder or a by-subject table", read_har, "table", "path"),

@@ -77,7 +77,8 @@ class AdaFed(Algorithm):
         if mode == "given":
             if sim.federation.server_test is None:
                 raise SpecError(
-                    "AdaFed: this federation has no server test set; use server_test 'pooled' or 'others'."
+                    "AdaFed: this federation has no server test set (give one as the data's server_test=FILE.csv "
+                    "for CSV sites; npz and idx data bring their test split); or use server_test 'pooled' or 'others'."
                 )
             return tuple(t.to(sim.device) for t in sim.federation.server_test)
         if mode == "others":
