@@ -49,10 +49,13 @@ def shift_heatmap(
     sites: Sequence[str],
     features: Sequence[str],
     layer: str,
+    site_deviation: np.ndarray,
+    feature_deviation: np.ndarray,
     centre: str = "neutral",
 ) -> go.Figure:
     """Sites x features heatmap with 'O' on significant cells, 'x' above significant features,
-    and the per-site / per-feature sums of |value - feature mean| as bars beside and below."""
+    and the per-site / per-feature sums of |value - feature mean| (given, so that the page
+    exports the very numbers drawn) as bars beside and below."""
     matrix = np.asarray(matrix, dtype=float)
     column_mean = matrix.mean(axis=0)
     name = layer.replace("_", "<sub>") + "</sub>"
@@ -61,7 +64,6 @@ def shift_heatmap(
     else:  # colour by the correction itself, white = no correction
         shown, middle, bar_title = matrix, NEUTRAL[layer], f"{name}<br>(white: {NEUTRAL[layer]:g})"
     reach = float(np.nanmax(np.abs(shown - middle))) or 1e-6
-    deviation = np.abs(matrix - column_mean)
     fig = make_subplots(
         rows=2, cols=2, shared_xaxes=True, shared_yaxes=True,
         column_widths=[0.86, 0.14], row_heights=[0.8, 0.2],
@@ -96,10 +98,10 @@ def shift_heatmap(
     for j in np.flatnonzero(features_marked):
         fig.add_annotation(x=features[j], y=1.0, yref="y domain", yanchor="bottom", text="<b>x</b>",
                            showarrow=False, font=dict(size=15, color="#b00020"), row=1, col=1)
-    fig.add_trace(go.Bar(x=deviation.sum(axis=1), y=list(sites), orientation="h",
+    fig.add_trace(go.Bar(x=site_deviation, y=list(sites), orientation="h",
                          marker_color="#6b7b8c", hovertemplate="%{y}: %{x:.3f}<extra>site deviation</extra>"),
                   row=1, col=2)
-    fig.add_trace(go.Bar(x=list(features), y=deviation.sum(axis=0), marker_color="#6b7b8c",
+    fig.add_trace(go.Bar(x=list(features), y=feature_deviation, marker_color="#6b7b8c",
                          hovertemplate="%{x}: %{y:.3f}<extra>feature deviation</extra>"),
                   row=2, col=1)
     many = len(features) > 60

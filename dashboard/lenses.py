@@ -11,11 +11,12 @@ import plotly.graph_objects as go
 from dashboard import figures
 from dashboard.records import per_class_series, per_site_series
 from fedcore.interpret.detection import detection_report
-from fedcore.interpret.significance import significance_marks
+from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run
 
-FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation")
+FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, then by largest |z|")
+DEVIATION = "total |value - feature mean|"
 
 
 @dataclass
@@ -24,6 +25,10 @@ class ShiftView:
     table: pd.DataFrame  # site, feature, value, z, O, x: the figure's numbers
     marked_cells: int
     marked_features: int
+    # The grey bars, over the features shown in the order shown: site, DEVIATION / feature,
+    # DEVIATION, largest |z|, x.
+    site_deviation: pd.DataFrame
+    feature_deviation: pd.DataFrame
 
 
 def layers(arrays: dict[str, np.ndarray]) -> list[str]:
@@ -46,18 +51,32 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
         "O": marks.cells.ravel(),
         "x": np.tile(marks.features, len(sites)),
     })
+    marked = marks.cells.any(axis=0) | marks.features
+    # A constant column has no z (NaN): it ranks last, not first.
+    largest_z = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
     keep = np.arange(matrix.shape[1])
     if features_view == "marked features only":
-        keep = np.flatnonzero(marks.cells.any(axis=0) | marks.features)
+        keep = np.flatnonzero(marked)
     elif features_view == "sorted by deviation":
-        keep = np.argsort(-np.abs(matrix - matrix.mean(axis=0)).sum(axis=0), kind="stable")
+        keep = np.argsort(-deviation_sums(matrix)[0], kind="stable")
+    elif features_view == FEATURE_VIEWS[3]:
+        # The total deviation favours features every site corrects a little; the largest |z|
+        # puts first the feature where one site stands out most, as the O marks do.
+        keep = np.lexsort((-largest_z, ~marked))
     if len(keep) == 0:
         keep = np.arange(matrix.shape[1])  # nothing marked: show everything rather than nothing
+    shown = [columns[j] for j in keep]
+    feature_deviation, site_deviation = deviation_sums(matrix[:, keep])
     figure = figures.shift_heatmap(
         matrix[:, keep], marks.z[:, keep], marks.cells[:, keep], marks.features[keep],
-        sites, [columns[j] for j in keep], layer, centre,
+        sites, shown, layer, site_deviation, feature_deviation, centre,
     )
-    return ShiftView(figure, table, int(marks.cells.sum()), int(marks.features.sum()))
+    return ShiftView(
+        figure, table, int(marks.cells.sum()), int(marks.features.sum()),
+        site_deviation=pd.DataFrame({"site": sites, DEVIATION: site_deviation}),
+        feature_deviation=pd.DataFrame({"feature": shown, DEVIATION: feature_deviation,
+                                        "largest |z|": largest_z[keep], "x": marks.features[keep]}),
+    )
 
 
 def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
@@ -132,15 +151,16 @@ def similarity_view(run: Run, round_: int, clustered: bool = True) -> Similarity
 
 @dataclass
 class WeightsView:
-    shares: pd.DataFrame
+    shares: pd.DataFrame  # round, site, value: p_i / sum p (what the server averaged with)
+    scores: pd.DataFrame  # round, site, value: the raw p_i of the weight rule
     kappa: pd.DataFrame
     server_f1: pd.DataFrame
     near_zero: pd.DataFrame  # site, evaluated rounds near zero, first, last, latest share
 
 
 def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
-    """AdaFed's site shares over rounds, class weights, the server's per-class F1, and every site
-    whose share fell below `near_zero` of an equal share in some evaluated round."""
+    """AdaFed's site shares and raw scores p_i over rounds, class weights, the server's per-class
+    F1, and every site whose share fell below `near_zero` of an equal share in some evaluated round."""
     shares = per_site_series(run, "p_share")
     classes = run.federation.get("class_names", [])
     rows = []
@@ -151,7 +171,7 @@ def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
             rows.append({"site": site, "rounds near zero": len(group), "of evaluated rounds": shares["round"].nunique(),
                          "first": int(group["round"].min()), "last": int(group["round"].max()),
                          "latest share": float(latest[site])})
-    return WeightsView(shares, per_class_series(run, "kappa", classes),
+    return WeightsView(shares, per_site_series(run, "p"), per_class_series(run, "kappa", classes),
                        per_class_series(run, "server_f1_per_class", classes),
                        pd.DataFrame(rows, columns=["site", "rounds near zero", "of evaluated rounds", "first", "last",
                                                    "latest share"]))

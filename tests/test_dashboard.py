@@ -1,18 +1,26 @@
 """Every dashboard page through Streamlit's AppTest, on a store with small finished runs."""
 
 import base64
+import io
 import json
 import re
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import streamlit as st
+from PIL import Image
 from streamlit.testing.v1 import AppTest
 
+from dashboard.lenses import DEVIATION, FEATURE_VIEWS, shift_view
+from dashboard.records import per_site_series
+from fedcore import jobs
+from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.conftest import remove_started_runs
+from tests.conftest import make_federation, remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUICK_RUNS = {
@@ -69,6 +77,35 @@ def texts(at):
     return " ".join(m.value for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error])
 
 
+@pytest.fixture
+def downloads(monkeypatch):
+    """What every st.download_button a page draws would hand the browser: file name -> bytes.
+    (AppTest drops a run's media files when the run ends, so the data is caught on the way in.)"""
+    captured = {}
+    draw = st.download_button
+
+    def record(label, data, file_name=None, *args, **kwargs):
+        captured[file_name] = data
+        return draw(label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", record)
+    return captured
+
+
+def downloaded(downloads, file_name):
+    return pd.read_csv(io.BytesIO(downloads[file_name]))
+
+
+def select_run(at, run_id):
+    """Select a run's row in the Runs table, as a click on the row does."""
+    at.run()
+    row = list(at.dataframe[0].value["run id"]).index(run_id)
+    at.session_state["runs_table"] = {"selection": {"rows": [row], "columns": []}}
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def test_runs_page_lists_every_run(app):
     at, store, ids = app
     at.run()
@@ -78,6 +115,55 @@ def test_runs_page_lists_every_run(app):
     assert set(table["run id"]) == set(ids.values())
     assert set(table["state"]) == {"done"}
     assert "No training running." in texts(at)
+
+
+def test_runs_page_opens_a_run_in_its_lens_and_in_its_details(app):
+    at, store, ids = app
+    select_run(at, ids["adafed"]).button(key="open").click().run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Site weights (AdaFed)"
+    assert at.query_params["run"] == ids["adafed"]
+    at = select_run(AppTest.from_file(APP, default_timeout=60), ids["apfl"])
+    at.button(key="details").click().run()
+    assert at.title[0].value == "Run details" and at.query_params["run"] == ids["apfl"]
+
+
+def test_runs_page_reruns_a_run_with_its_settings(app):
+    at, store, ids = app
+    select_run(at, ids["fedavg"]).button(key="rerun").click().run()
+    assert not at.exception, at.exception
+    (again,) = [r for r in store.runs() if r.id not in ids.values()]
+    original = store.get(ids["fedavg"])
+    assert {k: again.spec[k] for k in ("algorithm", "data", "params", "config")} == \
+           {k: original.spec[k] for k in ("algorithm", "data", "params", "config")}
+    assert again.id in set(at.dataframe[0].value["run id"])  # the page shows the new run at once
+
+
+def test_runs_page_cancels_a_training_run(app):
+    at, store, ids = app
+    run = jobs.submit(store, {"algorithm": "fedavg", "config": {"rounds": 5000}})
+    deadline = time.time() + 120
+    while not run.status.get("round") and time.time() < deadline:  # training, signal handler in place
+        time.sleep(0.2)
+    select_run(at, run.id)
+    assert "confirm_delete" not in [b.key for b in at.button]  # a training run cannot be deleted
+    at.button(key="cancel").click().run()
+    assert not at.exception, at.exception
+    while run.status["state"] == "running" and time.time() < deadline:
+        time.sleep(0.2)
+    assert run.status["state"] == "cancelled" and run.status["round"] >= 1  # its rounds are kept
+
+
+def test_runs_page_deletes_a_finished_run_after_confirmation(app):
+    at, store, ids = app
+    run = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 1}}))
+    execute(run)
+    select_run(at, run.id)
+    assert "cancel" not in [b.key for b in at.button]  # nothing to cancel on a finished run
+    at.button(key="confirm_delete").click().run()
+    assert not at.exception, at.exception
+    assert run.id not in {r.id for r in store.runs()}
+    assert run.id not in set(at.dataframe[0].value["run id"])
 
 
 def test_quick_start_launches_a_background_job_and_opens_the_heatmap(app):
@@ -139,6 +225,19 @@ def test_apfl_keeps_its_own_engine_default_unless_changed(app):
     assert run.spec["config"]["momentum"] == 0.0
 
 
+def test_train_page_sets_fedhealth2_lambda_with_a_slider(app):
+    at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
+    at.multiselect[0].set_value(["fedhealth2"]).run()
+    lam = at.slider(key="params-fedhealth2-lam")
+    assert (lam.value, lam.min, lam.max) == (0.5, 0.0, 1.0)  # the paper's default, FedHealth2's range
+    lam.set_value(0.8)
+    at.number_input(key="config-rounds").set_value(1)
+    at.button(key="start").click().run()
+    assert not at.exception, at.exception
+    (run,) = [r for r in store.runs() if r.id not in ids.values()]
+    assert run.spec["params"]["lam"] == 0.8
+
+
 def test_data_page_shows_the_demo_and_remembers_the_choice(app):
     at, store, _ = app
     open_page(at, "views/data.py")
@@ -154,6 +253,56 @@ def test_data_page_shows_the_demo_and_remembers_the_choice(app):
     (store.root / ".dashboard.json").unlink()
 
 
+def test_data_page_previews_each_demo_site_with_missing_values_and_class_balance(app, downloads):
+    from data_adapters import load_federation
+
+    at, store, _ = app
+    open_page(at, "views/data.py")
+    federation = load_federation("demo")
+    counts = {s.name: (s.y_train.bincount(minlength=2) + s.y_test.bincount(minlength=2)).tolist()
+              for s in federation.sites}
+    overview = at.dataframe[0].value
+    assert overview[["'no sepsis'", "'sepsis'"]].values.tolist() == [counts[s] for s in overview["site"]]
+    preview = next(d.value for d in at.dataframe if "class" in d.value)
+    assert list(preview.columns) == ["site", "class", *federation.feature_names]
+    for site in federation.sites:
+        rows = preview[preview["site"] == site.name]
+        assert np.allclose(rows[federation.feature_names].values, site.x_train[:5].numpy(), atol=5e-4)
+        assert list(rows["class"]) == [federation.class_names[k] for k in site.y_train[:5]]
+    # Fir Valley records 'confusion' for septic patients only: missing for exactly its other rows
+    missing = downloaded(downloads, "missing-values.csv")
+    assert list(missing["feature"]) == ["confusion"]
+    fir = counts["Fir Valley"]
+    assert missing["Fir Valley"][0] == pytest.approx(fir[0] / sum(fir))
+    assert (missing.drop(columns=["feature", "Fir Valley"]).values == 0).all()
+    assert len(at.get("plotly_chart")) == 1  # the heatmap those numbers draw
+
+
+def test_an_image_folder_on_this_machine_shows_thumbnails_of_each_site(app, tmp_path, monkeypatch):
+    from data_adapters import load_federation
+
+    at, store, _ = app
+    root = tmp_path / "scans"
+    rng = np.random.default_rng(0)
+    for site in ("north", "south"):
+        for k, label in enumerate(("clear", "spot")):
+            (root / site / label).mkdir(parents=True)
+            for i in range(20):
+                pixels = (rng.random((8, 8)) * 100 + 100 * k).astype(np.uint8)
+                Image.fromarray(pixels).save(root / site / label / f"{i}.png")
+    monkeypatch.setenv("FEDCORE_DATA_DIRS", str(tmp_path))
+    open_page(at, "views/data.py")
+    at.radio(key="source").set_value("A dataset on this machine").run()
+    at.selectbox(key="dataset").set_value("Another folder or file…").run()
+    at.selectbox(key="kind").set_value("images").run()
+    at.text_input(key="path").set_value(str(root)).run()
+    assert not at.exception, at.exception
+    federation = load_federation({"source": "images", "path": str(root)})
+    assert [image.captions for image in at.image] == [
+        [federation.class_names[k] for k in site.y_train[:6]] for site in federation.sites]
+    assert not at.button(key="use").disabled
+
+
 def test_feature_shifts_page_draws_marks_and_the_detection_table(app):
     at, store, ids = app
     open_page(at, "views/feature_shifts.py", ids["ifedavg"])
@@ -167,6 +316,79 @@ def test_feature_shifts_page_draws_marks_and_the_detection_table(app):
     assert not at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["x"] == ["all classes"]
+
+
+def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads):
+    from data_adapters import load_federation
+
+    at, store, ids = app
+    open_page(at, "views/feature_shifts.py", ids["ifedavg"])
+    run = store.get(ids["ifedavg"])
+    last = run.array_rounds()[-1]
+    b_in = run.load_arrays(last)["b_in"]
+    sites, features = [s["name"] for s in run.federation["sites"]], run.federation["feature_names"]
+    prefix = f"{run.id}-b_in-round{last}"
+    assert np.allclose(downloaded(downloads, f"{prefix}.csv")["value"], b_in.ravel())
+    deviation = np.abs(b_in - b_in.mean(axis=0))
+    per_site = downloaded(downloads, f"{prefix}-site-deviation.csv")
+    per_feature = downloaded(downloads, f"{prefix}-feature-deviation.csv")
+    assert list(per_site["site"]) == sites and np.allclose(per_site[DEVIATION], deviation.sum(axis=1))
+    assert list(per_feature["feature"]) == features and np.allclose(per_feature[DEVIATION], deviation.sum(axis=0))
+    bars = [t for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"] if t["type"] == "bar"]
+    assert np.allclose(plotted(bars[0]["x"]), per_site[DEVIATION])  # the CSVs hold what the bars draw
+    assert np.allclose(plotted(bars[1]["y"]), per_feature[DEVIATION])
+    # the distribution below: every site's values of the picked feature, as the model sees them
+    feature = at.selectbox(key="dist_feature").value
+    values = downloaded(downloads, f"{run.id}-values-of-{feature}.csv")
+    federation = load_federation(run.spec["data"], run.spec["config"]["seed"])
+    j = features.index(feature)
+    for site in federation.sites:
+        shown = values.loc[values["site"] == site.name, f"{feature} (preprocessed)"]
+        assert np.allclose(shown, np.concatenate([site.x_train[:, j].numpy(), site.x_test[:, j].numpy()]), atol=1e-6)
+    assert set(values["class"]) == set(federation.class_names)
+
+
+def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):
+    at, store, ids = app
+    open_page(at, "views/feature_shifts.py", ids["ifedavg"])
+    at.slider(key="n_sd").set_value(1.5)  # a few marks on this short run
+    at.selectbox(key="features_view").set_value(FEATURE_VIEWS[3]).run()
+    assert not at.exception, at.exception
+    run = store.get(ids["ifedavg"])
+    last = run.array_rounds()[-1]
+    marks = significance_marks(run.load_arrays(last)["b_in"], 1.5, run.spec["params"]["sd_floor"])
+    marked = marks.cells.any(axis=0) | marks.features
+    largest = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
+    features = run.federation["feature_names"]
+    expected = [features[j] for j in sorted(range(len(features)), key=lambda j: (not marked[j], -largest[j]))]
+    assert 0 < marked.sum() < len(features)
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"] == expected
+    exported = downloaded(downloads, f"{run.id}-b_in-round{last}-feature-deviation.csv")
+    assert list(exported["feature"]) == expected  # the bars' CSV in the order shown
+
+
+def test_largest_z_order_puts_a_feature_marked_for_its_spread_first(tmp_path):
+    """'spread' is marked x (its values vary across sites far more than any other feature's) but
+    no site lies more than 1 SD out; in 'tiny' one site lies 2.6 SDs out, unmarked because the
+    feature barely varies (SD under the floor). Marked first puts 'spread' first, then the rest
+    by |z|; the total deviation would put 'tiny' behind the 'calm' features."""
+    names = ["spread", "tiny", *[f"calm{i}" for i in range(5)], "constant"]
+    matrix = np.zeros((8, len(names)))
+    matrix[:, 0] = [-1.0, 1.0] * 4
+    matrix[7, 1] = 0.01
+    matrix[:, 2:7] = np.array([[-0.1], [0.1]] * 4)
+    marks = significance_marks(matrix)
+    assert marks.features.tolist() == [True] + [False] * 7 and not marks.cells.any()
+    store = RunStore(tmp_path)
+    run = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 1}}))
+    run.write_federation({"sites": [{"name": f"site{i}"} for i in range(8)], "feature_names": names,
+                          "class_names": ["no", "yes"]})
+    run.save_arrays(1, {"b_in": matrix})
+    by_z = shift_view(run, 1, "b_in", features_view=FEATURE_VIEWS[3])
+    assert list(by_z.feature_deviation["feature"]) == ["spread", "tiny", *names[2:7], "constant"]
+    assert json.loads(by_z.figure.to_json())["data"][0]["x"] == list(by_z.feature_deviation["feature"])
+    by_deviation = shift_view(run, 1, "b_in", features_view="sorted by deviation")
+    assert list(by_deviation.feature_deviation["feature"]) == ["spread", *names[2:7], "tiny", "constant"]
 
 
 def test_site_similarity_page(app):
@@ -187,6 +409,58 @@ def test_site_weights_page(app):
     assert "Weight rule: **threshold**" in texts(at)
 
 
+def test_site_weights_page_shows_raw_scores_and_exports_them_with_the_shares(app, downloads):
+    at, store, ids = app
+    open_page(at, "views/site_weights.py", ids["adafed"])
+    run = store.get(ids["adafed"])
+    shares, scores = per_site_series(run, "p_share"), per_site_series(run, "p")
+    exported = downloaded(downloads, f"{run.id}-site-weights.csv")
+    assert list(exported.columns) == ["round", "site", "share", "p"]
+    assert np.allclose(exported["share"], shares["value"]) and np.allclose(exported["p"], scores["value"])
+    at.segmented_control(key="weight_scale").set_value("score").run()
+    assert not at.exception, at.exception
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["yaxis"]["title"]["text"] == "p_i = max(accuracy − 0.55, 0)"
+    for trace in chart["data"]:
+        assert np.allclose(plotted(trace["y"]), scores.loc[scores["site"] == trace["name"], "value"])
+
+
+@pytest.fixture(scope="module")
+def random_label_run(tmp_path_factory):
+    """AdaFed (threshold rule) on four CSV sites, the last with uniformly random labels. With 20
+    features its model fits the noise and scores below the floor on the pooled server rows; with
+    few features it stays near the server model it starts from and keeps scoring above it."""
+    folder = tmp_path_factory.mktemp("random_labels")
+    federation = make_federation(n_sites=4, rows=300, n_features=20, random_label_sites=(3,))
+    files = []
+    for site in federation.sites:
+        path = folder / f"{site.name}.csv"
+        x = np.concatenate([site.x_train.numpy(), site.x_test.numpy()])
+        y = np.concatenate([site.y_train.numpy(), site.y_test.numpy()])
+        pd.DataFrame(x, columns=federation.feature_names).assign(label=np.array(federation.class_names)[y]).to_csv(
+            path, index=False)
+        files.append(str(path))
+    store = RunStore(folder / "runs")
+    run = store.create(resolve_spec({
+        "algorithm": "adafed", "data": {"source": "csv", "files": files, "target": "label"},
+        "params": {"weight_rule": "threshold"}, "config": {"rounds": 4, "local_epochs": 10, "lr": 0.02},
+    }))
+    execute(run)
+    return store, run
+
+
+def test_site_weights_page_flags_a_random_label_site_driven_to_zero(random_label_run, monkeypatch):
+    store, run = random_label_run
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = open_page(AppTest.from_file(APP, default_timeout=60), "views/site_weights.py", run.id)
+    assert any("near) zero weight" in w.value and "**site3**" in w.value for w in at.warning)
+    flagged = at.dataframe[0].value
+    assert list(flagged["site"]) == ["site3"] and flagged["latest share"][0] < 0.25 / 4
+    at.segmented_control(key="weight_scale").set_value("score").run()
+    last = {t["name"]: plotted(t["y"])[-1] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    assert last["site3"] == 0 and min(last[f"site{i}"] for i in range(3)) > 0  # the rule set it to zero
+
+
 def test_compare_page(app):
     at, store, ids = app
     open_page(at, "views/compare.py")
@@ -202,6 +476,15 @@ def test_run_details_page(app):
     final = at.dataframe[0].value
     assert list(final["site"])[-2:] == ["mean", "worst site"]
     assert len(at.get("plotly_chart")) == 2  # per-site curves and APFL's alpha
+
+
+def test_run_details_page_exports_apfl_alpha(app, downloads):
+    at, store, ids = app
+    open_page(at, "views/run.py", ids["apfl"])
+    alpha = downloaded(downloads, f"{ids['apfl']}-apfl-alpha.csv")
+    recorded = per_site_series(store.get(ids["apfl"]), "alpha")
+    assert list(alpha.columns) == ["round", "site", "alpha"]
+    assert list(alpha["site"]) == list(recorded["site"]) and np.allclose(alpha["alpha"], recorded["value"])
 
 
 def test_lens_pages_say_what_to_do_without_runs(tmp_path, monkeypatch):
@@ -230,7 +513,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def test_upload_of_the_sample_csvs_shows_the_alignment_report(app):
+def test_upload_of_the_sample_csvs_shows_the_alignment_report(app, downloads):
     at, store, _ = app
     open_page(at, "views/data.py")
     at.radio(key="source").set_value("Upload CSV files (one per site)").run()
@@ -245,6 +528,11 @@ def test_upload_of_the_sample_csvs_shows_the_alignment_report(app):
     assert "semicolons" in shown and "'unknown'" in shown  # West's export, South's bad cells
     at.button(key="use").click().run()
     chosen = json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]
+    from data_adapters import inspect_data
+
+    share = inspect_data(chosen).missing_share  # the heatmap's numbers, as CSV
+    missing = downloaded(downloads, "missing-values.csv").set_index("feature")
+    assert len(missing) and all(missing.loc[f, s] == share[s][f] for f in missing.index for s in missing.columns)
     assert chosen["source"] == "csv" and chosen["target"] == "diabetes" and len(chosen["files"]) == 4
     # ... and it trains: Train page, one short FedAvg run in a background job
     open_page(at, "views/train.py")
@@ -300,6 +588,8 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     sites = at.dataframe[0].value
     assert list(sites["rows"]) == [303, 294, 123, 200]
     assert "`chol` at **switzerland**" in texts(at)
+    preview = at.dataframe[-1].value  # the first rows of each hospital, as the model sees them
+    assert list(preview["site"].value_counts(sort=False)) == [5] * 4 and {"site", "class", "age"} <= set(preview)
     at.button(key="use").click().run()
     assert json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]["source"] == "heart"
     (store.root / ".dashboard.json").unlink()

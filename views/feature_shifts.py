@@ -60,7 +60,15 @@ def lens() -> None:
     st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
     clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
                               selection_mode="points")
-    download_csv(view.table, f"{run.id}-{layer}-round{round_}")
+    exports = st.columns(3)
+    with exports[0]:
+        download_csv(view.table, f"{run.id}-{layer}-round{round_}", "Heatmap: every cell's value and z (CSV)")
+    with exports[1]:
+        download_csv(view.site_deviation, f"{run.id}-{layer}-round{round_}-site-deviation",
+                     "Per-site deviation bars (CSV)")
+    with exports[2]:
+        download_csv(view.feature_deviation, f"{run.id}-{layer}-round{round_}-feature-deviation",
+                     "Per-feature deviation bars (CSV)")
 
     detection = detection_table(run, round_, n_sd, sd_floor, rule)
     if detection is not None:
@@ -114,6 +122,8 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
     values = pd.concat(rows, ignore_index=True)
     st.plotly_chart(feature_distribution(values, site, feature, run_colors(run)), width="stretch",
                     key="distribution")
+    download_csv(values.rename(columns={"value": f"{feature} (preprocessed)"}), f"{run.id}-values-of-{feature}",
+                 f"Every site's values of {feature} (CSV)")
     cell = table[(table["site"] == site) & (table["feature"] == feature)].iloc[0]
     st.caption(f"{site}'s learned value for {feature}: {cell['value']:+.3f} (z {cell['z']:+.2f}"
                f"{', marked O' if cell['O'] else ''}).")
