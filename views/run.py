@@ -46,6 +46,8 @@ def details() -> None:
     if not alpha.empty:
         st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", run_colors(run)),
                         width="stretch", key="alpha")
+        download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
+                     "Download every round's α per site (CSV)")
     warnings = run.federation.get("warnings") or []
     for warning in warnings:
         st.warning(warning)
