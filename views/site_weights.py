@@ -34,11 +34,27 @@ def lens() -> None:
     else:
         st.success("No site fell near zero weight in any evaluated round.")
     colors = run_colors(run)
-    st.plotly_chart(site_lines(view.shares, "share of the server model", "Each site's share of the server model",
-                               colors), width="stretch", key="shares")
-    st.plotly_chart(site_lines(view.shares, "share", "The same shares, stacked (they sum to 1)", colors,
+    rule = params["weight_rule"]
+    # How the rule turns a site's accuracy on the server's test set into p_i (AdaFed._weights in
+    # fedcore), written out because pages do not import the training code.
+    formula = {"accuracy_x_size": "accuracy × training rows", "accuracy": "accuracy",
+               "threshold": f"max(accuracy − {params['accuracy_floor']:g}, 0)",
+               "power": f"accuracy^{params['power']:g}"}[rule]
+    shown = st.segmented_control(
+        "Site weight", ["share", "score"], default="share", key="weight_scale",
+        format_func={"share": "share of the server model (p_i / Σ p)", "score": f"raw score p_i = {formula}"}.get,
+        help="The raw score tells a site the rule set to zero (threshold rule) from one that merely scores lower "
+             "than the others; the share is what the server averaged with.")
+    if shown == "score":
+        st.plotly_chart(site_lines(view.scores, f"p_i = {formula}", f"Each site's raw score p_i ({rule} rule)",
+                                   colors), width="stretch", key="scores")
+    else:
+        st.plotly_chart(site_lines(view.shares, "share of the server model", "Each site's share of the server model",
+                                   colors), width="stretch", key="shares")
+    st.plotly_chart(site_lines(view.shares, "share", "The shares, stacked (they sum to 1)", colors,
                                stacked=True), width="stretch", key="stacked")
-    download_csv(view.shares, f"{run.id}-site-shares")
+    download_csv(view.shares.rename(columns={"value": "share"}).merge(view.scores.rename(columns={"value": "p"})),
+                 f"{run.id}-site-weights", "Download each site's share and raw score p_i per round (CSV)")
     left, right = st.columns(2)
     left.plotly_chart(class_lines(view.kappa, "κ (loss weight)", "Class weights κ_c = 1 / (F1_c + ε)"),
                       width="stretch", key="kappa")
