@@ -56,6 +56,20 @@ def load_run_federation(ref: Any, seed: int = 0):
     return cached_federation(json.dumps(ref, sort_keys=True), seed)
 
 
+@st.cache_data(show_spinner="Checking the data…", max_entries=16)
+def cached_inspection(ref_json: str) -> tuple[dict[str, Any], bool]:
+    """`inspect_data` once per data reference (as JSON text), as (report dict, ok): every widget
+    on the Data page reruns it, and a 30-site table takes seconds to align."""
+    from data_adapters import inspect_data
+
+    report = inspect_data(json.loads(ref_json))
+    return report.to_dict(), report.ok
+
+
+def inspect_reference(ref: Any) -> tuple[dict[str, Any], bool]:
+    return cached_inspection(json.dumps(ref, sort_keys=True))
+
+
 def chosen_data() -> dict[str, Any]:
     """The data the Train page will use: {'ref': data reference, 'label': what to call it}."""
     return read_json(get_store().root / ".dashboard.json", {}).get("data") or DEMO_DATA

@@ -7,12 +7,20 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from dashboard import figures
+from dashboard.common import download_csv
+from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}
+MISSING_CODE = 0.5  # data_adapters.preprocessing.encode_missing: a missing binary / categorical value
+PREVIEW_ROWS = 5
+PREVIEW_SITES = 12  # image sources may be split into up to 100 sites: thumbnails of the first ones
+THUMBNAILS = 6
+THUMBNAIL_WIDTH = 72
 
 
 def show_alignment(report: dict[str, Any]) -> None:
@@ -56,13 +64,63 @@ def show_alignment(report: dict[str, Any]) -> None:
                        f"{outlier['others_median']:g} — a different unit or code?")
         if not (report["type_conflicts"] or report["category_differences"] or report["location_outliers"]):
             st.success("No type conflicts, category differences or far-off columns.")
-    missing = pd.DataFrame(report["missing_share"]).fillna(0.0)
-    missing = missing.loc[missing.max(axis=1) > 0]
+    show_missing(pd.DataFrame(report["missing_share"]).fillna(0.0))
+
+
+def show_missing(share: pd.DataFrame, note: str = "") -> None:
+    """Share of missing values, features (rows) x sites (columns): a heatmap of the features
+    with gaps anywhere, and its numbers as CSV."""
     st.markdown("**Missing values** (share of each site's rows)")
+    if note:
+        st.caption(note)
+    missing = share.loc[share.max(axis=1) > 0]
     if missing.empty:
         st.caption("No missing values.")
-    else:
-        st.plotly_chart(figures.missing_heatmap(missing), width="stretch", key="missing")
+        return
+    st.plotly_chart(figures.missing_heatmap(missing), width="stretch", key="missing")
+    download_csv(missing.rename_axis("feature").reset_index(), "missing-values",
+                 "Download the missing-value shares (CSV)")
+
+
+def encoded_missing_share(federation: Federation) -> pd.DataFrame:
+    """Share of missing values per binary / categorical feature (rows) and site (columns) of a
+    loaded federation, counted from iFedAvg's encoding, which stores a missing value of such a
+    feature as 0.5 (never a real value of theirs). A gap in a continuous feature becomes 0, the
+    mean, and cannot be told from a real value: those features are left out."""
+    coded = [j for j, kind in enumerate(federation.feature_kinds) if kind != "continuous"]
+    return pd.DataFrame(
+        {site.name: (np.concatenate([site.x_train.numpy(), site.x_test.numpy()])[:, coded] == MISSING_CODE).mean(0)
+         for site in federation.sites},
+        index=[federation.feature_names[j] for j in coded],
+    )
+
+
+def show_site_preview(federation: Federation) -> None:
+    """What each site holds, as the model sees it: the first training rows of every site's
+    table (after standardisation and missing-value encoding), or its first training images."""
+    classes = np.array(federation.class_names)
+    if federation.is_tabular:
+        st.markdown(f"**First {PREVIEW_ROWS} training rows of each site** (as the model sees them: standardised, "
+                    "missing values encoded)")
+        frames = [pd.DataFrame(site.x_train[:PREVIEW_ROWS].numpy(), columns=federation.feature_names).round(3)
+                  .assign(site=site.name, **{"class": classes[site.y_train[:PREVIEW_ROWS].numpy()]})
+                  for site in federation.sites]
+        table = pd.concat(frames, ignore_index=True)
+        st.dataframe(table[["site", "class", *federation.feature_names]], hide_index=True, width="stretch")
+        return
+    shown = federation.sites[:PREVIEW_SITES]
+    more = f" (the first {len(shown)} of {len(federation.sites)} sites)" if len(federation.sites) > len(shown) else ""
+    st.markdown(f"**First {THUMBNAILS} training images of each site**{more}")
+    for site in shown:
+        st.caption(site.name)
+        st.image([_thumbnail(x) for x in site.x_train[:THUMBNAILS].numpy()],
+                 caption=list(classes[site.y_train[:THUMBNAILS].numpy()]), width=THUMBNAIL_WIDTH)
+
+
+def _thumbnail(image: np.ndarray) -> np.ndarray:
+    """C x H x W in [0, 1] -> H x W (grey) or H x W x 3 bytes for st.image."""
+    pixels = (np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8)
+    return pixels[0] if pixels.shape[0] == 1 else pixels[:3].transpose(1, 2, 0)
 
 
 def show_summary(summary: dict[str, Any]) -> None:

@@ -3,9 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store, load_run_federation
-from dashboard.data_report import save_uploads, show_alignment, show_summary
-from data_adapters import describe_reference, inspect_data
+from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store, inspect_reference, load_run_federation
+from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
+                                   show_site_preview, show_summary)
+from data_adapters import describe_reference
 from data_adapters.csv_sites import site_name
 from data_adapters.demo import FEATURES
 from data_adapters.discover import find_datasets, search_folders
@@ -44,17 +45,28 @@ def demo() -> None:
     ref = "demo" if standardization == "reference" else "demo:standardization=site"
     federation = load_run_federation(ref)
     injected = {g["site"]: g["detail"] for g in federation.ground_truth}
+    classes = federation.class_names
     rows = []
     for site in federation.sites:
-        counts = (site.y_train.bincount(minlength=2) + site.y_test.bincount(minlength=2)).tolist()
+        counts = (site.y_train.bincount(minlength=len(classes))
+                  + site.y_test.bincount(minlength=len(classes))).tolist()
         rows.append({"site": site.name, "rows": sum(counts), "training rows": site.n_train,
-                     "hold-out rows": site.n_test, "share with sepsis": counts[1] / sum(counts),
+                     "hold-out rows": site.n_test, **{f"'{c}'": n for c, n in zip(classes, counts)},
+                     "share with sepsis": counts[1] / sum(counts),
                      "injected problem (ground truth)": injected.get(site.name, "none")})
+    st.markdown("**Sites and class balance**")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"share with sepsis": st.column_config.NumberColumn(format="%.2f")})
-    st.markdown("**Features**")
-    st.dataframe(pd.DataFrame([{"feature": f.name, "kind": f.kind, "unit": f.unit or "–"} for f in FEATURES]),
-                 hide_index=True)
+    left, right = st.columns([1, 2])
+    with left:
+        st.markdown("**Features**")
+        st.dataframe(pd.DataFrame([{"feature": f.name, "kind": f.kind, "unit": f.unit or "–"} for f in FEATURES]),
+                     hide_index=True)
+    with right:
+        show_missing(encoded_missing_share(federation),
+                     "Counted for the yes/no features (a missing one is stored as 0.5); a gap in a measurement "
+                     "becomes the mean before training and cannot be told apart here.")
+    show_site_preview(federation)
     use_button(ref, DEMO_DATA["label"] + (" — per-site standardisation" if standardization == "site" else ""))
 
 
@@ -80,18 +92,20 @@ def on_disk() -> None:
         ref["split"] = left.selectbox("How to split it into sites", list(SPLITS), format_func=SPLITS.get, key="split")
         ref["sites"] = int(right.number_input("Sites", 2, 100, 4, key="n_sites"))
     try:
-        report = inspect_data(ref)
+        report, ok = inspect_reference(ref)
+        if ref["source"] in ("heart", "har", "vehicle"):
+            show_alignment(report)
+        else:
+            show_summary(report)
+            st.info("These are images: FedAvg, FedBN, FedHealth2, Local, Centralized and the others train them with "
+                    "a small CNN (or a torchvision backbone, see the Train page's settings); inDISCO draws its "
+                    "prototype boxes on them. iFedAvg and APFL need tables.")
+        if ok:  # tables that do not combine cannot be loaded; the report above says why
+            show_site_preview(load_run_federation(ref))
     except DataError as error:
         st.error(str(error))
         return
-    if ref["source"] in ("heart", "har", "vehicle"):
-        show_alignment(report.to_dict())
-    else:
-        show_summary(report.to_dict())
-        st.info("These are images: FedAvg, FedBN, FedHealth2, Local, Centralized and the others train them with a "
-                "small CNN (or a torchvision backbone, see the Train page's settings); inDISCO draws its prototype "
-                "boxes on them. iFedAvg and APFL need tables.")
-    use_button(ref, describe_reference(ref), ok=report.ok)
+    use_button(ref, describe_reference(ref), ok=ok)
 
 
 def upload() -> None:
@@ -135,18 +149,18 @@ def upload() -> None:
     else:
         ref["site_names"] = list(names["site"])
     try:
-        report = inspect_data(ref)
+        report, ok = inspect_reference(ref)
     except DataError as error:
         st.error(str(error))
         return
     st.subheader("Alignment report")
-    show_alignment(report.to_dict())
+    show_alignment(report)
     with st.expander("First rows of each file"):
         for path, table in tables.items():
             st.caption(f"{path.name} ({len(table.frame)} rows)")
             st.dataframe(table.frame.head(5), hide_index=True)
-    use_button(ref, describe_reference(ref), ok=report.ok)
-    if not report.ok:
+    use_button(ref, describe_reference(ref), ok=ok)
+    if not ok:
         st.info("Fix the errors above; nothing has been stored for training.")
 
 
