@@ -62,7 +62,8 @@ def site_metrics(y: torch.Tensor, log_prob: torch.Tensor, valid: torch.Tensor) -
         "sensitivity": class_recall[:, -1] if n_classes == 2 else not_binary,
         "specificity": class_recall[:, 0] if n_classes == 2 else not_binary,
     }
-    return [{name: float(values[s]) for name, values in metrics.items()} for s in range(n_sites)]
+    columns = {name: values.tolist() for name, values in metrics.items()}
+    return [{name: column[s] for name, column in columns.items()} for s in range(n_sites)]
 
 
 def classification_metrics(y: torch.Tensor, log_prob: torch.Tensor) -> dict[str, float]:
@@ -99,18 +100,28 @@ def mean_and_worst(per_site: Mapping[str, Mapping[str, float]]) -> tuple[dict, d
 def _roc_auc(y: torch.Tensor, prob: torch.Tensor, valid: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     """Per site: binary AUC, or the macro one-vs-one average over the class pairs present in
     its hold-out (sklearn's multi_class='ovo'); NaN for a site with a single class."""
-    n_classes = prob.shape[-1]
+    n_sites, _, n_classes = prob.shape
     if n_classes == 2:
         return _binary_auc(y == 1, prob[..., 1], valid)
-    # Every ordered pair (a, b) at once: AUC of p_a separating class a from class b.
-    a, b = (torch.tensor(i) for i in zip(*[(i, j) for i in range(n_classes) for j in range(n_classes) if i != j]))
-    in_pair = valid & ((y == a[:, None, None]) | (y == b[:, None, None]))  # [pairs, sites, rows]
-    scores = prob.permute(2, 0, 1)[a]  # p_a for each pair: [pairs, sites, rows]
-    directed = _binary_auc(y == a[:, None, None], scores, in_pair)  # [pairs, sites]
-    both = present[:, a].T & present[:, b].T
-    pair_scores = torch.where(both, directed, torch.zeros_like(directed))
+    # One sort of each class's score p_a at each site tells, for every row, how many rows of each
+    # class b score below it and how many tie with it: the AUC of p_a separating a from b (the
+    # Mann-Whitney count, ties halved) for every ordered pair (a, b) at once.
+    score = torch.where(valid[..., None], prob.to(torch.float64), math.inf)
+    score = score.permute(2, 0, 1).contiguous()  # [a, sites, rows]
+    ordered, by_score = torch.sort(score, dim=-1)
+    below = torch.searchsorted(ordered, score, right=False)[..., None].expand(-1, -1, -1, n_classes)
+    upto = torch.searchsorted(ordered, score, right=True)[..., None].expand(-1, -1, -1, n_classes)
+    member = torch.nn.functional.one_hot(y, n_classes).to(torch.float64) * valid[..., None]  # [sites, rows, b]
+    in_order = member[torch.arange(n_sites)[None, :, None], by_score]  # [a, sites, rows, b], rows by p_a
+    before = torch.nn.functional.pad(in_order.cumsum(2), (0, 0, 1, 0))  # rows of class b among the first k
+    half_ranks = (before.gather(2, below) + before.gather(2, upto)) / 2  # [a, sites, rows, b]
+    wins = (half_ranks * member.permute(2, 0, 1)[..., None]).sum(2)  # over the rows of class a: [a, sites, b]
+    counts = member.sum(1)  # [sites, classes]
+    directed = wins / (counts.T[:, :, None] * counts[None]).clamp(min=1)
+    both = present.T[:, :, None] & present[None] & ~torch.eye(n_classes, dtype=torch.bool)[:, None, :]
     # each unordered pair counted twice (a|b and b|a), each half of its score
-    total, pairs = pair_scores.sum(0) / 2, both.sum(0) / 2
+    total = torch.where(both, directed, torch.zeros_like(directed)).sum((0, 2)) / 2
+    pairs = both.sum((0, 2)) / 2
     return torch.where(pairs > 0, total / pairs.clamp(min=1), torch.full_like(total, math.nan))
 
 
