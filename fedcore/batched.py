@@ -3,8 +3,10 @@
 Every parameter is held once for all sites, stacked along a first `sites` dimension, so one
 batched matrix product serves every site's layer. Each step takes the k-th mini-batch of every
 site (in the same order the per-site path uses), padded to the batch size with a mask of real
-rows; a site with fewer batches is masked out of the steps it does not have, and SGD with
-momentum updates only the sites that took part in the step, exactly as their own optimiser would.
+rows. For the round the sites are ordered by how many steps they take, so a site with fewer
+batches simply drops out of the tail of the order: the last steps compute the first sites only, on
+views of the stacked tensors, and SGD with momentum updates only the sites that took part in the
+step, exactly as their own optimiser would.
 
 Differences from the per-site path are those of floating-point order, plus dropout: the masks
 here are drawn for all sites at once, so they differ from (but are distributed like) the per-site
@@ -14,11 +16,13 @@ path's. With dropout 0 both paths give the same weights up to rounding.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.sgd import sgd
 
 from fedcore.models import MLP
 
@@ -73,6 +77,22 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_weight, grad_out.sum(1)
 
 
+class _Tanh(torch.autograd.Function):
+    """tanh as 2 * sigmoid(2x) - 1: equal up to rounding, and on the CPU several times faster than
+    torch's own tanh (about 80 against 270 us on a [30, 16, 128] batch on one core)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad_out, y)
+
+
 def forward(
     model: MLP,
     state: Mapping[str, torch.Tensor],
@@ -99,8 +119,8 @@ def forward(
             h = _Linear.apply(h, state[f"{name}.weight"], state[f"{name}.bias"])
         elif isinstance(layer, nn.BatchNorm1d):
             h = _batch_norm(h, valid, state, name, layer.eps, train)
-        else:
-            h = torch.tanh(h)
+        else:  # scores use torch's own tanh, as every other path does
+            h = _Tanh.apply(h) if train else torch.tanh(h)
     logits = _Linear.apply(h, state["head.weight"], state["head.bias"])
     return F.log_softmax((logits + state["f_out.b"][:, None]) * state["f_out.w"][:, None], dim=-1)
 
@@ -126,54 +146,60 @@ def _batch_norm(h: torch.Tensor, valid: torch.Tensor, state: Mapping[str, torch.
     return (h - mean) / torch.sqrt(variance + eps) * weight + bias
 
 
-def batch_plan(orders: list[list[torch.Tensor]], batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row indices [steps, sites, batch] and their mask from each site's per-epoch row orders;
-    step k holds every site's k-th mini-batch (epochs one after the other)."""
+class BatchPlan(NamedTuple):
+    """A round's mini-batches for all sites, the sites ordered by how many steps they take (most
+    first), so that the sites still training at any step are a prefix of that order."""
+
+    rows: torch.Tensor  # [steps, sites, batch] row indices (0 where padded), sites in `order`
+    valid: torch.Tensor  # [steps, sites, batch] which of them are real rows
+    order: torch.Tensor  # [sites] site index at each position
+    active: list[int]  # sites training at each step: the first active[k] of `order`
+
+
+def batch_plan(orders: list[list[torch.Tensor]], batch_size: int, minimum: int, device: torch.device) -> BatchPlan:
+    """Step k holds every site's k-th mini-batch from its per-epoch row orders (epochs one after
+    the other); a batch of fewer than `minimum` rows is skipped, as the per-site path skips it."""
     per_site = []
     for epochs in orders:
-        steps = [order[start:start + batch_size] for order in epochs for start in range(0, len(order), batch_size)]
-        per_site.append(steps)
-    n_steps = max(len(steps) for steps in per_site)
-    rows = torch.full((n_steps, len(orders), batch_size), -1, dtype=torch.long)
-    for site, steps in enumerate(per_site):
-        for k, batch in enumerate(steps):
-            rows[k, site, : len(batch)] = batch
+        padded = torch.cat([F.pad(order, (0, -len(order) % batch_size), value=-1) for order in epochs])
+        batches = padded.view(-1, batch_size)
+        per_site.append(batches[(batches >= 0).sum(1) >= minimum])
+    n_steps = torch.tensor([len(batches) for batches in per_site])
+    order = torch.argsort(n_steps, descending=True, stable=True)
+    rows = torch.full((int(n_steps.max()), len(orders), batch_size), -1, dtype=torch.long)
+    for position, site in enumerate(order.tolist()):
+        rows[: n_steps[site], position] = per_site[site]
+    active = (n_steps[:, None] > torch.arange(len(rows))).sum(0).tolist()
     rows = rows.to(device)
-    return rows.clamp(min=0), rows >= 0
+    return BatchPlan(rows.clamp(min=0), rows >= 0, order.to(device), active)
+
+
+def _permute_sites_(tensors: list[torch.Tensor], order: torch.Tensor) -> None:
+    """In place, for every tensor: row i <- row order[i] (first dimension = sites)."""
+    for tensor in tensors:
+        tensor.copy_(tensor.index_select(0, order))
 
 
 class SiteSGD:
-    """SGD with momentum and weight decay on stacked parameters, where a step may involve only
-    some sites: their parameters and momentum move, the others' stay (as their own optimisers
-    would). With every site in the step, torch's fused SGD updates each tensor in one pass."""
+    """SGD with momentum and weight decay on stacked parameters, where a step involves only the
+    first n sites: their parameters and momentum move, the others' stay (as their own optimisers
+    would). Each step updates every tensor in one fused pass over that prefix."""
 
     def __init__(self, parameters: Mapping[str, torch.Tensor], momentum: float, weight_decay: float) -> None:
         self.parameters = dict(parameters)
         self.momentum, self.weight_decay = momentum, weight_decay
-        tensors = list(self.parameters.values())
-        self.fused = torch.optim.SGD(tensors, lr=0.0, momentum=momentum, weight_decay=weight_decay, fused=True)
-        self.buffers = {name: torch.zeros_like(p) for name, p in self.parameters.items()}
-        if momentum:
-            for name, tensor in self.parameters.items():
-                self.fused.state[tensor]["momentum_buffer"] = self.buffers[name]
+        self.buffers = {name: torch.zeros_like(p) for name, p in self.parameters.items()} if momentum else {}
 
     @torch.no_grad()
-    def step(self, grads: Mapping[str, torch.Tensor], lr: float, sites: torch.Tensor | None) -> None:
-        """`grads` are for every site (`sites` None) or for the listed sites only, in that order."""
-        if sites is None:
-            for name, parameter in self.parameters.items():
-                parameter.grad = grads[name].contiguous()  # the fused kernel needs dense gradients
-            self.fused.param_groups[0]["lr"] = lr
-            self.fused.step()
-            return
-        for name, parameter in self.parameters.items():
-            direction = grads[name]
-            if self.weight_decay:
-                direction = direction.add(parameter.index_select(0, sites), alpha=self.weight_decay)
-            if self.momentum:
-                direction = self.buffers[name].index_select(0, sites).mul_(self.momentum).add_(direction)
-                self.buffers[name].index_copy_(0, sites, direction)
-            parameter.index_add_(0, sites, direction, alpha=-lr)
+    def step(self, grads: list[torch.Tensor], lr: float, n: int) -> None:
+        """`grads` of the first n sites' parameters, in the order of `parameters`."""
+        sgd(
+            [parameter[:n] for parameter in self.parameters.values()],
+            [grad.contiguous() for grad in grads],  # the fused kernel needs dense gradients
+            [buffer[:n] for buffer in self.buffers.values()] or [None] * len(grads),
+            fused=True, weight_decay=self.weight_decay, momentum=self.momentum, lr=lr,
+            dampening=0.0, nesterov=False, maximize=False,
+        )
 
 
 def train_round(
@@ -188,39 +214,44 @@ def train_round(
 ) -> torch.Tensor:
     """One round of local training for all sites; returns each site's mean loss per batch.
 
-    `data` holds every site's training rows padded to one length ([sites, rows, D], [sites, rows]);
+    `state` holds every site's tensors stacked (parameters and buffers, each tensor once), `data`
+    every site's training rows padded to one length ([sites, rows, D], [sites, rows]);
     `step_loss(state, x, y, valid, sites, params)` gives the loss [n] of one step for the sites in
-    it (`sites` None: all of them, else their indices), from their tensors `state` (trainable
-    ones: `params`). A step in which some sites have no batch left computes only the others.
+    it (`sites` None: all of them in their own order, else their indices), from their tensors
+    `state` (trainable ones: `params`).
+
+    For the round, the sites' rows of every tensor are put in the plan's order (most steps first),
+    so that a step in which some sites have no batch left computes the others on views of the
+    tensors' first rows, with no copies; the original order is restored at the end.
     """
     x_all, y_all = data
     n_sites = x_all.shape[0]
-    rows, valid = batch_plan(orders, batch_size, x_all.device)
     minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1  # as per site
-    everyone = torch.arange(n_sites, device=x_all.device)
+    plan = batch_plan(orders, batch_size, minimum, x_all.device)
+    reordered = not torch.equal(plan.order, torch.arange(n_sites, device=x_all.device))
+    in_place = [*state.values(), *optimizer.buffers.values()]
+    if reordered:
+        _permute_sites_(in_place, plan.order)
+    # Rows picked by position in the sites' rows laid end to end: index_select is several times
+    # faster than indexing by (site, row) pairs.
+    x_rows, y_rows, per_site = x_all.flatten(0, 1), y_all.flatten(0, 1), x_all.shape[1]
     totals = torch.zeros(n_sites, device=x_all.device)
-    steps_taken = torch.zeros_like(totals)
-    for step_rows, step_valid in zip(rows, valid):
-        active = step_valid.sum(1) >= minimum
-        if bool(active.all()):
-            sites, index, step_state, params = None, everyone, state, optimizer.parameters
-        else:
-            index = active.nonzero().squeeze(1)
-            if len(index) == 0:
-                continue
-            sites, step_rows, step_valid = index, step_rows[index], step_valid[index]
-            # This step's sites only: copies of their tensors, parameters as fresh leaves.
-            step_state = {name: value.index_select(0, index) for name, value in state.items()}
-            params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
-            step_state.update(params)
-        losses = step_loss(step_state, x_all[index[:, None], step_rows], y_all[index[:, None], step_rows],
-                           step_valid, sites, params)
+    for step_rows, step_valid, n in zip(plan.rows, plan.valid, plan.active):
+        sites = plan.order[:n]
+        picked = (sites[:, None] * per_site + step_rows[:n]).flatten()
+        step_state = {name: value[:n] for name, value in state.items()}
+        params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
+        step_state.update(params)
+        losses = step_loss(step_state, x_rows.index_select(0, picked).view(n, batch_size, *x_all.shape[2:]),
+                           y_rows.index_select(0, picked).view(n, batch_size),
+                           step_valid[:n], sites if reordered or n < n_sites else None, params)
         grads = torch.autograd.grad(losses.sum(), list(params.values()))
-        optimizer.step(dict(zip(optimizer.parameters, grads)), lr, sites)
-        if sites is not None:  # BatchNorm running statistics were updated on the copies
-            for name, value in step_state.items():
-                if name not in params:
-                    state[name].index_copy_(0, sites, value)
-        totals.index_add_(0, index, losses.detach())
-        steps_taken.index_add_(0, index, torch.ones_like(losses.detach()))
-    return totals / steps_taken.clamp(min=1)
+        optimizer.step(list(grads), lr, n)
+        totals[:n] += losses.detach()
+    steps_taken = torch.tensor(plan.active, device=x_all.device)[:, None] > torch.arange(n_sites, device=x_all.device)
+    mean_loss = totals / steps_taken.sum(0).clamp(min=1)
+    if reordered:
+        inverse = torch.argsort(plan.order)
+        _permute_sites_(in_place, inverse)
+        mean_loss = mean_loss[inverse]
+    return mean_loss

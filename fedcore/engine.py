@@ -328,11 +328,8 @@ class Simulation(FederatedModels):
 
     def _prepare_batched(self, model: nn.Module) -> None:
         self.template = self.algorithm.batched_template(model)
-        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-        # Leaves for autograd that share storage with the stack (updated in place).
-        self.leaves = {n: self.stacked[n].detach().requires_grad_(True) for n in trainable}
-        self.batched_state = {**self.stacked, **self.leaves}
-        self.optimizer = batched.SiteSGD(self.leaves, self.config.momentum, self.config.weight_decay)
+        trainable = {n: self.stacked[n] for n, p in model.named_parameters() if p.requires_grad}
+        self.optimizer = batched.SiteSGD(trainable, self.config.momentum, self.config.weight_decay)
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
 
     # -- building blocks algorithms use -------------------------------------------------------
@@ -432,7 +429,7 @@ class Simulation(FederatedModels):
         ]
         dropout = batched.DropoutMasks(self.device, derive_seed(self.config.seed, self.round, "batched-dropout"))
         losses = batched.train_round(
-            self.template, self.batched_state, self.optimizer, self.padded_train, orders,
+            self.template, self.stacked, self.optimizer, self.padded_train, orders,
             functools.partial(self._step_loss, dropout=dropout), self.config.batch_size, lr,
         )
         return losses.tolist()
@@ -449,16 +446,22 @@ class Simulation(FederatedModels):
     def evaluate(self, sets: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, dict[str, float]]:
         """Every site's model scored on that site's own hold-out, or on `sets` (one (x, y) per
         site, e.g. a validation split), all sites in one pass."""
-        sets = self.test_sets if sets is None else sets
+        own = sets is None
+        sets = self.test_sets if own else sets
         y, valid = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
-            x, _ = pad_sites([x for x, _ in sets])
+            x = self._padded_test_x if own else pad_sites([x for x, _ in sets])[0]
             log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
                                        train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
                                   enumerate(sets)])[0]
         return dict(zip(self.site_names, site_metrics(y, log_prob, valid)))
+
+    @functools.cached_property
+    def _padded_test_x(self) -> torch.Tensor:
+        """The hold-outs' rows padded to one length, built once (evaluated every round)."""
+        return pad_sites([x for x, _ in self.test_sets])[0]
 
     def run(
         self, on_round: Callable[[int, dict[str, Any] | None, dict[str, Any]], None] | None = None
