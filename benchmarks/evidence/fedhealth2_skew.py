@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from common import DATASETS, PAPER_SEEDS, cached_results, fmt, mean_sd, run_tasks, simulation_on
+from fedcore.algorithms.fedprox import FedProxParams
 
 PART = "fedhealth2_skew"
 N_SITES, ALPHA, ROUNDS, VALIDATION_SHARE = 20, 0.1, 300, 0.2
@@ -116,7 +117,20 @@ def discussion(by: dict) -> str:
         f"{fmt(ours['FedAvg'], 1)} % and Local {fmt(ours['Local'], 1)} %; the best baseline is {best_baseline} "
         f"({fmt(ours[best_baseline], 1)} %). Our data (HAR's 265 time-domain features, an MLP) differ from the "
         "paper's (PAMAP sensor windows, a CNN), so only the ordering is comparable, not the levels."
+        + _fedprox_note(by)
     )
+
+
+def _fedprox_note(by: dict) -> str:
+    """How far FedProx's per-site accuracies are from FedAvg's, run for run (same seed and partition)."""
+    pairs = list(zip(by.get("FedProx", []), by.get("FedAvg", [])))
+    if not pairs:
+        return ""
+    gap = max(abs(a - b) for prox, avg in pairs for a, b in zip(prox["final_test"], avg["final_test"]))
+    mu = CONFIGS["FedProx"][1].get("mu", FedProxParams.mu)
+    return (f" FedProx (μ = {mu:g}) ends within {100 * gap:.2f} points of FedAvg at every site of every seed: with "
+            "one local epoch at learning rate 0.01 a site drifts little within a round, so the proximal pull "
+            "μ(w − w_received) hardly changes a step (the paper, too, has them 0.1 point apart).")
 
 
 def main(jobs: int, fresh: bool) -> str:
