@@ -20,7 +20,7 @@ MISSING_CODE = 0.5  # data_adapters.preprocessing.encode_missing: a missing bina
 PREVIEW_ROWS = 5
 PREVIEW_SITES = 12  # image sources may be split into up to 100 sites: thumbnails of the first ones
 THUMBNAILS = 6
-THUMBNAIL_WIDTH = 72
+THUMBNAIL_WIDTH = 88
 
 
 def show_alignment(report: dict[str, Any]) -> None:
@@ -112,7 +112,7 @@ def show_site_preview(federation: Federation) -> None:
     more = f" (the first {len(shown)} of {len(federation.sites)} sites)" if len(federation.sites) > len(shown) else ""
     st.markdown(f"**First {THUMBNAILS} training images of each site**{more}")
     for site in shown:
-        st.caption(site.name)
+        st.markdown(f"**{site.name}**")
         st.image([_thumbnail(x) for x in site.x_train[:THUMBNAILS].numpy()],
                  caption=list(classes[site.y_train[:THUMBNAILS].numpy()]), width=THUMBNAIL_WIDTH)
 

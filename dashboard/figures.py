@@ -227,7 +227,10 @@ def missing_heatmap(share: pd.DataFrame) -> go.Figure:
         z=share.values, x=list(share.columns), y=list(share.index), zmin=0, zmax=1,
         colorscale=[[0, "white"], [1, "#d94801"]],
         text=[[f"{v:.0%}" if v > 0 else "" for v in row] for row in share.values], texttemplate="%{text}",
-        hovertemplate="%{y} at %{x}: %{z:.1%} missing<extra></extra>", colorbar=dict(title="missing", tickformat=".0%"),
+        hovertemplate="%{y} at %{x}: %{z:.1%} missing<extra></extra>",
+        # title beside the bar: on top it ran into the '100%' label
+        colorbar=dict(title=dict(text="share missing", side="right"), tickformat=".0%"),
     ))
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", title_text="feature")
+    fig.update_xaxes(title_text="site")
     return _style(fig, height=max(240, 28 * len(share) + 120), top=20)

@@ -15,7 +15,7 @@ from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run
 
-FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, then by largest |z|")
+FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
 
 

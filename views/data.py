@@ -60,8 +60,9 @@ def demo() -> None:
     left, right = st.columns([1, 2])
     with left:
         st.markdown("**Features**")
+        # tall enough for all twelve rows: a scrolled-off feature looks like a missing one
         st.dataframe(pd.DataFrame([{"feature": f.name, "kind": f.kind, "unit": f.unit or "–"} for f in FEATURES]),
-                     hide_index=True)
+                     hide_index=True, height=35 * (len(FEATURES) + 1) + 3)
     with right:
         show_missing(encoded_missing_share(federation),
                      "Counted for the yes/no features (a missing one is stored as 0.5); a gap in a measurement "

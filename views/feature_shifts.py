@@ -30,7 +30,7 @@ def lens() -> None:
         st.info("Waiting for the first evaluated round…")
         return
     arrays = run.load_arrays(rounds[-1])
-    controls = st.columns([2, 3, 2, 2])
+    controls = st.columns([2, 3, 2, 3])  # wide enough for the longest "Features" option
     layer = controls[0].radio("Layer", layers(arrays), format_func=lambda l: LAYER_TITLES[l].split(" (")[0],
                               key="layer")
     follow = is_active(run) and controls[1].checkbox("Follow the latest round", value=True, key="follow")
