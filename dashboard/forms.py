@@ -3,23 +3,22 @@ every parameter's default and help text come from one place: the code that uses 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import Field, fields
 from typing import Any
 
 import streamlit as st
 
 
-def field_input(field: Field, key: str, default: Any = None, label: str | None = None,
-                bounds: tuple[float, float] | None = None) -> Any:
+def field_input(field: Field, key: str, default: Any = None, label: str | None = None) -> Any:
     """One widget for one parameter, starting at its default (or `default`); a float parameter
-    with `bounds` (low, high) is a slider, so that a share reads as a position on its range."""
+    with bounds (low, high) is a slider, so that a share reads as a position on its range."""
     value = field.default if default is None else default
     label = label or field.name.replace("_", " ")
     help_text = field.metadata.get("help")
     choices = field.metadata.get("choices")
     if choices:
         return st.selectbox(label, list(choices), index=list(choices).index(value), help=help_text, key=key)
+    bounds = field.metadata.get("bounds")
     if bounds is not None and isinstance(value, float):
         low, high = bounds
         return float(st.slider(label, low, high, value, step=(high - low) / 100, help=help_text, key=key))
@@ -35,13 +34,11 @@ def field_input(field: Field, key: str, default: Any = None, label: str | None =
     return st.text_input(label, value=str(value), help=help_text, key=key)
 
 
-def params_inputs(cls: type, key_prefix: str, columns: int = 3,
-                  bounds: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
-    """Widgets for every field of a parameter dataclass, laid out in columns; returns values.
-    `bounds` maps a float parameter's name to its (low, high) range: drawn as a slider."""
+def params_inputs(cls: type, key_prefix: str, columns: int = 3) -> dict[str, Any]:
+    """Widgets for every field of a parameter dataclass, laid out in columns; returns values."""
     values = {}
     slots = st.columns(columns)
     for i, f in enumerate(fields(cls)):
         with slots[i % columns]:
-            values[f.name] = field_input(f, key=f"{key_prefix}-{f.name}", bounds=(bounds or {}).get(f.name))
+            values[f.name] = field_input(f, key=f"{key_prefix}-{f.name}")
     return values

@@ -271,8 +271,9 @@ def _cmd_algorithms(args: argparse.Namespace) -> int:
     for cls in REGISTRY.values():
         print(f"{cls.name:12s} {cls.title}: {cls.summary}")
         for f in fields(cls.Params):
-            choices = f.metadata.get("choices")
+            choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
             extra = f" (one of {', '.join(map(str, choices))})" if choices else ""
+            extra += f" (from {bounds[0]:g} to {bounds[1]:g})" if bounds else ""
             print(f"    --{f.name.replace('_', '-'):22s} default {f.default!r}{extra}: {f.metadata.get('help', '')}")
         if cls.config_defaults:
             print(f"    engine defaults for this algorithm: {cls.config_defaults}")

@@ -15,9 +15,6 @@ from fedcore.errors import FedcoreError
 from fedcore.flower.reference import SUPPORTED
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
-# Parameters with a closed range, drawn as sliders: the range is the algorithm's own check
-# (FedHealth2 refuses a λ outside [0, 1]); fedcore's param() records no bounds to read it from.
-SLIDERS = {"fedhealth2": {"lam": (0.0, 1.0)}}
 
 store = get_store()
 st.title("Train")
@@ -84,7 +81,7 @@ for name in chosen:
         if cls.config_defaults:
             st.caption(f"Its paper changes these training settings, applied unless you changed them above: "
                        f"{cls.config_defaults}")
-        params[name] = params_inputs(cls.Params, key_prefix=f"params-{name}", bounds=SLIDERS.get(name))
+        params[name] = params_inputs(cls.Params, key_prefix=f"params-{name}")
 
 if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="primary", disabled=not chosen, key="start"):
     defaults = TrainConfig().to_dict()

@@ -12,18 +12,16 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
-from fedcore.errors import SpecError
+from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, check_bounds, param
 
 
 @dataclass
 class APFLParams(FedAvgParams):
-    alpha: float = param(0.5, "Initial weight alpha of the personal model in the mixture.")
+    alpha: float = param(0.5, "Initial weight alpha of the personal model in the mixture.", bounds=(0.0, 1.0))
     adapt_alpha: bool = param(True, "Learn alpha per site by gradient descent; False keeps it fixed.")
 
     def __post_init__(self) -> None:
-        if not 0 <= self.alpha <= 1:
-            raise SpecError(f"APFL: alpha must be in [0, 1], not {self.alpha}.")
+        check_bounds(self, "APFL")
 
 
 def mixture(alpha: torch.Tensor, personal: dict[str, torch.Tensor], shared: dict[str, torch.Tensor],

@@ -27,9 +27,22 @@ if TYPE_CHECKING:
     from fedcore.engine import Simulation
 
 
-def param(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
-    """A documented algorithm parameter (the CLI and the dashboard read `help` and `choices`)."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+def param(default: Any, help: str, choices: tuple[Any, ...] | None = None,
+          bounds: tuple[float, float] | None = None) -> Any:
+    """A documented algorithm parameter (the CLI and the dashboard read `help`, `choices`, and
+    `bounds`: the closed range (low, high) a number must lie in, checked on construction)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "bounds": bounds})
+
+
+def check_bounds(params: Any, title: str) -> None:
+    """SpecError naming the first parameter outside its declared bounds."""
+    from fedcore.errors import SpecError
+
+    for f in fields(params):
+        bounds = f.metadata.get("bounds")
+        value = getattr(params, f.name)
+        if bounds and not bounds[0] <= value <= bounds[1]:
+            raise SpecError(f"{title}: {f.name} must be in [{bounds[0]:g}, {bounds[1]:g}], not {value}.")
 
 
 @dataclass

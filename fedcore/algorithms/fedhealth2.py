@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedcore.algorithms.base import Algorithm, Records, param
+from fedcore.algorithms.base import Algorithm, Records, check_bounds, param
 from fedcore.algorithms.fedbn import is_batch_norm
 from fedcore.engine import train_locally
 from fedcore.errors import SpecError
@@ -35,7 +35,8 @@ from fedcore.seeding import derive_seed
 
 @dataclass
 class FedHealth2Params:
-    lam: float = param(0.5, "lambda: the weight each site keeps for its own model (W's diagonal).")
+    lam: float = param(0.5, "lambda: the weight each site keeps for its own model (W's diagonal).",
+                       bounds=(0.0, 1.0))
     variant: str = param(
         "pretrained",
         "Where the site statistics come from: 'pretrained' (BatchNorm inputs of a model trained on "
@@ -50,8 +51,7 @@ class FedHealth2Params:
     warmup_rounds: int = param(10, "f-variant: FedBN rounds before the statistics are taken.")
 
     def __post_init__(self) -> None:
-        if not 0 <= self.lam <= 1:
-            raise SpecError(f"FedHealth2: lam must be in [0, 1], not {self.lam}.")
+        check_bounds(self, "FedHealth2")
         if not 0 < self.server_share < 1:
             raise SpecError(f"FedHealth2: server_share must be in (0, 1), not {self.server_share}.")
         if self.warmup_rounds < 1 or self.pretrain_epochs < 1 or self.pretrain_batch_size < 2:
