@@ -77,22 +77,6 @@ class _Linear(torch.autograd.Function):
         return grad_x, grad_weight, grad_out.sum(1)
 
 
-class _Tanh(torch.autograd.Function):
-    """tanh as 2 * sigmoid(2x) - 1: equal up to rounding, and on the CPU several times faster than
-    torch's own tanh (about 80 against 270 us on a [30, 16, 128] batch on one core)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad_out, y)
-
-
 def forward(
     model: MLP,
     state: Mapping[str, torch.Tensor],
@@ -119,8 +103,8 @@ def forward(
             h = _Linear.apply(h, state[f"{name}.weight"], state[f"{name}.bias"])
         elif isinstance(layer, nn.BatchNorm1d):
             h = _batch_norm(h, valid, state, name, layer.eps, train)
-        else:  # scores use torch's own tanh, as every other path does
-            h = _Tanh.apply(h) if train else torch.tanh(h)
+        else:  # the activation
+            h = layer(h)
     logits = _Linear.apply(h, state["head.weight"], state["head.bias"])
     return F.log_softmax((logits + state["f_out.b"][:, None]) * state["f_out.w"][:, None], dim=-1)
 
