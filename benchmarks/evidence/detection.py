@@ -193,34 +193,42 @@ def _f_out_false_rate(runs: list[dict], rule: str) -> str:
     return f"{100 * sum(a['f_out_false'] for a in at) / max(1, sum(a['f_out_sites'] for a in at)):.0f} %"
 
 
+def _ifedavg_runs(groups: dict, dataset: str) -> list[dict]:
+    return [r for (lens, d, _, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+
+
+def _recall_and_rate(runs: list[dict], rule: str, threshold: float) -> tuple[float, float]:
+    """Recall over the runs' injected feature problems (NaN without any) and the false-positive
+    rate over all other cells, for one rule at one threshold."""
+    at = [r["sweep"][f"{rule}:{threshold}"] for r in runs]
+    caught = [a["caught"] for a in at if a["caught"] is not None]
+    rate = sum(a["false_marks"] for a in at) / max(1, sum(a["cells"] for a in at))
+    return (float(np.mean(caught)) if caught else float("nan")), rate
+
+
 def sweep_table(groups: dict, dataset: str) -> list[str]:
     """Recall over every injected feature problem against the false-positive rate, per rule and threshold."""
-    runs = [r for (lens, d, kind, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+    runs = _ifedavg_runs(groups, dataset)
     if not runs:
         return []
     lines = [f"Both rules over all {len(runs)} iFedAvg runs on this data, by threshold (n SD): recall over the "
              "injected feature problems / false-positive rate over all other cells.", "",
              "| threshold | " + " | ".join(f"{t:g}" for t in THRESHOLDS) + " |", "|---|" + "---|" * len(THRESHOLDS)]
     for rule in RULES:
-        cells = []
-        for threshold in THRESHOLDS:
-            at = [r["sweep"][f"{rule}:{threshold}"] for r in runs]
-            caught = [a["caught"] for a in at if a["caught"] is not None]
-            cells.append(f"{100 * np.mean(caught):.0f} % / {_rate(at)}")
+        cells = [f"{100 * recall:.0f} % / {100 * rate:.2f} %"
+                 for recall, rate in (_recall_and_rate(runs, rule, threshold) for threshold in THRESHOLDS)]
         lines.append(f"| {rule} | " + " | ".join(cells) + " |")
     return lines
 
 
 def recall_at_rate(groups: dict, dataset: str, rule: str, max_rate: float) -> tuple[float, float] | None:
     """The best recall a rule reaches at a false-positive rate no higher than max_rate (and that rate)."""
-    runs = [r for (lens, d, _, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+    runs = _ifedavg_runs(groups, dataset)
     best = None
     for threshold in THRESHOLDS:
-        at = [r["sweep"][f"{rule}:{threshold}"] for r in runs]
-        caught = [a["caught"] for a in at if a["caught"] is not None]
-        rate = sum(a["false_marks"] for a in at) / max(1, sum(a["cells"] for a in at))
-        if caught and rate <= max_rate and (best is None or np.mean(caught) > best[0]):
-            best = (float(np.mean(caught)), rate)
+        recall, rate = _recall_and_rate(runs, rule, threshold)
+        if recall == recall and rate <= max_rate and (best is None or recall > best[0]):
+            best = (recall, rate)
     return best
 
 
@@ -230,10 +238,9 @@ def discussion(groups: dict) -> str:
 
     paragraphs = []
     for dataset in DETECTION_DATA:
-        runs = [r for (lens, d, _, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+        runs = _ifedavg_runs(groups, dataset)
         if not runs:
             continue
-        name = DATASET_TITLES[dataset].split(" (")[0]
         limit = max_single_site_z(runs[0]["sites"])
         blind = limit <= 2  # the 2-SD rule cannot mark a single site
         parts = [f"**Reading, {DATASET_TITLES[dataset]}.**"]
@@ -309,16 +316,12 @@ def _robust_verdict(groups: dict) -> str:
     """Which significance rule to use, from the recorded sweep at the default threshold of 2."""
     said = []
     for dataset in DETECTION_DATA:
-        runs = [r for (lens, d, _, _), rs in groups.items() if lens == "ifedavg" and d == dataset for r in rs]
+        runs = _ifedavg_runs(groups, dataset)
         if not runs:
             continue
-        rates = {}
-        for rule in RULES:
-            at = [r["sweep"][f"{rule}:2.0"] for r in runs]
-            caught = [a["caught"] for a in at if a["caught"] is not None]
-            rates[rule] = (100 * np.mean(caught), _rate(at))
-        said.append(f"{DATASET_TITLES[dataset].split(' (')[0]} {rates['robust'][0]:.0f} % recall at {rates['robust'][1]} "
-                    f"false positives against the 2-SD rule's {rates['sd'][0]:.0f} % at {rates['sd'][1]}")
+        (robust, robust_rate), (sd, sd_rate) = (_recall_and_rate(runs, rule, 2.0) for rule in ("robust", "sd"))
+        said.append(f"{DATASET_TITLES[dataset].split(' (')[0]} {100 * robust:.0f} % recall at {100 * robust_rate:.2f} % "
+                    f"false positives against the 2-SD rule's {100 * sd:.0f} % at {100 * sd_rate:.2f} %")
     if not said:
         return ""
     return ("**Which rule.** At the default threshold of 2 the robust (median/MAD) rule finds more of the injected "
