@@ -227,7 +227,7 @@ def recall_at_rate(groups: dict, dataset: str, rule: str, max_rate: float) -> tu
     best = None
     for threshold in THRESHOLDS:
         recall, rate = _recall_and_rate(runs, rule, threshold)
-        if recall == recall and rate <= max_rate and (best is None or recall > best[0]):
+        if not np.isnan(recall) and rate <= max_rate and (best is None or recall > best[0]):
             best = (recall, rate)
     return best
 
