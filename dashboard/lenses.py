@@ -156,6 +156,7 @@ class WeightsView:
     kappa: pd.DataFrame
     server_f1: pd.DataFrame
     near_zero: pd.DataFrame  # site, evaluated rounds near zero, first, last, latest share
+    formula: str | None  # how the rule made p_i from accuracy, as the run recorded it (older runs: None)
 
 
 def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
@@ -171,7 +172,9 @@ def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
             rows.append({"site": site, "rounds near zero": len(group), "of evaluated rounds": shares["round"].nunique(),
                          "first": int(group["round"].min()), "last": int(group["round"].max()),
                          "latest share": float(latest[site])})
+    formulas = [r["algorithm"]["weight_formula"] for r in run.rounds() if "weight_formula" in r.get("algorithm", {})]
     return WeightsView(shares, per_site_series(run, "p"), per_class_series(run, "kappa", classes),
                        per_class_series(run, "server_f1_per_class", classes),
                        pd.DataFrame(rows, columns=["site", "rounds near zero", "of evaluated rounds", "first", "last",
-                                                   "latest share"]))
+                                                   "latest share"]),
+                       formulas[-1] if formulas else None)

@@ -35,11 +35,7 @@ def lens() -> None:
         st.success("No site fell near zero weight in any evaluated round.")
     colors = run_colors(run)
     rule = params["weight_rule"]
-    # How the rule turns a site's accuracy on the server's test set into p_i (AdaFed._weights in
-    # fedcore), written out because pages do not import the training code.
-    formula = {"accuracy_x_size": "accuracy × training rows", "accuracy": "accuracy",
-               "threshold": f"max(accuracy − {params['accuracy_floor']:g}, 0)",
-               "power": f"accuracy^{params['power']:g}"}[rule]
+    formula = view.formula or f"the {rule} rule"  # runs recorded before the formula was
     shown = st.segmented_control(
         "Site weight", ["share", "score"], default="share", key="weight_scale",
         format_func={"share": "share of the server model (p_i / Σ p)", "score": f"raw score p_i = {formula}"}.get,

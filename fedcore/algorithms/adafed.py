@@ -54,6 +54,12 @@ class AdaFedParams:
         if not 0 < self.server_share < 1:
             raise SpecError(f"AdaFed: server_share must be in (0, 1), not {self.server_share}.")
 
+    def weight_formula(self) -> str:
+        """How the rule turns a site's accuracy into p_i, as `AdaFed._weights` computes it."""
+        return {"accuracy_x_size": "accuracy × training rows", "accuracy": "accuracy",
+                "threshold": f"max(accuracy − {self.accuracy_floor:g}, 0)",
+                "power": f"accuracy^{self.power:g}"}[self.weight_rule]
+
 
 class AdaFed(Algorithm):
     name = "adafed"
@@ -143,6 +149,7 @@ class AdaFed(Algorithm):
             "server_macro_f1": float(self.server_f1.mean()),
             "server_accuracy": self.server_accuracy,
             "fallback_uniform": self.fallback_uniform,
+            "weight_formula": self.params.weight_formula(),
         }
         arrays = {
             "p": self.p.numpy(),
