@@ -13,10 +13,10 @@ import streamlit as st
 
 from dashboard import figures
 from dashboard.common import download_csv
+from data_adapters.preprocessing import MISSING_CODE
 from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}
-MISSING_CODE = 0.5  # data_adapters.preprocessing.encode_missing: a missing binary / categorical value
 PREVIEW_ROWS = 5
 PREVIEW_SITES = 12  # image sources may be split into up to 100 sites: thumbnails of the first ones
 THUMBNAILS = 6

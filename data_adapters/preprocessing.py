@@ -17,6 +17,8 @@ from fedcore.errors import DataError
 
 STANDARDIZE_MODES = ("site", "reference", "none")
 
+MISSING_CODE = 0.5  # a missing binary / categorical value: never a real value of theirs (0 or 1)
+
 
 def standardize(
     x: np.ndarray,
@@ -58,5 +60,5 @@ def fit_standardization(x: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[
 
 def encode_missing(x: np.ndarray, kinds: Sequence[str]) -> np.ndarray:
     """Missing continuous -> 0 (after standardisation), missing binary / categorical -> 0.5."""
-    fill = np.array([0.0 if kind == "continuous" else 0.5 for kind in kinds])
+    fill = np.array([0.0 if kind == "continuous" else MISSING_CODE for kind in kinds])
     return np.where(np.isnan(x), fill, x)
