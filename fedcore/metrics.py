@@ -2,7 +2,7 @@
 
 All sites' hold-outs are scored together: labels and log-probabilities padded to a common
 length with a mask of the real rows, confusion matrices from one bincount, ROC AUC from ranks
-found by binary search in each site's sorted scores. No per-round scikit-learn calls (the
+found from runs of equal scores in each site's sorted scores. No per-round scikit-learn calls (the
 reference spends most of its time there); tests check every number against scikit-learn:
 F1 is sklearn's `average="weighted"`, ROC AUC is binary or one-vs-one macro, balanced accuracy
 averages recall over the classes present in the hold-out. For two classes, sensitivity is the
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 
 METRICS = ("f1", "roc_auc", "balanced_accuracy", "accuracy", "loss", "sensitivity", "specificity")
@@ -107,15 +108,18 @@ def _roc_auc(y: torch.Tensor, prob: torch.Tensor, valid: torch.Tensor, present: 
     # class b score below it and how many tie with it: the AUC of p_a separating a from b (the
     # Mann-Whitney count, ties halved) for every ordered pair (a, b) at once.
     score = torch.where(valid[..., None], prob.to(torch.float64), math.inf)
-    score = score.permute(2, 0, 1).contiguous()  # [a, sites, rows]
-    ordered, by_score = torch.sort(score, dim=-1)
-    below = torch.searchsorted(ordered, score, right=False)[..., None].expand(-1, -1, -1, n_classes)
-    upto = torch.searchsorted(ordered, score, right=True)[..., None].expand(-1, -1, -1, n_classes)
+    ordered, by_score = _sort(score.permute(2, 0, 1))  # [a, sites, rows]
+    first, after = _tie_runs(ordered)
     member = torch.nn.functional.one_hot(y, n_classes).to(torch.float64) * valid[..., None]  # [sites, rows, b]
     in_order = member[torch.arange(n_sites)[None, :, None], by_score]  # [a, sites, rows, b], rows by p_a
     before = torch.nn.functional.pad(in_order.cumsum(2), (0, 0, 1, 0))  # rows of class b among the first k
-    half_ranks = (before.gather(2, below) + before.gather(2, upto)) / 2  # [a, sites, rows, b]
-    wins = (half_ranks * member.permute(2, 0, 1)[..., None]).sum(2)  # over the rows of class a: [a, sites, b]
+    # before[a, s, first] and before[a, s, after] as whole rows of the flattened counts
+    offset = torch.arange(n_classes * n_sites).view(n_classes, n_sites, 1) * before.shape[2]
+    flat = before.flatten(0, 2)
+    half_ranks = (flat.index_select(0, (first + offset).flatten())
+                  + flat.index_select(0, (after + offset).flatten())).view_as(in_order) / 2  # [a, sites, rows, b]
+    own_class = in_order.diagonal(dim1=0, dim2=3).permute(2, 0, 1)  # [a, sites, rows]: the row is of class a
+    wins = (half_ranks * own_class[..., None]).sum(2)  # over the rows of class a: [a, sites, b]
     counts = member.sum(1)  # [sites, classes]
     directed = wins / (counts.T[:, :, None] * counts[None]).clamp(min=1)
     both = present.T[:, :, None] & present[None] & ~torch.eye(n_classes, dtype=torch.bool)[:, None, :]
@@ -125,17 +129,40 @@ def _roc_auc(y: torch.Tensor, prob: torch.Tensor, valid: torch.Tensor, present: 
     return torch.where(pairs > 0, total / pairs.clamp(min=1), torch.full_like(total, math.nan))
 
 
+def _sort(score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores sorted along the last dimension, and where each came from (on the CPU by numpy,
+    several times faster than torch's sort for these many short rows; the order of tied scores
+    does not matter to the callers)."""
+    if score.device.type != "cpu":
+        return torch.sort(score, dim=-1)
+    by_score = torch.from_numpy(np.argsort(score.contiguous().numpy(), axis=-1))
+    return score.gather(-1, by_score), by_score
+
+
+def _tie_runs(ordered: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each position of scores sorted along the last dimension: where its run of equal scores
+    starts, and the position just after the run ends (a cumulative max and min instead of a
+    binary search per score, which is several times slower on the CPU)."""
+    position = torch.arange(ordered.shape[-1], device=ordered.device).expand_as(ordered)
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    first = torch.where(starts, position, 0).cummax(-1).values
+    ends = torch.ones_like(starts)
+    ends[..., :-1] = starts[..., 1:]
+    after = torch.where(ends, position + 1, ordered.shape[-1]).flip(-1).cummin(-1).values.flip(-1)
+    return first, after
+
+
 def _binary_auc(positive: torch.Tensor, score: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Mann–Whitney AUC per site (rows of [sites, rows]) with average ranks for ties; rows outside
     `valid` take no part (they are sorted past every real score)."""
     score = torch.where(valid, score.to(torch.float64), torch.full_like(score, math.inf, dtype=torch.float64))
-    ordered = torch.sort(score, dim=-1).values
-    below = torch.searchsorted(ordered, score, right=False)
-    upto = torch.searchsorted(ordered, score, right=True)
-    rank = (below + upto + 1).to(torch.float64) / 2  # 1-based average rank among tied scores
+    ordered, by_score = _sort(score)
+    first, after = _tie_runs(ordered)
+    rank = (first + after + 1).to(torch.float64) / 2  # 1-based average rank among tied scores
     positive = positive & valid
     n_pos = positive.sum(-1).to(torch.float64)
     n_neg = (valid & ~positive).sum(-1).to(torch.float64)
-    rank_sum = (rank * positive).sum(-1)
+    rank_sum = (rank * positive.gather(-1, by_score)).sum(-1)
     auc = (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg).clamp(min=1)
     return torch.where((n_pos > 0) & (n_neg > 0), auc, torch.full_like(auc, math.nan))
