@@ -6,7 +6,9 @@ site (in the same order the per-site path uses), padded to the batch size with a
 rows. For the round the sites are ordered by how many steps they take, so a site with fewer
 batches simply drops out of the tail of the order: the last steps compute the first sites only, on
 views of the stacked tensors, and SGD with momentum updates only the sites that took part in the
-step, exactly as their own optimiser would.
+step, exactly as their own optimiser would. The network's forward pass is written out layer by
+layer with its backward beside it, and autograd sees it as one node: a round has many small
+steps, and per-operation bookkeeping would otherwise cost about as much as the arithmetic.
 
 Differences from the per-site path are those of floating-point order, plus dropout: the masks
 here are drawn for all sites at once, so they differ from (but are distributed like) the per-site
@@ -15,6 +17,7 @@ path's. With dropout 0 both paths give the same weights up to rounding.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -30,9 +33,11 @@ BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's default
 
 
 def supports(model: nn.Module) -> bool:
-    """Whether this model can be trained batched (our MLP, with or without BatchNorm)."""
+    """Whether this model can be trained batched: our MLP, with or without BatchNorm, one dropout
+    rate throughout (one step draws all its masks at once)."""
     layer_types = (nn.Dropout, nn.Linear, nn.BatchNorm1d, nn.Tanh)
-    return type(model) is MLP and all(isinstance(layer, layer_types) for layer in model.body)
+    rates = {layer.p for layer in model.modules() if isinstance(layer, nn.Dropout)}
+    return type(model) is MLP and all(isinstance(layer, layer_types) for layer in model.body) and len(rates) <= 1
 
 
 class DropoutMasks:
@@ -48,7 +53,7 @@ class DropoutMasks:
         else:
             self.torch = torch.Generator(device=device).manual_seed(seed)
 
-    def keep(self, shape: torch.Size, p: float) -> torch.Tensor:
+    def keep(self, shape: tuple[int, ...], p: float) -> torch.Tensor:
         """Boolean mask, True with probability 1 - p."""
         if self.device.type == "cpu":
             n = int(np.prod(shape))
@@ -56,25 +61,177 @@ class DropoutMasks:
             return torch.from_numpy(sixteen_bits.reshape(tuple(shape)) < round((1 - p) * 65536))
         return torch.rand(shape, generator=self.torch, device=self.device) >= p
 
+    def scaled(self, shape: tuple[int, ...], widths: list[int], p: float) -> list[torch.Tensor]:
+        """Masks of 0 and 1 / (1 - p) for layers of these widths (last dimension), all drawn in one
+        call: one step's dropout for every layer."""
+        mask = self.keep((*shape, sum(widths)), p).to(torch.get_default_dtype()).mul_(1 / (1 - p))
+        return list(mask.split(widths, dim=-1))
 
-class _Linear(torch.autograd.Function):
-    """Every site's linear layer at once: x [sites, rows, in] @ weight[sites, out, in]^T + bias.
 
-    Autograd of `baddbmm(bias, x, weight.transpose)` would hand back the weight's gradient
-    transposed (strided), which makes every later pass over it slow; here it is computed in the
-    weight's own layout."""
+class _Layer(NamedTuple):
+    kind: str  # "affine", "dropout", "linear", "batch_norm", "tanh"
+    tensors: tuple[str, ...] = ()  # its parameters' names in the state: (b, w) or (weight, bias)
+    name: str = ""  # prefix of its tensors' names (BatchNorm's running statistics)
+    width: int = 0  # dropout: width of the activations it drops
+    eps: float = 0.0  # BatchNorm's
+
+
+class _Spec(NamedTuple):
+    layers: list[_Layer]
+    names: list[str]  # every parameter the pass reads, in the order of the layers
+    dropout: float  # the rate of every dropout layer
+
+
+_SPECS: weakref.WeakKeyDictionary[MLP, _Spec] = weakref.WeakKeyDictionary()
+
+
+def _spec(model: MLP) -> _Spec:
+    """The MLP as the sequence of layers the batched pass runs (worked out once per model)."""
+    if model not in _SPECS:
+        layers = [_Layer("affine", ("f_in.b", "f_in.w"), "f_in")]
+        width, rate = model.f_in.b.shape[0], 0.0
+        for index, layer in enumerate(model.body):
+            name = f"body.{index}"
+            if isinstance(layer, nn.Dropout):
+                layers.append(_Layer("dropout", width=width))
+                rate = layer.p
+            elif isinstance(layer, nn.Linear):
+                layers.append(_Layer("linear", (f"{name}.weight", f"{name}.bias"), name))
+                width = layer.out_features
+            elif isinstance(layer, nn.BatchNorm1d):
+                layers.append(_Layer("batch_norm", (f"{name}.weight", f"{name}.bias"), name, eps=layer.eps))
+            else:
+                layers.append(_Layer("tanh"))
+        layers += [_Layer("linear", ("head.weight", "head.bias"), "head"), _Layer("affine", ("f_out.b", "f_out.w"), "f_out")]
+        _SPECS[model] = _Spec(layers, [name for layer in layers for name in layer.tensors], rate)
+    return _SPECS[model]
+
+
+class _Pass:
+    """One forward pass of every site's MLP with its backward written out: the whole network is one
+    node for autograd, so a training step costs a few dozen tensor operations and no per-operation
+    bookkeeping (each of a round's many steps is small, so that bookkeeping would otherwise cost
+    as much as the arithmetic). The equations are those of the layers in `fedcore.models`."""
+
+    def __init__(self, spec: _Spec, state: Mapping[str, torch.Tensor], x: torch.Tensor, valid: torch.Tensor,
+                 train: bool, dropout: DropoutMasks | None) -> None:
+        self.layers = spec.layers
+        self.state, self.x, self.valid, self.train = state, x, valid, train
+        self.masks: list[torch.Tensor] = []
+        if train and spec.dropout > 0:
+            widths = [layer.width for layer in self.layers if layer.kind == "dropout"]
+            self.masks = dropout.scaled(tuple(x.shape[:2]), widths, spec.dropout)
+        self.saved: list[tuple[torch.Tensor, ...]] = []
+
+    def forward(self, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Log-probabilities [sites, rows, classes]; in training, keeps what the backward needs."""
+        h = self.x
+        masks = iter(self.masks)
+        for layer in self.layers:
+            saved: tuple[torch.Tensor, ...] = ()
+            if layer.kind == "affine":  # (h + b) * w, feature by feature
+                bias, weight = (tensors[name][:, None] for name in layer.tensors)
+                shifted = h + bias
+                h, saved = shifted * weight, (shifted,)
+            elif layer.kind == "dropout":
+                mask = next(masks, None)
+                if mask is not None:
+                    h, saved = h * mask, (mask,)
+            elif layer.kind == "linear":
+                weight, bias = (tensors[name] for name in layer.tensors)
+                h, saved = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2)), (h,)
+            elif layer.kind == "batch_norm":
+                h, saved = self._batch_norm(h, layer, tensors)
+            else:  # tanh as 2 sigmoid(2h) - 1 (see fedcore.models.mlp.Tanh)
+                h = torch.sigmoid(h * 2).mul_(2).sub_(1)
+                saved = (h,)
+            self.saved.append(saved)
+        log_prob = F.log_softmax(h, dim=-1)
+        self.saved.append((log_prob,))
+        return log_prob
+
+    def _batch_norm(self, h: torch.Tensor, layer: _Layer, tensors: Mapping[str, torch.Tensor]):
+        """In training, each site normalises over its valid rows and updates its running statistics
+        (sites with fewer than two valid rows are left untouched)."""
+        weight, bias = (tensors[name][:, None] for name in layer.tensors)
+        if not self.train:
+            mean, variance = (self.state[f"{layer.name}.running_{s}"][:, None] for s in ("mean", "var"))
+            return (h - mean) / torch.sqrt(variance + layer.eps) * weight + bias, ()
+        mask = self.valid[..., None].to(h.dtype)
+        rows = mask.sum(1, keepdim=True).clamp(min=1)
+        mean = (h * mask).sum(1, keepdim=True) / rows
+        centred = (h - mean) * mask
+        variance = (centred**2).sum(1, keepdim=True) / rows
+        inverse_std = torch.rsqrt(variance + layer.eps)
+        normalised = centred * inverse_std
+        updated = rows.squeeze(1) >= 2  # [sites, 1]
+        unbiased = variance.squeeze(1) * rows.squeeze(1) / (rows.squeeze(1) - 1).clamp(min=1)
+        for buffer, batch_value in (("running_mean", mean.squeeze(1)), ("running_var", unbiased)):
+            running = self.state[f"{layer.name}.{buffer}"]
+            blended = (1 - BATCH_NORM_MOMENTUM) * running + BATCH_NORM_MOMENTUM * batch_value
+            running.copy_(torch.where(updated, blended, running))
+        self.state[f"{layer.name}.num_batches_tracked"].add_(updated.squeeze(1).long())
+        return normalised * weight + bias, (normalised, inverse_std, mask, rows)
+
+    def backward(self, grad: torch.Tensor, wanted: set[str]) -> dict[str, torch.Tensor]:
+        """Gradients of the `wanted` tensors, given the gradient of the output."""
+        tensors, grads = self.state, {}
+        # Layers below the lowest one with a wanted tensor need no gradient.
+        lowest = min((index for index, layer in enumerate(self.layers) if wanted.intersection(layer.tensors)),
+                     default=len(self.layers))
+        (log_prob,) = self.saved[-1]
+        g = grad - log_prob.exp() * grad.sum(-1, keepdim=True)
+        for index in range(len(self.layers) - 1, lowest - 1, -1):
+            layer, saved, below = self.layers[index], self.saved[index], index > lowest
+            if layer.kind == "affine":
+                (shifted,) = saved
+                bias_name, weight_name = layer.tensors
+                weight = tensors[weight_name]
+                if weight_name in wanted:
+                    grads[weight_name] = (g * shifted).sum(1).sum_to_size(weight.shape)
+                if bias_name in wanted:
+                    grads[bias_name] = g.sum(1) * weight
+                g = g * weight[:, None] if below else g
+            elif layer.kind == "dropout":
+                g = g * saved[0] if saved else g
+            elif layer.kind == "linear":
+                (h,) = saved
+                weight_name, bias_name = layer.tensors
+                if weight_name in wanted:
+                    grads[weight_name] = torch.bmm(g.transpose(1, 2), h)
+                if bias_name in wanted:
+                    grads[bias_name] = g.sum(1)
+                g = torch.bmm(g, tensors[weight_name]) if below else g
+            elif layer.kind == "batch_norm":
+                normalised, inverse_std, mask, rows = saved
+                weight_name, bias_name = layer.tensors
+                if weight_name in wanted:
+                    grads[weight_name] = (g * normalised).sum(1)
+                if bias_name in wanted:  # padded rows too: their output is the bias alone
+                    grads[bias_name] = g.sum(1)
+                g_normalised = g * tensors[weight_name][:, None] * mask
+                mean_g = g_normalised.sum(1, keepdim=True) / rows
+                mean_g_normalised = (g_normalised * normalised).sum(1, keepdim=True) / rows
+                g = (g_normalised - mean_g - normalised * mean_g_normalised) * inverse_std * mask
+            else:
+                g = torch.ops.aten.tanh_backward(g, saved[0])
+        return grads
+
+
+class _Network(torch.autograd.Function):
+    """The batched pass as a single autograd node (its backward is `_Pass.backward`)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+    def forward(ctx, run: _Pass, names: list[str], *tensors: torch.Tensor) -> torch.Tensor:
+        ctx.run, ctx.names = run, names
+        run.state = {**run.state, **dict(zip(names, tensors))}
+        return run.forward(run.state)
 
     @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
-        x, weight = ctx.saved_tensors
-        grad_x = torch.bmm(grad_out, weight) if ctx.needs_input_grad[0] else None
-        grad_weight = torch.bmm(grad_out.transpose(1, 2), x)
-        return grad_x, grad_weight, grad_out.sum(1)
+    def backward(ctx, grad: torch.Tensor):
+        wanted = {name for name, needed in zip(ctx.names, ctx.needs_input_grad[2:]) if needed}
+        grads = ctx.run.backward(grad, wanted)
+        return None, None, *(grads.get(name) for name in ctx.names)
 
 
 def forward(
@@ -89,45 +246,15 @@ def forward(
 
     `state` maps the model's parameter and buffer names to stacked tensors. In training,
     BatchNorm normalises each site over its valid rows and updates that site's running
-    statistics (sites with fewer than two valid rows are left untouched).
+    statistics (sites with fewer than two valid rows are left untouched). Gradients reach the
+    parameters through one hand-written backward.
     """
-    h = (x + state["f_in.b"][:, None]) * state["f_in.w"][:, None]
-    for index, layer in enumerate(model.body):
-        name = f"body.{index}"
-        if isinstance(layer, nn.Dropout):
-            if train and layer.p > 0:
-                # A product with a 0 / 1/(1-p) mask: several times cheaper than torch.where forward
-                # and backward on the CPU, and equal to it up to rounding.
-                h = h * dropout.keep(h.shape, layer.p).to(h.dtype).mul_(1 / (1 - layer.p))
-        elif isinstance(layer, nn.Linear):
-            h = _Linear.apply(h, state[f"{name}.weight"], state[f"{name}.bias"])
-        elif isinstance(layer, nn.BatchNorm1d):
-            h = _batch_norm(h, valid, state, name, layer.eps, train)
-        else:  # the activation
-            h = layer(h)
-    logits = _Linear.apply(h, state["head.weight"], state["head.bias"])
-    return F.log_softmax((logits + state["f_out.b"][:, None]) * state["f_out.w"][:, None], dim=-1)
-
-
-def _batch_norm(h: torch.Tensor, valid: torch.Tensor, state: Mapping[str, torch.Tensor], name: str,
-                eps: float, train: bool) -> torch.Tensor:
-    weight, bias = state[f"{name}.weight"][:, None], state[f"{name}.bias"][:, None]
-    if not train:
-        mean, variance = state[f"{name}.running_mean"][:, None], state[f"{name}.running_var"][:, None]
-        return (h - mean) / torch.sqrt(variance + eps) * weight + bias
-    mask = valid[..., None].to(h.dtype)
-    rows = mask.sum(1, keepdim=True).clamp(min=1)
-    mean = (h * mask).sum(1, keepdim=True) / rows
-    variance = (((h - mean) * mask) ** 2).sum(1, keepdim=True) / rows
+    spec = _spec(model)
+    run = _Pass(spec, state, x, valid, train, dropout)
+    if torch.is_grad_enabled() and any(state[name].requires_grad for name in spec.names):
+        return _Network.apply(run, spec.names, *(state[name] for name in spec.names))
     with torch.no_grad():
-        updated = (rows.squeeze(1) >= 2)  # [sites, 1]
-        unbiased = variance.squeeze(1) * rows.squeeze(1) / (rows.squeeze(1) - 1).clamp(min=1)
-        for buffer, batch_value in (("running_mean", mean.squeeze(1)), ("running_var", unbiased)):
-            running = state[f"{name}.{buffer}"]
-            blended = (1 - BATCH_NORM_MOMENTUM) * running + BATCH_NORM_MOMENTUM * batch_value
-            running.copy_(torch.where(updated, blended, running))
-        state[f"{name}.num_batches_tracked"].add_(updated.squeeze(1).long())
-    return (h - mean) / torch.sqrt(variance + eps) * weight + bias
+        return run.forward(state)
 
 
 class BatchPlan(NamedTuple):
@@ -173,14 +300,23 @@ class SiteSGD:
         self.parameters = dict(parameters)
         self.momentum, self.weight_decay = momentum, weight_decay
         self.buffers = {name: torch.zeros_like(p) for name, p in self.parameters.items()} if momentum else {}
+        self._prefixes: dict[int, tuple[list[torch.Tensor], list[torch.Tensor | None]]] = {}
+
+    def _prefix(self, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        """Views of the first n sites' parameters and momentum (made once for each n)."""
+        if n not in self._prefixes:
+            self._prefixes[n] = ([parameter[:n] for parameter in self.parameters.values()],
+                                 [buffer[:n] for buffer in self.buffers.values()] or [None] * len(self.parameters))
+        return self._prefixes[n]
 
     @torch.no_grad()
     def step(self, grads: list[torch.Tensor], lr: float, n: int) -> None:
         """`grads` of the first n sites' parameters, in the order of `parameters`."""
+        parameters, buffers = self._prefix(n)
         sgd(
-            [parameter[:n] for parameter in self.parameters.values()],
+            parameters,
             [grad.contiguous() for grad in grads],  # the fused kernel needs dense gradients
-            [buffer[:n] for buffer in self.buffers.values()] or [None] * len(grads),
+            buffers,
             fused=True, weight_decay=self.weight_decay, momentum=self.momentum, lr=lr,
             dampening=0.0, nesterov=False, maximize=False,
         )
@@ -218,17 +354,20 @@ def train_round(
         _permute_sites_(in_place, plan.order)
     # Rows picked by position in the sites' rows laid end to end: index_select is several times
     # faster than indexing by (site, row) pairs.
-    x_rows, y_rows, per_site = x_all.flatten(0, 1), y_all.flatten(0, 1), x_all.shape[1]
+    x_rows, y_rows = x_all.flatten(0, 1), y_all.flatten(0, 1)
+    picked = plan.order[:, None] * x_all.shape[1] + plan.rows  # [steps, sites, batch]
+    prefixes: dict[int, dict[str, torch.Tensor]] = {}  # the first n sites' tensors, by n
     totals = torch.zeros(n_sites, device=x_all.device)
-    for step_rows, step_valid, n in zip(plan.rows, plan.valid, plan.active):
-        sites = plan.order[:n]
-        picked = (sites[:, None] * per_site + step_rows[:n]).flatten()
-        step_state = {name: value[:n] for name, value in state.items()}
+    for step, n in enumerate(plan.active):
+        if n not in prefixes:
+            prefixes[n] = {name: value[:n] for name, value in state.items()}
+        step_state = dict(prefixes[n])
         params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
         step_state.update(params)
-        losses = step_loss(step_state, x_rows.index_select(0, picked).view(n, batch_size, *x_all.shape[2:]),
-                           y_rows.index_select(0, picked).view(n, batch_size),
-                           step_valid[:n], sites if reordered or n < n_sites else None, params)
+        rows = picked[step, :n].flatten()
+        losses = step_loss(step_state, x_rows.index_select(0, rows).view(n, batch_size, *x_all.shape[2:]),
+                           y_rows.index_select(0, rows).view(n, batch_size), plan.valid[step, :n],
+                           plan.order[:n] if reordered or n < n_sites else None, params)
         grads = torch.autograd.grad(losses.sum(), list(params.values()))
         optimizer.step(list(grads), lr, n)
         totals[:n] += losses.detach()

@@ -185,9 +185,12 @@ def train_locally(
 
 def mix_(stacked: dict[str, torch.Tensor], names: Iterable[str], mixing: torch.Tensor) -> None:
     """In place, for every name: value[i] <- sum_j mixing[i, j] * value[j] (first dim = sites)."""
+    # Where every site gets the same mixture (FedAvg and its kin), it is computed once.
+    same_for_all = bool((mixing == mixing[:1]).all())
     for name in names:
         value = stacked[name]
-        value.copy_(torch.tensordot(mixing.to(device=value.device, dtype=value.dtype), value, dims=1))
+        weights = mixing[:1] if same_for_all else mixing
+        value.copy_(torch.tensordot(weights.to(device=value.device, dtype=value.dtype), value, dims=1).expand_as(value))
 
 
 def tensor_state(model: nn.Module) -> dict[str, torch.Tensor]:

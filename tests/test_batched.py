@@ -90,3 +90,29 @@ def test_dropout_masks_keep_the_right_share_and_are_seeded():
     assert abs(keep.float().mean().item() - 0.8) < 0.005
     assert torch.equal(DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5),
                        DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5))
+
+
+@pytest.mark.parametrize("options", [{}, {"batch_norm": True}, {"scalar_w_out": True, "dropout": 0.0}])
+def test_hand_written_backward_matches_finite_differences(options):
+    """The batched pass's backward (one node for the whole network) against numerical gradients,
+    in double precision, with dropout masks, padded rows and BatchNorm's statistics over valid rows."""
+    from fedcore import batched
+    from fedcore.models import MLP
+
+    model = MLP(4, 3, hidden=(5, 3), **{"dropout": 0.3, **options})
+    generator = torch.Generator().manual_seed(0)
+    state = {name: torch.randn(3, *value.shape, generator=generator, dtype=torch.float64)
+             for name, value in model.state_dict().items() if value.is_floating_point()}
+    state.update({name: torch.zeros(3, dtype=torch.long) for name in model.state_dict() if "num_batches" in name})
+    state = {name: value.abs() + 0.5 if "running_var" in name else value for name, value in state.items()}
+    x = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64)
+    valid = torch.ones(3, 6, dtype=torch.bool)
+    valid[1, 4:] = False  # a site with two padded rows
+    names = [name for name, _ in model.named_parameters()]
+
+    def log_prob(*tensors):
+        masks = batched.DropoutMasks(torch.device("cpu"), seed=1)  # the same masks at every call
+        return batched.forward(model, {**state, **dict(zip(names, tensors))}, x, valid, train=True, dropout=masks)
+
+    inputs = tuple(state[name].clone().requires_grad_(True) for name in names)
+    assert torch.autograd.gradcheck(log_prob, inputs, eps=1e-6, atol=1e-5)
