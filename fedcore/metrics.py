@@ -113,13 +113,13 @@ def _roc_auc(y: torch.Tensor, prob: torch.Tensor, valid: torch.Tensor, present: 
     member = torch.nn.functional.one_hot(y, n_classes).to(torch.float64) * valid[..., None]  # [sites, rows, b]
     in_order = member[torch.arange(n_sites)[None, :, None], by_score]  # [a, sites, rows, b], rows by p_a
     before = torch.nn.functional.pad(in_order.cumsum(2), (0, 0, 1, 0))  # rows of class b among the first k
-    # before[a, s, first] and before[a, s, after] as whole rows of the flattened counts
-    offset = torch.arange(n_classes * n_sites).view(n_classes, n_sites, 1) * before.shape[2]
-    flat = before.flatten(0, 2)
-    half_ranks = (flat.index_select(0, (first + offset).flatten())
-                  + flat.index_select(0, (after + offset).flatten())).view_as(in_order) / 2  # [a, sites, rows, b]
-    own_class = in_order.diagonal(dim1=0, dim2=3).permute(2, 0, 1)  # [a, sites, rows]: the row is of class a
-    wins = (half_ranks * own_class[..., None]).sum(2)  # over the rows of class a: [a, sites, b]
+    # A row of class a beats (before[first] + before[after]) / 2 rows of each class b, where first
+    # and after bound its run of tied scores; summed over those rows as one weighted sum of the
+    # counts, each row putting half its weight on `first` and half on `after`.
+    own_class = in_order.diagonal(dim1=0, dim2=3).permute(2, 0, 1) / 2  # [a, sites, rows]: the row is of class a
+    weight = torch.zeros(before.shape[:3], dtype=torch.float64)
+    weight.scatter_add_(2, first, own_class).scatter_add_(2, after, own_class)
+    wins = torch.bmm(weight.flatten(0, 1)[:, None], before.flatten(0, 1)).view(n_classes, n_sites, n_classes)
     counts = member.sum(1)  # [sites, classes]
     directed = wins / (counts.T[:, :, None] * counts[None]).clamp(min=1)
     both = present.T[:, :, None] & present[None] & ~torch.eye(n_classes, dtype=torch.bool)[:, None, :]
