@@ -54,11 +54,12 @@ class DropoutMasks:
             self.torch = torch.Generator(device=device).manual_seed(seed)
 
     def keep(self, shape: tuple[int, ...], p: float) -> torch.Tensor:
-        """Boolean mask, True with probability 1 - p."""
+        """Mask that is 1 with probability 1 - p, else 0: uint8 on the CPU (torch converts uint8 to
+        float about ten times faster than bool there), bool on a GPU."""
         if self.device.type == "cpu":
             n = int(np.prod(shape))
             sixteen_bits = self.bits.random_raw((n + 3) // 4).view(np.uint16)[:n]
-            return torch.from_numpy(sixteen_bits.reshape(tuple(shape)) < round((1 - p) * 65536))
+            return torch.from_numpy((sixteen_bits.reshape(tuple(shape)) < round((1 - p) * 65536)).view(np.uint8))
         return torch.rand(shape, generator=self.torch, device=self.device) >= p
 
     def scaled(self, shape: tuple[int, ...], widths: list[int], p: float) -> list[torch.Tensor]:
