@@ -182,16 +182,20 @@ def main() -> None:
         print(json.dumps(full_run(json.loads(args.full))))
         return
 
-    rows = []
     labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their batched rows too
-    for label, algorithm, params, path in PROTOCOL_ROWS:
-        if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
-            continue
-        task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
-                "rounds": args.rounds}
-        print(f"measuring {label} {path} ...", file=sys.stderr, flush=True)
-        results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
-        rows.append((label, path, statistics.median(r["s_per_round"] for r in results), results))
+    measured = {}
+    # Repeat the whole sweep rather than each row back to back, so that a slow spell on a shared
+    # machine falls on every row alike instead of on one row, and the ratios stay fair.
+    for repeat in range(args.repeats):
+        for label, algorithm, params, path in PROTOCOL_ROWS:
+            if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
+                continue
+            task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
+                    "rounds": args.rounds}
+            print(f"measuring {label} {path} (sweep {repeat + 1} of {args.repeats}) ...", file=sys.stderr, flush=True)
+            measured.setdefault((label, path), []).append(_in_subprocess(task, "measure"))
+    rows = [(label, path, statistics.median(r["s_per_round"] for r in results), results)
+            for (label, path), results in measured.items()]
     reference = {label: per_round for label, path, per_round, _ in rows if path == "reference"}
     batched = {label: per_round for label, path, per_round, _ in rows if path == "batched"}
     print(f"HAR protocol, {args.rounds} timed rounds x {args.repeats} processes per row (median)\n")
