@@ -17,6 +17,7 @@ path's. With dropout 0 both paths give the same weights up to rounding.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -271,19 +272,34 @@ class BatchPlan(NamedTuple):
 def batch_plan(orders: list[list[torch.Tensor]], batch_size: int, minimum: int, device: torch.device) -> BatchPlan:
     """Step k holds every site's k-th mini-batch from its per-epoch row orders (epochs one after
     the other); a batch of fewer than `minimum` rows is skipped, as the per-site path skips it."""
-    per_site = []
-    for epochs in orders:
-        padded = torch.cat([F.pad(order, (0, -len(order) % batch_size), value=-1) for order in epochs])
-        batches = padded.view(-1, batch_size)
+    lengths = tuple(tuple(len(order) for order in epochs) for epochs in orders)
+    slots, order, active = _layout(lengths, batch_size, minimum, device)
+    laid_end_to_end = torch.cat([order for epochs in orders for order in epochs]).to(device)
+    valid = slots >= 0
+    return BatchPlan(torch.where(valid, laid_end_to_end[slots.clamp(min=0)], 0), valid, order, active)
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(lengths: tuple[tuple[int, ...], ...], batch_size: int, minimum: int,
+            device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """The shape of every round's plan for sites whose epochs have these numbers of rows (the same
+    every round, so worked out once): for each [step, site position, row slot], which entry of
+    all the sites' row orders laid end to end fills it (-1 for none); the sites' order; `active`."""
+    per_site, start = [], 0
+    for epochs in lengths:
+        padded = []
+        for length in epochs:
+            padded.append(F.pad(torch.arange(start, start + length), (0, -length % batch_size), value=-1))
+            start += length
+        batches = torch.cat(padded).view(-1, batch_size)
         per_site.append(batches[(batches >= 0).sum(1) >= minimum])
     n_steps = torch.tensor([len(batches) for batches in per_site])
     order = torch.argsort(n_steps, descending=True, stable=True)
-    rows = torch.full((int(n_steps.max()), len(orders), batch_size), -1, dtype=torch.long)
+    slots = torch.full((int(n_steps.max()), len(lengths), batch_size), -1, dtype=torch.long)
     for position, site in enumerate(order.tolist()):
-        rows[: n_steps[site], position] = per_site[site]
-    active = (n_steps[:, None] > torch.arange(len(rows))).sum(0).tolist()
-    rows = rows.to(device)
-    return BatchPlan(rows.clamp(min=0), rows >= 0, order.to(device), active)
+        slots[: n_steps[site], position] = per_site[site]
+    active = (n_steps[:, None] > torch.arange(len(slots))).sum(0).tolist()
+    return slots.to(device), order.to(device), active
 
 
 def _permute_sites_(tensors: list[torch.Tensor], order: torch.Tensor) -> None:
@@ -301,7 +317,16 @@ class SiteSGD:
         self.parameters = dict(parameters)
         self.momentum, self.weight_decay = momentum, weight_decay
         self.buffers = {name: torch.zeros_like(p) for name, p in self.parameters.items()} if momentum else {}
+        self.order: torch.Tensor | None = None  # the site at each position of the momentum (None: site order)
         self._prefixes: dict[int, tuple[list[torch.Tensor], list[torch.Tensor | None]]] = {}
+
+    def arrange(self, order: torch.Tensor) -> None:
+        """Put the momentum in this order of the sites (the parameters' order during a round). It
+        stays so between rounds, as a round's order is the same from one round to the next."""
+        current = torch.arange(len(order), device=order.device) if self.order is None else self.order
+        if not torch.equal(current, order):
+            _permute_sites_(list(self.buffers.values()), torch.argsort(current)[order])
+            self.order = order
 
     def _prefix(self, n: int) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
         """Views of the first n sites' parameters and momentum (made once for each n)."""
@@ -343,16 +368,17 @@ def train_round(
 
     For the round, the sites' rows of every tensor are put in the plan's order (most steps first),
     so that a step in which some sites have no batch left computes the others on views of the
-    tensors' first rows, with no copies; the original order is restored at the end.
+    tensors' first rows, with no copies; the state's original order is restored at the end (the
+    optimiser's momentum, which only this function reads, stays in the plan's order).
     """
     x_all, y_all = data
     n_sites = x_all.shape[0]
     minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1  # as per site
     plan = batch_plan(orders, batch_size, minimum, x_all.device)
     reordered = not torch.equal(plan.order, torch.arange(n_sites, device=x_all.device))
-    in_place = [*state.values(), *optimizer.buffers.values()]
     if reordered:
-        _permute_sites_(in_place, plan.order)
+        _permute_sites_(list(state.values()), plan.order)
+    optimizer.arrange(plan.order)
     # Rows picked by position in the sites' rows laid end to end: index_select is several times
     # faster than indexing by (site, row) pairs.
     x_rows, y_rows = x_all.flatten(0, 1), y_all.flatten(0, 1)
@@ -376,6 +402,6 @@ def train_round(
     mean_loss = totals / steps_taken.sum(0).clamp(min=1)
     if reordered:
         inverse = torch.argsort(plan.order)
-        _permute_sites_(in_place, inverse)
+        _permute_sites_(list(state.values()), inverse)
         mean_loss = mean_loss[inverse]
     return mean_loss

@@ -116,3 +116,14 @@ def test_hand_written_backward_matches_finite_differences(options):
 
     inputs = tuple(state[name].clone().requires_grad_(True) for name in names)
     assert torch.autograd.gradcheck(log_prob, inputs, eps=1e-6, atol=1e-5)
+
+
+def test_site_sgd_keeps_each_sites_momentum_when_the_order_changes():
+    from fedcore.batched import SiteSGD
+
+    weight = torch.zeros(4, 2)
+    optimizer = SiteSGD({"w": weight}, momentum=0.9, weight_decay=0.0)
+    optimizer.buffers["w"].copy_(torch.arange(4.0)[:, None].expand(4, 2))  # site i's momentum is i
+    for order in ([2, 0, 3, 1], [1, 3, 0, 2], [0, 1, 2, 3]):
+        optimizer.arrange(torch.tensor(order))
+        assert optimizer.buffers["w"][:, 0].tolist() == [float(site) for site in order]
