@@ -149,7 +149,10 @@ class _Pass:
                 saved = (h,)
             self.saved.append(saved)
         log_prob = F.log_softmax(h, dim=-1)
-        self.saved.append((log_prob,))
+        # Kept detached: the returned tensor will point back at this pass through its autograd
+        # node, and keeping that very tensor here would make a cycle that holds every saved
+        # tensor of the step until Python's cycle collector happens to run.
+        self.saved.append((log_prob.detach(),))
         return log_prob
 
     def _batch_norm(self, h: torch.Tensor, layer: _Layer, tensors: Mapping[str, torch.Tensor]):

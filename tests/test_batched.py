@@ -127,3 +127,29 @@ def test_site_sgd_keeps_each_sites_momentum_when_the_order_changes():
     for order in ([2, 0, 3, 1], [1, 3, 0, 2], [0, 1, 2, 3]):
         optimizer.arrange(torch.tensor(order))
         assert optimizer.buffers["w"][:, 0].tolist() == [float(site) for site in order]
+
+
+def test_a_training_step_frees_its_saved_tensors_without_the_cycle_collector(monkeypatch):
+    """A reference cycle through the autograd node would keep every step's saved activations alive
+    until Python's cycle collector ran: memory churn that slowed long runs."""
+    import gc
+    import weakref
+
+    from fedcore import batched
+    from fedcore.models import MLP
+
+    passes = []
+    make_pass = batched._Pass.__init__
+    monkeypatch.setattr(batched._Pass, "__init__", lambda self, *args: (make_pass(self, *args), passes.append(weakref.ref(self)))[0])
+    model = MLP(5, 3)
+    state = {name: value.detach()[None].repeat(4, *[1] * value.ndim) for name, value in model.state_dict().items()}
+    params = {name: state[name].requires_grad_(True) for name, _ in model.named_parameters()}
+    gc.disable()
+    try:
+        log_prob = batched.forward(model, state, torch.randn(4, 6, 5), torch.ones(4, 6, dtype=torch.bool), train=True,
+                                   dropout=batched.DropoutMasks(torch.device("cpu"), seed=0))
+        torch.autograd.grad(log_prob.sum(), list(params.values()))
+        del log_prob
+        assert passes and passes[0]() is None
+    finally:
+        gc.enable()
