@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.sgd import sgd
 
-from fedcore.models import MLP
+from fedcore.models import MLP, min_batch_rows, tanh_by_sigmoid
 
 BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's default
 
@@ -144,8 +144,8 @@ class _Pass:
                 h, saved = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2)), (h,)
             elif layer.kind == "batch_norm":
                 h, saved = self._batch_norm(h, layer, tensors)
-            else:  # tanh as 2 sigmoid(2h) - 1 (see fedcore.models.mlp.Tanh)
-                h = torch.sigmoid(h * 2).mul_(2).sub_(1)
+            else:
+                h = tanh_by_sigmoid(h)
                 saved = (h,)
             self.saved.append(saved)
         log_prob = F.log_softmax(h, dim=-1)
@@ -376,8 +376,7 @@ def train_round(
     """
     x_all, y_all = data
     n_sites = x_all.shape[0]
-    minimum = 2 if any(isinstance(layer, nn.BatchNorm1d) for layer in model.body) else 1  # as per site
-    plan = batch_plan(orders, batch_size, minimum, x_all.device)
+    plan = batch_plan(orders, batch_size, min_batch_rows(model), x_all.device)
     reordered = not torch.equal(plan.order, torch.arange(n_sites, device=x_all.device))
     if reordered:
         _permute_sites_(list(state.values()), plan.order)

@@ -33,7 +33,7 @@ from fedcore import batched
 from fedcore.errors import DataError, SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
-from fedcore.models import BACKBONES, MLP, ImageClassifier, build_backbone
+from fedcore.models import BACKBONES, MLP, ImageClassifier, build_backbone, min_batch_rows
 from fedcore.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -139,10 +139,6 @@ def resolve_device(choice: str) -> torch.device:
     return torch.device(choice)
 
 
-def has_batch_norm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-
-
 def batch_orders(n_rows: int, epochs: int, seed: int) -> list[torch.Tensor]:
     """A site's row order for each local epoch of one round (the same in every execution path)."""
     generator = torch.Generator().manual_seed(seed)
@@ -166,7 +162,7 @@ def train_locally(
     """
     model.train()
     torch.manual_seed(seed)
-    min_rows = 2 if has_batch_norm(model) else 1  # BatchNorm cannot normalise a single row
+    min_rows = min_batch_rows(model)
     total, batches = 0.0, 0
     for order in batch_orders(len(y), epochs, seed):
         order = order.to(x.device)

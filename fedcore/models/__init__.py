@@ -3,7 +3,17 @@ their classifier, and ProtoPNet."""
 
 from fedcore.models.affine import Affine
 from fedcore.models.cnn import BACKBONES, ImageClassifier, SmallCNN, build_backbone
-from fedcore.models.mlp import MLP
+from fedcore.models.mlp import MLP, min_batch_rows, tanh_by_sigmoid
 from fedcore.models.protopnet import ProtoPNet
 
-__all__ = ["BACKBONES", "Affine", "ImageClassifier", "MLP", "ProtoPNet", "SmallCNN", "build_backbone"]
+__all__ = [
+           "BACKBONES",
+           "MLP",
+           "Affine",
+           "ImageClassifier",
+           "ProtoPNet",
+           "SmallCNN",
+           "build_backbone",
+           "min_batch_rows",
+           "tanh_by_sigmoid",
+]

@@ -17,10 +17,21 @@ from torch import nn
 from fedcore.models.affine import Affine
 
 
+def tanh_by_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """tanh(x) as 2 * sigmoid(2x) - 1 (see `Tanh`); the batched path computes it here too."""
+    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+
+
+def min_batch_rows(model: nn.Module) -> int:
+    """The fewest rows a training mini-batch may have: BatchNorm cannot normalise a single row,
+    so with it a one-row batch is skipped (in every execution path alike)."""
+    return 2 if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()) else 1
+
+
 class _SigmoidTanh(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2).mul_(2).sub_(1)
+        y = tanh_by_sigmoid(x)
         ctx.save_for_backward(y)
         return y
 
