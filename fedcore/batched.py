@@ -10,9 +10,10 @@ step, exactly as their own optimiser would. The network's forward pass is writte
 layer with its backward beside it, and autograd sees it as one node: a round has many small
 steps, and per-operation bookkeeping would otherwise cost about as much as the arithmetic.
 
-Differences from the per-site path are those of floating-point order, plus dropout: the masks
-here are drawn for all sites at once, so they differ from (but are distributed like) the per-site
-path's. With dropout 0 both paths give the same weights up to rounding.
+Differences from the per-site path are those of floating-point order, plus dropout: here each
+site's masks come from a stream of its own, drawn for all of a step's sites in one call, so they
+differ from (but are distributed like) the per-site path's. With dropout 0 both paths give the same
+weights up to rounding.
 """
 
 from __future__ import annotations
@@ -42,31 +43,37 @@ def supports(model: nn.Module) -> bool:
 
 
 class DropoutMasks:
-    """Seeded dropout masks. On the CPU each decision compares 16 random bits from numpy's PCG64
-    with a threshold (four decisions per 64-bit draw, keep probability exact to 1/65536): many
-    times faster than torch's CPU generator for the many small masks a round needs. On a GPU
-    they come from torch's generator."""
+    """Seeded dropout masks, one random stream per site, so that a site's masks depend on nothing
+    but its seed: not on which other sites train beside it, nor on how the sites are split among
+    processes (`fedcore.site_groups`). On the CPU each decision compares 16 random bits from numpy's
+    PCG64 with a threshold (four decisions per 64-bit draw, keep probability exact to 1/65536):
+    many times faster than torch's CPU generator for the many small masks a round needs. On a GPU
+    one torch generator (seeded with the first site's seed) serves all sites."""
 
-    def __init__(self, device: torch.device, seed: int) -> None:
+    def __init__(self, device: torch.device, seeds: list[int]) -> None:
         self.device = device
         if device.type == "cpu":
-            self.bits = np.random.PCG64(seed)
+            self.streams = [np.random.PCG64(seed) for seed in seeds]
         else:
-            self.torch = torch.Generator(device=device).manual_seed(seed)
+            self.torch = torch.Generator(device=device).manual_seed(seeds[0])
 
-    def keep(self, shape: tuple[int, ...], p: float) -> torch.Tensor:
-        """Mask that is 1 with probability 1 - p, else 0: uint8 on the CPU (torch converts uint8 to
-        float about ten times faster than bool there), bool on a GPU."""
-        if self.device.type == "cpu":
-            n = int(np.prod(shape))
-            sixteen_bits = self.bits.random_raw((n + 3) // 4).view(np.uint16)[:n]
-            return torch.from_numpy((sixteen_bits.reshape(tuple(shape)) < round((1 - p) * 65536)).view(np.uint8))
-        return torch.rand(shape, generator=self.torch, device=self.device) >= p
+    def keep(self, sites: list[int], shape: tuple[int, ...], p: float) -> torch.Tensor:
+        """Masks [len(sites), *shape], one per site from its own stream, that are 1 with
+        probability 1 - p, else 0: uint8 on the CPU (torch converts uint8 to float about ten times
+        faster than bool there), bool on a GPU."""
+        if self.device.type != "cpu":
+            return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= p
+        n = int(np.prod(shape))
+        draws = np.empty((len(sites), (n + 3) // 4), dtype=np.uint64)
+        for row, site in enumerate(sites):
+            draws[row] = self.streams[site].random_raw(draws.shape[1])
+        sixteen_bits = draws.view(np.uint16)[:, :n].reshape(len(sites), *shape)
+        return torch.from_numpy((sixteen_bits < round((1 - p) * 65536)).view(np.uint8))
 
-    def scaled(self, shape: tuple[int, ...], widths: list[int], p: float) -> list[torch.Tensor]:
-        """Masks of 0 and 1 / (1 - p) for layers of these widths (last dimension), all drawn in one
-        call: one step's dropout for every layer."""
-        mask = self.keep((*shape, sum(widths)), p).to(torch.get_default_dtype()).mul_(1 / (1 - p))
+    def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
+        """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn
+        in one call: one step's dropout for every layer."""
+        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype()).mul_(1 / (1 - p))
         return list(mask.split(widths, dim=-1))
 
 
@@ -116,13 +123,14 @@ class _Pass:
     as much as the arithmetic). The equations are those of the layers in `fedcore.models`."""
 
     def __init__(self, spec: _Spec, state: Mapping[str, torch.Tensor], x: torch.Tensor, valid: torch.Tensor,
-                 train: bool, dropout: DropoutMasks | None) -> None:
+                 train: bool, dropout: DropoutMasks | None, sites: list[int] | None) -> None:
         self.layers = spec.layers
         self.state, self.x, self.valid, self.train = state, x, valid, train
         self.masks: list[torch.Tensor] = []
         if train and spec.dropout > 0:
             widths = [layer.width for layer in self.layers if layer.kind == "dropout"]
-            self.masks = dropout.scaled(tuple(x.shape[:2]), widths, spec.dropout)
+            sites = list(range(x.shape[0])) if sites is None else sites
+            self.masks = dropout.scaled(sites, x.shape[1], widths, spec.dropout)
         self.saved: list[tuple[torch.Tensor, ...]] = []
 
     def forward(self, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -246,8 +254,11 @@ def forward(
     valid: torch.Tensor,
     train: bool,
     dropout: DropoutMasks | None = None,
+    sites: list[int] | None = None,
 ) -> torch.Tensor:
     """Log-probabilities [sites, rows, classes] of every site's model on its rows x [sites, rows, D].
+    In training, `dropout` draws each site's masks from its own stream (`sites`: the sites of x's
+    rows, as indices of those streams; None: 0, 1, ...).
 
     `state` maps the model's parameter and buffer names to stacked tensors. In training,
     BatchNorm normalises each site over its valid rows and updates that site's running
@@ -255,7 +266,7 @@ def forward(
     parameters through one hand-written backward.
     """
     spec = _spec(model)
-    run = _Pass(spec, state, x, valid, train, dropout)
+    run = _Pass(spec, state, x, valid, train, dropout, sites)
     if torch.is_grad_enabled() and any(state[name].requires_grad for name in spec.names):
         return _Network.apply(run, spec.names, *(state[name] for name in spec.names))
     with torch.no_grad():

@@ -330,6 +330,10 @@ class Simulation(FederatedModels):
         trainable = {n: self.stacked[n] for n, p in model.named_parameters() if p.requires_grad}
         self.optimizer = batched.SiteSGD(trainable, self.config.momentum, self.config.weight_decay)
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
+        # One stream per site for the whole run, named after the site like its other streams.
+        self.dropout = batched.DropoutMasks(self.device, [
+            derive_seed(self.config.seed, self.site_label(site), "batched-dropout") for site in range(len(self.models))
+        ])
 
     # -- building blocks algorithms use -------------------------------------------------------
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
@@ -370,8 +374,10 @@ class Simulation(FederatedModels):
         return losses
 
     def _step_loss(self, state, x, y, valid, sites, params, dropout) -> torch.Tensor:
+        listed = None if sites is None else sites.tolist()
+
         def run(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-            return batched.forward(self.template, tensors, x, valid, train=True, dropout=dropout)
+            return batched.forward(self.template, tensors, x, valid, train=True, dropout=dropout, sites=listed)
 
         return self.algorithm.batched_loss(self, state, run, y, valid, sites, params)
 
@@ -426,10 +432,9 @@ class Simulation(FederatedModels):
             batch_orders(len(y), self.config.local_epochs, self.local_seed(site))
             for site, (_, y) in enumerate(self.train_sets)
         ]
-        dropout = batched.DropoutMasks(self.device, derive_seed(self.config.seed, self.round, "batched-dropout"))
         losses = batched.train_round(
             self.template, self.stacked, self.optimizer, self.padded_train, orders,
-            functools.partial(self._step_loss, dropout=dropout), self.config.batch_size, lr,
+            functools.partial(self._step_loss, dropout=self.dropout), self.config.batch_size, lr,
         )
         return losses.tolist()
 

@@ -84,12 +84,25 @@ def test_cuda_gives_the_cpu_results_up_to_rounding():
 def test_dropout_masks_keep_the_right_share_and_are_seeded():
     from fedcore.batched import DropoutMasks
 
-    masks = DropoutMasks(torch.device("cpu"), seed=5)
-    keep = masks.keep(torch.Size([200, 16, 128]), 0.2)
+    masks = DropoutMasks(torch.device("cpu"), seeds=list(range(200)))
+    keep = masks.keep(list(range(200)), (16, 128), 0.2)
     assert keep.shape == (200, 16, 128) and set(keep.unique().tolist()) == {0, 1}
     assert abs(keep.float().mean().item() - 0.8) < 0.005
-    assert torch.equal(DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5),
-                       DropoutMasks(torch.device("cpu"), seed=5).keep(torch.Size([7, 3]), 0.5))
+    assert torch.equal(DropoutMasks(torch.device("cpu"), seeds=[5, 6]).keep([0, 1], (7, 3), 0.5),
+                       DropoutMasks(torch.device("cpu"), seeds=[5, 6]).keep([0, 1], (7, 3), 0.5))
+
+
+def test_a_sites_dropout_masks_do_not_depend_on_the_other_sites():
+    """Each site draws from its own stream: the same masks whichever sites train beside it, in
+    whatever order (what lets sites be split among processes without changing results)."""
+    from fedcore.batched import DropoutMasks
+
+    together = DropoutMasks(torch.device("cpu"), seeds=[11, 12, 13])
+    alone = DropoutMasks(torch.device("cpu"), seeds=[13])
+    first, second = together.keep([2, 0, 1], (4, 9), 0.5), together.keep([2, 0], (4, 9), 0.5)
+    assert torch.equal(first[0], alone.keep([0], (4, 9), 0.5)[0])
+    assert torch.equal(second[0], alone.keep([0], (4, 9), 0.5)[0])
+    assert not torch.equal(first[0], first[1])
 
 
 @pytest.mark.parametrize("options", [{}, {"batch_norm": True}, {"scalar_w_out": True, "dropout": 0.0}])
@@ -111,7 +124,7 @@ def test_hand_written_backward_matches_finite_differences(options):
     names = [name for name, _ in model.named_parameters()]
 
     def log_prob(*tensors):
-        masks = batched.DropoutMasks(torch.device("cpu"), seed=1)  # the same masks at every call
+        masks = batched.DropoutMasks(torch.device("cpu"), seeds=[1, 2, 3])  # the same masks at every call
         return batched.forward(model, {**state, **dict(zip(names, tensors))}, x, valid, train=True, dropout=masks)
 
     inputs = tuple(state[name].clone().requires_grad_(True) for name in names)
@@ -147,7 +160,7 @@ def test_a_training_step_frees_its_saved_tensors_without_the_cycle_collector(mon
     gc.disable()
     try:
         log_prob = batched.forward(model, state, torch.randn(4, 6, 5), torch.ones(4, 6, dtype=torch.bool), train=True,
-                                   dropout=batched.DropoutMasks(torch.device("cpu"), seed=0))
+                                   dropout=batched.DropoutMasks(torch.device("cpu"), seeds=[0, 1, 2, 3]))
         torch.autograd.grad(log_prob.sum(), list(params.values()))
         del log_prob
         assert passes and passes[0]() is None

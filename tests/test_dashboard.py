@@ -351,12 +351,12 @@ def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads)
 def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):
     at, store, ids = app
     open_page(at, "views/feature_shifts.py", ids["ifedavg"])
-    at.slider(key="n_sd").set_value(1.5)  # a few marks on this short run
+    at.slider(key="n_sd").set_value(1.0)  # a few marks on this short run
     at.selectbox(key="features_view").set_value(FEATURE_VIEWS[3]).run()
     assert not at.exception, at.exception
     run = store.get(ids["ifedavg"])
     last = run.array_rounds()[-1]
-    marks = significance_marks(run.load_arrays(last)["b_in"], 1.5, run.spec["params"]["sd_floor"])
+    marks = significance_marks(run.load_arrays(last)["b_in"], 1.0, run.spec["params"]["sd_floor"])
     marked = marks.cells.any(axis=0) | marks.features
     largest = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
     features = run.federation["feature_names"]
