@@ -6,7 +6,10 @@
 HAR protocol: 30 subjects (../shared/data/uci_har, 265 features), batch 16, one local epoch,
 SGD lr 0.002 with momentum 0.5 and the paper's step schedule, every site evaluated on its own
 hold-out every round. Measured, each in its own process so peak memory is its own:
-    batched   our engine, all sites as one computation (the default where the model allows it)
+    batched   our engine, all sites as one computation (the default where the model allows it),
+              its sites split among one process per torch thread where there are enough of them
+              (peak memory summed over those processes)
+    batched, 1 process  the same in one process
     per-site  our engine, one site after another
     reference a plain loop written like the authors' code (benchmarks/reference_loop.py)
     flower-sim our Flower app (fedcore.flower) on Flower's simulation engine (Ray), every site a
@@ -34,8 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 HAR = ROOT.parent / "shared" / "data" / "uci_har" / "uci_har_time265_by_subject.csv.gz"
 
+ONE_PROCESS = "batched, 1 process"  # the batched path with its sites not split among processes
 PROTOCOL_ROWS = [  # (label, algorithm, params, path)
     ("iFedAvg", "ifedavg", {}, "batched"),
+    ("iFedAvg", "ifedavg", {}, ONE_PROCESS),
     ("iFedAvg", "ifedavg", {}, "per-site"),
     ("iFedAvg", "ifedavg", {}, "reference"),
     ("iFedAvg", "ifedavg", {}, "flower-sim"),
@@ -68,6 +73,7 @@ def measure(task: dict) -> dict:
     if task["path"] == "flower-sim":
         return {**task, **_flower_simulation(federation, task), "load_s": load_s,
                 "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "sites": len(federation.sites)}
+    processes = 1
     if task["path"] == "reference":
         from benchmarks.reference_loop import ReferenceLoop
 
@@ -75,7 +81,9 @@ def measure(task: dict) -> dict:
         step = lambda: (loop.round(), loop.evaluate())  # noqa: E731
         device = "cpu"
     else:
-        config = TrainConfig(rounds=1000, eval_every=1, execution=task["path"])
+        one_process = task["path"] == ONE_PROCESS
+        config = TrainConfig(rounds=1000, eval_every=1, execution="batched" if one_process else task["path"],
+                             processes=1 if one_process else 0)
         started = time.perf_counter()
         sim = Simulation(federation, build_algorithm(task["algorithm"], task["params"]), config)
         setup_s = time.perf_counter() - started
@@ -85,6 +93,7 @@ def measure(task: dict) -> dict:
             sim.round_record(train_loss, 0.0)
 
         device = str(sim.device)
+        processes = sim.processes
     step()  # warm-up round
     times = []
     for _ in range(rounds):
@@ -96,11 +105,22 @@ def measure(task: dict) -> dict:
         "s_per_round": statistics.median(times),
         "load_s": load_s,
         "setup_s": setup_s if task["path"] != "reference" else 0.0,
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": _peak_mb(sim if task["path"] != "reference" else None),
         "device": device,
         "threads": torch.get_num_threads(),
+        "processes": processes,
         "sites": len(federation.sites),
     }
+
+
+def _peak_mb(sim) -> float:
+    """Peak resident memory of this process plus the simulation's worker processes (pages of the
+    shared tensors count once in each: an upper bound)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for worker in getattr(getattr(sim, "workers", None), "processes", []):
+        status = Path(f"/proc/{worker.pid}/status").read_text()
+        peak += int(status.split("VmHWM:")[1].split()[0]) / 1024
+    return peak
 
 
 def _flower_simulation(federation, task: dict) -> dict:
@@ -121,7 +141,7 @@ def _flower_simulation(federation, task: dict) -> dict:
             raise RuntimeError(f"the Flower simulation failed: {run.status.get('error')}")
         times = round_seconds(run)[1:]
     return {"s_per_round": statistics.median(times), "setup_s": time.perf_counter() - started - sum(times),
-            "device": "cpu", "threads": torch.get_num_threads()}
+            "device": "cpu", "threads": torch.get_num_threads(), "processes": 1}
 
 
 def full_run(task: dict) -> dict:
@@ -135,8 +155,8 @@ def full_run(task: dict) -> dict:
     sim = Simulation(federation, build_algorithm("ifedavg"), TrainConfig(rounds=1000, eval_every=1))
     history = sim.run()
     return {"wall_s": time.perf_counter() - started, "mean_f1": history[-1]["mean"]["f1"],
-            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.execution,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.execution, "processes": sim.processes,
+            "peak_mb": _peak_mb(sim)}
 
 
 def _synthetic(n_sites: int, rows: int):
@@ -163,6 +183,12 @@ def _in_subprocess(task: dict, function: str) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"{task} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _where(result: dict) -> str:
+    if result["processes"] > 1:
+        return f"{result['device']}, {result['processes']} processes × 1 thread"
+    return f"{result['device']} ({result['threads']} threads)"
 
 
 def main() -> None:
@@ -205,25 +231,26 @@ def main() -> None:
         versus_reference = f"{reference[label] / per_round:.1f}" if label in reference else "–"
         print(f"| {label} | {path} | {per_round:.4f} | {per_round * 1000:.0f} s | {versus_reference} | "
               f"{per_round / batched[label]:.1f} | {max(r['peak_mb'] for r in results):.0f} MB | "
-              f"{results[0]['device']} ({results[0]['threads']} threads) |")
+              f"{_where(results[0])} |")
 
     if args.only:
         return
     print("\nScaling (batched iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
-    print("| sites | s / round | s / round / site | peak memory |")
-    print("|---|---|---|---|")
+    print("| sites | s / round | s / round / site | peak memory | processes |")
+    print("|---|---|---|---|---|")
     for n_sites in (10, 100, 1000):
         task = {"data": "synthetic", "sites": n_sites, "rows": 50, "algorithm": "ifedavg", "params": {},
                 "path": "batched", "rounds": args.rounds}
         results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
         per_round = statistics.median(r["s_per_round"] for r in results)
         print(f"| {n_sites} | {per_round:.4f} | {per_round / n_sites * 1000:.3f} ms | "
-              f"{max(r['peak_mb'] for r in results):.0f} MB |")
+              f"{max(r['peak_mb'] for r in results):.0f} MB | {results[0]['processes']} |")
         sys.stdout.flush()
 
     if args.full_run:
         result = _in_subprocess({"har": args.har}, "full")
-        print(f"\nFull 1000-round HAR iFedAvg run ({result['execution']}): {result['wall_s']:.1f} s, "
+        print(f"\nFull 1000-round HAR iFedAvg run ({result['execution']}, {result['processes']} processes): "
+              f"{result['wall_s']:.1f} s, "
               f"mean F1 {result['mean_f1']:.3f}, worst site F1 {result['worst_f1']:.3f}, "
               f"peak {result['peak_mb']:.0f} MB")
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedcore import batched
+from fedcore import batched, site_groups
 from fedcore.errors import DataError, SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
@@ -88,6 +88,11 @@ class TrainConfig:
         "another; 'auto' picks batched whenever the algorithm and model allow it.",
         ("auto", "batched", "per-site"),
     )
+    processes: int = _setting(
+        0,
+        "Processes that train a batched round's sites in parallel, one torch thread each (the CPU, Linux); "
+        "0 picks one per torch thread, keeping at least 8 sites in each. Results do not depend on it.",
+    )
     seed: int = _setting(0, "Seeds the hold-out split, initialisation, batch order and dropout.")
     device: str = _setting("auto", "'auto' (CUDA when present), 'cpu' or 'cuda'.", ("auto", "cpu", "cuda"))
 
@@ -97,7 +102,7 @@ class TrainConfig:
         for name in positive:
             if int(getattr(self, name)) < 1:
                 raise SpecError(f"{name} must be at least 1, not {getattr(self, name)}.")
-        for name in ("lr", "momentum", "weight_decay", "lr_decay_every", "eval_every", "dropout"):
+        for name in ("lr", "momentum", "weight_decay", "lr_decay_every", "eval_every", "dropout", "processes"):
             if getattr(self, name) < 0:
                 raise SpecError(f"{name} cannot be negative ({getattr(self, name)}).")
         if not 0 < self.lr_decay <= 1:
@@ -223,7 +228,7 @@ class FederatedModels:
     """
 
     def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig,
-                 train_sizes: list[int]) -> None:
+                 train_sizes: list[int], tensors: dict[str, torch.Tensor] | None = None) -> None:
         self.federation = federation
         self.algorithm = algorithm
         self.config = config
@@ -235,19 +240,23 @@ class FederatedModels:
 
         torch.manual_seed(derive_seed(config.seed, "init"))
         self.initial = algorithm.build_model(self).to(self.device)
-        self.stacked = {
+        self.models = [copy.deepcopy(self.initial) for _ in train_sizes]
+        self.adopt(tensors or {
             name: value.detach().unsqueeze(0).repeat(len(train_sizes), *([1] * value.ndim))
             for name, value in tensor_state(self.initial).items()
-        }
-        self.models = [copy.deepcopy(self.initial) for _ in train_sizes]
-        for site, model in enumerate(self.models):
-            _alias(model, self.stacked, site)
-        self.states = [tensor_state(m) for m in self.models]
+        })
         owned = owners(self.initial)
         self.local_names = sorted(n for n in self.stacked if algorithm.is_local(n, owned[n]))
         self.shared_names = sorted(
             n for n in self.stacked if n not in self.local_names and self.stacked[n].is_floating_point()
         )
+
+    def adopt(self, stacked: dict[str, torch.Tensor]) -> None:
+        """Hold every site's tensors in `stacked` (each site's model a view of its rows)."""
+        self.stacked = stacked
+        for site, model in enumerate(self.models):
+            _alias(model, stacked, site)
+        self.states = [tensor_state(m) for m in self.models]
 
     def make_model(self) -> nn.Module:
         """The federation's model: the MLP for tables, the backbone with a classifier for images."""
@@ -297,11 +306,16 @@ class FederatedModels:
 
 
 class Simulation(FederatedModels):
-    """All sites of a federation trained in one process."""
+    """All sites of a federation trained on one machine (in one process, or with the batched path
+    on several cores, its sites split among processes: `fedcore.site_groups`).
 
-    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig) -> None:
+    `tensors`: the sites' stacked tensors to train in place (a worker's rows of another
+    simulation's); by default they start from the seeded initialisation."""
+
+    def __init__(self, federation: Federation, algorithm: Algorithm, config: TrainConfig,
+                 tensors: dict[str, torch.Tensor] | None = None) -> None:
         sizes = [site.n_train for site in federation.sites]
-        super().__init__(federation, algorithm, config, [sum(sizes)] if algorithm.pooled else sizes)
+        super().__init__(federation, algorithm, config, [sum(sizes)] if algorithm.pooled else sizes, tensors)
         to_device = lambda t: t.to(self.device)  # noqa: E731
         self.test_sets = [(to_device(s.x_test), to_device(s.y_test)) for s in federation.sites]
         if algorithm.pooled:
@@ -315,6 +329,9 @@ class Simulation(FederatedModels):
         if self.execution == "batched":
             self._prepare_batched(self.initial)
         else:
+            if config.processes > 1:
+                raise SpecError(f"processes={config.processes} applies to the batched path; {algorithm.title} "
+                                "trains here one site after another (use processes 1 or 0).")
             self.optimizers = [self.make_optimizer(m) for m in self.models]
         algorithm.setup(self)
 
@@ -327,7 +344,14 @@ class Simulation(FederatedModels):
 
     def _prepare_batched(self, model: nn.Module) -> None:
         self.template = self.algorithm.batched_template(model)
-        trainable = {n: self.stacked[n] for n, p in model.named_parameters() if p.requires_grad}
+        groups = site_groups.count(self.config.processes, len(self.models), self.device.type == "cpu")
+        # Bounds of the groups of sites each process trains; this process trains the first.
+        self.bounds = site_groups.split(self.train_sizes, groups)
+        self.workers: site_groups.Workers | None = None  # started at the first round
+        if groups > 1:
+            self.adopt(site_groups.shared(self.stacked))
+        own = self.bounds[1]
+        trainable = {n: self.stacked[n][:own] for n, p in model.named_parameters() if p.requires_grad}
         self.optimizer = batched.SiteSGD(trainable, self.config.momentum, self.config.weight_decay)
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
         # One stream per site for the whole run, named after the site like its other streams.
@@ -411,7 +435,7 @@ class Simulation(FederatedModels):
         lr = self.config.lr_at(self.round)
         self.algorithm.start_round(self)
         if self.execution == "batched":
-            losses = self._train_batched(lr)
+            losses = self._train_batched_groups(lr)
         else:
             losses = [self.train_site(site, lr) for site in range(len(self.models))]
         self.algorithm.before_aggregation(self)
@@ -427,13 +451,34 @@ class Simulation(FederatedModels):
             self.config.batch_size, self.config.local_epochs, self.local_seed(site),
         )
 
-    def _train_batched(self, lr: float) -> list[float]:
+    @property
+    def processes(self) -> int:
+        """Processes that train the sites (the batched path may split them among several)."""
+        return len(self.bounds) - 1 if self.execution == "batched" else 1
+
+    def _train_batched_groups(self, lr: float) -> list[float]:
+        """Every site's local update: the first group here, the others in the worker processes."""
+        if self.processes == 1:
+            return self.train_batched_sites(lr)
+        if self.workers is None:
+            self.workers = site_groups.Workers(self, self.bounds)
+        self.workers.start_round(self.round, lr, self.algorithm.class_weights(self))
+        with site_groups.torch_threads(1):
+            own = self.train_batched_sites(lr)
+        return own + self.workers.finish_round()
+
+    def train_batched_sites(self, lr: float) -> list[float]:
+        """This process's sites' local update (the batched path): those of its first group."""
+        own = self.bounds[1]
         orders = [
             batch_orders(len(y), self.config.local_epochs, self.local_seed(site))
-            for site, (_, y) in enumerate(self.train_sets)
+            for site, (_, y) in enumerate(self.train_sets[:own])
         ]
+        every = own == len(self.models)
+        state = self.stacked if every else {name: value[:own] for name, value in self.stacked.items()}
+        data = self.padded_train if every else tuple(part[:own] for part in self.padded_train)
         losses = batched.train_round(
-            self.template, self.stacked, self.optimizer, self.padded_train, orders,
+            self.template, state, self.optimizer, data, orders,
             functools.partial(self._step_loss, dropout=self.dropout), self.config.batch_size, lr,
         )
         return losses.tolist()

@@ -54,8 +54,10 @@ def details() -> None:
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
         execution = {"batched": " · all sites as one batched computation", "per-site": " · site by site"}
+        processes = int(status.get("processes") or 1)
+        split = f", split among {processes} processes" if processes > 1 else ""
         st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
-                   f"{execution.get(status.get('execution'), '')} · code {run.spec.get('version')}")
+                   f"{execution.get(status.get('execution'), '')}{split} · code {run.spec.get('version')}")
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
     st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")

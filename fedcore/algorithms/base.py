@@ -186,3 +186,23 @@ def params_from_dict(algorithm: type[Algorithm], values: dict[str, Any]) -> Any:
         if choices and value not in choices:
             raise SpecError(f"{algorithm.title}: {key} must be one of {list(choices)}, not {value!r}.")
     return algorithm.Params(**values)
+
+
+class AtSite:
+    """The algorithm as sites run it away from the server (a Flower site, or a process training a
+    group of sites): its model, local loss and start of a round are the algorithm's own; its setup
+    and the class weights it chooses belong to the server, whose choice ([sites, classes] for
+    these sites, or None) arrives with the round."""
+
+    def __init__(self, algorithm: Algorithm, class_weights: torch.Tensor | None) -> None:
+        self._algorithm = algorithm
+        self._class_weights = class_weights
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._algorithm, name)
+
+    def setup(self, sim: Simulation) -> None:
+        """The server's step; nothing to do at a site."""
+
+    def class_weights(self, sim: Simulation) -> torch.Tensor | None:
+        return self._class_weights

@@ -27,7 +27,7 @@ import torch
 from flwr.app import MessageType, RecordDict
 
 from fedcore.algorithms import build_algorithm
-from fedcore.algorithms.base import Algorithm
+from fedcore.algorithms.base import AtSite
 from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
@@ -72,32 +72,13 @@ def share_local(node_config: dict[str, Any]) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes", "on")
 
 
-class AtSite:
-    """The algorithm as a site runs it: its model, local loss and start of a round are the
-    algorithm's own; its setup and the class weights it chooses belong to the server, whose
-    choice arrives with the round."""
-
-    def __init__(self, algorithm: Algorithm, class_weights: torch.Tensor | None) -> None:
-        self._algorithm = algorithm
-        self._class_weights = class_weights
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._algorithm, name)
-
-    def setup(self, sim: Simulation) -> None:
-        """The server's step; nothing to do at a site."""
-
-    def class_weights(self, sim: Simulation) -> torch.Tensor | None:
-        return None if self._class_weights is None else self._class_weights[None]
-
-
 def site_simulation(federation: Federation, content: RecordDict) -> Simulation:
     """The site's model as of the round the message is for (built from the run seed, as in the
     simulation; the server's model and the site's own state are loaded next)."""
     spec = protocol.read_json(content[protocol.SPEC])
     weights = None
     if protocol.CLASS_WEIGHTS in content:
-        weights = protocol.read_tensors(content[protocol.CLASS_WEIGHTS])["weights"]
+        weights = protocol.read_tensors(content[protocol.CLASS_WEIGHTS])["weights"][None]
     config = TrainConfig(**{**spec["config"], "execution": "per-site"})
     return Simulation(federation, AtSite(build_algorithm(spec["algorithm"], spec["params"]), weights), config)
 

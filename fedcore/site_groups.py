@@ -1,0 +1,192 @@
+"""The sites of a batched round split among processes, one torch thread each.
+
+A round's local training is a long chain of small steps; on a CPU a good share of each step is
+per-operation overhead that one Python process runs on one core, whatever its number of torch
+threads. Splitting the sites into contiguous groups and training each group in its own process
+puts every core to work on the whole step, not just on its matrix products.
+
+The simulation keeps every site's tensors in one block of anonymous shared memory. The first group
+trains in the simulation's own process; every other group trains in a worker forked from it,
+which sees those tensors as its own and trains its sites' rows of them in place, as the Simulation
+of a federation of just its sites (with its own momentum). Like a Flower site, a worker receives
+with each round its number, the learning rate and the class weights the server chose, and runs
+the algorithm's start of the round itself; the server's part (aggregation, its hooks, evaluation)
+stays in the simulation's process. Each site's batches and dropout masks come from its own
+seeded streams, so the split changes nothing but floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import mmap
+import multiprocessing
+import sys
+import traceback
+import weakref
+from collections.abc import Iterator
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+import torch
+
+from fedcore.errors import SpecError
+
+if TYPE_CHECKING:
+    from fedcore.engine import Simulation
+
+SITES_PER_PROCESS = 8  # below this a worker's share is too small to repay its messages
+_ALIGN = 64  # bytes: each tensor in the shared block starts on a cache line
+
+
+def can_fork() -> bool:
+    """Workers are forked (they inherit the sites' data instead of receiving it), so this is
+    Linux only, and not from a daemonic process (which may not have children)."""
+    return sys.platform.startswith("linux") and not multiprocessing.current_process().daemon
+
+
+def count(setting: int, n_sites: int, on_cpu: bool) -> int:
+    """How many processes train a batched round: `setting` when given (0 = automatic: one per
+    torch thread, keeping at least SITES_PER_PROCESS sites in each)."""
+    if setting > 1 and not (on_cpu and can_fork()):
+        where = "on the CPU" if can_fork() else "on Linux (worker processes are forked)"
+        raise SpecError(f"processes={setting} splits sites among processes only {where}; use processes 1 or 0 (auto).")
+    if setting:
+        return max(1, min(setting, n_sites))
+    if not (on_cpu and can_fork()):
+        return 1
+    return max(1, min(torch.get_num_threads(), n_sites // SITES_PER_PROCESS))
+
+
+def split(sizes: list[int], groups: int) -> list[int]:
+    """Bounds [0, ..., len(sizes)] of `groups` contiguous, non-empty groups of sites with about
+    equal training rows each (a group's work grows with its rows)."""
+    cumulative, bounds = list(itertools.accumulate(sizes)), [0]
+    for group in range(1, groups):
+        target = cumulative[-1] * group / groups
+        candidates = range(bounds[-1] + 1, len(sizes) - (groups - group) + 1)
+        bounds.append(min(candidates, key=lambda bound: abs(cumulative[bound - 1] - target)))
+    return [*bounds, len(sizes)]
+
+
+def shared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Copies of these CPU tensors in one block of anonymous shared memory, which processes forked
+    later see, and write, as their own (unlike /dev/shm, its size is not capped by a mount)."""
+    offsets, end = [], 0
+    for value in tensors.values():
+        offsets.append(end)
+        end += -(-value.numel() * value.element_size() // _ALIGN) * _ALIGN
+    block = mmap.mmap(-1, max(end, _ALIGN))
+    copies = {}
+    for (name, value), offset in zip(tensors.items(), offsets):
+        copy = torch.frombuffer(block, dtype=value.dtype, count=value.numel(), offset=offset).view(value.shape)
+        copies[name] = copy.copy_(value)
+    return copies
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class Workers:
+    """The processes training every group but the first; `bounds` as `split` gives them."""
+
+    def __init__(self, sim: Simulation, bounds: list[int]) -> None:
+        self.bounds = bounds
+        context = multiprocessing.get_context("fork")
+        self.connections: list[Connection] = []
+        self.pending = False  # a round's replies not collected yet (its training was interrupted)
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        for first, last in zip(bounds[1:-1], bounds[2:]):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(sim, first, last, theirs, list(self.connections)),
+                                      daemon=True, name=f"fedcore sites {first}-{last - 1}")
+            process.start()
+            theirs.close()
+            self.connections.append(ours)
+            self.processes.append(process)
+        # Workers end when the simulation is collected, or with this process at the latest.
+        weakref.finalize(sim, _close, self.connections, self.processes)
+
+    def start_round(self, round_: int, lr: float, class_weights: torch.Tensor | None) -> None:
+        """Every worker trains its sites for this round (while this process trains the first group)."""
+        if self.pending:  # replies of a round this process gave up on: not this round's
+            self.finish_round()
+        self.pending = True
+        for connection, first, last in zip(self.connections, self.bounds[1:-1], self.bounds[2:]):
+            weights = None if class_weights is None else class_weights[first:last].cpu()
+            self._call(connection, lambda: connection.send((round_, lr, weights)))
+
+    def finish_round(self) -> list[float]:
+        """The workers' sites' mean training losses, in site order, once they are done."""
+        losses: list[float] = []
+        self.pending = False
+        for connection in self.connections:
+            outcome, value = self._call(connection, connection.recv)
+            if outcome == "failed":
+                raise RuntimeError(f"A worker process training some of the sites failed:\n{value}")
+            losses += value
+        return losses
+
+    def _call(self, connection: Connection, action):
+        try:
+            return action()
+        except (EOFError, OSError) as error:
+            process = self.processes[self.connections.index(connection)]
+            process.join(timeout=1)
+            raise RuntimeError(f"The worker process {process.name!r} stopped (exit code {process.exitcode}); "
+                               "was it killed, or out of memory?") from error
+
+
+def _close(connections: list[Connection], processes: list) -> None:
+    for connection in connections:
+        with contextlib.suppress(OSError):
+            connection.send(None)
+            connection.close()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.terminate()
+
+
+def _serve(sim: Simulation, first: int, last: int, connection: Connection, inherited: list[Connection]) -> None:
+    """A worker: the Simulation of sites first..last-1 on their rows of `sim`'s shared tensors,
+    training one round per message until the simulation's process closes the pipe or sends None."""
+    from fedcore.algorithms.base import AtSite
+
+    for other in inherited:  # other workers' pipes: holding them open would hide that process's exit
+        other.close()
+    torch.set_num_threads(1)
+    try:
+        group = _group_simulation(sim, first, last)
+        algorithm = group.algorithm
+        while (message := connection.recv()) is not None:
+            round_, lr, class_weights = message
+            try:
+                group.algorithm = AtSite(algorithm, class_weights)
+                group.round = round_
+                group.algorithm.start_round(group)
+                connection.send(("done", group.train_batched_sites(lr)))
+            except Exception:
+                connection.send(("failed", traceback.format_exc()))
+    except (EOFError, KeyboardInterrupt):  # the simulation's process is gone, or Ctrl-C reached us too
+        pass
+
+
+def _group_simulation(sim: Simulation, first: int, last: int) -> Simulation:
+    from fedcore.algorithms.base import AtSite
+    from fedcore.engine import Simulation
+
+    names = sim.site_names[first:last]
+    federation = replace(sim.federation, sites=sim.federation.sites[first:last],
+                         ground_truth=[g for g in sim.federation.ground_truth if g.get("site") in names])
+    config = replace(sim.config, processes=1, execution="batched")
+    tensors = {name: value[first:last] for name, value in sim.stacked.items()}
+    return Simulation(federation, AtSite(sim.algorithm, None), config, tensors=tensors)

@@ -1,0 +1,108 @@
+"""A batched round's sites split among processes train exactly what one process trains."""
+
+import gc
+import os
+import signal
+
+import pytest
+import torch
+
+from fedcore import site_groups
+from fedcore.algorithms import REGISTRY, build_algorithm
+from fedcore.algorithms.fedavg import FedAvg
+from fedcore.engine import Simulation, TrainConfig
+from fedcore.errors import SpecError
+from tests.conftest import make_federation
+
+# Seven sites of different sizes (2 to 6 steps of 16 rows), so the groups differ in steps too.
+SIZES = (40, 90, 60, 110, 75, 50, 100)
+PARAMS = {"fedprox": {"mu": 0.5}, "fedhealth2": {"pretrain_epochs": 1}, "adafed": {"weight_rule": "power"}}
+
+
+def simulate(algorithm: str, processes: int, rounds: int = 3, **config) -> tuple[Simulation, list]:
+    settings = {"rounds": rounds, "execution": "batched", "processes": processes, "seed": 4, **config}
+    sim = Simulation(make_federation(rows=SIZES, n_classes=3), build_algorithm(algorithm, PARAMS.get(algorithm)),
+                     TrainConfig(**{**REGISTRY[algorithm].config_defaults, **settings}))
+    return sim, sim.run()
+
+
+@pytest.mark.parametrize("algorithm", ["ifedavg", "fedavg", "adafed", "fedprox", "apfl", "fedhealth2", "local"])
+def test_sites_split_among_processes_train_what_one_process_trains(algorithm):
+    """With dropout on: each site's masks come from its own stream, so the split changes nothing
+    but rounding."""
+    split, split_history = simulate(algorithm, processes=3)
+    single, single_history = simulate(algorithm, processes=1)
+    assert split.processes == 3 and single.processes == 1
+    for name, value in single.stacked.items():
+        assert torch.allclose(split.stacked[name], value, atol=1e-5, rtol=1e-4), name
+    for ours, theirs in zip(split_history, single_history):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4, abs=1e-5)
+        assert ours["mean"] == pytest.approx(theirs["mean"], abs=1e-4, nan_ok=True)
+
+
+def test_split_balances_training_rows_in_contiguous_non_empty_groups():
+    assert site_groups.split([100] * 30, 2) == [0, 15, 30]
+    assert site_groups.split([100] * 30, 1) == [0, 30]
+    assert site_groups.split([1, 1, 100], 3) == [0, 1, 2, 3]
+    bounds = site_groups.split([300, 10, 10, 10, 10, 10], 2)
+    assert bounds == [0, 1, 6]
+    sizes = [232, 202, 228, 212, 202, 217, 206, 181, 188, 194, 211, 214, 219, 216, 219, 245, 246, 243, 241, 237,
+             273, 215, 249, 255, 274, 262, 251, 255, 230, 256]
+    bounds = site_groups.split(sizes, 2)
+    first, second = sum(sizes[: bounds[1]]), sum(sizes[bounds[1]:])
+    assert abs(first - second) <= max(sizes)
+
+
+def test_automatic_count_is_one_process_per_torch_thread_with_enough_sites(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert site_groups.count(0, 30, on_cpu=True) == 2
+    assert site_groups.count(0, 10, on_cpu=True) == 1  # fewer than 8 sites a process
+    assert site_groups.count(0, 30, on_cpu=False) == 1
+    assert site_groups.count(3, 30, on_cpu=True) == 3
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert site_groups.count(0, 300, on_cpu=True) == 1
+    with pytest.raises(SpecError, match="only on the CPU"):
+        site_groups.count(2, 30, on_cpu=False)
+
+
+def test_processes_apply_to_the_batched_path_only():
+    with pytest.raises(SpecError, match="applies to the batched path"):
+        Simulation(make_federation(), FedAvg(), TrainConfig(rounds=1, execution="per-site", processes=2))
+    with pytest.raises(SpecError, match="processes cannot be negative"):
+        TrainConfig(processes=-1)
+
+
+class FailsInWorkers(FedAvg):
+    parent = os.getpid()
+
+    def start_round(self, sim) -> None:
+        if os.getpid() != self.parent:
+            raise ValueError("planted failure in a worker")
+
+
+def test_a_failing_worker_says_why():
+    sim = Simulation(make_federation(rows=SIZES), FailsInWorkers(), TrainConfig(rounds=2, processes=2))
+    with pytest.raises(RuntimeError, match="planted failure in a worker"):
+        sim.step()
+
+
+def test_a_killed_worker_is_reported_not_waited_for():
+    sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=3, processes=2))
+    sim.step()
+    worker = sim.workers.processes[0]
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(timeout=5)
+    with pytest.raises(RuntimeError, match="stopped \\(exit code -9\\)"):
+        sim.step()
+
+
+def test_workers_end_with_their_simulation():
+    sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=2, processes=3))
+    sim.step()
+    workers = list(sim.workers.processes)
+    assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
+    del sim
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=10)
+        assert not worker.is_alive() and worker.exitcode == 0
