@@ -362,13 +362,38 @@ class SiteSGD:
         )
 
 
+def weighted_nll(log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor | None,
+                 reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each site's class-weighted NLL [sites] of its rows, and the weight of each row in it
+    [sites, rows] (the loss's derivative along -log_prob at the row's class)."""
+    nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
+    row_weight = weights.gather(1, y) * valid if weights is not None else valid.to(nll.dtype)
+    if reduction == "mean":
+        row_weight = row_weight / row_weight.sum(1, keepdim=True).clamp(min=1e-12)
+    return (row_weight * nll).sum(1), row_weight
+
+
+def nll_step(model: MLP, state: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
+             weights: torch.Tensor | None, reduction: str, dropout: DropoutMasks | None, sites: list[int] | None,
+             names: list[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One training step whose loss is the plain class-weighted NLL: each site's loss [sites] and
+    the gradients of the tensors `names`, with the loss's gradient written in closed form and the
+    pass's own backward, bypassing autograd (whose bookkeeping costs a good share of a small step)."""
+    run = _Pass(_spec(model), state, x, valid, True, dropout, sites)
+    log_prob = run.forward(state)
+    losses, row_weight = weighted_nll(log_prob, y, valid, weights, reduction)
+    grad = torch.zeros_like(log_prob).scatter_(-1, y[..., None], -row_weight[..., None])
+    grads = run.backward(grad, set(names))
+    return losses, [grads[name] for name in names]
+
+
 def train_round(
     model: MLP,
     state: Mapping[str, torch.Tensor],
     optimizer: SiteSGD,
     data: tuple[torch.Tensor, torch.Tensor],
     orders: list[list[torch.Tensor]],
-    step_loss: Callable[..., torch.Tensor],
+    step_grads: Callable[..., tuple[torch.Tensor, list[torch.Tensor]]],
     batch_size: int,
     lr: float,
 ) -> torch.Tensor:
@@ -376,9 +401,9 @@ def train_round(
 
     `state` holds every site's tensors stacked (parameters and buffers, each tensor once), `data`
     every site's training rows padded to one length ([sites, rows, D], [sites, rows]);
-    `step_loss(state, x, y, valid, sites, params)` gives the loss [n] of one step for the sites in
-    it (`sites` None: all of them in their own order, else their indices), from their tensors
-    `state` (trainable ones: `params`).
+    `step_grads(state, x, y, valid, sites)` gives, for one step of the sites in it (`sites` None: all of
+    them in their own order, else their indices) with their tensors `state`, each one's loss [n]
+    and the gradients of the optimiser's parameters, in its order.
 
     For the round, the sites' rows of every tensor are put in the plan's order (most steps first),
     so that a step in which some sites have no batch left computes the others on views of the
@@ -401,16 +426,12 @@ def train_round(
     for step, n in enumerate(plan.active):
         if n not in prefixes:
             prefixes[n] = {name: value[:n] for name, value in state.items()}
-        step_state = dict(prefixes[n])
-        params = {name: step_state[name].detach().requires_grad_(True) for name in optimizer.parameters}
-        step_state.update(params)
         rows = picked[step, :n].flatten()
-        losses = step_loss(step_state, x_rows.index_select(0, rows).view(n, batch_size, *x_all.shape[2:]),
-                           y_rows.index_select(0, rows).view(n, batch_size), plan.valid[step, :n],
-                           plan.order[:n] if reordered or n < n_sites else None, params)
-        grads = torch.autograd.grad(losses.sum(), list(params.values()))
-        optimizer.step(list(grads), lr, n)
-        totals[:n] += losses.detach()
+        losses, grads = step_grads(prefixes[n], x_rows.index_select(0, rows).view(n, batch_size, *x_all.shape[2:]),
+                                   y_rows.index_select(0, rows).view(n, batch_size), plan.valid[step, :n],
+                                   plan.order[:n] if reordered or n < n_sites else None)
+        optimizer.step(grads, lr, n)
+        totals[:n] += losses
     steps_taken = torch.tensor(plan.active, device=x_all.device)[:, None] > torch.arange(n_sites, device=x_all.device)
     mean_loss = totals / steps_taken.sum(0).clamp(min=1)
     if reordered:

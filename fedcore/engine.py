@@ -386,24 +386,26 @@ class Simulation(FederatedModels):
                     sites: torch.Tensor | None) -> torch.Tensor:
         """Each site's class-weighted NLL of one batched step, as base_loss computes it site by
         site; `sites`: the step's sites (None: all)."""
-        weights = self.loss_weights()
-        if weights is not None and sites is not None:
-            weights = weights[sites]
-        nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
-        row_weight = weights.gather(1, y) if weights is not None else torch.ones_like(nll)
-        row_weight = row_weight * valid
-        losses = (row_weight * nll).sum(1)
-        if self.config.loss_reduction == "mean":
-            losses = losses / row_weight.sum(1).clamp(min=1e-12)
-        return losses
+        return batched.weighted_nll(log_prob, y, valid, self._step_weights(sites), self.config.loss_reduction)[0]
 
-    def _step_loss(self, state, x, y, valid, sites, params, dropout) -> torch.Tensor:
-        listed = None if sites is None else sites.tolist()
+    def _step_weights(self, sites: torch.Tensor | None) -> torch.Tensor | None:
+        weights = self.loss_weights()
+        return weights[sites] if weights is not None and sites is not None else weights
+
+    def _step(self, state, x, y, valid, sites) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One batched step of the sites in it: their losses and their trainable tensors' gradients."""
+        listed, names = None if sites is None else sites.tolist(), list(self.optimizer.parameters)
+        if self.algorithm.plain_loss:
+            return batched.nll_step(self.template, state, x, y, valid, self._step_weights(sites),
+                                    self.config.loss_reduction, self.dropout, listed, names)
+        params = {name: state[name].detach().requires_grad_(True) for name in names}
+        state = {**state, **params}
 
         def run(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-            return batched.forward(self.template, tensors, x, valid, train=True, dropout=dropout, sites=listed)
+            return batched.forward(self.template, tensors, x, valid, train=True, dropout=self.dropout, sites=listed)
 
-        return self.algorithm.batched_loss(self, state, run, y, valid, sites, params)
+        losses = self.algorithm.batched_loss(self, state, run, y, valid, sites, params)
+        return losses.detach(), list(torch.autograd.grad(losses.sum(), list(params.values())))
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A stratified `share` of every site's training rows, pooled at the server (copies: the
@@ -479,7 +481,7 @@ class Simulation(FederatedModels):
         data = self.padded_train if every else tuple(part[:own] for part in self.padded_train)
         losses = batched.train_round(
             self.template, state, self.optimizer, data, orders,
-            functools.partial(self._step_loss, dropout=self.dropout), self.config.batch_size, lr,
+            self._step, self.config.batch_size, lr,
         )
         return losses.tolist()
 

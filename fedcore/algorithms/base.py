@@ -133,6 +133,12 @@ class Algorithm:
         penalty = self.penalty(sim, params, slice(None) if sites is None else sites)
         return sim.batched_nll(run(state), y, valid, sites) + penalty
 
+    @property
+    def plain_loss(self) -> bool:
+        """Whether the batched loss is the plain class-weighted NLL (no penalty, no loss of its
+        own): the engine then writes its gradient in closed form instead of asking autograd."""
+        return type(self).batched_loss is Algorithm.batched_loss and type(self).penalty is Algorithm.penalty
+
     def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The template's tensors a site predicts with (batched path)."""
         return state
