@@ -16,6 +16,7 @@ family): the same algorithm, the same batch order, chosen automatically.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -325,6 +326,7 @@ class Simulation(FederatedModels):
         self.class_weights = torch.stack([
             class_weights(y, federation.n_classes) for _, y in self.train_sets
         ]).to(self.device)
+        self.workers: site_groups.Workers | None = None  # processes training other sites: started at round 1
         self.execution = self._choose_execution(self.initial)
         if self.execution == "batched":
             self._prepare_batched(self.initial)
@@ -347,7 +349,6 @@ class Simulation(FederatedModels):
         groups = site_groups.count(self.config.processes, len(self.models), self.device.type == "cpu")
         # Bounds of the groups of sites each process trains; this process trains the first.
         self.bounds = site_groups.split(self.train_sizes, groups)
-        self.workers: site_groups.Workers | None = None  # started at the first round
         if groups > 1:
             self.adopt(site_groups.shared(self.stacked))
         own = self.bounds[1]
@@ -435,14 +436,20 @@ class Simulation(FederatedModels):
         """Run the next round; returns each trained model's mean training loss."""
         self.round += 1
         lr = self.config.lr_at(self.round)
-        self.algorithm.start_round(self)
-        if self.execution == "batched":
-            losses = self._train_batched_groups(lr)
-        else:
-            losses = [self.train_site(site, lr) for site in range(len(self.models))]
-        self.algorithm.before_aggregation(self)
-        self.aggregate()
+        with self._threads():
+            self.algorithm.start_round(self)
+            if self.execution == "batched":
+                losses = self._train_batched_groups(lr)
+            else:
+                losses = [self.train_site(site, lr) for site in range(len(self.models))]
+            self.algorithm.before_aggregation(self)
+            self.aggregate()
         return {self.site_label(site): loss for site, loss in enumerate(losses)}
+
+    def _threads(self) -> contextlib.AbstractContextManager:
+        """With worker processes, this one too works on one torch thread: a second thread, idle
+        between its parallel regions, would spin on a core a worker needs."""
+        return site_groups.torch_threads(1) if self.processes > 1 else contextlib.nullcontext()
 
     def train_site(self, site: int, lr: float) -> float:
         """One site's local update of this round (the per-site path; a Flower site runs this)."""
@@ -465,9 +472,7 @@ class Simulation(FederatedModels):
         if self.workers is None:
             self.workers = site_groups.Workers(self, self.bounds)
         self.workers.start_round(self.round, lr, self.algorithm.class_weights(self))
-        with site_groups.torch_threads(1):
-            own = self.train_batched_sites(lr)
-        return own + self.workers.finish_round()
+        return self.train_batched_sites(lr) + self.workers.finish_round()
 
     def train_batched_sites(self, lr: float) -> list[float]:
         """This process's sites' local update (the batched path): those of its first group."""
@@ -496,14 +501,29 @@ class Simulation(FederatedModels):
     @torch.no_grad()
     def evaluate(self, sets: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, dict[str, float]]:
         """Every site's model scored on that site's own hold-out, or on `sets` (one (x, y) per
-        site, e.g. a validation split), all sites in one pass."""
-        own = sets is None
-        sets = self.test_sets if own else sets
+        site, e.g. a validation split), all sites in one pass (with worker processes, each
+        scores its own sites' hold-outs)."""
+        with self._threads():
+            if sets is not None:
+                return self._scores(sets)
+            if self.workers is None:
+                return self._scores(self.test_sets, self._padded_test_x)
+            self.workers.start_evaluation()
+            first = self.bounds[1]
+            return {**self._scores(self.test_sets[:first], self._padded_test_x[:first]),
+                    **self.workers.finish_evaluation()}
+
+    def _scores(self, sets: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor | None = None
+                ) -> dict[str, dict[str, float]]:
+        """Metrics of the first len(sets) sites' models on these rows (`x`: their rows padded,
+        when already built)."""
         y, valid = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
-            x = self._padded_test_x if own else pad_sites([x for x, _ in sets])[0]
-            log_prob = batched.forward(self.template, self.algorithm.prediction_state(self.stacked), x, valid,
-                                       train=False)
+            x = pad_sites([x for x, _ in sets])[0] if x is None else x[:, : valid.shape[1]]
+            state = self.stacked
+            if len(sets) < len(self.models):
+                state = {name: value[: len(sets)] for name, value in state.items()}
+            log_prob = batched.forward(self.template, self.algorithm.prediction_state(state), x, valid, train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
                                   enumerate(sets)])[0]

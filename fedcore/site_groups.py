@@ -117,23 +117,37 @@ class Workers:
 
     def start_round(self, round_: int, lr: float, class_weights: torch.Tensor | None) -> None:
         """Every worker trains its sites for this round (while this process trains the first group)."""
-        if self.pending:  # replies of a round this process gave up on: not this round's
-            self.finish_round()
-        self.pending = True
-        for connection, first, last in zip(self.connections, self.bounds[1:-1], self.bounds[2:]):
-            weights = None if class_weights is None else class_weights[first:last].cpu()
-            self._call(connection, lambda: connection.send((round_, lr, weights)))
+        self._send([("train", round_, lr, None if class_weights is None else class_weights[first:last].cpu())
+                    for first, last in zip(self.bounds[1:-1], self.bounds[2:])])
 
     def finish_round(self) -> list[float]:
         """The workers' sites' mean training losses, in site order, once they are done."""
-        losses: list[float] = []
+        return [loss for losses in self._collect() for loss in losses]
+
+    def start_evaluation(self) -> None:
+        """Every worker scores its sites' models on their own hold-outs."""
+        self._send([("evaluate",)] * len(self.connections))
+
+    def finish_evaluation(self) -> dict[str, dict[str, float]]:
+        """The workers' sites' metrics, by site name, in site order."""
+        return {site: metrics for scores in self._collect() for site, metrics in scores.items()}
+
+    def _send(self, messages: list[tuple]) -> None:
+        if self.pending:  # the replies to work this process gave up waiting for: not this work's
+            self._collect()
+        self.pending = True
+        for connection, message in zip(self.connections, messages):
+            self._call(connection, lambda: connection.send(message))
+
+    def _collect(self) -> list:
         self.pending = False
+        replies = []
         for connection in self.connections:
             outcome, value = self._call(connection, connection.recv)
             if outcome == "failed":
                 raise RuntimeError(f"A worker process training some of the sites failed:\n{value}")
-            losses += value
-        return losses
+            replies.append(value)
+        return replies
 
     def _call(self, connection: Connection, action):
         try:
@@ -168,8 +182,11 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
         group = _group_simulation(sim, first, last)
         algorithm = group.algorithm
         while (message := connection.recv()) is not None:
-            round_, lr, class_weights = message
             try:
+                if message[0] == "evaluate":
+                    connection.send(("done", group.evaluate()))
+                    continue
+                _, round_, lr, class_weights = message
                 group.algorithm = AtSite(algorithm, class_weights)
                 group.round = round_
                 group.algorithm.start_round(group)

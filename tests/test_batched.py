@@ -64,6 +64,14 @@ def test_auto_picks_batched_where_it_can():
         Simulation(make_federation(), SiteBySite(), TrainConfig(rounds=1, execution="batched"))
 
 
+def test_plain_nll_algorithms_take_the_closed_form_gradient():
+    """The closed-form step is for losses that are the plain weighted NLL; a penalty or a loss of
+    the algorithm's own goes through autograd (both paths are checked against per-site above)."""
+    plain = {name for name in BATCHABLE if build_algorithm(name, PARAMS.get(name)).plain_loss}
+    assert {"fedavg", "ifedavg", "fedbn", "fedper", "adafed", "fedhealth2", "local"} <= plain
+    assert not plain & {"fedprox", "apfl"}
+
+
 def test_batched_training_with_dropout_is_seeded():
     first, _ = simulate("fedavg", "batched", dropout=0.2)
     again, _ = simulate("fedavg", "batched", dropout=0.2)
