@@ -175,6 +175,23 @@ def _synthetic(n_sites: int, rows: int):
                       ["continuous"] * 20, ["a", "b"], synthetic=True)
 
 
+def _wait_for_ray_to_exit(timeout_s: float = 60.0) -> None:
+    """Flower's simulation engine (Ray) leaves worker processes exiting for some seconds after a
+    run; the next row waits for them, or they would take cores from it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = False
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                text = cmdline.read_bytes()
+            except OSError:
+                continue
+            alive = alive or b"ray::" in text or b"raylet" in text or b"gcs_server" in text
+        if not alive:
+            return
+        time.sleep(0.5)
+
+
 def _in_subprocess(task: dict, function: str) -> dict:
     done = subprocess.run(
         [sys.executable, __file__, f"--{function}", json.dumps(task, default=str)],
@@ -194,6 +211,8 @@ def _where(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds per configuration")
+    parser.add_argument("--fast-rounds", type=int, default=40,
+                        help="timed rounds of the batched rows (a few seconds: more rounds, a steadier median)")
     parser.add_argument("--repeats", type=int, default=3, help="processes per configuration (median taken)")
     parser.add_argument("--har", type=Path, default=HAR)
     parser.add_argument("--full-run", action="store_true", help="also time a whole 1000-round HAR run")
@@ -217,14 +236,17 @@ def main() -> None:
             if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
                 continue
             task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
-                    "rounds": args.rounds}
+                    "rounds": args.fast_rounds if path.startswith("batched") else args.rounds}
             print(f"measuring {label} {path} (sweep {repeat + 1} of {args.repeats}) ...", file=sys.stderr, flush=True)
             measured.setdefault((label, path), []).append(_in_subprocess(task, "measure"))
+            if path == "flower-sim":
+                _wait_for_ray_to_exit()
     rows = [(label, path, statistics.median(r["s_per_round"] for r in results), results)
             for (label, path), results in measured.items()]
     reference = {label: per_round for label, path, per_round, _ in rows if path == "reference"}
     batched = {label: per_round for label, path, per_round, _ in rows if path == "batched"}
-    print(f"HAR protocol, {args.rounds} timed rounds x {args.repeats} processes per row (median)\n")
+    print(f"HAR protocol, {args.fast_rounds} (batched) or {args.rounds} (others) timed rounds x {args.repeats} "
+          "processes per row (median)\n")
     print("| algorithm | path | s / round | 1000 rounds (projected) | reference / this | this / batched | peak memory | device |")
     print("|---|---|---|---|---|---|---|---|")
     for label, path, per_round, results in rows:
@@ -240,7 +262,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for n_sites in (10, 100, 1000):
         task = {"data": "synthetic", "sites": n_sites, "rows": 50, "algorithm": "ifedavg", "params": {},
-                "path": "batched", "rounds": args.rounds}
+                "path": "batched", "rounds": args.fast_rounds}
         results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
         per_round = statistics.median(r["s_per_round"] for r in results)
         print(f"| {n_sites} | {per_round:.4f} | {per_round / n_sites * 1000:.3f} ms | "

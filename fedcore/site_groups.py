@@ -102,12 +102,13 @@ class Workers:
         self.bounds = bounds
         context = multiprocessing.get_context("fork")
         self.connections: list[Connection] = []
-        self.pending = False  # a round's replies not collected yet (its training was interrupted)
+        self.pending = False  # replies not collected yet (this process stopped waiting for them)
         self.processes: list[multiprocessing.process.BaseProcess] = []
         for first, last in zip(bounds[1:-1], bounds[2:]):
             ours, theirs = context.Pipe()
+            names = sim.site_names[first:last]
             process = context.Process(target=_serve, args=(sim, first, last, theirs, list(self.connections)),
-                                      daemon=True, name=f"fedcore sites {first}-{last - 1}")
+                                      daemon=True, name=f"fedcore worker for sites {names[0]} to {names[-1]}")
             process.start()
             theirs.close()
             self.connections.append(ours)
@@ -140,14 +141,13 @@ class Workers:
             self._call(connection, lambda: connection.send(message))
 
     def _collect(self) -> list:
+        """Every worker's reply (all read before any failure is raised, so none is left behind)."""
         self.pending = False
-        replies = []
-        for connection in self.connections:
-            outcome, value = self._call(connection, connection.recv)
+        replies = [self._call(connection, connection.recv) for connection in self.connections]
+        for process, (outcome, value) in zip(self.processes, replies):
             if outcome == "failed":
-                raise RuntimeError(f"A worker process training some of the sites failed:\n{value}")
-            replies.append(value)
-        return replies
+                raise RuntimeError(f"The {process.name} failed:\n{value}")
+        return [value for _, value in replies]
 
     def _call(self, connection: Connection, action):
         try:
@@ -155,8 +155,8 @@ class Workers:
         except (EOFError, OSError) as error:
             process = self.processes[self.connections.index(connection)]
             process.join(timeout=1)
-            raise RuntimeError(f"The worker process {process.name!r} stopped (exit code {process.exitcode}); "
-                               "was it killed, or out of memory?") from error
+            raise RuntimeError(f"The {process.name} stopped (exit code {process.exitcode}); was it killed, "
+                               "or out of memory?") from error
 
 
 def _close(connections: list[Connection], processes: list) -> None:
@@ -179,10 +179,15 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
         other.close()
     torch.set_num_threads(1)
     try:
-        group = _group_simulation(sim, first, last)
-        algorithm = group.algorithm
+        try:
+            group, failure = _group_simulation(sim, first, last), ""
+        except Exception:
+            group, failure = None, traceback.format_exc()
+        algorithm = group.algorithm if group else None
         while (message := connection.recv()) is not None:
             try:
+                if group is None:
+                    raise RuntimeError(f"Setting up this worker's sites failed:\n{failure}")
                 if message[0] == "evaluate":
                     connection.send(("done", group.evaluate()))
                     continue

@@ -88,6 +88,16 @@ def test_a_failing_worker_says_why():
         sim.step()
 
 
+def test_a_worker_whose_setup_fails_says_why(monkeypatch):
+    def broken(sim, first, last):
+        raise MemoryError("planted: no room for these sites")
+
+    monkeypatch.setattr(site_groups, "_group_simulation", broken)  # the worker is forked with it
+    sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=2, processes=2))
+    with pytest.raises(RuntimeError, match="(?s)worker for sites .* failed.*Setting up.*no room for these sites"):
+        sim.step()
+
+
 def test_a_killed_worker_is_reported_not_waited_for():
     sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=3, processes=2))
     sim.step()
