@@ -24,10 +24,10 @@ import multiprocessing
 import sys
 import traceback
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -104,7 +104,7 @@ class Workers:
         self.connections: list[Connection] = []
         self.pending = False  # replies not collected yet (this process stopped waiting for them)
         self.processes: list[multiprocessing.process.BaseProcess] = []
-        for first, last in zip(bounds[1:-1], bounds[2:]):
+        for first, last in itertools.pairwise(bounds[1:]):
             ours, theirs = context.Pipe()
             names = sim.site_names[first:last]
             process = context.Process(target=_serve, args=(sim, first, last, theirs, list(self.connections)),
@@ -119,7 +119,7 @@ class Workers:
     def start_round(self, round_: int, lr: float, class_weights: torch.Tensor | None) -> None:
         """Every worker trains its sites for this round (while this process trains the first group)."""
         self._send([("train", round_, lr, None if class_weights is None else class_weights[first:last].cpu())
-                    for first, last in zip(self.bounds[1:-1], self.bounds[2:])])
+                    for first, last in itertools.pairwise(self.bounds[1:])])
 
     def finish_round(self) -> list[float]:
         """The workers' sites' mean training losses, in site order, once they are done."""
@@ -138,7 +138,7 @@ class Workers:
             self._collect()
         self.pending = True
         for connection, message in zip(self.connections, messages):
-            self._call(connection, lambda: connection.send(message))
+            self._call(connection, connection.send, message)
 
     def _collect(self) -> list:
         """Every worker's reply (all read before any failure is raised, so none is left behind)."""
@@ -149,9 +149,9 @@ class Workers:
                 raise RuntimeError(f"The {process.name} failed:\n{value}")
         return [value for _, value in replies]
 
-    def _call(self, connection: Connection, action):
+    def _call(self, connection: Connection, action: Callable[..., Any], *args: Any) -> Any:
         try:
-            return action()
+            return action(*args)
         except (EOFError, OSError) as error:
             process = self.processes[self.connections.index(connection)]
             process.join(timeout=1)
@@ -181,7 +181,7 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
     try:
         try:
             group, failure = _group_simulation(sim, first, last), ""
-        except Exception:
+        except Exception:  # noqa: BLE001 - reported to the simulation's process at its first message
             group, failure = None, traceback.format_exc()
         algorithm = group.algorithm if group else None
         while (message := connection.recv()) is not None:
@@ -196,7 +196,7 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
                 group.round = round_
                 group.algorithm.start_round(group)
                 connection.send(("done", group.train_batched_sites(lr)))
-            except Exception:
+            except Exception:  # noqa: BLE001 - the simulation's process raises it with this traceback
                 connection.send(("failed", traceback.format_exc()))
     except (EOFError, KeyboardInterrupt):  # the simulation's process is gone, or Ctrl-C reached us too
         pass
