@@ -481,22 +481,32 @@ class Simulation(FederatedModels):
             batch_orders(len(y), self.config.local_epochs, self.local_seed(site))
             for site, (_, y) in enumerate(self.train_sets[:own])
         ]
-        every = own == len(self.models)
-        state = self.stacked if every else {name: value[:own] for name, value in self.stacked.items()}
-        data = self.padded_train if every else tuple(part[:own] for part in self.padded_train)
+        data = tuple(part[:own] for part in self.padded_train)
         losses = batched.train_round(
-            self.template, state, self.optimizer, data, orders,
+            self.template, self._first_sites(own), self.optimizer, data, orders,
             self._step, self.config.batch_size, lr,
         )
         return losses.tolist()
 
     @torch.no_grad()
     def predict_each(self, x: torch.Tensor) -> torch.Tensor:
-        if self.execution == "batched":
-            valid = torch.ones(len(self.models), len(x), dtype=torch.bool, device=x.device)
-            return batched.forward(self.template, self.algorithm.prediction_state(self.stacked),
-                                   x.expand(len(self.models), *x.shape), valid, train=False)
-        return super().predict_each(x)
+        """Every site's model on the same rows (with worker processes, each runs its own sites')."""
+        if self.execution != "batched":
+            return super().predict_each(x)
+        if self.workers is None:
+            return self._predict_first(len(self.models), x)
+        self.workers.start_prediction(x)
+        with self._threads():
+            return torch.cat([self._predict_first(self.bounds[1], x), *self.workers.finish_prediction()])
+
+    def _predict_first(self, n: int, x: torch.Tensor) -> torch.Tensor:
+        valid = torch.ones(n, len(x), dtype=torch.bool, device=x.device)
+        return batched.forward(self.template, self.algorithm.prediction_state(self._first_sites(n)),
+                               x.expand(n, *x.shape), valid, train=False)
+
+    def _first_sites(self, n: int) -> dict[str, torch.Tensor]:
+        """The first n sites' rows of every stacked tensor (views)."""
+        return self.stacked if n == len(self.models) else {name: value[:n] for name, value in self.stacked.items()}
 
     @torch.no_grad()
     def evaluate(self, sets: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, dict[str, float]]:
@@ -520,10 +530,8 @@ class Simulation(FederatedModels):
         y, valid = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
             x = pad_sites([x for x, _ in sets])[0] if x is None else x[:, : valid.shape[1]]
-            state = self.stacked
-            if len(sets) < len(self.models):
-                state = {name: value[: len(sets)] for name, value in state.items()}
-            log_prob = batched.forward(self.template, self.algorithm.prediction_state(state), x, valid, train=False)
+            log_prob = batched.forward(self.template, self.algorithm.prediction_state(self._first_sites(len(sets))),
+                                       x, valid, train=False)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
                                   enumerate(sets)])[0]

@@ -118,7 +118,8 @@ class Workers:
 
     def start_round(self, round_: int, lr: float, class_weights: torch.Tensor | None) -> None:
         """Every worker trains its sites for this round (while this process trains the first group)."""
-        self._send([("train", round_, lr, None if class_weights is None else class_weights[first:last].cpu())
+        # numpy arrays, not tensors: pickled by value (torch would pass tensors through /dev/shm)
+        self._send([("train", round_, lr, None if class_weights is None else class_weights[first:last].cpu().numpy())
                     for first, last in itertools.pairwise(self.bounds[1:])])
 
     def finish_round(self) -> list[float]:
@@ -132,6 +133,14 @@ class Workers:
     def finish_evaluation(self) -> dict[str, dict[str, float]]:
         """The workers' sites' metrics, by site name, in site order."""
         return {site: metrics for scores in self._collect() for site, metrics in scores.items()}
+
+    def start_prediction(self, x: torch.Tensor) -> None:
+        """Every worker runs its sites' models on the rows x (e.g. AdaFed's server test set)."""
+        self._send([("predict", x.cpu().numpy())] * len(self.connections))
+
+    def finish_prediction(self) -> list[torch.Tensor]:
+        """The workers' log-probabilities [their sites, rows, classes], in site order."""
+        return [torch.from_numpy(log_prob) for log_prob in self._collect()]
 
     def _send(self, messages: list[tuple]) -> None:
         if self.pending:  # the replies to work this process gave up waiting for: not this work's
@@ -191,8 +200,11 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
                 if message[0] == "evaluate":
                     connection.send(("done", group.evaluate()))
                     continue
+                if message[0] == "predict":
+                    connection.send(("done", group.predict_each(torch.from_numpy(message[1])).numpy()))
+                    continue
                 _, round_, lr, class_weights = message
-                group.algorithm = AtSite(algorithm, class_weights)
+                group.algorithm = AtSite(algorithm, None if class_weights is None else torch.from_numpy(class_weights))
                 group.round = round_
                 group.algorithm.start_round(group)
                 connection.send(("done", group.train_batched_sites(lr)))
