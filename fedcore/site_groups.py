@@ -10,9 +10,11 @@ trains in the simulation's own process; every other group trains in a worker for
 which sees those tensors as its own and trains its sites' rows of them in place, as the Simulation
 of a federation of just its sites (with its own momentum). Like a Flower site, a worker receives
 with each round its number, the learning rate and the class weights the server chose, and runs
-the algorithm's start of the round itself; the server's part (aggregation, its hooks, evaluation)
-stays in the simulation's process. Each site's batches and dropout masks come from its own
-seeded streams, so the split changes nothing but floating-point rounding.
+the algorithm's start of the round itself. The server's part (aggregation, the algorithm's server
+hooks) stays in the simulation's process, which asks every worker to run its own sites' models
+where the server needs all of them (the hold-out evaluation, AdaFed's scoring). Each site's
+batches and dropout masks come from its own seeded streams, so the split changes nothing but
+floating-point rounding.
 """
 
 from __future__ import annotations
