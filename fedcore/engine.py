@@ -351,8 +351,8 @@ class Simulation(FederatedModels):
         self.bounds = site_groups.split(self.train_sizes, groups)
         if groups > 1:
             self.adopt(site_groups.shared(self.stacked))
-        own = self.bounds[1]
-        trainable = {n: self.stacked[n][:own] for n, p in model.named_parameters() if p.requires_grad}
+        own = self._first_sites(self.bounds[1])
+        trainable = {n: own[n] for n, p in model.named_parameters() if p.requires_grad}
         self.optimizer = batched.SiteSGD(trainable, self.config.momentum, self.config.weight_decay)
         self.padded_train = tuple(pad_sites(part)[0] for part in zip(*self.train_sets))
         # One stream per site for the whole run, named after the site like its other streams.
