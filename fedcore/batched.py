@@ -64,11 +64,21 @@ class DropoutMasks:
         if self.device.type != "cpu":
             return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= p
         n = int(np.prod(shape))
-        draws = np.empty((len(sites), (n + 3) // 4), dtype=np.uint64)
-        for row, site in enumerate(sites):
-            draws[row] = self.streams[site].random_raw(draws.shape[1])
-        sixteen_bits = draws.view(np.uint16)[:, :n].reshape(len(sites), *shape)
-        return torch.from_numpy((sixteen_bits < round((1 - p) * 65536)).view(np.uint8))
+        return torch.from_numpy(np.stack([self._draw(site, 1, n, p)[0] for site in sites]).reshape(len(sites), *shape))
+
+    def round_masks(self, steps: list[int], rows: int, width: int, p: float) -> torch.Tensor:
+        """uint8 masks [sites, max(steps), rows, width] of a whole round on the CPU: site s's for
+        its steps[s] steps (zeros after), the very draws `keep` would make for it step by step."""
+        masks = np.zeros((len(steps), max(steps, default=0), rows, width), dtype=np.uint8)
+        for site, count in enumerate(steps):
+            masks[site, :count] = self._draw(site, count, rows * width, p).reshape(count, rows, width)
+        return torch.from_numpy(masks)
+
+    def _draw(self, site: int, count: int, n: int, p: float) -> np.ndarray:
+        """uint8 [count, n]: the site's next `count` masks of n decisions (each from whole 64-bit draws)."""
+        words = (n + 3) // 4
+        sixteen_bits = self.streams[site].random_raw(count * words).reshape(count, words).view(np.uint16)[:, :n]
+        return (sixteen_bits < round((1 - p) * 65536)).view(np.uint8)
 
     def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
         """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn
@@ -94,7 +104,7 @@ class _Spec(NamedTuple):
 _SPECS: weakref.WeakKeyDictionary[MLP, _Spec] = weakref.WeakKeyDictionary()
 
 
-def _spec(model: MLP) -> _Spec:
+def spec(model: MLP) -> _Spec:
     """The MLP as the sequence of layers the batched pass runs (worked out once per model)."""
     if model not in _SPECS:
         layers = [_Layer("affine", ("f_in.b", "f_in.w"), "f_in")]
@@ -265,10 +275,10 @@ def forward(
     statistics (sites with fewer than two valid rows are left untouched). Gradients reach the
     parameters through one hand-written backward.
     """
-    spec = _spec(model)
-    run = _Pass(spec, state, x, valid, train, dropout, sites)
-    if torch.is_grad_enabled() and any(state[name].requires_grad for name in spec.names):
-        return _Network.apply(run, spec.names, *(state[name] for name in spec.names))
+    network = spec(model)
+    run = _Pass(network, state, x, valid, train, dropout, sites)
+    if torch.is_grad_enabled() and any(state[name].requires_grad for name in network.names):
+        return _Network.apply(run, network.names, *(state[name] for name in network.names))
     with torch.no_grad():
         return run.forward(state)
 
@@ -379,7 +389,7 @@ def nll_step(model: MLP, state: Mapping[str, torch.Tensor], x: torch.Tensor, y: 
     """One training step whose loss is the plain class-weighted NLL: each site's loss [sites] and
     the gradients of the tensors `names`, with the loss's gradient written in closed form and the
     pass's own backward, bypassing autograd (whose bookkeeping costs a good share of a small step)."""
-    run = _Pass(_spec(model), state, x, valid, True, dropout, sites)
+    run = _Pass(spec(model), state, x, valid, True, dropout, sites)
     log_prob = run.forward(state)
     losses, row_weight = weighted_nll(log_prob, y, valid, weights, reduction)
     grad = torch.zeros_like(log_prob).scatter_(-1, y[..., None], -row_weight[..., None])

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedcore import batched, site_groups
+from fedcore import batched, kernels, site_groups
 from fedcore.errors import DataError, SpecError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst, pad_sites, site_metrics
@@ -85,9 +85,10 @@ class TrainConfig:
     )
     execution: str = _setting(
         "auto",
-        "'batched' trains all sites as one computation (the MLP family), 'per-site' one model after "
-        "another; 'auto' picks batched whenever the algorithm and model allow it.",
-        ("auto", "batched", "per-site"),
+        "'batched' trains all sites as one computation in torch (the MLP family), 'compiled' the same "
+        "rounds with the compiled C round (the CPU; algorithms whose local loss is the plain NLL), "
+        "'per-site' one model after another; 'auto' picks compiled, else batched, wherever they can run.",
+        ("auto", "compiled", "batched", "per-site"),
     )
     processes: int = _setting(
         0,
@@ -328,6 +329,7 @@ class Simulation(FederatedModels):
         ]).to(self.device)
         self.workers: site_groups.Workers | None = None  # processes training other sites: started at round 1
         self.execution = self._choose_execution(self.initial)
+        self.compiled = False  # the batched path's rounds trained by the compiled C round
         if self.execution == "batched":
             self._prepare_batched(self.initial)
         else:
@@ -339,7 +341,7 @@ class Simulation(FederatedModels):
 
     def _choose_execution(self, model: nn.Module) -> str:
         possible = self.algorithm.batchable and batched.supports(self.algorithm.batched_template(model))
-        if self.config.execution == "batched" and not possible:
+        if self.config.execution in ("batched", "compiled") and not possible:
             raise SpecError(f"{self.algorithm.title} with this model cannot be trained batched; "
                             "use execution 'per-site' or 'auto'.")
         return "batched" if possible and self.config.execution != "per-site" else "per-site"
@@ -359,6 +361,26 @@ class Simulation(FederatedModels):
         self.dropout = batched.DropoutMasks(self.device, [
             derive_seed(self.config.seed, self.site_label(site), "batched-dropout") for site in range(len(self.models))
         ])
+        why_not = self._why_not_compiled()
+        if self.config.execution == "compiled" and why_not:
+            raise SpecError(f"{self.algorithm.title} cannot use the compiled round here: {why_not}; "
+                            "use execution 'batched' or 'auto'.")
+        self.compiled = self.config.execution in ("auto", "compiled") and not why_not
+
+    def _why_not_compiled(self) -> str:
+        """Why the compiled C round cannot train this simulation's batched rounds ('' if it can)."""
+        if not self.algorithm.plain_loss:
+            return "its local loss is not the plain class-weighted NLL"
+        if self.device.type != "cpu":
+            return f"it runs on the CPU only, not {self.device.type}"
+        if not kernels.supports(self.stacked):
+            return "its tensors are not float32"
+        return kernels.unavailable()
+
+    @property
+    def path(self) -> str:
+        """How rounds are trained: 'compiled', 'batched' or 'per-site'."""
+        return "compiled" if self.compiled else self.execution
 
     # -- building blocks algorithms use -------------------------------------------------------
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
@@ -482,10 +504,16 @@ class Simulation(FederatedModels):
             for site, (_, y) in enumerate(self.train_sets[:own])
         ]
         data = tuple(part[:own] for part in self.padded_train)
-        losses = batched.train_round(
-            self.template, self._first_sites(own), self.optimizer, data, orders,
-            self._step, self.config.batch_size, lr,
-        )
+        if self.compiled:
+            weights = self.loss_weights()
+            losses = kernels.train_round(self.template, self._first_sites(own), self.optimizer, data, orders,
+                                         None if weights is None else weights[:own], self.config.loss_reduction,
+                                         self.dropout, self.config.batch_size, lr)
+        else:
+            losses = batched.train_round(
+                self.template, self._first_sites(own), self.optimizer, data, orders,
+                self._step, self.config.batch_size, lr,
+            )
         return losses.tolist()
 
     @torch.no_grad()

@@ -223,6 +223,6 @@ def _group_simulation(sim: Simulation, first: int, last: int) -> Simulation:
     names = sim.site_names[first:last]
     federation = replace(sim.federation, sites=sim.federation.sites[first:last],
                          ground_truth=[g for g in sim.federation.ground_truth if g.get("site") in names])
-    config = replace(sim.config, processes=1, execution="batched")
+    config = replace(sim.config, processes=1, execution="compiled" if sim.compiled else "batched")
     tensors = {name: value[first:last] for name, value in sim.stacked.items()}
     return Simulation(federation, AtSite(sim.algorithm, None), config, tensors=tensors)

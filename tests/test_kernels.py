@@ -1,0 +1,132 @@
+"""The compiled C round trains what the torch batched path trains, and is only used where it can run."""
+
+import pytest
+import torch
+
+from fedcore import kernels
+from fedcore.algorithms import REGISTRY, build_algorithm
+from fedcore.batched import DropoutMasks
+from fedcore.engine import Simulation, TrainConfig
+from fedcore.errors import SpecError
+from tests.conftest import make_federation
+
+PLAIN = sorted(name for name, cls in REGISTRY.items() if cls.batchable and build_algorithm(name).plain_loss)
+PARAMS = {"ifedavg": {"local_f_out": True}, "fedhealth2": {"pretrain_epochs": 2}, "adafed": {"weight_rule": "power"}}
+# 40, 73 and 60 training rows: 3, 5 and 4 steps of 16 a round, the last one partial (two epochs).
+# No batch is tiny: BatchNorm over two or three rows amplifies rounding, round after round, until
+# two runs that differ by rounding alone (the torch path against itself with one weight nudged by
+# 1e-7) differ by 40 % after three rounds; a two-row batch has a test of its own, over one round.
+SIZES = (60, 110, 160)
+
+
+def simulate(algorithm: str, execution: str, rounds: int = 3, sizes: tuple[int, ...] = SIZES,
+             **config) -> tuple[Simulation, list]:
+    settings = {"rounds": rounds, "local_epochs": 2, "dropout": 0.2, "execution": execution, "seed": 3, **config}
+    sim = Simulation(make_federation(rows=sizes, n_classes=3), build_algorithm(algorithm, PARAMS.get(algorithm)),
+                     TrainConfig(**{**REGISTRY[algorithm].config_defaults, **settings}))
+    return sim, sim.run()
+
+
+def assert_same_training(ours: tuple[Simulation, list], theirs: tuple[Simulation, list]) -> None:
+    (sim, history), (other, other_history) = ours, theirs
+    for name, value in other.stacked.items():
+        if value.is_floating_point():
+            assert torch.allclose(sim.stacked[name], value, atol=2e-5, rtol=1e-4), name
+        else:  # BatchNorm's counts of batches
+            assert torch.equal(sim.stacked[name], value), name
+    for record, other_record in zip(history, other_history):
+        assert record["train_loss"] == pytest.approx(other_record["train_loss"], rel=1e-4, abs=1e-5)
+        for site, metrics in other_record["sites"].items():
+            assert record["sites"][site]["loss"] == pytest.approx(metrics["loss"], abs=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def _compiler_present():
+    assert kernels.unavailable() == "", f"the compiled round should build on this machine: {kernels.unavailable()}"
+
+
+@pytest.mark.parametrize("algorithm", PLAIN)
+def test_compiled_round_equals_the_batched_path(algorithm):
+    """With dropout: both paths draw each site's masks from its own stream, so they match up to rounding."""
+    compiled = simulate(algorithm, "compiled")
+    assert compiled[0].path == "compiled"
+    batched = simulate(algorithm, "batched")
+    assert batched[0].path == "batched"
+    assert_same_training(compiled, batched)
+
+
+@pytest.mark.parametrize("settings", [
+    {"loss_reduction": "mean", "batch_size": 7},
+    {"weight_decay": 0.01, "class_weighting": "none", "momentum": 0.9},
+    {"momentum": 0.0, "dropout": 0.0},
+])
+@pytest.mark.parametrize("algorithm", ["fedbn", "ifedavg"])
+def test_compiled_round_equals_the_batched_path_for_other_engine_settings(algorithm, settings):
+    assert_same_training(simulate(algorithm, "compiled", **settings), simulate(algorithm, "batched", **settings))
+
+
+def test_a_two_row_batch_norm_batch_is_normalised_as_the_batched_path_does():
+    """50 training rows: each epoch ends with a batch of two (a one-row batch would be skipped)."""
+    assert_same_training(simulate("fedbn", "compiled", rounds=1, sizes=(150,)),
+                         simulate("fedbn", "batched", rounds=1, sizes=(150,)))
+
+
+def test_compiled_round_equals_the_per_site_path_without_dropout():
+    assert_same_training(simulate("ifedavg", "compiled", dropout=0.0), simulate("ifedavg", "per-site", dropout=0.0))
+
+
+def test_sites_split_among_processes_train_what_one_compiled_process_trains():
+    split = simulate("fedhealth2", "compiled", processes=3)
+    single = simulate("fedhealth2", "compiled", processes=1)
+    assert split[0].processes == 3 and split[0].path == "compiled"
+    assert_same_training(split, single)
+
+
+def test_a_rounds_masks_are_the_draws_of_its_steps_one_by_one():
+    steps = [3, 0, 5]
+    whole = DropoutMasks(torch.device("cpu"), seeds=[7, 8, 9]).round_masks(steps, rows=4, width=5, p=0.3)
+    stepwise = DropoutMasks(torch.device("cpu"), seeds=[7, 8, 9])
+    assert whole.shape == (3, 5, 4, 5)
+    for site, count in enumerate(steps):
+        for step in range(count):
+            assert torch.equal(whole[site, step], stepwise.keep([site], (4, 5), 0.3)[0])
+        assert not whole[site, count:].any()
+
+
+def test_auto_picks_the_compiled_round_for_plain_losses_only():
+    assert simulate("ifedavg", "auto", rounds=1)[0].path == "compiled"
+    assert simulate("fedprox", "auto", rounds=1)[0].path == "batched"
+    with pytest.raises(SpecError, match="not the plain class-weighted NLL"):
+        simulate("fedprox", "compiled", rounds=1)
+
+
+@pytest.mark.parametrize(("compiler", "reason"), [
+    ("no-such-compiler", "no C compiler"),
+    ("false", "did not build"),
+])
+def test_without_a_working_compiler_auto_falls_back_and_compiled_says_why(monkeypatch, tmp_path, compiler, reason):
+    monkeypatch.setenv("CC", compiler)
+    monkeypatch.setenv("FEDCORE_KERNEL_CACHE", str(tmp_path))
+    kernels._library.cache_clear()
+    try:
+        assert reason in kernels.unavailable()
+        assert simulate("fedavg", "auto", rounds=1)[0].path == "batched"
+        with pytest.raises(SpecError, match=reason):
+            simulate("fedavg", "compiled", rounds=1)
+    finally:
+        kernels._library.cache_clear()
+
+
+def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("FEDCORE_KERNEL_CACHE", str(tmp_path / "cache"))
+    kernels._library.cache_clear()
+    try:
+        assert kernels.unavailable() == ""
+        built = list((tmp_path / "cache").glob("mlp_round-*.so"))
+        assert len(built) == 1
+        stamp = built[0].stat().st_mtime_ns
+        kernels._library.cache_clear()
+        assert kernels.unavailable() == "" and built[0].stat().st_mtime_ns == stamp
+        assert [p.name for p in (tmp_path / "cache").iterdir()] == [built[0].name]  # no build folder left
+    finally:
+        kernels._library.cache_clear()
