@@ -9,6 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     FEDCORE_STORE=/data/runs
 
 WORKDIR /app
+# A C compiler for the engine's compiled training round (without one it trains with torch alone).
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
 

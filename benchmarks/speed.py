@@ -6,10 +6,11 @@
 HAR protocol: 30 subjects (../shared/data/uci_har, 265 features), batch 16, one local epoch,
 SGD lr 0.002 with momentum 0.5 and the paper's step schedule, every site evaluated on its own
 hold-out every round. Measured, each in its own process so peak memory is its own:
-    batched   our engine, all sites as one computation (the default where the model allows it),
-              its sites split among one process per torch thread where there are enough of them
-              (peak memory summed over those processes)
-    batched, 1 process  the same in one process
+    compiled  our engine's default where it can run: the compiled C round (fedcore/kernels), each
+              site's whole round in turn, its sites split among one process per torch thread where
+              there are enough of them (peak memory summed over those processes)
+    compiled, 1 process  the same in one process (its threads take whole sites)
+    batched   our engine's torch path, all sites as one computation (split the same way)
     per-site  our engine, one site after another
     reference a plain loop written like the authors' code (benchmarks/reference_loop.py)
     flower-sim our Flower app (fedcore.flower) on Flower's simulation engine (Ray), every site a
@@ -37,19 +38,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 HAR = ROOT.parent / "shared" / "data" / "uci_har" / "uci_har_time265_by_subject.csv.gz"
 
-ONE_PROCESS = "batched, 1 process"  # the batched path with its sites not split among processes
-PROTOCOL_ROWS = [  # (label, algorithm, params, path)
+FASTEST = "compiled"  # the engine's default path for these algorithms; the other rows are compared with it
+FAST_PATHS = ("compiled", "batched")  # timed over more rounds (each takes a few seconds)
+PROTOCOL_ROWS = [  # (label, algorithm, params, path); ", 1 process": its sites not split among processes
+    ("iFedAvg", "ifedavg", {}, "compiled"),
+    ("iFedAvg", "ifedavg", {}, "compiled, 1 process"),
     ("iFedAvg", "ifedavg", {}, "batched"),
-    ("iFedAvg", "ifedavg", {}, ONE_PROCESS),
     ("iFedAvg", "ifedavg", {}, "per-site"),
     ("iFedAvg", "ifedavg", {}, "reference"),
     ("iFedAvg", "ifedavg", {}, "flower-sim"),
+    ("FedAvg", "fedavg", {}, "compiled"),
     ("FedAvg", "fedavg", {}, "batched"),
     ("FedAvg", "fedavg", {}, "per-site"),
     ("FedAvg", "fedavg", {}, "reference"),
     ("FedAvg", "fedavg", {}, "flower-sim"),
+    ("AdaFed", "adafed", {}, "compiled"),
     ("AdaFed", "adafed", {}, "batched"),
     ("AdaFed", "adafed", {}, "per-site"),
+    ("FedHealth2", "fedhealth2", {}, "compiled"),
     ("FedHealth2", "fedhealth2", {}, "batched"),
     ("FedHealth2", "fedhealth2", {}, "per-site"),
 ]
@@ -81,9 +87,8 @@ def measure(task: dict) -> dict:
         step = lambda: (loop.round(), loop.evaluate())  # noqa: E731
         device = "cpu"
     else:
-        one_process = task["path"] == ONE_PROCESS
-        config = TrainConfig(rounds=1000, eval_every=1, execution="batched" if one_process else task["path"],
-                             processes=1 if one_process else 0)
+        execution, _, one_process = task["path"].partition(", ")
+        config = TrainConfig(rounds=1000, eval_every=1, execution=execution, processes=1 if one_process else 0)
         started = time.perf_counter()
         sim = Simulation(federation, build_algorithm(task["algorithm"], task["params"]), config)
         setup_s = time.perf_counter() - started
@@ -145,7 +150,7 @@ def _flower_simulation(federation, task: dict) -> dict:
 
 
 def full_run(task: dict) -> dict:
-    """One complete 1000-round batched iFedAvg run on HAR, timed end to end (load excluded)."""
+    """One complete 1000-round iFedAvg run on HAR with the engine's defaults, timed end to end (load excluded)."""
     from data_adapters import load_federation
     from fedcore.algorithms import build_algorithm
     from fedcore.engine import Simulation, TrainConfig
@@ -155,7 +160,7 @@ def full_run(task: dict) -> dict:
     sim = Simulation(federation, build_algorithm("ifedavg"), TrainConfig(rounds=1000, eval_every=1))
     history = sim.run()
     return {"wall_s": time.perf_counter() - started, "mean_f1": history[-1]["mean"]["f1"],
-            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.execution, "processes": sim.processes,
+            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.path, "processes": sim.processes,
             "peak_mb": _peak_mb(sim)}
 
 
@@ -212,7 +217,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds per configuration")
     parser.add_argument("--fast-rounds", type=int, default=40,
-                        help="timed rounds of the batched rows (a few seconds: more rounds, a steadier median)")
+                        help="timed rounds of the compiled and batched rows (a few seconds: more rounds, a steadier median)")
     parser.add_argument("--repeats", type=int, default=3, help="processes per configuration (median taken)")
     parser.add_argument("--har", type=Path, default=HAR)
     parser.add_argument("--full-run", action="store_true", help="also time a whole 1000-round HAR run")
@@ -227,42 +232,44 @@ def main() -> None:
         print(json.dumps(full_run(json.loads(args.full))))
         return
 
-    labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their batched rows too
+    labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their compiled rows too
     measured = {}
     # Repeat the whole sweep rather than each row back to back, so that a slow spell on a shared
     # machine falls on every row alike instead of on one row, and the ratios stay fair.
     for repeat in range(args.repeats):
         for label, algorithm, params, path in PROTOCOL_ROWS:
-            if args.only and path != args.only and not (path == "batched" and (label, args.only) in labelled):
+            if args.only and path != args.only and not (path == FASTEST and (label, args.only) in labelled):
                 continue
             task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
-                    "rounds": args.fast_rounds if path.startswith("batched") else args.rounds}
+                    "rounds": args.fast_rounds if path.startswith(FAST_PATHS) else args.rounds}
             print(f"measuring {label} {path} (sweep {repeat + 1} of {args.repeats}) ...", file=sys.stderr, flush=True)
             measured.setdefault((label, path), []).append(_in_subprocess(task, "measure"))
             if path == "flower-sim":
                 _wait_for_ray_to_exit()
     rows = [(label, path, statistics.median(r["s_per_round"] for r in results), results)
             for (label, path), results in measured.items()]
-    reference = {label: per_round for label, path, per_round, _ in rows if path == "reference"}
-    batched = {label: per_round for label, path, per_round, _ in rows if path == "batched"}
-    print(f"HAR protocol, {args.fast_rounds} (batched) or {args.rounds} (others) timed rounds x {args.repeats} "
-          "processes per row (median)\n")
-    print("| algorithm | path | s / round | 1000 rounds (projected) | reference / this | this / batched | peak memory | device |")
-    print("|---|---|---|---|---|---|---|---|")
+    by_path = {path: {label: per_round for label, p, per_round, _ in rows if p == path}
+               for path in ("reference", "flower-sim", FASTEST)}
+    print(f"HAR protocol, {args.fast_rounds} ({' and '.join(FAST_PATHS)}) or {args.rounds} (others) timed rounds x "
+          f"{args.repeats} processes per row (median)\n")
+    print(f"| algorithm | path | s / round | 1000 rounds (projected) | reference / this | Flower / this | this / {FASTEST} "
+          "| peak memory | device |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, path, per_round, results in rows:
-        versus_reference = f"{reference[label] / per_round:.1f}" if label in reference else "–"
-        print(f"| {label} | {path} | {per_round:.4f} | {per_round * 1000:.0f} s | {versus_reference} | "
-              f"{per_round / batched[label]:.1f} | {max(r['peak_mb'] for r in results):.0f} MB | "
+        ratios = [f"{by_path[other][label] / per_round:.1f}" if label in by_path[other] else "–"
+                  for other in ("reference", "flower-sim")]
+        print(f"| {label} | {path} | {per_round:.4f} | {per_round * 1000:.0f} s | {' | '.join(ratios)} | "
+              f"{per_round / by_path[FASTEST][label]:.1f} | {max(r['peak_mb'] for r in results):.0f} MB | "
               f"{_where(results[0])} |")
 
     if args.only:
         return
-    print("\nScaling (batched iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
+    print(f"\nScaling ({FASTEST} iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
     print("| sites | s / round | s / round / site | peak memory | processes |")
     print("|---|---|---|---|---|")
     for n_sites in (10, 100, 1000):
         task = {"data": "synthetic", "sites": n_sites, "rows": 50, "algorithm": "ifedavg", "params": {},
-                "path": "batched", "rounds": args.fast_rounds}
+                "path": FASTEST, "rounds": args.fast_rounds}
         results = [_in_subprocess(task, "measure") for _ in range(args.repeats)]
         per_round = statistics.median(r["s_per_round"] for r in results)
         print(f"| {n_sites} | {per_round:.4f} | {per_round / n_sites * 1000:.3f} ms | "

@@ -89,7 +89,7 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         run.write_federation(federation.describe())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])
         sim = Simulation(federation, algorithm, config)
-        run.update_status(device=str(sim.device), execution=sim.execution, processes=sim.processes)
+        run.update_status(device=str(sim.device), execution=sim.path, processes=sim.processes)
 
         def on_round(round_: int, record: dict | None, arrays: dict) -> None:
             state["round"] = round_

@@ -83,10 +83,10 @@ def test_fedper_keeps_last_layer_and_f_out_at_the_site():
         simulate("fedper", {"personal_layers": 4})
 
 
-@pytest.mark.parametrize(("execution", "dropout"), [("per-site", 0.2), ("batched", 0.0)])
-def test_local_shares_nothing_and_equals_training_each_site_alone(execution, dropout):
-    # Batched dropout masks are drawn for all sites at once, so the exact equality needs
-    # dropout 0 there; per site it holds with dropout too.
+@pytest.mark.parametrize("execution", ["per-site", "batched", "compiled"])
+def test_local_shares_nothing_and_equals_training_each_site_alone(execution):
+    # With dropout too: every path draws a site's masks from a stream seeded with its name.
+    dropout = 0.2
     federation = make_federation()
     sim, _ = simulate("local", federation=federation, execution=execution, dropout=dropout)
     assert "body.1.weight" in differing(sim)

@@ -41,7 +41,7 @@ def test_run_then_show_json_reports_final_metrics(tmp_path, capsys):
     assert len(final["sites"]) == 8 and final["round"] == 3
     assert final["worst"]["f1"] == min(m["f1"] for m in final["sites"].values())
     assert report["spec"]["config"]["lr"] == 0.002  # every default is written down
-    assert run.status["execution"] == "batched"  # the demo takes the fast path by default ('auto')
+    assert run.status["execution"] == "compiled"  # the demo takes the fast path by default ('auto')
 
 
 def test_list_shows_runs(tmp_path, capsys):

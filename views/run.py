@@ -53,7 +53,8 @@ def details() -> None:
         st.warning(warning)
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
-        execution = {"batched": " · all sites as one batched computation", "per-site": " · site by site"}
+        execution = {"compiled": " · compiled rounds, each site's in turn", "batched": " · all sites as one batched computation",
+                     "per-site": " · site by site"}
         processes = int(status.get("processes") or 1)
         split = f", split among {processes} processes" if processes > 1 else ""
         st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
