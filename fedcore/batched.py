@@ -64,21 +64,32 @@ class DropoutMasks:
         if self.device.type != "cpu":
             return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= p
         n = int(np.prod(shape))
-        return torch.from_numpy(np.stack([self._draw(site, 1, n, p)[0] for site in sites]).reshape(len(sites), *shape))
+        draws = np.empty((len(sites), (n + 3) // 4), dtype=np.uint64)
+        for row, site in enumerate(sites):
+            draws[row] = self.streams[site].random_raw(draws.shape[1])
+        sixteen_bits = draws.view(np.uint16)[:, :n].reshape(len(sites), *shape)
+        return torch.from_numpy((sixteen_bits < self.keep_below(p)).view(np.uint8))
 
-    def round_masks(self, steps: list[int], rows: int, width: int, p: float) -> torch.Tensor:
-        """uint8 masks [sites, max(steps), rows, width] of a whole round on the CPU: site s's for
-        its steps[s] steps (zeros after), the very draws `keep` would make for it step by step."""
-        masks = np.zeros((len(steps), max(steps, default=0), rows, width), dtype=np.uint8)
-        for site, count in enumerate(steps):
-            masks[site, :count] = self._draw(site, count, rows * width, p).reshape(count, rows, width)
-        return torch.from_numpy(masks)
+    @staticmethod
+    def keep_below(p: float) -> int:
+        """A unit is kept when its 16-bit draw is under this."""
+        return round((1 - p) * 65536)
 
-    def _draw(self, site: int, count: int, n: int, p: float) -> np.ndarray:
-        """uint8 [count, n]: the site's next `count` masks of n decisions (each from whole 64-bit draws)."""
-        words = (n + 3) // 4
-        sixteen_bits = self.streams[site].random_raw(count * words).reshape(count, words).view(np.uint16)[:, :n]
-        return (sixteen_bits < round((1 - p) * 65536)).view(np.uint8)
+    def stream_states(self) -> np.ndarray:
+        """Every site's PCG64 state as uint64 [sites, 4]: state (low, high word), increment (low,
+        high), for the compiled round (`fedcore.kernels`) to draw the same masks from."""
+        words = []
+        for stream in self.streams:
+            state = stream.state["state"]
+            words.append([state[key] >> shift & (2**64 - 1) for key in ("state", "inc") for shift in (0, 64)])
+        return np.array(words, dtype=np.uint64)
+
+    def set_stream_states(self, states: np.ndarray) -> None:
+        """Move every site's stream on to the state the compiled round left in `states`."""
+        for stream, (low, high, _, _) in zip(self.streams, states.tolist()):
+            full = stream.state
+            full["state"]["state"] = high << 64 | low
+            stream.state = full
 
     def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
         """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn

@@ -5,7 +5,6 @@ import torch
 
 from fedcore import kernels
 from fedcore.algorithms import REGISTRY, build_algorithm
-from fedcore.batched import DropoutMasks
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
 from tests.conftest import make_federation
@@ -82,15 +81,14 @@ def test_sites_split_among_processes_train_what_one_compiled_process_trains():
     assert_same_training(split, single)
 
 
-def test_a_rounds_masks_are_the_draws_of_its_steps_one_by_one():
-    steps = [3, 0, 5]
-    whole = DropoutMasks(torch.device("cpu"), seeds=[7, 8, 9]).round_masks(steps, rows=4, width=5, p=0.3)
-    stepwise = DropoutMasks(torch.device("cpu"), seeds=[7, 8, 9])
-    assert whole.shape == (3, 5, 4, 5)
-    for site, count in enumerate(steps):
-        for step in range(count):
-            assert torch.equal(whole[site, step], stepwise.keep([site], (4, 5), 0.3)[0])
-        assert not whole[site, count:].any()
+def test_the_compiled_round_draws_each_sites_masks_from_its_stream_as_the_batched_path_does():
+    """The C round steps numpy's PCG64 itself: after a round every site's stream is where the
+    batched path leaves it (and the weights agree, above, only if the masks were the same)."""
+    compiled, _ = simulate("ifedavg", "compiled", rounds=2)
+    batched, _ = simulate("ifedavg", "batched", rounds=2)
+    states = [stream.state for stream in compiled.dropout.streams]
+    assert states == [stream.state for stream in batched.dropout.streams]
+    assert len({state["state"]["state"] for state in states}) == len(SIZES)
 
 
 def test_auto_picks_the_compiled_round_for_plain_losses_only():

@@ -5,8 +5,8 @@ streams all sites' weights, gradients and momentum through memory and pays a few
 operations' overhead, so the matrix products run at about half their in-cache rate. The C round
 trains one site's whole round at a time, with its tensors in the core's cache, and threads take
 whole sites. It computes the same thing: the same batches, the same dropout masks (each site's
-own stream), the same loss, SGD with momentum, BatchNorm statistics; results equal the torch
-path's up to floating-point rounding.
+own PCG64 stream, which the C round steps itself, as numpy would), the same loss, SGD with
+momentum, BatchNorm statistics; results equal the torch path's up to floating-point rounding.
 
 It serves algorithms whose local loss is the plain class-weighted NLL (`Algorithm.plain_loss`) on
 the CPU in float32. The source is compiled on first use with the system's C compiler into a cache
@@ -52,8 +52,9 @@ class _Round(ctypes.Structure):
             "sites", "layers", "classes", "batch", "max_steps", "mask_width", "rows_per_site", "features",
             "threads", "mean_reduction", "lowest")),
         *((name, ctypes.c_float) for name in ("lr", "momentum", "weight_decay", "keep_scale")),
-        *((name, ctypes.c_void_p) for name in (
-            "x", "y", "rows", "counts", "masks", "class_weights", "losses", "sgemm", "layer")),
+        *((name, ctypes.c_void_p) for name in ("x", "y", "rows", "counts", "streams")),
+        ("keep_below", ctypes.c_int32),
+        *((name, ctypes.c_void_p) for name in ("class_weights", "losses", "sgemm", "layer")),
     ]
 
 
@@ -150,7 +151,7 @@ def train_round(
     counts = plan.valid.sum(-1).T[by_site].to(torch.int32).contiguous()  # [sites, steps]
     steps = (counts > 0).sum(1)
     widths = [layer.width for layer in spec.layers if layer.kind == "dropout"]
-    masks = dropout.round_masks(steps.tolist(), batch_size, sum(widths), spec.dropout) if spec.dropout > 0 else None
+    streams = dropout.stream_states() if spec.dropout > 0 else None
     optimizer.arrange(torch.arange(n_sites))  # this round goes in site order, and so does the momentum
     momentum = optimizer.buffers or {name: torch.zeros_like(p) for name, p in optimizer.parameters.items()}
     weights = None if class_weights is None else class_weights.to(torch.float32).contiguous()
@@ -180,10 +181,13 @@ def train_round(
         threads=max(1, min(torch.get_num_threads(), n_sites)), mean_reduction=reduction == "mean", lowest=lowest,
         lr=lr, momentum=optimizer.momentum, weight_decay=optimizer.weight_decay,
         keep_scale=1 / (1 - spec.dropout),
-        x=x.data_ptr(), y=y.data_ptr(), rows=rows.data_ptr(), counts=counts.data_ptr(), masks=None if masks is None else masks.data_ptr(),
+        x=x.data_ptr(), y=y.data_ptr(), rows=rows.data_ptr(), counts=counts.data_ptr(),
+        streams=None if streams is None else streams.ctypes.data, keep_below=dropout.keep_below(spec.dropout),
         class_weights=None if weights is None else weights.data_ptr(), losses=losses.data_ptr(),
         sgemm=library.sgemm, layer=ctypes.addressof(layers),
     )
     if library.train_round(ctypes.byref(run)) != 0:
         raise MemoryError("the compiled round could not allocate its workspace")
+    if streams is not None:
+        dropout.set_stream_states(streams)
     return losses / steps.clamp(min=1)

@@ -45,7 +45,9 @@ typedef struct {
     const int64_t *y;           /* [sites, rows_per_site] */
     const int64_t *rows;        /* [sites, max_steps, batch] each step's rows */
     const int32_t *counts;      /* [sites, max_steps] how many of them are real (0: no step) */
-    const uint8_t *masks;       /* [sites, max_steps, batch, mask_width] 1 = keep; NULL without dropout */
+    uint64_t *streams;          /* [sites, 4] each site's PCG64 dropout stream: state (low, high), increment
+                                   (low, high), advanced in place; NULL without dropout */
+    int32_t keep_below;         /* a 16-bit draw under this keeps a unit: round((1 - p) * 65536) */
     const float *class_weights; /* [sites, classes]; NULL: every row weighs 1 */
     float *losses;              /* out [sites]: the sum of the site's step losses */
     sgemm_t sgemm;
@@ -92,10 +94,12 @@ static void drop(float *out, const float *h, const uint8_t *keep, int m, int n, 
     }
 }
 
-/* Workspace of one thread: the step's input rows, every layer's output and what its backward
-   needs, two gradient buffers (one layer's input and output side) and two tensors' gradients. */
+/* Workspace of one thread: the step's input rows and dropout masks, every layer's output and what
+   its backward needs, two gradient buffers (one layer's input and output side) and two tensors'
+   gradients. */
 typedef struct {
     float *input, **out, **saved, **inverse_std, *grad[2], *tensor_grad[2];
+    uint8_t *keep; /* [batch, mask_width] */
 } Work;
 
 static int widest(const Round *r) {
@@ -107,6 +111,7 @@ static int widest(const Round *r) {
 static int work_alloc(Work *w, const Round *r) {
     size_t n = (size_t)r->batch * widest(r), width = widest(r);
     w->input = malloc(n * sizeof(float));
+    w->keep = malloc((size_t)r->batch * r->mask_width + 1);
     w->out = calloc(r->layers, sizeof(float *));
     w->saved = calloc(r->layers, sizeof(float *));
     w->inverse_std = calloc(r->layers, sizeof(float *));
@@ -115,7 +120,7 @@ static int work_alloc(Work *w, const Round *r) {
         w->tensor_grad[k] = malloc(width * sizeof(float));
         if (!w->grad[k] || !w->tensor_grad[k]) return -1;
     }
-    if (!w->input || !w->out || !w->saved || !w->inverse_std) return -1;
+    if (!w->input || !w->keep || !w->out || !w->saved || !w->inverse_std) return -1;
     for (int l = 0; l < r->layers; l++) {
         w->out[l] = malloc(n * sizeof(float));
         w->saved[l] = malloc(n * sizeof(float));
@@ -131,7 +136,7 @@ static void work_free(Work *w, const Round *r) {
         free(w->saved[l]);
         free(w->inverse_std[l]);
     }
-    free(w->input); free(w->out); free(w->saved); free(w->inverse_std);
+    free(w->input); free(w->keep); free(w->out); free(w->saved); free(w->inverse_std);
     for (int k = 0; k < 2; k++) {
         free(w->grad[k]);
         free(w->tensor_grad[k]);
@@ -154,13 +159,30 @@ static void sgd_fused(float *p, float *momentum, int64_t n, const Round *r) {
     }
 }
 
-static const uint8_t *step_masks(const Round *r, int site, int step) {
-    return r->masks ? r->masks + ((size_t)site * r->max_steps + step) * r->batch * r->mask_width : NULL;
+/* numpy's PCG64: a 128-bit LCG stepped, then its XSL-RR output (what random_raw returns). */
+typedef unsigned __int128 u128;
+static const u128 PCG64_MULTIPLIER = ((u128)0x2360ED051FC65DA4ULL << 64) | 0x4385DF649FCCF645ULL;
+
+static inline uint64_t pcg64_next(u128 *state, u128 increment) {
+    *state = *state * PCG64_MULTIPLIER + increment;
+    uint64_t folded = (uint64_t)(*state >> 64) ^ (uint64_t)*state;
+    unsigned rotation = (unsigned)(*state >> 122);
+    return (folded >> rotation) | (folded << ((64 - rotation) & 63));
 }
 
-static void forward(const Round *r, Work *w, int site, int step, int m) {
+/* One step's masks of a site, [batch, mask_width], drawn as fedcore.batched.DropoutMasks.keep draws
+   them: each 64-bit draw gives four 16-bit decisions (low bits first), leftovers discarded. */
+static void draw_masks(const Round *r, uint8_t *keep, u128 *state, u128 increment) {
+    size_t n = (size_t)r->batch * r->mask_width;
+    for (size_t i = 0; i < n; i += 4) {
+        uint64_t draw = pcg64_next(state, increment);
+        for (size_t q = 0; q < 4 && i + q < n; q++) keep[i + q] = ((draw >> (16 * q)) & 0xFFFF) < (uint64_t)r->keep_below;
+    }
+}
+
+static void forward(const Round *r, Work *w, int site, int m) {
     const float *h = w->input;
-    const uint8_t *masks = step_masks(r, site, step);
+    const uint8_t *masks = r->streams ? w->keep : NULL;
     for (int l = 0; l < r->layers; l++) {
         const Layer *L = &r->layer[l];
         float *out = w->out[l];
@@ -246,8 +268,8 @@ static float loss_gradient(const Round *r, int site, const int64_t *rows, int m,
 
 /* From the output's gradient g (in grad[0]) down to the lowest trained layer; a layer's tensors
    take their SGD step once the gradient below the layer has been taken with them. */
-static void backward(const Round *r, Work *w, int site, int step, int m) {
-    const uint8_t *masks = step_masks(r, site, step);
+static void backward(const Round *r, Work *w, int site, int m) {
+    const uint8_t *masks = r->streams ? w->keep : NULL;
     float *g = w->grad[0], *spare = w->grad[1];
     float *g_first = w->tensor_grad[0], *g_second = w->tensor_grad[1];
     for (int l = r->layers - 1; l >= r->lowest; l--) {
@@ -335,15 +357,23 @@ static void backward(const Round *r, Work *w, int site, int step, int m) {
 static float train_site(const Round *r, Work *w, int site) {
     float total = 0.0f;
     const float *x = r->x + (size_t)site * r->rows_per_site * r->features;
+    uint64_t *stream = r->streams ? r->streams + 4 * (size_t)site : NULL;
+    u128 state = stream ? ((u128)stream[1] << 64) | stream[0] : 0;
+    u128 increment = stream ? ((u128)stream[3] << 64) | stream[2] : 0;
     for (int step = 0; step < r->max_steps; step++) {
         int m = r->counts[(size_t)site * r->max_steps + step];
         if (m == 0) break;
         const int64_t *rows = r->rows + ((size_t)site * r->max_steps + step) * r->batch;
         for (int i = 0; i < m; i++) memcpy(w->input + (size_t)i * r->features, x + rows[i] * r->features,
                                            sizeof(float) * r->features);
-        forward(r, w, site, step, m);
+        if (stream) draw_masks(r, w->keep, &state, increment);
+        forward(r, w, site, m);
         total += loss_gradient(r, site, rows, m, w->out[r->layers - 1], w->grad[0]);
-        backward(r, w, site, step, m);
+        backward(r, w, site, m);
+    }
+    if (stream) {
+        stream[0] = (uint64_t)state;
+        stream[1] = (uint64_t)(state >> 64);
     }
     return total;
 }
