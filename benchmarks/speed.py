@@ -1,6 +1,6 @@
 """How fast the simulation runs: the iFedAvg paper's HAR protocol and a scaling test.
 
-    .venv/bin/python benchmarks/speed.py                 # the table (about 13 minutes on 2 cores)
+    .venv/bin/python benchmarks/speed.py                 # the table (about 20 minutes on 2 cores)
     .venv/bin/python benchmarks/speed.py --full-run      # also one complete 1000-round HAR run
 
 HAR protocol: 30 subjects (../shared/data/uci_har, 265 features), batch 16, one local epoch,
