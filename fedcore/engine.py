@@ -528,9 +528,15 @@ class Simulation(FederatedModels):
             return torch.cat([self._predict_first(self.bounds[1], x), *self.workers.finish_prediction()])
 
     def _predict_first(self, n: int, x: torch.Tensor) -> torch.Tensor:
-        valid = torch.ones(n, len(x), dtype=torch.bool, device=x.device)
-        return batched.forward(self.template, self.algorithm.prediction_state(self._first_sites(n)),
-                               x.expand(n, *x.shape), valid, train=False)
+        return self._batched_predict(n, x.expand(n, *x.shape), torch.ones(n, len(x), dtype=torch.bool, device=x.device))
+
+    def _batched_predict(self, n: int, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The first n sites' log-probabilities on their rows x [n, rows, D] (those `valid`; the
+        compiled round leaves the others at 0)."""
+        state = self.algorithm.prediction_state(self._first_sites(n))
+        if self.compiled:
+            return kernels.predict(self.template, state, x, valid.sum(1))
+        return batched.forward(self.template, state, x, valid, train=False)
 
     def _first_sites(self, n: int) -> dict[str, torch.Tensor]:
         """The first n sites' rows of every stacked tensor (views)."""
@@ -558,8 +564,7 @@ class Simulation(FederatedModels):
         y, valid = pad_sites([y for _, y in sets])
         if self.execution == "batched" and not self.algorithm.pooled:
             x = pad_sites([x for x, _ in sets])[0] if x is None else x[:, : valid.shape[1]]
-            log_prob = batched.forward(self.template, self.algorithm.prediction_state(self._first_sites(len(sets))),
-                                       x, valid, train=False)
+            log_prob = self._batched_predict(len(sets), x, valid)
         else:
             log_prob = pad_sites([self.predict(self.model_for_site(s), xs) for s, (xs, _) in
                                   enumerate(sets)])[0]

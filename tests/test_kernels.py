@@ -128,3 +128,27 @@ def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
         assert [p.name for p in (tmp_path / "cache").iterdir()] == [built[0].name]  # no build folder left
     finally:
         kernels._library.cache_clear()
+
+
+@pytest.mark.parametrize("options", [{}, {"batch_norm": True}, {"scalar_w_out": True}])
+def test_compiled_prediction_equals_the_batched_forward(options):
+    """Over more rows than one pass takes, with padded rows, and with every site on the same rows."""
+    from fedcore import batched
+    from fedcore.models import MLP
+
+    model = MLP(7, 4, hidden=(9, 5), **options)
+    generator = torch.Generator().manual_seed(0)
+    state = {name: torch.randn(3, *value.shape, generator=generator) for name, value in model.state_dict().items()
+             if value.is_floating_point()}
+    state = {name: value.abs() + 0.5 if "running_var" in name else value for name, value in state.items()}
+    state.update({name: torch.zeros(3, dtype=torch.long) for name in model.state_dict() if "num_batches" in name})
+    x = torch.randn(3, 150, 7, generator=generator)
+    valid = torch.arange(150) < torch.tensor([[150], [70], [1]])
+    expected = batched.forward(model, state, x, valid, train=False)
+    got = kernels.predict(model, state, x, valid.sum(1))
+    assert torch.allclose(got[valid], expected[valid], atol=1e-5)
+    assert not got[~valid].any()
+    shared = x[0].expand(3, 150, 7)
+    assert torch.allclose(kernels.predict(model, state, shared, torch.full((3,), 150)),
+                          batched.forward(model, state, shared, torch.ones(3, 150, dtype=torch.bool), train=False),
+                          atol=1e-5)

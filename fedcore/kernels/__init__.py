@@ -7,6 +7,7 @@ trains one site's whole round at a time, with its tensors in the core's cache, a
 whole sites. It computes the same thing: the same batches, the same dropout masks (each site's
 own PCG64 stream, which the C round steps itself, as numpy would), the same loss, SGD with
 momentum, BatchNorm statistics; results equal the torch path's up to floating-point rounding.
+`predict` runs the same network forward, in evaluation mode, for the every-round hold-out scores.
 
 It serves algorithms whose local loss is the plain class-weighted NLL (`Algorithm.plain_loss`) on
 the CPU in float32. The source is compiled on first use with the system's C compiler into a cache
@@ -34,6 +35,7 @@ from fedcore.models import MLP, min_batch_rows
 
 SOURCE = Path(__file__).with_name("mlp_round.c")
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11")
+PREDICTION_ROWS = 64  # rows per forward pass in prediction (bigger products than training's batches)
 KINDS = {"affine": 0, "dropout": 1, "linear": 2, "batch_norm": 3, "tanh": 4}
 
 
@@ -50,11 +52,12 @@ class _Round(ctypes.Structure):
     _fields_ = [
         *((name, ctypes.c_int32) for name in (
             "sites", "layers", "classes", "batch", "max_steps", "mask_width", "rows_per_site", "features",
-            "threads", "mean_reduction", "lowest")),
+            "threads", "mean_reduction", "lowest", "training")),
         *((name, ctypes.c_float) for name in ("lr", "momentum", "weight_decay", "keep_scale")),
-        *((name, ctypes.c_void_p) for name in ("x", "y", "rows", "counts", "streams")),
+        ("x", ctypes.c_void_p), ("x_site_stride", ctypes.c_int64),
+        *((name, ctypes.c_void_p) for name in ("y", "rows", "counts", "streams")),
         ("keep_below", ctypes.c_int32),
-        *((name, ctypes.c_void_p) for name in ("class_weights", "losses", "sgemm", "layer")),
+        *((name, ctypes.c_void_p) for name in ("class_weights", "sgemm", "layer")),
     ]
 
 
@@ -78,8 +81,9 @@ def _library() -> tuple[ctypes.CDLL | None, str]:
     except (OSError, subprocess.SubprocessError) as error:
         return None, f"the compiled round did not build: {str(error).strip()[-300:]}"
     library = ctypes.CDLL(str(path))
-    library.train_round.argtypes = [ctypes.POINTER(_Round)]
-    library.train_round.restype = ctypes.c_int
+    for function in (library.train_round, library.predict):
+        function.argtypes = [ctypes.POINTER(_Round), ctypes.c_void_p]
+        function.restype = ctypes.c_int
     library.sgemm = sgemm
     return library, ""
 
@@ -125,6 +129,41 @@ def supports(state: Mapping[str, torch.Tensor]) -> bool:
     )
 
 
+def _network(model: MLP, state: Mapping[str, torch.Tensor], features: int,
+             momentum: Mapping[str, torch.Tensor] | None = None) -> tuple[ctypes.Array, int, int, int]:
+    """The MLP's layers as the C round reads them, with pointers to site 0's rows of their stacked
+    tensors (and of the `momentum` of the trained ones); also the number of classes, the lowest
+    layer with a trained tensor and the width of a row of a step's dropout masks."""
+    layers_spec = batched.spec(model).layers
+    layers, width, offset, lowest = (_Layer * len(layers_spec))(), features, 0, len(layers_spec)
+    for index, (layer, slot) in enumerate(zip(layers_spec, layers)):
+        slot.kind, slot.inputs, slot.eps = KINDS[layer.kind], width, layer.eps
+        if layer.kind == "linear":
+            width = state[layer.tensors[0]].shape[1]
+        slot.outputs = width
+        if layer.kind == "dropout":
+            slot.mask_offset, offset = offset, offset + layer.width
+        for k, name in enumerate(layer.tensors):
+            slot.size[k] = state[name][0].numel()
+            slot.tensor[k] = state[name].data_ptr()
+            if momentum is not None and name in momentum:
+                slot.momentum[k] = momentum[name].data_ptr()
+                lowest = min(lowest, index)
+        if layer.kind == "batch_norm":
+            slot.running_mean, slot.running_var, slot.tracked = (
+                state[f"{layer.name}.{buffer}"].data_ptr() for buffer in ("running_mean", "running_var", "num_batches_tracked"))
+    return layers, width, lowest, offset
+
+
+def _call(function: str, run: _Round, out: torch.Tensor) -> None:
+    library, why = _library()
+    if library is None:
+        raise RuntimeError(why)
+    run.sgemm = library.sgemm
+    if getattr(library, function)(ctypes.byref(run), out.data_ptr()) != 0:
+        raise MemoryError("the compiled round could not allocate its workspace")
+
+
 def train_round(
     model: MLP,
     state: Mapping[str, torch.Tensor],
@@ -139,9 +178,6 @@ def train_round(
 ) -> torch.Tensor:
     """One round of local training for all sites, as `batched.train_round` with the plain NLL
     step computes it; returns each site's mean loss per batch."""
-    library, why = _library()
-    if library is None:
-        raise RuntimeError(why)
     spec = batched.spec(model)
     x, y = (part.contiguous() for part in data)
     n_sites = x.shape[0]
@@ -149,45 +185,43 @@ def train_round(
     by_site = torch.argsort(plan.order)
     rows = plan.rows.permute(1, 0, 2)[by_site].contiguous()  # [sites, steps, batch]
     counts = plan.valid.sum(-1).T[by_site].to(torch.int32).contiguous()  # [sites, steps]
-    steps = (counts > 0).sum(1)
-    widths = [layer.width for layer in spec.layers if layer.kind == "dropout"]
     streams = dropout.stream_states() if spec.dropout > 0 else None
     optimizer.arrange(torch.arange(n_sites))  # this round goes in site order, and so does the momentum
     momentum = optimizer.buffers or {name: torch.zeros_like(p) for name, p in optimizer.parameters.items()}
     weights = None if class_weights is None else class_weights.to(torch.float32).contiguous()
-
-    layers, width, offset, lowest = (_Layer * len(spec.layers))(), x.shape[2], 0, len(spec.layers)
-    for index, (layer, slot) in enumerate(zip(spec.layers, layers)):
-        slot.kind, slot.inputs, slot.eps = KINDS[layer.kind], width, layer.eps
-        if layer.kind == "linear":
-            width = state[layer.tensors[0]].shape[1]
-        slot.outputs = width
-        if layer.kind == "dropout":
-            slot.mask_offset, offset = offset, offset + layer.width
-        for k, name in enumerate(layer.tensors):
-            slot.size[k] = state[name][0].numel()
-            slot.tensor[k] = state[name].data_ptr()
-            if name in optimizer.parameters:
-                slot.momentum[k] = momentum[name].data_ptr()
-                lowest = min(lowest, index)
-        if layer.kind == "batch_norm":
-            slot.running_mean, slot.running_var, slot.tracked = (
-                state[f"{layer.name}.{buffer}"].data_ptr() for buffer in ("running_mean", "running_var", "num_batches_tracked"))
-
-    losses = torch.zeros(n_sites, dtype=torch.float32)
+    layers, classes, lowest, mask_width = _network(model, state, x.shape[2], momentum)
     run = _Round(
-        sites=n_sites, layers=len(spec.layers), classes=width, batch=batch_size, max_steps=rows.shape[1],
-        mask_width=sum(widths), rows_per_site=x.shape[1], features=x.shape[2],
-        threads=max(1, min(torch.get_num_threads(), n_sites)), mean_reduction=reduction == "mean", lowest=lowest,
-        lr=lr, momentum=optimizer.momentum, weight_decay=optimizer.weight_decay,
-        keep_scale=1 / (1 - spec.dropout),
-        x=x.data_ptr(), y=y.data_ptr(), rows=rows.data_ptr(), counts=counts.data_ptr(),
+        sites=n_sites, layers=len(layers), classes=classes, batch=batch_size, max_steps=rows.shape[1],
+        mask_width=mask_width, rows_per_site=x.shape[1], features=x.shape[2], threads=_threads(n_sites),
+        mean_reduction=reduction == "mean", lowest=lowest, training=1,
+        lr=lr, momentum=optimizer.momentum, weight_decay=optimizer.weight_decay, keep_scale=1 / (1 - spec.dropout),
+        x=x.data_ptr(), x_site_stride=x.stride(0), y=y.data_ptr(), rows=rows.data_ptr(), counts=counts.data_ptr(),
         streams=None if streams is None else streams.ctypes.data, keep_below=dropout.keep_below(spec.dropout),
-        class_weights=None if weights is None else weights.data_ptr(), losses=losses.data_ptr(),
-        sgemm=library.sgemm, layer=ctypes.addressof(layers),
+        class_weights=None if weights is None else weights.data_ptr(), layer=ctypes.addressof(layers),
     )
-    if library.train_round(ctypes.byref(run)) != 0:
-        raise MemoryError("the compiled round could not allocate its workspace")
+    losses = torch.zeros(n_sites, dtype=torch.float32)
+    _call("train_round", run, losses)
     if streams is not None:
         dropout.set_stream_states(streams)
-    return losses / steps.clamp(min=1)
+    return losses / (counts > 0).sum(1).clamp(min=1)
+
+
+def predict(model: MLP, state: Mapping[str, torch.Tensor], x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Every site's log-probabilities [sites, rows, classes] on its rows x [sites, rows, D] (a view
+    with the same rows for every site too), as `batched.forward` in evaluation computes them; only
+    each site's first rows[site] rows are computed (the others are 0)."""
+    x = x if x.stride(2) == 1 and x.stride(1) == x.shape[2] else x.contiguous()
+    counts = rows.to(torch.int32).contiguous()
+    layers, classes, _, _ = _network(model, state, x.shape[2])
+    run = _Round(
+        sites=x.shape[0], layers=len(layers), classes=classes, batch=PREDICTION_ROWS, rows_per_site=x.shape[1],
+        features=x.shape[2], threads=_threads(x.shape[0]), training=0, x=x.data_ptr(), x_site_stride=x.stride(0),
+        counts=counts.data_ptr(), layer=ctypes.addressof(layers),
+    )
+    log_prob = torch.zeros(x.shape[0], x.shape[1], classes, dtype=torch.float32)
+    _call("predict", run, log_prob)
+    return log_prob
+
+
+def _threads(n_sites: int) -> int:
+    return max(1, min(torch.get_num_threads(), n_sites))

@@ -40,16 +40,18 @@ typedef struct {
 typedef struct {
     int32_t sites, layers, classes, batch, max_steps, mask_width, rows_per_site, features;
     int32_t threads, mean_reduction, lowest; /* lowest: the lowest layer with a trained tensor */
+    int32_t training;           /* 0: predict (no dropout, batch norm from running statistics) */
     float lr, momentum, weight_decay, keep_scale;
-    const float *x;             /* [sites, rows_per_site, features] */
+    const float *x;             /* [sites, rows_per_site, features]; predicting, every site may read the same rows */
+    int64_t x_site_stride;      /* elements from one site's rows to the next's (0: the same rows) */
     const int64_t *y;           /* [sites, rows_per_site] */
     const int64_t *rows;        /* [sites, max_steps, batch] each step's rows */
-    const int32_t *counts;      /* [sites, max_steps] how many of them are real (0: no step) */
+    const int32_t *counts;      /* [sites, max_steps] how many of them are real (0: no step); predicting,
+                                   [sites] how many rows each site has */
     uint64_t *streams;          /* [sites, 4] each site's PCG64 dropout stream: state (low, high), increment
                                    (low, high), advanced in place; NULL without dropout */
     int32_t keep_below;         /* a 16-bit draw under this keeps a unit: round((1 - p) * 65536) */
     const float *class_weights; /* [sites, classes]; NULL: every row weighs 1 */
-    float *losses;              /* out [sites]: the sum of the site's step losses */
     sgemm_t sgemm;
     Layer *layer;
 } Round;
@@ -181,6 +183,7 @@ static void draw_masks(const Round *r, uint8_t *keep, u128 *state, u128 incremen
 }
 
 static void forward(const Round *r, Work *w, int site, int m) {
+    /* the step's rows are in w->input; in training its dropout masks are in w->keep */
     const float *h = w->input;
     const uint8_t *masks = r->streams ? w->keep : NULL;
     for (int l = 0; l < r->layers; l++) {
@@ -212,6 +215,13 @@ static void forward(const Round *r, Work *w, int site, int m) {
             break;
         }
         case BATCH_NORM: { /* over the step's rows (never fewer than two: the plan skips smaller batches) */
+            if (!r->training) {
+                const float *mean = L->running_mean + (size_t)site * o, *variance = L->running_var + (size_t)site * o;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < o; j++)
+                        out[i * o + j] = (h[i * o + j] - mean[j]) / sqrtf(variance[j] + L->eps) * first[j] + second[j];
+                break;
+            }
             float *normalised = w->saved[l], *inverse_std = w->inverse_std[l];
             float *running_mean = L->running_mean + (size_t)site * o, *running_var = L->running_var + (size_t)site * o;
             for (int j = 0; j < o; j++) {
@@ -243,6 +253,14 @@ static void forward(const Round *r, Work *w, int site, int m) {
     }
 }
 
+/* log sum_c exp(z_c), from the largest z_c so that nothing overflows: log_softmax(z) = z - this. */
+static float log_normaliser(const float *z, int k) {
+    float top = z[0], sum = 0.0f;
+    for (int c = 1; c < k; c++) top = fmaxf(top, z[c]);
+    for (int c = 0; c < k; c++) sum += expf(z[c] - top);
+    return top + logf(sum);
+}
+
 /* The class-weighted NLL of log_softmax(z) (its return) and its gradient with respect to z, into g. */
 static float loss_gradient(const Round *r, int site, const int64_t *rows, int m, const float *z, float *g) {
     int k = r->classes;
@@ -254,14 +272,11 @@ static float loss_gradient(const Round *r, int site, const int64_t *rows, int m,
     for (int i = 0; i < m; i++) {
         const float *zi = z + i * k;
         int target = (int)y[rows[i]];
-        float top = zi[0], sum = 0.0f;
-        for (int c = 1; c < k; c++) top = fmaxf(top, zi[c]);
-        for (int c = 0; c < k; c++) sum += expf(zi[c] - top);
-        float log_sum = logf(sum);
+        float normaliser = log_normaliser(zi, k);
         float row_weight = (class_weight ? class_weight[target] : 1.0f) * reduction;
-        for (int c = 0; c < k; c++) g[i * k + c] = row_weight * expf(zi[c] - top - log_sum);
+        for (int c = 0; c < k; c++) g[i * k + c] = row_weight * expf(zi[c] - normaliser);
         g[i * k + target] -= row_weight;
-        loss -= row_weight * (zi[target] - top - log_sum);
+        loss -= row_weight * (zi[target] - normaliser);
     }
     return loss;
 }
@@ -356,7 +371,7 @@ static void backward(const Round *r, Work *w, int site, int m) {
 
 static float train_site(const Round *r, Work *w, int site) {
     float total = 0.0f;
-    const float *x = r->x + (size_t)site * r->rows_per_site * r->features;
+    const float *x = r->x + site * r->x_site_stride;
     uint64_t *stream = r->streams ? r->streams + 4 * (size_t)site : NULL;
     u128 state = stream ? ((u128)stream[1] << 64) | stream[0] : 0;
     u128 increment = stream ? ((u128)stream[3] << 64) | stream[2] : 0;
@@ -378,18 +393,47 @@ static float train_site(const Round *r, Work *w, int site) {
     return total;
 }
 
-/* 0, or -1 when a thread's workspace could not be allocated (nothing trained then). */
-int train_round(const Round *r) {
+/* Every site's log-probabilities [sites, rows_per_site, classes] of its first counts[site] rows,
+   in chunks of `batch` rows (the rest of `log_prob` is left as it was). */
+static void predict_site(const Round *r, Work *w, int site, float *log_prob) {
+    const float *x = r->x + site * r->x_site_stride;
+    int k = r->classes, rows = r->counts[site];
+    for (int start = 0; start < rows; start += r->batch) {
+        int m = rows - start < r->batch ? rows - start : r->batch;
+        memcpy(w->input, x + (size_t)start * r->features, sizeof(float) * m * r->features);
+        forward(r, w, site, m);
+        const float *z = w->out[r->layers - 1];
+        float *out = log_prob + ((size_t)site * r->rows_per_site + start) * k;
+        for (int i = 0; i < m; i++) {
+            float normaliser = log_normaliser(z + i * k, k);
+            for (int c = 0; c < k; c++) out[i * k + c] = z[i * k + c] - normaliser;
+        }
+    }
+}
+
+/* Runs site_work for every site, threads taking whole sites; 0, or -1 when a thread's workspace
+   could not be allocated (its sites left untouched). */
+static int each_site(const Round *r, void (*site_work)(const Round *, Work *, int, float *), float *out) {
     int failed = 0;
 #pragma omp parallel num_threads(r->threads) reduction(| : failed)
     {
         Work w = {0};
         failed = work_alloc(&w, r) != 0;
-#pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
         for (int site = 0; site < r->sites; site++)
-            if (!failed) r->losses[site] = train_site(r, &w, site);
+            if (!failed) site_work(r, &w, site, out);
         work_free(&w, r);
     }
     return failed ? -1 : 0;
 }
+
+static void train_site_loss(const Round *r, Work *w, int site, float *losses) {
+    losses[site] = train_site(r, w, site);
+}
+
+/* One round of local training: every site's tensors, momentum and BatchNorm statistics move in
+   place; losses[site] gets the sum of its steps' losses. */
+int train_round(const Round *r, float *losses) { return each_site(r, train_site_loss, losses); }
+
+/* Every site's model on its rows: log-probabilities into log_prob [sites, rows_per_site, classes]. */
+int predict(const Round *r, float *log_prob) { return each_site(r, predict_site, log_prob); }
