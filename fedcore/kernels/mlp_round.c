@@ -86,13 +86,13 @@ static void scale(float *out, const float *h, const float *w, int scalar, int m,
     }
 }
 
-/* out = h * keep * scale, row by row (keep: a step's mask rows, `stride` apart); out may be h. */
-static void drop(float *out, const float *h, const uint8_t *keep, int m, int n, int stride, float scale) {
+/* out = h * keep * keep_scale, row by row (keep: a step's mask rows, `stride` apart); out may be h. */
+static void drop(float *out, const float *h, const uint8_t *keep, int m, int n, int stride, float keep_scale) {
     for (int i = 0; i < m; i++) {
         const uint8_t *restrict k = keep + (size_t)i * stride;
         const float *in = h + (size_t)i * n;
         float *o = out + (size_t)i * n;
-        for (int j = 0; j < n; j++) o[j] = in[j] * ((float)k[j] * scale);
+        for (int j = 0; j < n; j++) o[j] = in[j] * ((float)k[j] * keep_scale);
     }
 }
 
