@@ -215,15 +215,15 @@ static void forward(const Round *r, Work *w, int site, int m) {
             break;
         }
         case BATCH_NORM: { /* over the step's rows (never fewer than two: the plan skips smaller batches) */
+            float *running_mean = L->running_mean + (size_t)site * o, *running_var = L->running_var + (size_t)site * o;
             if (!r->training) {
-                const float *mean = L->running_mean + (size_t)site * o, *variance = L->running_var + (size_t)site * o;
                 for (int i = 0; i < m; i++)
                     for (int j = 0; j < o; j++)
-                        out[i * o + j] = (h[i * o + j] - mean[j]) / sqrtf(variance[j] + L->eps) * first[j] + second[j];
+                        out[i * o + j] = (h[i * o + j] - running_mean[j]) / sqrtf(running_var[j] + L->eps) * first[j]
+                                         + second[j];
                 break;
             }
             float *normalised = w->saved[l], *inverse_std = w->inverse_std[l];
-            float *running_mean = L->running_mean + (size_t)site * o, *running_var = L->running_var + (size_t)site * o;
             for (int j = 0; j < o; j++) {
                 float mean = 0.0f, variance = 0.0f;
                 for (int i = 0; i < m; i++) mean += h[i * o + j];
