@@ -75,6 +75,11 @@ class DropoutMasks:
         """A unit is kept when its 16-bit draw is under this."""
         return round((1 - p) * 65536)
 
+    @staticmethod
+    def keep_scale(p: float) -> float:
+        """What a kept unit is multiplied by, so that dropout leaves each unit's mean as it was."""
+        return 1 / (1 - p)
+
     def stream_states(self) -> np.ndarray:
         """Every site's PCG64 state as uint64 [sites, 4]: state (low, high word), increment (low,
         high), for the compiled round (`fedcore.kernels`) to draw the same masks from."""
@@ -94,7 +99,7 @@ class DropoutMasks:
     def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
         """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn
         in one call: one step's dropout for every layer."""
-        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype()).mul_(1 / (1 - p))
+        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype()).mul_(self.keep_scale(p))
         return list(mask.split(widths, dim=-1))
 
 

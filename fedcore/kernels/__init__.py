@@ -194,7 +194,7 @@ def train_round(
         sites=n_sites, layers=len(layers), classes=classes, batch=batch_size, max_steps=rows.shape[1],
         mask_width=mask_width, rows_per_site=x.shape[1], features=x.shape[2], threads=_threads(n_sites),
         mean_reduction=reduction == "mean", lowest=lowest, training=1,
-        lr=lr, momentum=optimizer.momentum, weight_decay=optimizer.weight_decay, keep_scale=1 / (1 - spec.dropout),
+        lr=lr, momentum=optimizer.momentum, weight_decay=optimizer.weight_decay, keep_scale=dropout.keep_scale(spec.dropout),
         x=x.data_ptr(), x_site_stride=x.stride(0), y=y.data_ptr(), rows=rows.data_ptr(), counts=counts.data_ptr(),
         streams=None if streams is None else streams.ctypes.data, keep_below=dropout.keep_below(spec.dropout),
         class_weights=None if weights is None else weights.data_ptr(), layer=ctypes.addressof(layers),
