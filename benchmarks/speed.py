@@ -98,7 +98,7 @@ def measure(task: dict) -> dict:
             sim.round_record(train_loss, 0.0)
 
         device = str(sim.device)
-        processes = sim.processes
+        processes = sim.executor.processes
     step()  # warm-up round
     times = []
     for _ in range(rounds):
@@ -160,7 +160,7 @@ def full_run(task: dict) -> dict:
     sim = Simulation(federation, build_algorithm("ifedavg"), TrainConfig(rounds=1000, eval_every=1))
     history = sim.run()
     return {"wall_s": time.perf_counter() - started, "mean_f1": history[-1]["mean"]["f1"],
-            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.path, "processes": sim.processes,
+            "worst_f1": history[-1]["worst"]["f1"], "execution": sim.executor.name, "processes": sim.executor.processes,
             "peak_mb": _peak_mb(sim)}
 
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, fields
 
 from data_adapters.alignment import Alignment, AlignmentReport
 from data_adapters.assemble import assemble
+from data_adapters.flower_reference import flower_reference, is_flower_reference
 from data_adapters.references import (
     Reference,
     describe_reference,
@@ -30,8 +31,8 @@ from data_adapters.summary import SiteSummary
 from fedcore.federation import Federation
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "inspect_data",
-    "load_federation",
+    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "flower_reference",
+    "inspect_data", "is_flower_reference", "load_federation",
     "normalize_reference", "parse_reference", "reference_dict",
 ]
 
@@ -67,7 +68,13 @@ def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
 def check_reference(ref: Reference) -> str | dict:
     """`normalize_reference`, and for table sources the alignment too, so that a run is never
     created for files that cannot be combined (images are only checked to exist: loading them
-    all twice would be slow)."""
+    all twice would be slow). A Flower federation's rows are at its sites: its options are
+    checked, and the server's own data like any reference."""
+    if is_flower_reference(ref):
+        resolved = flower_reference(ref)
+        if resolved["server_data"]:
+            resolved["server_data"] = check_reference(resolved["server_data"])
+        return resolved
     normalized = normalize_reference(ref)
     source, _ = parse_reference(normalized)
     if source.kind == "table":

@@ -23,7 +23,7 @@ from data_adapters.inject import parse_injection
 from data_adapters.partition import parse_split
 from data_adapters.sources import SOURCES, SiteOptions, Source
 from fedcore.errors import DataError
-from fedcore.flower.reference import describe_flower, flower_reference, is_flower_reference
+from data_adapters.flower_reference import describe_flower, flower_reference, is_flower_reference
 
 Reference = str | Mapping[str, Any]
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")

@@ -31,3 +31,8 @@ def cancel_on_sigterm() -> None:
         raise Cancelled("terminated")
 
     signal.signal(signal.SIGTERM, _raise)
+
+
+class TrainingError(FedcoreError):
+    """The run itself failed (e.g. its loss became infinite or NaN): the message says when and where.
+    Not bad input: the command line exits 1, as for any failed run."""

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import fedcore
+from data_adapters import check_reference, is_flower_reference, load_federation
+from fedcore.algorithms import build_algorithm, get_algorithm, params_from_dict
+from fedcore.config import TrainConfig
+from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
+from fedcore.flower.eligibility import check_flower_run
+from fedcore.flower.launch import run_federation
+from fedcore.interpret.detection import detection_report
 from fedcore.store import Run
 
 ProgressCallback = Callable[[int, int, "dict[str, Any] | None"], None]
@@ -26,11 +33,6 @@ SPEC_KEYS = ("algorithm", "data", "params", "config")
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A complete, validated spec; raises SpecError naming the offending key."""
-    from data_adapters import check_reference
-    from fedcore.algorithms import get_algorithm, params_from_dict
-    from fedcore.engine import TrainConfig
-    from fedcore.flower.reference import check_flower_run, flower_reference, is_flower_reference
-
     unknown = sorted(set(raw) - set(SPEC_KEYS) - {"run_id", "created", "version"})
     if unknown:
         raise SpecError(f"Unknown spec keys {unknown}; a spec has {list(SPEC_KEYS)}.")
@@ -50,12 +52,9 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     # A string or a JSON object; checked now (unknown source, bad option, missing file, tables
     # that do not combine) so that no run is created for data that cannot load. A Flower
     # federation's rows are at its sites: only its settings can be checked here.
-    data = raw.get("data") or "demo"
+    data = check_reference(raw.get("data") or "demo")
     if is_flower_reference(data):
-        data = flower_reference(data)
-        check_flower_run(algorithm.name, asdict(params), data)
-    else:
-        data = check_reference(data)
+        check_flower_run(algorithm(params), data)
     return {
         "algorithm": algorithm.name,
         "data": data,
@@ -71,12 +70,6 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     The run ends 'done', 'cancelled' (Ctrl-C / SIGTERM / cancel) or 'failed' with the error
     text; the exception is re-raised for the caller to report.
     """
-    from data_adapters import load_federation
-    from fedcore.algorithms import build_algorithm
-    from fedcore.engine import Simulation, TrainConfig
-    from fedcore.flower.launch import run_federation
-    from fedcore.flower.reference import is_flower_reference
-
     spec = run.spec
     config = TrainConfig(**spec["config"])
     run.mark_started(config.rounds)
@@ -89,7 +82,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         run.write_federation(federation.describe())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])
         sim = Simulation(federation, algorithm, config)
-        run.update_status(device=str(sim.device), execution=sim.path, processes=sim.processes)
+        run.update_status(device=str(sim.device), execution=sim.executor.name,
+                          execution_description=sim.executor.description, processes=sim.executor.processes)
 
         def on_round(round_: int, record: dict | None, arrays: dict) -> None:
             state["round"] = round_
@@ -123,8 +117,6 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
 def summarize(run: Run, last: Mapping[str, Any]) -> dict[str, Any]:
     """Final metrics per site, mean and worst; plus, when the data carry ground truth and the run
     recorded marks, which injected shifts the marks caught."""
-    from fedcore.interpret.detection import detection_report
-
     summary = {key: last[key] for key in ("round", "sites", "mean", "worst", "worst_site", "algorithm")}
     federation = run.federation
     rounds = run.array_rounds()

@@ -6,9 +6,10 @@ import torch
 from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
+from fedcore.execution.batched import plain_nll
 from tests.conftest import make_federation
 
-BATCHABLE = sorted(name for name, cls in REGISTRY.items() if cls.batchable)
+BATCHABLE = sorted(name for name, cls in REGISTRY.items() if "table" in cls.inputs)
 PARAMS = {
     "ifedavg": {"local_f_out": True},
     "fedprox": {"mu": 0.5},
@@ -31,7 +32,7 @@ def simulate(algorithm: str, execution: str, **config) -> tuple[Simulation, list
 def test_batched_equals_per_site(algorithm):
     batched, batched_history = simulate(algorithm, "batched")
     per_site, per_site_history = simulate(algorithm, "per-site")
-    assert batched.execution == "batched" and per_site.execution == "per-site"
+    assert batched.executor.name == "batched" and per_site.executor.name == "per-site"
     for name, value in per_site.stacked.items():
         assert torch.allclose(batched.stacked[name], value, atol=2e-5, rtol=1e-4), name
     for ours, theirs in zip(batched_history, per_site_history):
@@ -53,21 +54,22 @@ def test_batched_equals_per_site_for_other_engine_settings(settings):
 
 
 def test_auto_picks_batched_where_it_can():
-    assert all(simulate(name, "auto", rounds=1)[0].execution == "batched" for name in BATCHABLE)
+    assert all(simulate(name, "auto", rounds=1)[0].executor.name in ("batched", "compiled") for name in BATCHABLE)
 
-    class SiteBySite(REGISTRY["fedavg"]):
-        batchable = False
+    class SiteBySite(REGISTRY["fedavg"]):  # its own optimiser: the batched executors have none
+        def local_optimizer(self, ctx, site, lr, sgd):
+            return super().local_optimizer(ctx, site, lr, sgd)
 
     config = TrainConfig(rounds=1, execution="auto")
-    assert Simulation(make_federation(), SiteBySite(), config).execution == "per-site"
-    with pytest.raises(SpecError, match="cannot be trained batched"):
+    assert Simulation(make_federation(), SiteBySite(), config).executor.name == "per-site"
+    with pytest.raises(SpecError, match="overrides local_optimizer, which the batched path does not compute"):
         Simulation(make_federation(), SiteBySite(), TrainConfig(rounds=1, execution="batched"))
 
 
 def test_plain_nll_algorithms_take_the_closed_form_gradient():
     """The closed-form step is for losses that are the plain weighted NLL; a penalty or a loss of
     the algorithm's own goes through autograd (both paths are checked against per-site above)."""
-    plain = {name for name in BATCHABLE if build_algorithm(name, PARAMS.get(name)).plain_loss}
+    plain = {name for name in BATCHABLE if plain_nll(build_algorithm(name, PARAMS.get(name)))}
     assert {"fedavg", "ifedavg", "fedbn", "fedper", "adafed", "fedhealth2", "local"} <= plain
     assert not plain & {"fedprox", "apfl"}
 
@@ -90,7 +92,7 @@ def test_cuda_gives_the_cpu_results_up_to_rounding():
 
 
 def test_dropout_masks_keep_the_right_share_and_are_seeded():
-    from fedcore.batched import DropoutMasks
+    from fedcore.execution.stacked import DropoutMasks
 
     masks = DropoutMasks(torch.device("cpu"), seeds=list(range(200)))
     keep = masks.keep(list(range(200)), (16, 128), 0.2)
@@ -103,7 +105,7 @@ def test_dropout_masks_keep_the_right_share_and_are_seeded():
 def test_a_sites_dropout_masks_do_not_depend_on_the_other_sites():
     """Each site draws from its own stream: the same masks whichever sites train beside it, in
     whatever order (what lets sites be split among processes without changing results)."""
-    from fedcore.batched import DropoutMasks
+    from fedcore.execution.stacked import DropoutMasks
 
     together = DropoutMasks(torch.device("cpu"), seeds=[11, 12, 13])
     alone = DropoutMasks(torch.device("cpu"), seeds=[13])
@@ -117,7 +119,7 @@ def test_a_sites_dropout_masks_do_not_depend_on_the_other_sites():
 def test_hand_written_backward_matches_finite_differences(options):
     """The batched pass's backward (one node for the whole network) against numerical gradients,
     in double precision, with dropout masks, padded rows and BatchNorm's statistics over valid rows."""
-    from fedcore import batched
+    from fedcore.execution import stacked as batched
     from fedcore.models import MLP
 
     model = MLP(4, 3, hidden=(5, 3), **{"dropout": 0.3, **options})
@@ -140,7 +142,7 @@ def test_hand_written_backward_matches_finite_differences(options):
 
 
 def test_site_sgd_keeps_each_sites_momentum_when_the_order_changes():
-    from fedcore.batched import SiteSGD
+    from fedcore.execution.stacked import SiteSGD
 
     weight = torch.zeros(4, 2)
     optimizer = SiteSGD({"w": weight}, momentum=0.9, weight_decay=0.0)
@@ -156,7 +158,7 @@ def test_a_training_step_frees_its_saved_tensors_without_the_cycle_collector(mon
     import gc
     import weakref
 
-    from fedcore import batched
+    from fedcore.execution import stacked as batched
     from fedcore.models import MLP
 
     passes = []

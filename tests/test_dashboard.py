@@ -199,7 +199,7 @@ def test_train_page_explains_invalid_settings(app):
 def test_train_page_launches_a_flower_federation_run_as_a_job(app):
     at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
     at.radio(key="where").set_value("flower").run()
-    assert len(at.multiselect[0].options) == 6  # the algorithms a Flower federation runs
+    assert len(at.multiselect[0].options) == 9  # the algorithms whose needs a Flower federation meets
     at.text_input(key="superlink").set_value("127.0.0.1:9")
     at.number_input(key="flower_sites").set_value(3)
     at.multiselect[0].set_value(["fedhealth2"])

@@ -20,12 +20,13 @@ import pytest
 import torch
 from flwr.app import ConfigRecord, RecordDict
 
-from data_adapters import load_federation
+from data_adapters import flower_reference, load_federation
+from fedcore.algorithms import REGISTRY
+from fedcore.flower.eligibility import runs_over_flower
 from fedcore.algorithms import build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import DataError, FedcoreError, SpecError
 from fedcore.flower import protocol, site
-from fedcore.flower.reference import flower_reference
 from fedcore.flower.launch import descendants
 from fedcore.flower.server import Node, serve, server_federation
 from fedcore.runner import resolve_spec
@@ -100,23 +101,37 @@ def largest_differences(run: Run, sim: Simulation) -> dict[str, float]:
     losses = [abs(a["sites"][name]["loss"] - b["sites"][name]["loss"])
               for a, b in zip(run.rounds(), sim.history, strict=True) for name in sim.site_names]
     return {
-        "shared": max(float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model),
+        "shared": max([float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model] or [0.0]),
         "recorded": max([float(np.abs(np.asarray(ours[k], float) - theirs[k]).max()) for k in ours] or [0.0]),
         "loss": max(losses),
     }
 
 
-@pytest.mark.parametrize("algorithm, params, config, server_data", [
-    ("fedavg", {}, {}, None),
-    ("ifedavg", {"local_f_out": True}, {}, None),
-    ("fedbn", {}, {}, None),
-    ("fedprox", {"mu": 0.5}, {}, None),
-    ("adafed", {"server_test": "given", "weight_rule": "power"}, {}, SERVER_DATA),
-    ("fedhealth2", {"variant": "f", "warmup_rounds": 1}, {}, None),
-])
-def test_every_flower_algorithm_trains_what_the_engine_trains(tmp_path, algorithm, params, config, server_data):
-    settings = {"rounds": 3, "local_epochs": 2, "seed": 4, **config}
-    run = flower_run(tmp_path, algorithm, params, settings, demo_nodes(), server_data)
+# Every algorithm whose declared needs a Flower federation can meet, with settings that meet them.
+FLOWER_ALGORITHMS = sorted(name for name, cls in REGISTRY.items() if runs_over_flower(cls))
+FLOWER_PARAMS = {
+    "ifedavg": {"local_f_out": True},
+    "fedprox": {"mu": 0.5},
+    "adafed": {"server_test": "given", "weight_rule": "power"},
+    "fedhealth2": {"variant": "f", "warmup_rounds": 1},
+    "apfl": {"alpha": 0.3},
+}
+
+
+def test_flower_runs_the_algorithms_whose_needs_it_meets():
+    """Eligibility follows from `Algorithm.needs`: no rows at the server, images not carried."""
+    assert {"fedavg", "ifedavg", "fedbn", "fedprox", "adafed", "fedhealth2", "fedper", "local", "apfl"} == set(
+        FLOWER_ALGORITHMS)
+    for name in sorted(set(REGISTRY) - set(FLOWER_ALGORITHMS)):
+        with pytest.raises(SpecError, match="simulated only"):
+            resolve_spec({"algorithm": name, "data": "flower:127.0.0.1:9093"})
+
+
+@pytest.mark.parametrize("algorithm", FLOWER_ALGORITHMS)
+def test_every_flower_algorithm_trains_what_the_engine_trains(tmp_path, algorithm):
+    settings = {"rounds": 3, "local_epochs": 2, "seed": 4, **REGISTRY[algorithm].config_defaults}
+    server_data = SERVER_DATA if algorithm == "adafed" else None
+    run = flower_run(tmp_path, algorithm, FLOWER_PARAMS.get(algorithm, {}), settings, demo_nodes(), server_data)
     assert run.status["state"] == "done"
     assert [s["name"] for s in run.federation["sites"]] == sorted(DEMO_SITES)
     assert [r["round"] for r in run.rounds()] == [1, 2, 3]
@@ -216,8 +231,10 @@ def test_the_dashboard_shows_flower_runs_like_any_run(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"algorithm": "apfl", "data": "flower:127.0.0.1:9093"}, "runs simulated only"),
+    ({"algorithm": "centralized", "data": "flower:127.0.0.1:9093"}, "runs simulated only"),
     ({"algorithm": "adafed", "data": "flower:127.0.0.1:9093"}, "server_test to 'given'"),
+    ({"algorithm": "adafed", "data": "flower:127.0.0.1:9093", "params": {"server_test": "given"}},
+     "give the server's data as server_data"),
     ({"algorithm": "fedhealth2", "data": "flower:127.0.0.1:9093"}, "variant 'f'"),
     ({"algorithm": "fedavg", "data": "flower:localhost"}, "HOST:PORT"),
     ({"algorithm": "fedavg", "data": "flower:127.0.0.1:9093,site=3"}, "no option site"),

@@ -36,7 +36,7 @@ def differing(sim) -> set[str]:
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedbn", "local", "centralized", "fedprox", "fedper", "adafed"])
 def test_image_federations_train_with_the_small_cnn(images, algorithm):
     sim, history = simulate(algorithm, images, local_epochs=1)
-    assert sim.execution == "per-site"
+    assert sim.executor.name == "per-site"
     assert isinstance(sim.model_for_site(0), ImageClassifier)
     for metrics in history[-1]["sites"].values():
         assert 0 <= metrics["balanced_accuracy"] <= 1 and 0 <= metrics["sensitivity"] <= 1

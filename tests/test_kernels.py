@@ -3,13 +3,16 @@
 import pytest
 import torch
 
-from fedcore import kernels
+from fedcore.execution import kernels
+from fedcore.execution.base import unsupported_hooks
+from fedcore.execution.compiled import Compiled
 from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
 from tests.conftest import make_federation
 
-PLAIN = sorted(name for name, cls in REGISTRY.items() if cls.batchable and build_algorithm(name).plain_loss)
+PLAIN = sorted(name for name, cls in REGISTRY.items()
+               if "table" in cls.inputs and not unsupported_hooks(build_algorithm(name), Compiled.runs))
 PARAMS = {"ifedavg": {"local_f_out": True}, "fedhealth2": {"pretrain_epochs": 2}, "adafed": {"weight_rule": "power"}}
 # 40, 73 and 60 training rows: 3, 5 and 4 steps of 16 a round, the last one partial (two epochs).
 # No batch is tiny: BatchNorm over two or three rows amplifies rounding, round after round, until
@@ -48,9 +51,9 @@ def _compiler_present():
 def test_compiled_round_equals_the_batched_path(algorithm):
     """With dropout: both paths draw each site's masks from its own stream, so they match up to rounding."""
     compiled = simulate(algorithm, "compiled")
-    assert compiled[0].path == "compiled"
+    assert compiled[0].executor.name == "compiled"
     batched = simulate(algorithm, "batched")
-    assert batched[0].path == "batched"
+    assert batched[0].executor.name == "batched"
     assert_same_training(compiled, batched)
 
 
@@ -77,7 +80,7 @@ def test_compiled_round_equals_the_per_site_path_without_dropout():
 def test_sites_split_among_processes_train_what_one_compiled_process_trains():
     split = simulate("fedhealth2", "compiled", processes=3)
     single = simulate("fedhealth2", "compiled", processes=1)
-    assert split[0].processes == 3 and split[0].path == "compiled"
+    assert split[0].executor.processes == 3 and split[0].executor.name == "compiled"
     assert_same_training(split, single)
 
 
@@ -86,15 +89,15 @@ def test_the_compiled_round_draws_each_sites_masks_from_its_stream_as_the_batche
     batched path leaves it (and the weights agree, above, only if the masks were the same)."""
     compiled, _ = simulate("ifedavg", "compiled", rounds=2)
     batched, _ = simulate("ifedavg", "batched", rounds=2)
-    states = [stream.state for stream in compiled.dropout.streams]
-    assert states == [stream.state for stream in batched.dropout.streams]
+    states = [stream.state for stream in compiled.executor.dropout.streams]
+    assert states == [stream.state for stream in batched.executor.dropout.streams]
     assert len({state["state"]["state"] for state in states}) == len(SIZES)
 
 
 def test_auto_picks_the_compiled_round_for_plain_losses_only():
-    assert simulate("ifedavg", "auto", rounds=1)[0].path == "compiled"
-    assert simulate("fedprox", "auto", rounds=1)[0].path == "batched"
-    with pytest.raises(SpecError, match="not the plain class-weighted NLL"):
+    assert simulate("ifedavg", "auto", rounds=1)[0].executor.name == "compiled"
+    assert simulate("fedprox", "auto", rounds=1)[0].executor.name == "batched"
+    with pytest.raises(SpecError, match="overrides penalty, which the compiled path does not compute"):
         simulate("fedprox", "compiled", rounds=1)
 
 
@@ -108,7 +111,7 @@ def test_without_a_working_compiler_auto_falls_back_and_compiled_says_why(monkey
     kernels._library.cache_clear()
     try:
         assert reason in kernels.unavailable()
-        assert simulate("fedavg", "auto", rounds=1)[0].path == "batched"
+        assert simulate("fedavg", "auto", rounds=1)[0].executor.name == "batched"
         with pytest.raises(SpecError, match=reason):
             simulate("fedavg", "compiled", rounds=1)
     finally:
@@ -133,7 +136,7 @@ def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
 @pytest.mark.parametrize("options", [{}, {"batch_norm": True}, {"scalar_w_out": True}])
 def test_compiled_prediction_equals_the_batched_forward(options):
     """Over more rows than one pass takes, with padded rows, and with every site on the same rows."""
-    from fedcore import batched
+    from fedcore.execution import stacked as batched
     from fedcore.models import MLP
 
     model = MLP(7, 4, hidden=(9, 5), **options)

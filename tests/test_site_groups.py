@@ -7,7 +7,7 @@ import signal
 import pytest
 import torch
 
-from fedcore import site_groups
+from fedcore.execution import processes as site_groups
 from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.algorithms.fedavg import FedAvg
 from fedcore.engine import Simulation, TrainConfig
@@ -32,7 +32,7 @@ def test_sites_split_among_processes_train_what_one_process_trains(algorithm):
     but rounding."""
     split, split_history = simulate(algorithm, processes=3)
     single, single_history = simulate(algorithm, processes=1)
-    assert split.processes == 3 and single.processes == 1
+    assert split.executor.processes == 3 and single.executor.processes == 1
     for name, value in single.stacked.items():
         assert torch.allclose(split.stacked[name], value, atol=1e-5, rtol=1e-4), name
     for ours, theirs in zip(split_history, single_history):
@@ -68,7 +68,7 @@ def test_automatic_count_is_one_process_per_torch_thread_with_enough_sites(monke
 
 
 def test_processes_apply_to_the_batched_path_only():
-    with pytest.raises(SpecError, match="applies to the batched path"):
+    with pytest.raises(SpecError, match="applies to the batched and compiled paths"):
         Simulation(make_federation(), FedAvg(), TrainConfig(rounds=1, execution="per-site", processes=2))
     with pytest.raises(SpecError, match="processes cannot be negative"):
         TrainConfig(processes=-1)
@@ -89,10 +89,10 @@ def test_a_failing_worker_says_why():
 
 
 def test_a_worker_whose_setup_fails_says_why(monkeypatch):
-    def broken(sim, first, last):
+    def broken(sim, first, last, executor):
         raise MemoryError("planted: no room for these sites")
 
-    monkeypatch.setattr(site_groups, "_group_simulation", broken)  # the worker is forked with it
+    monkeypatch.setattr(Simulation, "_group", broken)  # the worker is forked with it
     sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=2, processes=2))
     with pytest.raises(RuntimeError, match="(?s)worker for sites .* failed.*Setting up.*no room for these sites"):
         sim.step()
@@ -101,7 +101,7 @@ def test_a_worker_whose_setup_fails_says_why(monkeypatch):
 def test_a_killed_worker_is_reported_not_waited_for():
     sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=3, processes=2))
     sim.step()
-    worker = sim.workers.processes[0]
+    worker = sim.executor.workers.processes[0]
     os.kill(worker.pid, signal.SIGKILL)
     worker.join(timeout=5)
     with pytest.raises(RuntimeError, match="stopped \\(exit code -9\\)"):
@@ -111,7 +111,7 @@ def test_a_killed_worker_is_reported_not_waited_for():
 def test_workers_end_with_their_simulation():
     sim = Simulation(make_federation(rows=SIZES), FedAvg(), TrainConfig(rounds=2, processes=3))
     sim.step()
-    workers = list(sim.workers.processes)
+    workers = list(sim.executor.workers.processes)
     assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
     del sim
     gc.collect()

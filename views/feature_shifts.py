@@ -9,7 +9,7 @@ from dashboard.figures import LAYER_TITLES, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
 from fedcore.interpret.significance import RULES
 from fedcore.errors import FedcoreError
-from fedcore.flower.reference import is_flower_reference
+from data_adapters import is_flower_reference
 
 st.title("Feature shifts (iFedAvg)")
 st.markdown(

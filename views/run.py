@@ -53,12 +53,10 @@ def details() -> None:
         st.warning(warning)
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
-        execution = {"compiled": " · compiled rounds, each site's in turn", "batched": " · all sites as one batched computation",
-                     "per-site": " · site by site"}
-        processes = int(status.get("processes") or 1)
-        split = f", split among {processes} processes" if processes > 1 else ""
+        # runs record how their executor trained them (older runs only its name)
+        trained = status.get("execution_description") or status.get("execution")
         st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
-                   f"{execution.get(status.get('execution'), '')}{split} · code {run.spec.get('version')}")
+                   f"{f' · {trained}' if trained else ''} · code {run.spec.get('version')}")
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
     st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")

@@ -12,7 +12,7 @@ from fedcore import jobs
 from fedcore.algorithms import REGISTRY
 from fedcore.engine import TrainConfig
 from fedcore.errors import FedcoreError
-from fedcore.flower.reference import SUPPORTED
+from fedcore.flower.eligibility import runs_over_flower
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
 
@@ -48,7 +48,7 @@ else:
                     **({"server_data": server_data.strip()} if server_data.strip() else {})}}
     st.caption("Over Flower: FedHealth2 runs its f-variant (set variant to f); AdaFed scores the sites' models "
                "on the server's own data (server test 'given' and the server's data above).")
-    offered = list(SUPPORTED)
+    offered = [name for name, cls in REGISTRY.items() if runs_over_flower(cls)]
 
 chosen = st.multiselect(
     "Algorithms (several run side by side on the same data, one background job each)",

@@ -55,7 +55,7 @@ def train(task: dict) -> dict[str, Any]:
         "roc_auc_mean": last["mean"]["roc_auc"], "roc_auc_worst": last["worst"]["roc_auc"],
         "balanced_accuracy_mean": last["mean"]["balanced_accuracy"],
         "worst_site": last["worst_site"]["f1"], "seconds": last["elapsed_s"],
-        "sites": len(last["sites"]), "execution": sim.path,
+        "sites": len(last["sites"]), "execution": sim.executor.name,
     }
 
 

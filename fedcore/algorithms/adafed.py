@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from fedcore.algorithms.base import Algorithm, Records, param
+from fedcore.algorithms.context import Need
 from fedcore.errors import SpecError
 from fedcore.metrics import confusion_matrix, per_class_f1
 
@@ -66,59 +67,65 @@ class AdaFed(Algorithm):
     title = "AdaFed"
     summary = "Server weights each site's model by its test performance and adapts class weights."
     Params = AdaFedParams
+    needs_hint = ("Set its server_test to 'given' and give the server's data as server_data (pooling a share of "
+                  "every site's rows, or sending every model to every site, is not done in a real federation).")
 
-    def setup(self, sim) -> None:
-        n_classes = sim.federation.n_classes
+    def needs(self) -> frozenset[Need]:
+        return frozenset({{"given": Need.SERVER_TEST, "pooled": Need.POOLED_ROWS,
+                           "others": Need.HOLDOUTS_AT_SERVER}[self.params.server_test]})
+
+    def setup(self, ctx) -> None:
+        n_classes = ctx.federation.n_classes
         self.kappa = torch.ones(n_classes)
-        self.server_set = self._server_set(sim)
-        self.p = torch.ones(len(sim.models))
+        self.server_set = self._server_set(ctx)
+        self.p = torch.ones(len(ctx.models))
         self.share = self.p / self.p.sum()
-        self.site_accuracy = torch.zeros(len(sim.models))
+        self.site_accuracy = torch.zeros(len(ctx.models))
         self.server_f1 = torch.zeros(n_classes)
         self.server_accuracy = float("nan")
         self.fallback_uniform = False
 
-    def _server_set(self, sim) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def _server_set(self, ctx) -> tuple[torch.Tensor, torch.Tensor] | None:
         mode = self.params.server_test
         if mode == "given":
-            if sim.federation.server_test is None:
+            if ctx.federation.server_test is None:
                 raise SpecError(
                     "AdaFed: this federation has no server test set (give one as the data's server_test=FILE.csv "
                     "for CSV sites; npz and idx data bring their test split); or use server_test 'pooled' or 'others'."
                 )
-            return tuple(t.to(sim.device) for t in sim.federation.server_test)
+            return tuple(t.to(ctx.device) for t in ctx.federation.server_test)
         if mode == "others":
             return None
-        return sim.server_share(self.params.server_share, "adafed-server")
+        return ctx.server_share(self.params.server_share, "adafed-server")
 
-    def class_weights(self, sim) -> torch.Tensor:
+    def class_weights(self, ctx) -> torch.Tensor:
         # Only relative kappa matter; scaled to sum to K like the sites' own weights would.
         weight = self.kappa * len(self.kappa) / self.kappa.sum()
-        return weight.expand(len(sim.models), -1)
+        return weight.expand(len(ctx.models), -1)
 
-    def _accuracies(self, sim, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _accuracies(self, ctx, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Accuracy of every site's returned model on the same rows."""
-        return (sim.predict_each(x).argmax(-1) == y).double().mean(-1).cpu()
+        return (ctx.predict_each(x).argmax(-1) == y).double().mean(-1).cpu()
 
-    def mixing(self, sim) -> torch.Tensor:
-        n_sites = len(sim.models)
+    def mixing(self, ctx) -> torch.Tensor:
+        n_sites = len(ctx.models)
         if self.server_set is not None:
-            self.site_accuracy = self._accuracies(sim, *self.server_set)
+            self.site_accuracy = self._accuracies(ctx, *self.server_set)
         else:  # every model on every other site's hold-out, averaged
-            scores = torch.stack([self._accuracies(sim, x, y) for x, y in sim.test_sets])  # [holdout, model]
+            scores = torch.stack([self._accuracies(ctx, x, y) for x, y in ctx.test_sets])  # [holdout, model]
             others = 1 - torch.eye(n_sites, dtype=scores.dtype) if n_sites > 1 else torch.ones(1, 1)
             self.site_accuracy = (scores * others).sum(0) / others.sum(0)
-        self.p = self._weights(sim)
+        self.p = self._weights(ctx)
         # When no site scores above zero (e.g. all below the floor), average uniformly this round.
         self.fallback_uniform = bool(self.p.sum() <= 0)
         uniform = torch.full((n_sites,), 1.0 / n_sites)
         self.share = uniform if self.fallback_uniform else self.p / self.p.sum()
         return self.share.expand(n_sites, n_sites).clone()
 
-    def _weights(self, sim) -> torch.Tensor:
+    def _weights(self, ctx) -> torch.Tensor:
         accuracy, rule = self.site_accuracy.clone(), self.params.weight_rule
         if rule == "accuracy_x_size":
-            return accuracy * torch.tensor([float(n) for n in sim.train_sizes])
+            return accuracy * torch.tensor([float(n) for n in ctx.train_sizes])
         if rule == "threshold":
             return (accuracy - self.params.accuracy_floor).clamp(min=0)
         if rule == "power":
@@ -126,20 +133,20 @@ class AdaFed(Algorithm):
         return accuracy
 
     @torch.no_grad()
-    def after_aggregation(self, sim) -> None:
-        server_model = sim.models[0]  # every site now holds the server model
-        sets = [self.server_set] if self.server_set is not None else sim.test_sets
+    def after_aggregation(self, ctx) -> None:
+        server_model = ctx.models[0]  # every site now holds the server model
+        sets = [self.server_set] if self.server_set is not None else ctx.test_sets
         y = torch.cat([y for _, y in sets]).cpu()
-        predicted = torch.cat([sim.predict(server_model, x).argmax(1) for x, _ in sets]).cpu()
+        predicted = torch.cat([ctx.predict(server_model, x).argmax(1) for x, _ in sets]).cpu()
         confusion = confusion_matrix(y, predicted, len(self.kappa))
         self.server_f1 = per_class_f1(confusion).float()
         self.server_accuracy = float(confusion.diagonal().sum() / confusion.sum())
         if self.params.adaptive_loss:
             self.kappa = 1.0 / (self.server_f1 + self.params.epsilon)
 
-    def record(self, sim) -> Records:
+    def record(self, ctx) -> Records:
         share = self.share
-        by_site = lambda t: dict(zip(sim.site_names, t.tolist()))  # noqa: E731
+        by_site = lambda t: dict(zip(ctx.site_names, t.tolist()))  # noqa: E731
         scalars = {
             "p": by_site(self.p),
             "p_share": by_site(share),

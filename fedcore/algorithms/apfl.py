@@ -69,23 +69,23 @@ class APFL(Algorithm):
     config_defaults = {"momentum": 0.0}
     inputs = ("table",)  # its mixture is built on the MLP
 
-    def build_model(self, sim) -> nn.Module:
-        model = APFLModel(sim.make_mlp(), self.params.alpha)
+    def build_model(self, ctx) -> nn.Module:
+        model = APFLModel(ctx.make_mlp(), self.params.alpha)
         model.alpha.requires_grad_(self.params.adapt_alpha)
         return model
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         return not name.startswith("shared.")
 
-    def start_round(self, sim) -> None:
+    def start_round(self, ctx) -> None:
         # APFL descends on alpha with a projection onto [0, 1]. Projected once a round (within a
         # round the mixture uses it clamped): left unprojected, alpha drifted far below 0 on HAR,
         # where the mixture is the shared model alone and alpha could not come back.
         with torch.no_grad():
-            sim.stacked["alpha"].clamp_(0.0, 1.0)
+            ctx.stacked["alpha"].clamp_(0.0, 1.0)
 
-    def loss(self, sim, site: int, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return sim.base_loss(model.shared(x), y, site) + sim.base_loss(
+    def loss(self, ctx, site: int, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return ctx.base_loss(model.shared(x), y, site) + ctx.base_loss(
             model.mixture(x, detach_shared=True), y, site
         )
 
@@ -93,18 +93,21 @@ class APFL(Algorithm):
     def batched_template(self, model: APFLModel) -> nn.Module:
         return model.personal
 
-    def batched_loss(self, sim, state, run, y, valid, sites, params) -> torch.Tensor:
+    def batched_loss(self, ctx, state, run, y, valid, sites, params) -> torch.Tensor:
         shared = _part(state, "shared.")
         mixed = mixture(state["alpha"], _part(state, "personal."), shared, detach_shared=True)
-        return sim.batched_nll(run(shared), y, valid, sites) + sim.batched_nll(run(mixed), y, valid, sites)
+        return ctx.batched_nll(run(shared), y, valid, sites) + ctx.batched_nll(run(mixed), y, valid, sites)
 
     def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return mixture(state["alpha"], _part(state, "personal."), _part(state, "shared."))
 
-    def record(self, sim) -> Records:
+    def recorded_locals(self, ctx) -> list[str]:
+        return ["alpha"]
+
+    def record(self, ctx) -> Records:
         alpha = {
             name: float(model.alpha.detach().clamp(0, 1))
-            for name, model in zip(sim.site_names, sim.models)
+            for name, model in zip(ctx.site_names, ctx.models)
         }
         return {"alpha": alpha}, {"alpha": torch.tensor(list(alpha.values())).numpy()}
 

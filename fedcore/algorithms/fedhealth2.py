@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedcore.algorithms.base import Algorithm, Records, check_bounds, param
+from fedcore.algorithms.context import Need
 from fedcore.algorithms.fedbn import is_batch_norm
-from fedcore.engine import train_locally
+from fedcore.training import train_locally
 from fedcore.errors import SpecError
 from fedcore.interpret.similarity import Statistics, nearest_sites, site_distances, similarity_weights
 from fedcore.seeding import derive_seed
@@ -65,30 +66,36 @@ class FedHealth2(Algorithm):
     summary = "Each site averages mostly with the sites whose data look like its own; BatchNorm stays local."
     Params = FedHealth2Params
     batch_norm = True
+    needs_hint = ("Use its f-variant (variant 'f'): the sites send their BatchNorm statistics once, after the "
+                  "warm-up rounds.")
+
+    def needs(self) -> frozenset[Need]:
+        # the pretrained model that measures the sites trains on a share of every site's rows
+        return frozenset() if self.params.variant == "f" else frozenset({Need.POOLED_ROWS})
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         return is_batch_norm(module)
 
-    def setup(self, sim) -> None:
+    def setup(self, ctx) -> None:
         self.distance: np.ndarray | None = None
         self.weights: np.ndarray | None = None
         self.weights_round: int | None = None
         if self.params.variant == "f":
-            if self.params.warmup_rounds >= sim.config.rounds:
+            if self.params.warmup_rounds >= ctx.config.rounds:
                 raise SpecError(
                     f"FedHealth2 f-variant: warmup_rounds ({self.params.warmup_rounds}) must be "
-                    f"fewer than rounds ({sim.config.rounds})."
+                    f"fewer than rounds ({ctx.config.rounds})."
                 )
             return
-        pretrained = self._pretrain(sim)
+        pretrained = self._pretrain(ctx)
         statistic = classifier_input_statistics if self.params.variant == "d" else bn_input_statistics
-        self._set_weights(sim, [statistic(pretrained, x) for x, _ in sim.train_sets])
+        self._set_weights(ctx, [statistic(pretrained, x) for x, _ in ctx.train_sets])
 
-    def _pretrain(self, sim) -> nn.Module:
-        x, y = sim.server_share(self.params.server_share, "fedhealth2-server")
-        seed = derive_seed(sim.config.seed, "fedhealth2-pretrain")
+    def _pretrain(self, ctx) -> nn.Module:
+        x, y = ctx.server_share(self.params.server_share, "fedhealth2-server")
+        seed = derive_seed(ctx.config.seed, "fedhealth2-pretrain")
         torch.manual_seed(seed)
-        model = sim.make_model().to(sim.device)
+        model = ctx.make_model().to(ctx.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=self.params.pretrain_lr)
         train_locally(
             model, optimizer, x, y,
@@ -97,32 +104,32 @@ class FedHealth2(Algorithm):
         )
         return model.eval()
 
-    def _set_weights(self, sim, stats: list[Statistics]) -> None:
+    def _set_weights(self, ctx, stats: list[Statistics]) -> None:
         self.distance = site_distances(stats)
         self.weights = similarity_weights(self.distance, self.params.lam)
-        self.weights_round = sim.round
+        self.weights_round = ctx.round
 
-    def after_aggregation(self, sim) -> None:
-        if self.params.variant == "f" and sim.round == self.params.warmup_rounds:
-            self._set_weights(sim, [bn_running_statistics(m) for m in sim.models])
+    def after_aggregation(self, ctx) -> None:
+        if self.params.variant == "f" and ctx.round == self.params.warmup_rounds:
+            self._set_weights(ctx, [bn_running_statistics(m) for m in ctx.models])
 
-    def server_step_locals(self, sim) -> list[str]:
-        if self.params.variant == "f" and sim.round == self.params.warmup_rounds:
-            return bn_running_statistic_names(sim.models[0])
+    def server_step_locals(self, ctx) -> list[str]:
+        if self.params.variant == "f" and ctx.round == self.params.warmup_rounds:
+            return bn_running_statistic_names(ctx.models[0])
         return []
 
-    def mixing(self, sim) -> torch.Tensor:
+    def mixing(self, ctx) -> torch.Tensor:
         if self.weights is None:  # f-variant warm-up: plain FedBN
-            n_sites = len(sim.models)
+            n_sites = len(ctx.models)
             return torch.full((n_sites, n_sites), 1.0 / n_sites)
         return torch.as_tensor(self.weights)
 
-    def record(self, sim) -> Records:
+    def record(self, ctx) -> Records:
         scalars = {"lambda": self.params.lam, "variant": self.params.variant,
                    "weights_from_round": self.weights_round}
         if self.weights is None:
             return scalars, {}
-        scalars["nearest"] = nearest_sites(self.distance, sim.site_names)
+        scalars["nearest"] = nearest_sites(self.distance, ctx.site_names)
         return scalars, {"distance": self.distance, "weights": self.weights}
 
 

@@ -22,8 +22,8 @@ class FedPer(Algorithm):
     summary = "Shared base layers, personal last layer(s) at each site."
     Params = FedPerParams
 
-    def build_model(self, sim) -> nn.Module:
-        model = sim.make_model()
+    def build_model(self, ctx) -> nn.Module:
+        model = ctx.make_model()
         linear = model.linear_names()
         if not 1 <= self.params.personal_layers <= len(linear):
             raise SpecError(

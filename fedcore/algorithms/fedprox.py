@@ -19,11 +19,11 @@ class FedProx(Algorithm):
     summary = "FedAvg with a proximal term that limits how far each site drifts within a round."
     Params = FedProxParams
 
-    def start_round(self, sim) -> None:
+    def start_round(self, ctx) -> None:
         # What every site received this round, stacked over sites.
-        self.received = {name: sim.stacked[name].detach().clone() for name in sim.shared_names}
+        self.received = {name: ctx.stacked[name].detach().clone() for name in ctx.shared_names}
 
-    def penalty(self, sim, params: dict[str, torch.Tensor], sites) -> torch.Tensor:
+    def penalty(self, ctx, params: dict[str, torch.Tensor], sites) -> torch.Tensor:
         stacked = not isinstance(sites, int)
         drift = 0.0
         for name, weight in params.items():

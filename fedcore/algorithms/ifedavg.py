@@ -55,8 +55,8 @@ class IFedAvg(Algorithm):
     Params = IFedAvgParams
     inputs = ("table",)  # f_in corrects each feature of a table
 
-    def build_model(self, sim) -> nn.Module:
-        return sim.make_mlp(scalar_w_out=self.params.scalar_w_out)
+    def build_model(self, ctx) -> nn.Module:
+        return ctx.make_mlp(scalar_w_out=self.params.scalar_w_out)
 
     def is_local(self, name: str, module: nn.Module) -> bool:
         return name.startswith("f_in.") or (self.params.local_f_out and name.startswith("f_out."))
@@ -68,14 +68,14 @@ class IFedAvg(Algorithm):
             names.update(b_out="f_out.b", w_out="f_out.w")
         return names
 
-    def recorded_locals(self, sim) -> list[str]:
+    def recorded_locals(self, ctx) -> list[str]:
         return list(self.layers().values())
 
-    def record(self, sim) -> Records:
+    def record(self, ctx) -> Records:
         arrays: dict[str, np.ndarray] = {}
         marked = {}
         for label, parameter in self.layers().items():
-            matrix = sim.stacked[parameter].detach().cpu().double().numpy()
+            matrix = ctx.stacked[parameter].detach().cpu().double().numpy()
             marks = significance_marks(matrix, self.params.n_sd, self.params.sd_floor, self.params.rule)
             arrays[label] = matrix
             arrays[f"{label}_O"] = marks.cells
@@ -84,10 +84,10 @@ class IFedAvg(Algorithm):
             marked[label] = {"O": int(marks.cells.sum()), "x": int(marks.features.sum())}
         scalars = {"marks": marked, "n_sd": self.params.n_sd, "sd_floor": self.params.sd_floor,
                    "rule": self.params.rule}
-        if self.params.rule == "sd" and max_single_site_z(len(sim.states)) <= self.params.n_sd:
+        if self.params.rule == "sd" and max_single_site_z(len(ctx.states)) <= self.params.n_sd:
             scalars["warning"] = (
-                f"With {len(sim.states)} sites no single site can lie more than "
-                f"{max_single_site_z(len(sim.states)):.2f} SDs from a feature's mean, so the "
+                f"With {len(ctx.states)} sites no single site can lie more than "
+                f"{max_single_site_z(len(ctx.states)):.2f} SDs from a feature's mean, so the "
                 f"{self.params.n_sd:g}-SD rule cannot mark a cell; read the values, or use the robust rule."
             )
         return scalars, arrays

@@ -38,7 +38,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
-from fedcore.engine import train_locally
+from fedcore.algorithms.context import Need
+from fedcore.training import train_locally
 from fedcore.errors import SpecError
 from fedcore.interpret.prototypes import (
     DEFAULT_PERCENTILE,
@@ -105,126 +106,129 @@ class InDISCO(Algorithm):
 
     Params = InDISCOParams
     inputs = ("image",)
-    batchable = False
     # ProtoPNet's loss is a mean over the batch; five local epochs a round (inDISCO: 5 warm-up, then 10).
     config_defaults = {"rounds": 8, "local_epochs": 5, "batch_size": 32, "loss_reduction": "mean",
                        "weight_decay": 1e-3}
     # The kinds of prototypes a site compares: 'local' (as it sends them), 'global' (after the server).
     kinds: ClassVar[tuple[str, ...]] = ("local", "global")
 
-    def build_model(self, sim) -> nn.Module:
-        return ProtoPNet(*sim.make_backbone(), sim.federation.n_classes, self.params.prototypes_per_class,
+    def needs(self) -> frozenset[Need]:
+        # records every site's prototypes on its own images (and PM pushes after the server's step)
+        return super().needs() | {Need.SITE_ROWS_AT_SERVER_STEP}
+
+    def build_model(self, ctx) -> nn.Module:
+        return ProtoPNet(*ctx.make_backbone(), ctx.federation.n_classes, self.params.prototypes_per_class,
                          self.params.prototype_dim)
 
-    def setup(self, sim) -> None:
+    def setup(self, ctx) -> None:
         self.weights = LossWeights(self.params.cluster, self.params.separation, self.params.l1)
         self.optimizers: dict[tuple[int, str], torch.optim.Optimizer] = {}
         self.views: dict[str, dict[str, np.ndarray]] = {}
         self.local_scores: dict[str, dict[str, float]] = {}
-        self.stamp = stamp_region(sim.federation.ground_truth)
-        self.shown = [spread_over_classes(s.y_test.numpy(), self.params.explain_images) for s in sim.federation.sites]
+        self.stamp = stamp_region(ctx.federation.ground_truth)
+        self.shown = [spread_over_classes(s.y_test.numpy(), self.params.explain_images) for s in ctx.federation.sites]
 
     def stage(self, round_: int) -> str:
         return "warm" if round_ <= self.params.warm_rounds else "joint"
 
     # -- local training ---------------------------------------------------------------------
-    def local_optimizer(self, sim, site: int, lr: float) -> torch.optim.Optimizer:
-        return self._optimizer(sim, site, self.stage(sim.round))
+    def local_optimizer(self, ctx, site: int, lr: float, sgd: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        return self._optimizer(ctx, site, self.stage(ctx.round))
 
-    def _optimizer(self, sim, index: int, stage: str) -> torch.optim.Optimizer:
+    def _optimizer(self, ctx, index: int, stage: str) -> torch.optim.Optimizer:
         """Model `index`'s Adam for a stage (kept across rounds), with only that stage's parts trainable."""
-        model = sim.models[index]
+        model = ctx.models[index]
         for part in PARTS:
             getattr(model, part).requires_grad_(part in STAGES[stage])
         if (index, stage) not in self.optimizers:
             rates = {"features": self.params.lr_features, "add_on": self.params.lr_add_on,
                      "prototypes": self.params.lr_prototypes, "last_layer": self.params.lr_last_layer}
             groups = [{"params": _parameters(getattr(model, part)), "lr": rates[part], "base_lr": rates[part],
-                       "weight_decay": sim.config.weight_decay if part in DECAYED else 0.0}
+                       "weight_decay": ctx.config.weight_decay if part in DECAYED else 0.0}
                       for part in STAGES[stage]]
             self.optimizers[index, stage] = torch.optim.Adam(groups)
         optimizer = self.optimizers[index, stage]
         for group in optimizer.param_groups:
-            group["lr"] = group["base_lr"] * sim.config.lr_factor(sim.round)
+            group["lr"] = group["base_lr"] * ctx.config.lr_factor(ctx.round)
         return optimizer
 
-    def loss(self, sim, site: int, model: ProtoPNet, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def loss(self, ctx, site: int, model: ProtoPNet, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits, nearest = model.logits_and_distances(x)
-        return sim.base_loss(F.log_softmax(logits, -1), y, site) + prototype_terms(model, nearest, y, self.weights)
+        return ctx.base_loss(F.log_softmax(logits, -1), y, site) + prototype_terms(model, nearest, y, self.weights)
 
-    def before_aggregation(self, sim) -> None:
-        if self.stage(sim.round) == "joint":
-            for index in range(len(sim.models)):
-                self.push_and_fit(sim, index, "local")
-        if "local" in self.kinds and sim.config.is_evaluated(sim.round):
-            self.views["local"] = self._views(sim)
+    def before_aggregation(self, ctx) -> None:
+        if self.stage(ctx.round) == "joint":
+            for index in range(len(ctx.models)):
+                self.push_and_fit(ctx, index, "local")
+        if "local" in self.kinds and ctx.config.is_evaluated(ctx.round):
+            self.views["local"] = self._views(ctx)
             if "global" in self.kinds:  # the models each site sends, scored before the server's step
                 self.local_scores = {name: {k: v for k, v in classification_metrics(
-                    y, sim.predict(sim.models[i], x)).items() if k in SCORES}
-                    for i, (name, (x, y)) in enumerate(zip(sim.site_names, sim.test_sets))}
+                    y, ctx.predict(ctx.models[i], x)).items() if k in SCORES}
+                    for i, (name, (x, y)) in enumerate(zip(ctx.site_names, ctx.test_sets))}
 
-    def push_and_fit(self, sim, index: int, which: str) -> None:
+    def push_and_fit(self, ctx, index: int, which: str) -> None:
         """Push model `index`'s prototypes onto its own training images, then train its last layer
         alone on the prototype similarities of those images (the network before it is fixed)."""
-        model = sim.models[index]
-        x, y = sim.train_sets[index]
+        model = ctx.models[index]
+        x, y = ctx.train_sets[index]
         z = latents(model, x)
         push(model, z, y)
         if self.params.last_layer_epochs == 0:
             return
         activations = nearest_similarities(model, z)
-        seed = derive_seed(sim.config.seed, sim.site_label(index), sim.round, which, "last-layer")
-        train_locally(model.last_layer, self._optimizer(sim, index, "last"), activations, y,
-                      functools.partial(self._last_layer_loss, sim, index), sim.config.batch_size,
+        seed = derive_seed(ctx.config.seed, ctx.site_label(index), ctx.round, which, "last-layer")
+        train_locally(model.last_layer, self._optimizer(ctx, index, "last"), activations, y,
+                      functools.partial(self._last_layer_loss, ctx, index), ctx.config.batch_size,
                       self.params.last_layer_epochs, seed)
 
-    def _last_layer_loss(self, sim, index: int, layer: nn.Linear, activations: torch.Tensor,
+    def _last_layer_loss(self, ctx, index: int, layer: nn.Linear, activations: torch.Tensor,
                          y: torch.Tensor) -> torch.Tensor:
-        l1 = self.weights.l1 * sim.models[index].wrong_class_l1()
-        return sim.base_loss(F.log_softmax(layer(activations), -1), y, index) + l1
+        l1 = self.weights.l1 * ctx.models[index].wrong_class_l1()
+        return ctx.base_loss(F.log_softmax(layer(activations), -1), y, index) + l1
 
     # -- records --------------------------------------------------------------------------
-    def record(self, sim) -> Records:
+    def record(self, ctx) -> Records:
         if "global" in self.kinds:
-            self.views["global"] = self._views(sim)
+            self.views["global"] = self._views(ctx)
         arrays = {f"{kind}_{name}": value for kind in self.kinds for name, value in self.views[kind].items()}
-        first = sim.federation.sites[0]
-        arrays["prototype_class"] = sim.models[0].prototype_class.cpu().numpy()
+        first = ctx.federation.sites[0]
+        arrays["prototype_class"] = ctx.models[0].prototype_class.cpu().numpy()
         arrays["image_size"] = np.array(first.x_test.shape[-2:])
-        arrays.update(self._shown_images(sim))
-        scalars = {"stage": self.stage(sim.round), "kinds": list(self.kinds),
+        arrays.update(self._shown_images(ctx))
+        scalars = {"stage": self.stage(ctx.round), "kinds": list(self.kinds),
                    "prototypes": int(arrays["prototype_class"].size)}
         if self.stamp is not None:
             region, sites, label = self.stamp
             arrays["stamp_box"] = np.array(region)
-            arrays["stamped_site"] = np.array([name in sites for name in sim.site_names])
+            arrays["stamped_site"] = np.array([name in sites for name in ctx.site_names])
             scalars["stamp"] = {"sites": sites, "class": label, "box": list(region), "on_stamp_share": ON_STAMP_SHARE}
-            scalars.update(stamp_summary(arrays, self.kinds, sim.site_names))
+            scalars.update(stamp_summary(arrays, self.kinds, ctx.site_names))
         if self.local_scores:
             scalars["local_model"] = self.local_scores
         return scalars, arrays
 
-    def _site_images(self, sim, site: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _site_images(self, ctx, site: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A federation site's training images on the device (the pooled model has no own site)."""
         if not self.pooled:
-            return sim.train_sets[site]
-        data = sim.federation.sites[site]
-        return data.x_train.to(sim.device), data.y_train.to(sim.device)
+            return ctx.train_sets[site]
+        data = ctx.federation.sites[site]
+        return data.x_train.to(ctx.device), data.y_train.to(ctx.device)
 
-    def _shown_images(self, sim) -> dict[str, np.ndarray]:
+    def _shown_images(self, ctx) -> dict[str, np.ndarray]:
         rows = _pad([torch.as_tensor(r) for r in self.shown], -1)
-        holdout = _pad([y for _, y in sim.test_sets], -1)
-        labels = _pad([y[torch.as_tensor(r, device=y.device)] for r, (_, y) in zip(self.shown, sim.test_sets)], -1)
-        pixels = _pad([_display(x[torch.as_tensor(r, device=x.device)]) for r, (x, _) in zip(self.shown, sim.test_sets)],
+        holdout = _pad([y for _, y in ctx.test_sets], -1)
+        labels = _pad([y[torch.as_tensor(r, device=y.device)] for r, (_, y) in zip(self.shown, ctx.test_sets)], -1)
+        pixels = _pad([_display(x[torch.as_tensor(r, device=x.device)]) for r, (x, _) in zip(self.shown, ctx.test_sets)],
                       0)
         return {"test_rows": rows, "test_label": labels, "test_pixels": pixels, "holdout_label": holdout}
 
-    def _views(self, sim) -> dict[str, np.ndarray]:
+    def _views(self, ctx) -> dict[str, np.ndarray]:
         """Every federation site's view of its current model's prototypes, stacked over sites."""
         per_site = []
         for site, rows in enumerate(self.shown):
-            x_test = sim.test_sets[site][0]
-            per_site.append(self._site_view(sim.model_for_site(site), *self._site_images(sim, site), x_test,
+            x_test = ctx.test_sets[site][0]
+            per_site.append(self._site_view(ctx.model_for_site(site), *self._site_images(ctx, site), x_test,
                                             torch.as_tensor(rows, device=x_test.device)))
         views = {name: _pad([v[name] for v in per_site], -1 if name in INDEX_VIEWS else 0) for name in per_site[0]}
         if self.stamp is not None:
@@ -311,10 +315,10 @@ class InDISCOPM(InDISCO):
     def is_local(self, name: str, module: nn.Module) -> bool:
         return not (name == "prototypes" or name.startswith("last_layer."))
 
-    def after_aggregation(self, sim) -> None:
-        if self.stage(sim.round) == "joint":
-            for index in range(len(sim.models)):
-                self.push_and_fit(sim, index, "global")
+    def after_aggregation(self, ctx) -> None:
+        if self.stage(ctx.round) == "joint":
+            for index in range(len(ctx.models)):
+                self.push_and_fit(ctx, index, "global")
 
 
 class InDISCOLM(InDISCO):

@@ -24,12 +24,14 @@ import torch
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
+from data_adapters import load_federation
 from fedcore.algorithms import build_algorithm
 from fedcore.algorithms.base import Algorithm
 from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
+from fedcore.runner import summarize
 from fedcore.store import Run
 
 POLL_S = 0.25  # how often the server asks the SuperLink for replies
@@ -83,8 +85,6 @@ def serve(sites: Sites, run: Run, flower_run_id: int) -> None:
 
 
 def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
-    from fedcore.runner import summarize
-
     spec = run.spec
     reference = spec["data"]
     config = TrainConfig(**spec["config"])
@@ -194,8 +194,6 @@ def _server_test(reference: dict[str, Any], site: dict[str, Any], seed: int) -> 
     """The server's own test set: its data's server test set, else all of its rows."""
     if not reference.get("server_data"):
         return None
-    from data_adapters import load_federation
-
     own = load_federation(reference["server_data"], seed)
     if own.feature_names != site["feature_names"] or own.class_names != site["class_names"]:
         raise DataError("The server's data (server_data) do not have the sites' features and classes: "

@@ -26,12 +26,14 @@ from typing import Any
 import torch
 from flwr.app import MessageType, RecordDict
 
+from data_adapters import SOURCES, load_federation, normalize_reference
 from fedcore.algorithms import build_algorithm
 from fedcore.algorithms.base import AtSite
 from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
 from fedcore.flower import protocol
+from fedcore.runner import code_version
 
 MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
 
@@ -39,7 +41,6 @@ MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by par
 def load_site(node_config: dict[str, Any], seed: int) -> Federation:
     """The federation of this site alone, split with the run's seed. DataError says what is wrong
     with the node config or the data."""
-    from data_adapters import SOURCES, load_federation, normalize_reference
 
     name = str(node_config.get("site") or "") or None
     data = str(node_config.get("data") or "")
@@ -98,8 +99,6 @@ def answer(kind: str, federation: Federation, node_config: dict[str, Any], state
 
 def describe(federation: Federation, node_config: dict[str, Any], content: RecordDict) -> RecordDict:
     """What the server may know of this site: names, sizes, classes; never a row."""
-    from fedcore.runner import code_version
-
     spec = protocol.read_json(content[protocol.SPEC])
     description = federation.describe()
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
@@ -117,7 +116,7 @@ def train(federation: Federation, node_config: dict[str, Any], state: RecordDict
         reply[protocol.SCORES] = protocol.metric_record(sim.evaluate()[sim.site_names[0]])
     sim.round = int(round_info["round"])
     sim.algorithm.start_round(sim)
-    loss = sim.train_site(0, float(round_info["lr"]))
+    loss = sim.executor.train_site(0, float(round_info["lr"]))
     _keep(sim, state)
     sent = [*sim.shared_names, *sim.algorithm.server_step_locals(sim)]
     if share_local(node_config) and sim.config.is_evaluated(sim.round):
@@ -142,7 +141,7 @@ def _restore(sim: Simulation, state: RecordDict, content: RecordDict) -> None:
         for name, value in protocol.read_tensors(state[protocol.MODEL]).items():
             sim.stacked[name][0].copy_(value)
     if MOMENTUM in state:
-        optimizer, parameters = sim.optimizers[0], dict(model.named_parameters())
+        optimizer, parameters = sim.executor.optimizers[0], dict(model.named_parameters())
         for name, value in protocol.read_tensors(state[MOMENTUM]).items():
             optimizer.state[parameters[name]]["momentum_buffer"] = value.to(sim.device)
     for name, value in protocol.read_tensors(content[protocol.MODEL]).items():
@@ -153,7 +152,7 @@ def _restore(sim: Simulation, state: RecordDict, content: RecordDict) -> None:
 
 
 def _keep(sim: Simulation, state: RecordDict) -> None:
-    optimizer = sim.optimizers[0]
+    optimizer = sim.executor.optimizers[0]
     state[protocol.MODEL] = protocol.array_record({name: value[0] for name, value in sim.stacked.items()})
     state[MOMENTUM] = protocol.array_record({
         name: optimizer.state[p]["momentum_buffer"] for name, p in sim.models[0].named_parameters()

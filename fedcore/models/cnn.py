@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedcore.config import BACKBONES
 from fedcore.errors import SpecError
 
 # torchvision constructor -> how to take its convolutional part
@@ -29,7 +30,6 @@ TORCHVISION = {
     "resnet18": "resnet", "resnet34": "resnet", "resnet50": "resnet",
     "densenet121": "densenet", "vgg11": "vgg", "vgg16": "vgg",
 }
-BACKBONES = ("cnn", *TORCHVISION)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 TARGET_SIDE = 7  # the small CNN pools until its feature map is about this wide (ProtoPNet's 7×7)

@@ -6,8 +6,9 @@
 
 `sites` is how many SuperNodes the run waits for (the ones connected when it starts take part);
 `server_data` is the server's own data (a data reference read on the SuperLink's machine), the
-test set AdaFed scores the sites' models on. Reading this module needs no Flower and no torch:
-the CLI, the job queue and the dashboard validate a Flower run's spec with it.
+test set AdaFed scores the sites' models on. Reading this module needs no Flower: a Flower
+federation is one more kind of data reference, checked like the others before a run is created
+(which algorithms can run over Flower is the application layer's: `fedcore.flower.eligibility`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from typing import Any
 from fedcore.errors import SpecError
 
 SOURCE = "flower"
-# The algorithms a Flower federation runs, and what each needs beyond the sites' own rows.
-SUPPORTED = ("fedavg", "ifedavg", "fedbn", "fedprox", "adafed", "fedhealth2")
 DEFAULTS = {"sites": 2, "wait_s": 120.0, "round_timeout_s": 600.0, "server_data": None}
 
 
@@ -55,10 +54,8 @@ def flower_reference(ref: str | Mapping[str, Any]) -> dict[str, Any]:
                 raise SpecError(f"Flower option {name} must be a number, not {values[name]!r}.") from None
     if resolved["sites"] < 1 or resolved["wait_s"] <= 0 or resolved["round_timeout_s"] <= 0:
         raise SpecError("Flower options: sites must be at least 1, wait_s and round_timeout_s positive.")
-    if values.get("server_data"):
-        from data_adapters import check_reference
-
-        resolved["server_data"] = check_reference(values["server_data"])
+    if values.get("server_data"):  # one more data reference, checked with the others (`check_reference`)
+        resolved["server_data"] = values["server_data"]
     return resolved
 
 
@@ -69,25 +66,6 @@ def describe_flower(ref: str | Mapping[str, Any]) -> str:
     except SpecError:
         return str(ref)
     return f"Flower federation at {values['superlink']} ({values['sites']} sites)"
-
-
-def check_flower_run(algorithm: str, params: Mapping[str, Any], reference: Mapping[str, Any]) -> None:
-    """Refuse, with the reason, algorithm settings that need rows the server of a real federation
-    does not have."""
-    if algorithm not in SUPPORTED:
-        raise SpecError(f"Over Flower this project runs {', '.join(SUPPORTED)}; {algorithm} runs simulated only.")
-    if algorithm == "adafed" and (params.get("server_test") != "given" or not reference.get("server_data")):
-        raise SpecError(
-            "AdaFed over Flower scores the sites' models on the server's own test set: set its server_test "
-            "to 'given' and give the server's data as server_data (pooling a share of every site's rows, "
-            "or sending every model to every site, is not done in a real federation)."
-        )
-    if algorithm == "fedhealth2" and params.get("variant") != "f":
-        raise SpecError(
-            "FedHealth2 over Flower uses its f-variant (variant 'f'): the sites send their BatchNorm "
-            "statistics once, after the warm-up rounds. The pretrained variants need a share of every "
-            "site's rows at the server."
-        )
 
 
 def _address(value: Any) -> str:

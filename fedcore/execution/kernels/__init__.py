@@ -1,6 +1,6 @@
 """Compiled local training: a round of every site's MLP in C (`mlp_round.c`), site after site.
 
-The torch batched path (`fedcore.batched`) steps all sites together; on a CPU every step then
+The torch batched path (`fedcore.execution.batched`, `fedcore.execution.stacked`) steps all sites together; on a CPU every step then
 streams all sites' weights, gradients and momentum through memory and pays a few dozen
 operations' overhead, so the matrix products run at about half their in-cache rate. The C round
 trains one site's whole round at a time, with its tensors in the core's cache, and threads take
@@ -9,7 +9,7 @@ own PCG64 stream, which the C round steps itself, as numpy would), the same loss
 momentum, BatchNorm statistics; results equal the torch path's up to floating-point rounding.
 `predict` runs the same network forward, in evaluation mode, for the every-round hold-out scores.
 
-It serves algorithms whose local loss is the plain class-weighted NLL (`Algorithm.plain_loss`) on
+It serves algorithms whose local loss is the plain class-weighted NLL (`fedcore.execution.compiled`) on
 the CPU in float32. The source is compiled on first use with the system's C compiler into a cache
 (`FEDCORE_KERNEL_CACHE`, default ~/.cache/fedcore) and calls the BLAS that torch carries; where
 either is missing, `unavailable()` says why and the engine trains with the torch path instead.
@@ -30,35 +30,74 @@ from pathlib import Path
 
 import torch
 
-from fedcore import batched
+from fedcore.execution import stacked
 from fedcore.models import MLP, min_batch_rows
 
 SOURCE = Path(__file__).with_name("mlp_round.c")
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c11")
 PREDICTION_ROWS = 64  # rows per forward pass in prediction (bigger products than training's batches)
-KINDS = {"affine": 0, "dropout": 1, "linear": 2, "batch_norm": 3, "tanh": 4}
+KINDS = {"affine": 0, "dropout": 1, "linear": 2, "batch_norm": 3, "tanh": 4}  # stacked.spec's layer kinds
+
+# The two structs the C round reads, described once: each field's name, its ctypes type and its C
+# declaration (a count for arrays). ctypes' layout and the C header written at build time both come
+# from these lists, so the two sides cannot disagree.
+_LAYER_FIELDS = [
+    ("kind", ctypes.c_int32, "int32_t"), ("inputs", ctypes.c_int32, "int32_t"),
+    ("outputs", ctypes.c_int32, "int32_t"),
+    ("mask_offset", ctypes.c_int32, "int32_t"),  # dropout: its first column in a row of a step's masks
+    ("eps", ctypes.c_float, "float"),  # BatchNorm's
+    ("size", ctypes.c_int64 * 2, "int64_t", 2),  # elements per site of its tensors (b, w) or (weight, bias)
+    ("tensor", ctypes.c_void_p * 2, "float *", 2),  # site 0's; site s's start s * size later
+    ("momentum", ctypes.c_void_p * 2, "float *", 2),  # NULL: not trained
+    ("running_mean", ctypes.c_void_p, "float *"), ("running_var", ctypes.c_void_p, "float *"),
+    ("tracked", ctypes.c_void_p, "int64_t *"),
+]
+_ROUND_FIELDS = [
+    *((name, ctypes.c_int32, "int32_t") for name in (
+        "sites", "layers", "classes", "batch", "max_steps", "mask_width", "rows_per_site", "features",
+        "threads", "mean_reduction",
+        "lowest",  # the lowest layer with a trained tensor
+        "training")),  # 0: predict (no dropout, BatchNorm from running statistics)
+    *((name, ctypes.c_float, "float") for name in ("lr", "momentum", "weight_decay", "keep_scale")),
+    ("x", ctypes.c_void_p, "const float *"),  # [sites, rows_per_site, features]
+    ("x_site_stride", ctypes.c_int64, "int64_t"),  # elements from one site's rows to the next's (0: the same rows)
+    ("y", ctypes.c_void_p, "const int64_t *"),  # [sites, rows_per_site]
+    ("rows", ctypes.c_void_p, "const int64_t *"),  # [sites, max_steps, batch] each step's rows
+    ("counts", ctypes.c_void_p, "const int32_t *"),  # [sites, max_steps] real rows of each step (0: none);
+    # predicting, [sites] rows of each site
+    ("streams", ctypes.c_void_p, "uint64_t *"),  # [sites, 4] PCG64 dropout streams, advanced in place; NULL: none
+    ("keep_below", ctypes.c_int32, "int32_t"),  # a 16-bit draw under this keeps a unit
+    ("class_weights", ctypes.c_void_p, "const float *"),  # [sites, classes]; NULL: every row weighs 1
+    ("sgemm", ctypes.c_void_p, "sgemm_t"),
+    ("layer", ctypes.c_void_p, "Layer *"),
+]
+
+
+def _ctypes_fields(described: list[tuple]) -> list[tuple[str, type]]:
+    return [(name, kind) for name, kind, *_ in described]
+
+
+def _c_struct(name: str, described: list[tuple]) -> str:
+    lines = []
+    for field_name, _, c_type, *count in described:
+        separator = "" if c_type.endswith("*") else " "
+        lines.append(f"    {c_type}{separator}{field_name}{f'[{count[0]}]' if count else ''};")
+    return "typedef struct {\n" + "\n".join(lines) + f"\n}} {name};\n"
+
+
+def header() -> str:
+    """mlp_round.h: what the C source declares from this module (written beside it at build time)."""
+    kinds = ", ".join(f"{name.upper()} = {value}" for name, value in KINDS.items())
+    return (f"enum {{ {kinds} }};\n#define BATCH_NORM_MOMENTUM {stacked.BATCH_NORM_MOMENTUM!r}f\n"
+            + _c_struct("Layer", _LAYER_FIELDS) + _c_struct("Round", _ROUND_FIELDS))
 
 
 class _Layer(ctypes.Structure):
-    _fields_ = [
-        ("kind", ctypes.c_int32), ("inputs", ctypes.c_int32), ("outputs", ctypes.c_int32),
-        ("mask_offset", ctypes.c_int32), ("eps", ctypes.c_float),
-        ("size", ctypes.c_int64 * 2), ("tensor", ctypes.c_void_p * 2), ("momentum", ctypes.c_void_p * 2),
-        ("running_mean", ctypes.c_void_p), ("running_var", ctypes.c_void_p), ("tracked", ctypes.c_void_p),
-    ]
+    _fields_ = _ctypes_fields(_LAYER_FIELDS)
 
 
 class _Round(ctypes.Structure):
-    _fields_ = [
-        *((name, ctypes.c_int32) for name in (
-            "sites", "layers", "classes", "batch", "max_steps", "mask_width", "rows_per_site", "features",
-            "threads", "mean_reduction", "lowest", "training")),
-        *((name, ctypes.c_float) for name in ("lr", "momentum", "weight_decay", "keep_scale")),
-        ("x", ctypes.c_void_p), ("x_site_stride", ctypes.c_int64),
-        *((name, ctypes.c_void_p) for name in ("y", "rows", "counts", "streams")),
-        ("keep_below", ctypes.c_int32),
-        *((name, ctypes.c_void_p) for name in ("class_weights", "sgemm", "layer")),
-    ]
+    _fields_ = _ctypes_fields(_ROUND_FIELDS)
 
 
 def unavailable() -> str:
@@ -104,14 +143,17 @@ def _build(compiler: str) -> Path:
     """The shared library, compiled once per source, compiler and CPU (-march=native) into the cache."""
     version = subprocess.run([compiler, "--version"], check=True, capture_output=True, text=True, timeout=60).stdout
     cpu = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), version, " ".join(FLAGS), cpu]).encode()).hexdigest()[:16]
+    declarations = header()
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), declarations, version, " ".join(FLAGS), cpu]).encode()
+                         ).hexdigest()[:16]
     cache = Path(os.environ.get("FEDCORE_KERNEL_CACHE", Path.home() / ".cache" / "fedcore"))
     target = cache / f"mlp_round-{key}.so"
     if not target.exists():
         cache.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache) as scratch:  # on the cache's disk: the rename is atomic
             built = Path(scratch) / target.name
-            result = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"],
+            (Path(scratch) / "mlp_round.h").write_text(declarations)
+            result = subprocess.run([compiler, *FLAGS, f"-I{scratch}", str(SOURCE), "-o", str(built), "-lm"],
                                     check=False, capture_output=True, text=True, timeout=300)
             if result.returncode != 0:
                 raise subprocess.SubprocessError(result.stderr)
@@ -134,7 +176,7 @@ def _network(model: MLP, state: Mapping[str, torch.Tensor], features: int,
     """The MLP's layers as the C round reads them, with pointers to site 0's rows of their stacked
     tensors (and of the `momentum` of the trained ones); also the number of classes, the lowest
     layer with a trained tensor and the width of a row of a step's dropout masks."""
-    layers_spec = batched.spec(model).layers
+    layers_spec = stacked.spec(model).layers
     layers, width, offset, lowest = (_Layer * len(layers_spec))(), features, 0, len(layers_spec)
     for index, (layer, slot) in enumerate(zip(layers_spec, layers)):
         slot.kind, slot.inputs, slot.eps = KINDS[layer.kind], width, layer.eps
@@ -167,21 +209,21 @@ def _call(function: str, run: _Round, out: torch.Tensor) -> None:
 def train_round(
     model: MLP,
     state: Mapping[str, torch.Tensor],
-    optimizer: batched.SiteSGD,
+    optimizer: stacked.SiteSGD,
     data: tuple[torch.Tensor, torch.Tensor],
     orders: list[list[torch.Tensor]],
     class_weights: torch.Tensor | None,
     reduction: str,
-    dropout: batched.DropoutMasks,
+    dropout: stacked.DropoutMasks,
     batch_size: int,
     lr: float,
 ) -> torch.Tensor:
-    """One round of local training for all sites, as `batched.train_round` with the plain NLL
+    """One round of local training for all sites, as `stacked.train_round` with the plain NLL
     step computes it; returns each site's mean loss per batch."""
-    spec = batched.spec(model)
+    spec = stacked.spec(model)
     x, y = (part.contiguous() for part in data)
     n_sites = x.shape[0]
-    plan = batched.batch_plan(orders, batch_size, min_batch_rows(model), x.device)
+    plan = stacked.batch_plan(orders, batch_size, min_batch_rows(model), x.device)
     by_site = torch.argsort(plan.order)
     rows = plan.rows.permute(1, 0, 2)[by_site].contiguous()  # [sites, steps, batch]
     counts = plan.valid.sum(-1).T[by_site].to(torch.int32).contiguous()  # [sites, steps]
@@ -208,7 +250,7 @@ def train_round(
 
 def predict(model: MLP, state: Mapping[str, torch.Tensor], x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """Every site's log-probabilities [sites, rows, classes] on its rows x [sites, rows, D] (a view
-    with the same rows for every site too), as `batched.forward` in evaluation computes them; only
+    with the same rows for every site too), as `stacked.forward` in evaluation computes them; only
     each site's first rows[site] rows are computed (the others are 0)."""
     x = x if x.stride(2) == 1 and x.stride(1) == x.shape[2] else x.contiguous()
     counts = rows.to(torch.int32).contiguous()

@@ -1,6 +1,6 @@
-/* One round of local training of every site's MLP, site after site (fedcore/kernels/__init__.py).
+/* One round of local training of every site's MLP, site after site (fedcore/execution/kernels/__init__.py).
 
-   The batched path in torch (fedcore/batched.py) steps all sites together, so every step streams
+   The batched path in torch (fedcore/execution/stacked.py) steps all sites together, so every step streams
    all sites' weights, gradients and momentum through memory, and pays a few dozen operations'
    overhead. Here each site runs all of its steps of the round before the next site starts: its
    weights, momentum and activations (a few hundred KB for the paper's MLP) stay in the core's
@@ -8,7 +8,7 @@
    torch already carries, passed in as a function pointer) and plain loops. Sites are independent
    within a round, so threads take whole sites.
 
-   The equations are those of fedcore/batched.py's pass, layer by layer; a step uses only its
+   The equations are those of fedcore/execution/stacked.py's pass, layer by layer; a step uses only its
    valid rows (padding rows contribute nothing there either). The SGD update is torch's (momentum,
    no dampening, weight decay), applied to a layer's tensors as soon as the gradient below it has
    been taken; a weight matrix's gradient goes straight into its momentum (the product's beta). */
@@ -18,43 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { AFFINE = 0, DROPOUT = 1, LINEAR = 2, BATCH_NORM = 3, TANH = 4 };
-
-#define BATCH_NORM_MOMENTUM 0.1f /* nn.BatchNorm1d's default */
-
 /* Fortran BLAS sgemm (column-major). */
 typedef void (*sgemm_t)(const char *, const char *, const int *, const int *, const int *, const float *,
                         const float *, const int *, const float *, const int *, const float *, float *, const int *);
 
-typedef struct {
-    int32_t kind, in, out;     /* widths of the layer's input and output */
-    int32_t mask_offset;       /* dropout: its first column in a row of a step's masks */
-    float eps;                 /* batch norm */
-    int64_t size[2];           /* elements per site of its tensors: affine (b, w), linear and batch norm (weight, bias) */
-    float *tensor[2];          /* site 0's; site s's start s * size later */
-    float *momentum[2];        /* NULL: not trained */
-    float *running_mean, *running_var;
-    int64_t *tracked;
-} Layer;
-
-typedef struct {
-    int32_t sites, layers, classes, batch, max_steps, mask_width, rows_per_site, features;
-    int32_t threads, mean_reduction, lowest; /* lowest: the lowest layer with a trained tensor */
-    int32_t training;           /* 0: predict (no dropout, batch norm from running statistics) */
-    float lr, momentum, weight_decay, keep_scale;
-    const float *x;             /* [sites, rows_per_site, features]; predicting, every site may read the same rows */
-    int64_t x_site_stride;      /* elements from one site's rows to the next's (0: the same rows) */
-    const int64_t *y;           /* [sites, rows_per_site] */
-    const int64_t *rows;        /* [sites, max_steps, batch] each step's rows */
-    const int32_t *counts;      /* [sites, max_steps] how many of them are real (0: no step); predicting,
-                                   [sites] how many rows each site has */
-    uint64_t *streams;          /* [sites, 4] each site's PCG64 dropout stream: state (low, high), increment
-                                   (low, high), advanced in place; NULL without dropout */
-    int32_t keep_below;         /* a 16-bit draw under this keeps a unit: round((1 - p) * 65536) */
-    const float *class_weights; /* [sites, classes]; NULL: every row weighs 1 */
-    sgemm_t sgemm;
-    Layer *layer;
-} Round;
+/* The layer kinds, BatchNorm's momentum and the Layer and Round structs: written at build time by
+   fedcore/execution/kernels/__init__.py from the one Python description ctypes also reads, so the
+   two sides cannot disagree on a field, its order or a constant. */
+#include "mlp_round.h"
 
 /* exp written to vectorise (Cephes' polynomial, within 2 ulp), so that tanh costs little. */
 static inline float exp_approx(float x) {
@@ -106,7 +77,7 @@ typedef struct {
 
 static int widest(const Round *r) {
     int w = r->features;
-    for (int l = 0; l < r->layers; l++) w = r->layer[l].out > w ? r->layer[l].out : w;
+    for (int l = 0; l < r->layers; l++) w = r->layer[l].outputs > w ? r->layer[l].outputs : w;
     return w;
 }
 
@@ -172,7 +143,7 @@ static inline uint64_t pcg64_next(u128 *state, u128 increment) {
     return (folded >> rotation) | (folded << ((64 - rotation) & 63));
 }
 
-/* One step's masks of a site, [batch, mask_width], drawn as fedcore.batched.DropoutMasks.keep draws
+/* One step's masks of a site, [batch, mask_width], drawn as fedcore.execution.stacked.DropoutMasks.keep draws
    them: each 64-bit draw gives four 16-bit decisions (low bits first), leftovers discarded. */
 static void draw_masks(const Round *r, uint8_t *keep, u128 *state, u128 increment) {
     size_t n = (size_t)r->batch * r->mask_width;
@@ -192,7 +163,7 @@ static void forward(const Round *r, Work *w, int site, int m) {
         /* the layer's tensors: affine (b, w), linear (weight [out, in], bias), batch norm (weight, bias) */
         const float *first = L->tensor[0] ? L->tensor[0] + site * L->size[0] : NULL;
         const float *second = L->tensor[1] ? L->tensor[1] + site * L->size[1] : NULL;
-        int n = L->in, o = L->out;
+        int n = L->inputs, o = L->outputs;
         switch (L->kind) {
         case AFFINE: { /* (h + b) * w, w perhaps one scalar */
             float *restrict shifted = w->saved[l];
@@ -289,7 +260,7 @@ static void backward(const Round *r, Work *w, int site, int m) {
     float *g_first = w->tensor_grad[0], *g_second = w->tensor_grad[1];
     for (int l = r->layers - 1; l >= r->lowest; l--) {
         const Layer *L = &r->layer[l];
-        int below = l > r->lowest, n = L->in, o = L->out;
+        int below = l > r->lowest, n = L->inputs, o = L->outputs;
         float *first = L->tensor[0] ? L->tensor[0] + site * L->size[0] : NULL;
         float *second = L->tensor[1] ? L->tensor[1] + site * L->size[1] : NULL;
         /* their momentum where they are trained (tensor_grad: their gradients) */

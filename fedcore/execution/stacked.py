@@ -1,4 +1,5 @@
-"""All sites of a round trained as one computation (the MLP family).
+"""The math of training all sites of a round as one computation (the MLP family): what the batched
+executor (`fedcore.execution.batched`) runs in torch and the compiled one (`.compiled`) feeds to C.
 
 Every parameter is held once for all sites, stacked along a first `sites` dimension, so one
 batched matrix product serves every site's layer. Each step takes the k-th mini-batch of every
@@ -30,6 +31,7 @@ from torch import nn
 from torch.optim.sgd import sgd
 
 from fedcore.models import MLP, min_batch_rows, tanh_by_sigmoid
+from fedcore.training import weighted_nll
 
 BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's default
 
@@ -45,7 +47,7 @@ def supports(model: nn.Module) -> bool:
 class DropoutMasks:
     """Seeded dropout masks, one random stream per site, so that a site's masks depend on nothing
     but its seed: not on which other sites train beside it, nor on how the sites are split among
-    processes (`fedcore.site_groups`). On the CPU each decision compares 16 random bits from numpy's
+    processes (`fedcore.execution.processes`). On the CPU each decision compares 16 random bits from numpy's
     PCG64 with a threshold (four decisions per 64-bit draw, keep probability exact to 1/65536):
     many times faster than torch's CPU generator for the many small masks a round needs. On a GPU
     one torch generator (seeded with the first site's seed) serves all sites."""
@@ -82,7 +84,7 @@ class DropoutMasks:
 
     def stream_states(self) -> np.ndarray:
         """Every site's PCG64 state as uint64 [sites, 4]: state (low, high word), increment (low,
-        high), for the compiled round (`fedcore.kernels`) to draw the same masks from."""
+        high), for the compiled round (`fedcore.execution.kernels`) to draw the same masks from."""
         words = []
         for stream in self.streams:
             state = stream.state["state"]
@@ -386,17 +388,6 @@ class SiteSGD:
             fused=True, weight_decay=self.weight_decay, momentum=self.momentum, lr=lr,
             dampening=0.0, nesterov=False, maximize=False,
         )
-
-
-def weighted_nll(log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor | None,
-                 reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each site's class-weighted NLL [sites] of its rows, and the weight of each row in it
-    [sites, rows] (the loss's derivative along -log_prob at the row's class)."""
-    nll = -log_prob.gather(-1, y[..., None]).squeeze(-1)
-    row_weight = weights.gather(1, y) * valid if weights is not None else valid.to(nll.dtype)
-    if reduction == "mean":
-        row_weight = row_weight / row_weight.sum(1, keepdim=True).clamp(min=1e-12)
-    return (row_weight * nll).sum(1), row_weight
 
 
 def nll_step(model: MLP, state: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,

@@ -1,4 +1,5 @@
-"""The sites of a batched round split among processes, one torch thread each.
+"""An executor that splits a batched round's sites among processes, one torch thread each; it
+wraps the batched or compiled executor, which trains this process's share.
 
 A round's local training is a long chain of small steps; on a CPU a good share of each step is
 per-operation overhead that one Python process runs on one core, whatever its number of torch
@@ -7,8 +8,8 @@ puts every core to work on the whole step, not just on its matrix products.
 
 The simulation keeps every site's tensors in one block of anonymous shared memory. The first group
 trains in the simulation's own process; every other group trains in a worker forked from it,
-which sees those tensors as its own and trains its sites' rows of them in place, as the Simulation
-of a federation of just its sites (with its own momentum). Like a Flower site, a worker receives
+which sees those tensors as its own and trains its sites' rows of them in place, as the simulation
+of a federation of just its sites (with its own momentum), which the engine builds for it. Like a Flower site, a worker receives
 with each round its number, the learning rate and the class weights the server chose, and runs
 the algorithm's start of the round itself. The server's part (aggregation, the algorithm's server
 hooks) stays in the simulation's process, which asks every worker to run its own sites' models
@@ -27,16 +28,32 @@ import sys
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
+from fedcore.algorithms.base import AtSite
 from fedcore.errors import SpecError
+from fedcore.execution.base import Executor, Sets, Trainee
+from fedcore.execution.batched import Batched
 
-if TYPE_CHECKING:
-    from fedcore.engine import Simulation
+
+class Group(Protocol):
+    """The simulation of one group of sites, as a worker runs it (built by the engine)."""
+
+    algorithm: Any
+    round: int
+    executor: Executor
+
+    def evaluate(self, sets: Sets | None = None) -> dict[str, dict[str, float]]: ...
+
+    def predict_each(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+# (first site, last site + 1, the executor's name) -> the simulation of those sites on their rows of
+# the stacked tensors, training with that executor in one process
+GroupFactory = Callable[[int, int, str], Group]
 
 SITES_PER_PROCESS = 8  # below this a worker's share is too small to repay its messages
 _ALIGN = 64  # bytes: each tensor in the shared block starts on a cache line
@@ -100,7 +117,7 @@ def torch_threads(n: int) -> Iterator[None]:
 class Workers:
     """The processes training every group but the first; `bounds` as `split` gives them."""
 
-    def __init__(self, sim: Simulation, bounds: list[int]) -> None:
+    def __init__(self, sim: Trainee, bounds: list[int], make_group: GroupFactory, execution: str) -> None:
         self.bounds = bounds
         context = multiprocessing.get_context("fork")
         self.connections: list[Connection] = []
@@ -109,7 +126,8 @@ class Workers:
         for first, last in itertools.pairwise(bounds[1:]):
             ours, theirs = context.Pipe()
             names = sim.site_names[first:last]
-            process = context.Process(target=_serve, args=(sim, first, last, theirs, list(self.connections)),
+            process = context.Process(target=_serve, args=(make_group, first, last, execution, theirs,
+                                                           list(self.connections)),
                                       daemon=True, name=f"fedcore worker for sites {names[0]} to {names[-1]}")
             process.start()
             theirs.close()
@@ -181,17 +199,16 @@ def _close(connections: list[Connection], processes: list) -> None:
             process.terminate()
 
 
-def _serve(sim: Simulation, first: int, last: int, connection: Connection, inherited: list[Connection]) -> None:
-    """A worker: the Simulation of sites first..last-1 on their rows of `sim`'s shared tensors,
-    training one round per message until the simulation's process closes the pipe or sends None."""
-    from fedcore.algorithms.base import AtSite
-
+def _serve(make_group: GroupFactory, first: int, last: int, execution: str, connection: Connection,
+           inherited: list[Connection]) -> None:
+    """A worker: the simulation of sites first..last-1 on their rows of the shared tensors, training
+    one round per message until the simulation's process closes the pipe or sends None."""
     for other in inherited:  # other workers' pipes: holding them open would hide that process's exit
         other.close()
     torch.set_num_threads(1)
     try:
         try:
-            group, failure = _group_simulation(sim, first, last), ""
+            group, failure = make_group(first, last, execution), ""
         except Exception:  # noqa: BLE001 - reported to the simulation's process at its first message
             group, failure = None, traceback.format_exc()
         algorithm = group.algorithm if group else None
@@ -209,20 +226,57 @@ def _serve(sim: Simulation, first: int, last: int, connection: Connection, inher
                 group.algorithm = AtSite(algorithm, None if class_weights is None else torch.from_numpy(class_weights))
                 group.round = round_
                 group.algorithm.start_round(group)
-                connection.send(("done", group.train_batched_sites(lr)))
+                connection.send(("done", group.executor.train_round(lr)))
             except Exception:  # noqa: BLE001 - the simulation's process raises it with this traceback
                 connection.send(("failed", traceback.format_exc()))
     except (EOFError, KeyboardInterrupt):  # the simulation's process is gone, or Ctrl-C reached us too
         pass
 
 
-def _group_simulation(sim: Simulation, first: int, last: int) -> Simulation:
-    from fedcore.algorithms.base import AtSite
-    from fedcore.engine import Simulation
+class Processes(Executor):
+    """The first group of sites trains in this process with `kind` (batched or compiled), every
+    other group in a worker forked at round 1. Results equal one process's up to rounding."""
 
-    names = sim.site_names[first:last]
-    federation = replace(sim.federation, sites=sim.federation.sites[first:last],
-                         ground_truth=[g for g in sim.federation.ground_truth if g.get("site") in names])
-    config = replace(sim.config, processes=1, execution="compiled" if sim.compiled else "batched")
-    tensors = {name: value[first:last] for name, value in sim.stacked.items()}
-    return Simulation(federation, AtSite(sim.algorithm, None), config, tensors=tensors)
+    def __init__(self, sim: Trainee, kind: type[Batched], groups: int, make_group: GroupFactory) -> None:
+        super().__init__(sim)
+        self.bounds = split(sim.train_sizes, groups)
+        sim.adopt(shared(sim.stacked))  # before the inner executor takes its views of the tensors
+        self.inner = kind(sim, first=self.bounds[1])
+        self.name, self.runs = kind.name, kind.runs
+        self.processes = groups
+        self.make_group = make_group
+        self.workers: Workers | None = None  # started at round 1
+
+    @property
+    def description(self) -> str:
+        return f"{self.inner.description}, split among {self.processes} processes"
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        """This process too works on one torch thread: a second thread, idle between its parallel
+        regions, would spin on a core a worker needs."""
+        return torch_threads(1)
+
+    def train_round(self, lr: float) -> list[float]:
+        if self.workers is None:
+            self.workers = Workers(self.sim, self.bounds, self.make_group, self.inner.name)
+        self.workers.start_round(self.sim.round, lr, self.sim.algorithm.class_weights(self.sim))
+        return self.inner.train_round(lr) + self.workers.finish_round()
+
+    def log_probs(self, sets: Sets) -> torch.Tensor:
+        return self.inner.log_probs(sets)
+
+    def evaluate(self, sets: Sets | None = None) -> dict[str, dict[str, float]]:
+        """With workers, each scores its own sites' hold-outs."""
+        if sets is not None or self.workers is None:
+            return self.inner.evaluate(sets)
+        self.workers.start_evaluation()
+        first = self.bounds[1]
+        return {**self.inner.evaluate(self.sim.test_sets[:first]), **self.workers.finish_evaluation()}
+
+    @torch.no_grad()
+    def predict_each(self, x: torch.Tensor) -> torch.Tensor:
+        """With workers, each runs its own sites' models."""
+        if self.workers is None:
+            return self.inner.predict_each(x)
+        self.workers.start_prediction(x)
+        return torch.cat([self.inner.predict_first(self.bounds[1], x), *self.workers.finish_prediction()])
