@@ -8,13 +8,14 @@ the store.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label
+from dashboard.registry import Lens, Page, lens_of
+from fedcore.datasets import inspect_data, load_federation
 from fedcore.store import Run, RunStore, atomic_write_json, read_json
 
 STATE_LABELS = {
@@ -25,18 +26,7 @@ STATE_LABELS = {
     "cancelled": "cancelled",
     "interrupted": "interrupted",
 }
-LENS_PAGES = {
-    "ifedavg": ("views/feature_shifts.py", "Feature shifts"),
-    "fedhealth2": ("views/site_similarity.py", "Site similarity"),
-    "adafed": ("views/site_weights.py", "Site weights"),
-    **{name: ("views/prototypes.py", "Prototypes") for name in ("indisco-gm", "indisco-pm", "indisco-lm", "indisco-cm")},
-}
 DEMO_DATA = {"ref": "demo", "label": "Synthetic sepsis triage (demo, 8 hospitals)"}
-
-
-def lens_page(algorithm: str) -> tuple[str, str]:
-    """The page that shows a run of this algorithm best, and its name."""
-    return LENS_PAGES.get(algorithm, ("views/run.py", "Run details"))
 
 
 def get_store() -> RunStore:
@@ -47,8 +37,6 @@ def get_store() -> RunStore:
 def cached_federation(ref_json: str, seed: int = 0):
     """A federation loaded once per (data reference, seed); the reference as JSON text so that
     dict references can be cache keys."""
-    from data_adapters import load_federation
-
     return load_federation(json.loads(ref_json), seed)
 
 
@@ -60,8 +48,6 @@ def load_run_federation(ref: Any, seed: int = 0):
 def cached_inspection(ref_json: str) -> tuple[dict[str, Any], bool]:
     """`inspect_data` once per data reference (as JSON text), as (report dict, ok): every widget
     on the Data page reruns it, and a 30-site table takes seconds to align."""
-    from data_adapters import inspect_data
-
     report = inspect_data(json.loads(ref_json))
     return report.to_dict(), report.ok
 
@@ -83,9 +69,10 @@ def choose_data(ref: Any, label: str) -> None:
     atomic_write_json(path, settings)
 
 
-def pick_run(algorithms: Sequence[str] | None = None, label: str = "Run", key: str = "run_picker") -> Run | None:
-    """A run picker bound to the `run` query parameter (so reloads and links keep it)."""
-    runs = [r for r in get_store().runs() if algorithms is None or r.spec.get("algorithm") in algorithms]
+def pick_run(lens: Lens | None = None, label: str = "Run", key: str = "run_picker") -> Run | None:
+    """A run picker bound to the `run` query parameter (so reloads and links keep it): the runs
+    `lens` shows, or every run."""
+    runs = [r for r in get_store().runs() if lens is None or lens_of(r) == lens]
     if not runs:
         return None
     ids = [r.id for r in runs]
@@ -98,12 +85,14 @@ def pick_run(algorithms: Sequence[str] | None = None, label: str = "Run", key: s
     return runs[ids.index(chosen)]
 
 
-def pick_run_or_explain(algorithms: Sequence[str] | None, label: str, next_page: str, next_label: str) -> Run:
-    """The page's run picker; without any matching run, say what to do and stop the page."""
-    run = pick_run(algorithms, label)
+def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> Run:
+    """The page's run picker (the runs `lens` shows, or every run); without any, say what to do
+    and stop the page."""
+    called = lens.runs_called if lens is not None else "Run"
+    run = pick_run(lens, called)
     if run is None:
-        st.info(f"No {'run' if algorithms is None else ' or '.join(algorithms) + ' run'} yet.")
-        st.page_link(next_page, label=next_label, icon=":material/play_arrow:")
+        st.info(f"No {called if lens is not None else 'run'} yet.")
+        st.page_link(next_page.path, label=next_label, icon=":material/play_arrow:")
         st.stop()
     return run
 

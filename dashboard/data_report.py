@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import figures
 from dashboard.common import download_csv
-from data_adapters.preprocessing import MISSING_CODE
+from fedcore.datasets import MISSING_CODE
 from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}

@@ -22,8 +22,9 @@ import plotly.graph_objects as go
 from PIL import Image, ImageDraw
 
 from dashboard.figures import _style
-from data_adapters.discover import find_datasets
+from fedcore.datasets import find_datasets
 from fedcore.interpret.prototypes import ON_STAMP_SHARE
+from fedcore.records import Prototypes, record_kind
 from fedcore.store import Run
 
 ALGORITHMS = {
@@ -96,7 +97,7 @@ def siblings(runs: list[Run], run: Run) -> dict[str, Run]:
     """The newest inDISCO run of each scheme on the same data with the same seed (and `run` itself)."""
     same = {}
     for other in runs:
-        if (other.spec.get("algorithm") in ALGORITHMS and other.spec.get("data") == run.spec.get("data")
+        if (record_kind(other.spec) == Prototypes.kind and other.spec.get("data") == run.spec.get("data")
                 and other.spec.get("config", {}).get("seed") == run.spec.get("config", {}).get("seed")):
             same.setdefault(other.spec["algorithm"], other)
     same[run.spec["algorithm"]] = run

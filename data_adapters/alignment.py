@@ -41,6 +41,7 @@ from data_adapters.columns import (
     text_examples,
     type_columns,
 )
+from data_adapters.report_text import alignment_text
 from data_adapters.server_table import ServerTable, align_server_table
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
@@ -119,8 +120,6 @@ class AlignmentReport:
         return asdict(self)
 
     def to_text(self) -> str:
-        from data_adapters.report_text import alignment_text
-
         return alignment_text(self)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from data_adapters.report_text import summary_text
 from fedcore.federation import Federation
 
 
@@ -45,6 +46,4 @@ class SiteSummary:
         return asdict(self)
 
     def to_text(self) -> str:
-        from data_adapters.report_text import summary_text
-
         return summary_text(self)

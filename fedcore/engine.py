@@ -35,6 +35,7 @@ from fedcore.errors import DataError, SpecError, TrainingError
 from fedcore.federation import Federation, class_weights, stratified_holdout
 from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst
 from fedcore.models import MLP, ImageClassifier, build_backbone
+from fedcore.records import Record
 from fedcore.seeding import derive_seed
 from fedcore.training import weighted_nll
 
@@ -172,7 +173,7 @@ class FederatedModels:
 
 class Simulation(FederatedModels):
     """All sites of a federation trained on one machine, with the executor `fedcore.execution`
-    picks for the algorithm, model and machine (it may split the sites among processes).
+    picks for the algorithm, its model and the machine.
 
     `tensors`: the sites' stacked tensors to train in place (a worker's rows of another
     simulation's); by default they start from the seeded initialisation."""
@@ -193,13 +194,12 @@ class Simulation(FederatedModels):
         self.executor = execution.choose(self, self._group)
         algorithm.setup(self)
 
-    def _group(self, first: int, last: int, executor: str) -> Simulation:
-        """The simulation of sites first..last-1 on their rows of this one's tensors, trained in one
-        process by the named executor (what a worker process runs)."""
+    def _group(self, first: int, last: int, config: TrainConfig) -> Simulation:
+        """The simulation of sites first..last-1 on their rows of this one's tensors, with `config`
+        (what a group of sites trained elsewhere runs: `fedcore.execution`)."""
         names = self.site_names[first:last]
         federation = replace(self.federation, sites=self.federation.sites[first:last],
                              ground_truth=[g for g in self.federation.ground_truth if g.get("site") in names])
-        config = replace(self.config, processes=1, execution=executor)
         tensors = {name: value[first:last] for name, value in self.stacked.items()}
         return Simulation(federation, AtSite(self.algorithm, None), config, tensors=tensors)
 
@@ -293,14 +293,14 @@ class Simulation(FederatedModels):
 
     def round_record(self, train_loss: dict[str, float], elapsed: float) -> tuple[dict, dict]:
         sites = self.evaluate()
-        scalars, arrays = self.algorithm.record(self)
-        return round_record(self.round, elapsed, self.config.lr_at(self.round), train_loss, sites, scalars), arrays
+        record, arrays = self.algorithm.record(self)
+        return round_record(self.round, elapsed, self.config.lr_at(self.round), train_loss, sites, record), arrays
 
 
 def round_record(round_: int, elapsed: float, lr: float, train_loss: dict[str, float],
-                 sites: dict[str, dict[str, float]], algorithm_scalars: dict[str, Any]) -> dict[str, Any]:
+                 sites: dict[str, dict[str, float]], record: Record) -> dict[str, Any]:
     """One evaluated round's JSON record: every site's metrics on its own hold-out, their mean and
-    worst site, and what the algorithm records."""
+    worst site, and what the algorithm records (its typed record's stored form)."""
     mean, worst = mean_and_worst(sites)
     return {
         "round": round_,
@@ -311,7 +311,7 @@ def round_record(round_: int, elapsed: float, lr: float, train_loss: dict[str, f
         "mean": mean,
         "worst": worst,
         "worst_site": {m: _worst_site(sites, m) for m in mean},
-        "algorithm": algorithm_scalars,
+        "algorithm": record.to_json(),
     }
 
 

@@ -9,31 +9,40 @@ whose sites hold the data (`flower:HOST:PORT`, see fedcore.flower.reference).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields
-from pathlib import Path
 from typing import Any
 
-import fedcore
 from data_adapters import check_reference, is_flower_reference, load_federation
-from fedcore.algorithms import build_algorithm, get_algorithm, params_from_dict
+from fedcore.algorithms import REGISTRY, build_algorithm, get_algorithm, params_from_dict
+from fedcore.algorithms.base import Algorithm
 from fedcore.config import TrainConfig
 from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
-from fedcore.flower.eligibility import check_flower_run
+from fedcore.flower.eligibility import check_flower_run, runs_over_flower
 from fedcore.flower.launch import run_federation
-from fedcore.interpret.detection import detection_report
+from fedcore.outcome import code_version, summarize
 from fedcore.store import Run
+
+__all__ = ["DERIVED_KEYS", "SPEC_KEYS", "algorithms", "execute", "resolve_spec", "runs_over_flower"]
 
 ProgressCallback = Callable[[int, int, "dict[str, Any] | None"], None]
 
 SPEC_KEYS = ("algorithm", "data", "params", "config")
+# What a stored spec adds: the run's id and creation time, the code's version, the kind of record
+# its rounds hold (`fedcore.records`: the lens that shows it, readable without the algorithms).
+DERIVED_KEYS = ("run_id", "created", "version", "record")
+
+
+def algorithms() -> dict[str, type[Algorithm]]:
+    """Every algorithm by name, with the declarations of its parameters and engine defaults (what
+    the dashboard's Train page builds its forms from), and whether it runs over Flower."""
+    return dict(REGISTRY)
 
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A complete, validated spec; raises SpecError naming the offending key."""
-    unknown = sorted(set(raw) - set(SPEC_KEYS) - {"run_id", "created", "version"})
+    unknown = sorted(set(raw) - set(SPEC_KEYS) - set(DERIVED_KEYS))
     if unknown:
         raise SpecError(f"Unknown spec keys {unknown}; a spec has {list(SPEC_KEYS)}.")
     if not raw.get("algorithm"):
@@ -61,6 +70,7 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
         "params": asdict(params),
         "config": config.to_dict(),
         "version": code_version(),
+        "record": algorithm.Record.kind,
     }
 
 
@@ -112,32 +122,3 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     run.write_summary(summary)
     run.mark_finished("done")
     return summary
-
-
-def summarize(run: Run, last: Mapping[str, Any]) -> dict[str, Any]:
-    """Final metrics per site, mean and worst; plus, when the data carry ground truth and the run
-    recorded marks, which injected shifts the marks caught."""
-    summary = {key: last[key] for key in ("round", "sites", "mean", "worst", "worst_site", "algorithm")}
-    federation = run.federation
-    rounds = run.array_rounds()
-    if federation.get("ground_truth") and rounds:
-        arrays = run.load_arrays(rounds[-1])
-        if "b_in_O" in arrays:
-            summary["detection"] = detection_report(
-                federation["ground_truth"], [s["name"] for s in federation["sites"]],
-                federation["feature_names"], arrays,
-            )
-    return summary
-
-
-def code_version() -> str:
-    """Package version plus the git commit when run from a checkout."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"{fedcore.__version__}+{commit}" if commit else fedcore.__version__

@@ -58,7 +58,7 @@ def test_ifedavg_with_local_scalar_f_out_records_marks():
     scalars, arrays = sim.algorithm.record(sim)
     assert arrays["b_in"].shape == (3, 5) and arrays["w_out"].shape == (3, 1)
     assert arrays["w_in_O"].dtype == bool and arrays["w_in_x"].shape == (5,)
-    assert "warning" in scalars  # 3 sites: the 2-SD rule cannot fire, and the record says so
+    assert scalars.warning  # 3 sites: the 2-SD rule cannot fire, and the record says so
     with pytest.raises(SpecError, match="local_f_out"):
         build_algorithm("ifedavg", {"scalar_w_out": True})
 
@@ -158,7 +158,7 @@ def test_apfl_alpha_is_projected_back_into_0_1():
         sim.step()
         alpha = sim.stacked["alpha"]
         assert -0.1 < float(alpha[0]) < 0.1 and 0.9 < float(alpha[2]) < 1.1, (execution, alpha)
-        assert sorted(sim.algorithm.record(sim)[0]["alpha"].values())[0] >= 0
+        assert sorted(sim.algorithm.record(sim)[0].alpha.values())[0] >= 0
 
 
 def test_adafed_threshold_rule_gives_a_random_label_site_zero_weight():

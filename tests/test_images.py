@@ -170,8 +170,8 @@ def test_indisco_records_every_sites_view_of_local_and_global_prototypes():
             assert labels.tolist() == arrays["prototype_class"].tolist()
         similarity = arrays[f"{kind}_test_top_similarity"]
         assert (np.diff(similarity, axis=-1) <= 1e-6).all()  # most activated first
-    assert set(scalars["test_on_stamp"]) == {"local", "global"}
-    assert set(scalars["local_model"]) == set(federation.site_names)
+    assert set(scalars.test_on_stamp) == {"local", "global"}
+    assert set(scalars.local_model) == set(federation.site_names)
     assert history[-1]["algorithm"]["stamp"]["sites"] == ["site2"]
 
 

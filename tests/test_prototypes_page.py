@@ -159,7 +159,8 @@ def test_fedhealth2_on_images_uses_the_same_similarity_page(finished, monkeypatc
 
 
 def test_html_report_of_an_indisco_run_draws_the_boxes_and_the_overlap(finished):
-    from dashboard.report import IMAGES_PER_SITE, html_report
+    from dashboard.report import html_report
+    from dashboard.report_sections import IMAGES_PER_SITE
 
     store, ids = finished
     run = store.get(ids["indisco-pm"])

@@ -89,7 +89,7 @@ def test_a_failing_worker_says_why():
 
 
 def test_a_worker_whose_setup_fails_says_why(monkeypatch):
-    def broken(sim, first, last, executor):
+    def broken(sim, first, last, config):
         raise MemoryError("planted: no room for these sites")
 
     monkeypatch.setattr(Simulation, "_group", broken)  # the worker is forked with it

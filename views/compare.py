@@ -8,6 +8,7 @@ import streamlit as st
 from dashboard.common import download_csv, get_store, run_colors
 from dashboard.figures import learning_curves, per_site_spread
 from dashboard.records import METRIC_LABELS, run_label, site_metrics, summary_metrics
+from dashboard.registry import TRAIN
 
 st.title("Compare algorithms")
 st.markdown("Every site is scored on its own hold-out; a federation is only as good as its worst site, "
@@ -16,7 +17,7 @@ st.markdown("Every site is scored on its own hold-out; a federation is only as g
 runs = [r for r in get_store().runs() if r.rounds()]
 if not runs:
     st.info("No run has results yet.")
-    st.page_link("views/train.py", label="Train several algorithms on the same data", icon=":material/play_arrow:")
+    st.page_link(TRAIN.path, label="Train several algorithms on the same data", icon=":material/play_arrow:")
     st.stop()
 
 by_data: dict[str, list] = {}

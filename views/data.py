@@ -6,11 +6,9 @@ import streamlit as st
 from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store, inspect_reference, load_run_federation
 from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
                                    show_site_preview, show_summary)
-from data_adapters import describe_reference
-from data_adapters.csv_sites import site_name
-from data_adapters.demo import FEATURES
-from data_adapters.discover import find_datasets, search_folders
-from data_adapters.text_tables import read_text_table
+from dashboard.registry import TRAIN
+from fedcore.datasets import DEMO_FEATURES as FEATURES
+from fedcore.datasets import describe_reference, find_datasets, read_text_table, search_folders, site_name
 from fedcore.errors import DataError
 
 SOURCES = ("Synthetic demo federation", "A dataset on this machine", "Upload CSV files (one per site)")
@@ -28,7 +26,7 @@ def use_button(ref, label: str, ok: bool = True) -> None:
     if st.button("Use this data for training", type="primary", disabled=not ok, key="use"):
         choose_data(ref, label)
         st.success(f"Training will use: {label}.")
-        st.page_link("views/train.py", label="Go to Train →")
+        st.page_link(TRAIN.path, label="Go to Train →")
 
 
 def demo() -> None:

@@ -7,9 +7,10 @@ import streamlit as st
 from dashboard.common import download_csv, is_active, live, load_run_federation, pick_run_or_explain, run_colors
 from dashboard.figures import LAYER_TITLES, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
+from dashboard.registry import LENSES, RUNS
 from fedcore.interpret.significance import RULES
+from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
-from data_adapters import is_flower_reference
 
 st.title("Feature shifts (iFedAvg)")
 st.markdown(
@@ -19,7 +20,7 @@ st.markdown(
     "**O** marks a site's value far from that feature's mean across sites; **x** marks a feature "
     "whose corrections vary unusually across sites."
 )
-run = pick_run_or_explain(("ifedavg",), "iFedAvg run", "views/runs.py", "Start the one-click demo on the Runs page")
+run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click demo on the Runs page")
 
 spec_params = run.spec["params"]
 
@@ -104,7 +105,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
     pick = st.columns(2)
     site = pick[0].selectbox("Site", sites, key="dist_site")
     feature = pick[1].selectbox("Feature", features, key="dist_feature")
-    if is_flower_reference(run.spec["data"]):
+    if run.federation.get("flower"):
         st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
                 "Each site can look at its own values of this feature.")
         return

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.common import download_csv, get_store, is_active, live, pick_run
+from dashboard.registry import LENSES, TRAIN
 from dashboard.prototypes import (
     ALGORITHMS,
     COLOUR_NAMES,
@@ -22,6 +23,7 @@ from dashboard.prototypes import (
     stamp_and_scale,
     top_table,
 )
+from fedcore.records import Prototypes
 from fedcore import jobs
 from fedcore.errors import FedcoreError
 
@@ -60,10 +62,10 @@ with st.container(border=True):
             st.session_state["run_picker"] = st.query_params["run"] = started[0].id
             st.rerun()
 
-run = pick_run(tuple(ALGORITHMS), "inDISCO run", key="run_picker")
+run = pick_run(LENSES[Prototypes.kind], LENSES[Prototypes.kind].runs_called, key="run_picker")
 if run is None:
     st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page.")
-    st.page_link("views/train.py", label="Train", icon=":material/play_arrow:")
+    st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
     st.stop()
 
 group = siblings(store.runs(), run)

@@ -4,24 +4,25 @@ import json
 
 import streamlit as st
 
-from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, lens_page, live,
-                              pick_run_or_explain, run_colors, spec_summary)
+from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
+                              run_colors, spec_summary)
+from dashboard.registry import RUN_DETAILS, TRAIN, page_of
 from dashboard.figures import site_curves, site_lines
 from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
 from dashboard.report import html_report
 from fedcore import jobs
 
 st.title("Run details")
-run = pick_run_or_explain(None, "Run", "views/train.py", "Train something")
+run = pick_run_or_explain(None, TRAIN, "Train something")
 
 
 @live(run)
 def details() -> None:
     status = run.status
-    page, name = lens_page(run.spec["algorithm"])
+    page = page_of(run)
     actions = st.columns(4)
-    if page != "views/run.py":
-        actions[0].page_link(page, label=f"Open {name}", query_params={"run": run.id})
+    if page != RUN_DETAILS:
+        actions[0].page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
     if actions[1].button("Re-run with the same settings"):
         again = jobs.rerun(get_store(), run)
         st.toast(f"Queued {again.id}")

@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import STATE_LABELS, get_store, is_active, lens_page, settle_when_finished
+from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished
+from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.records import progress, run_label
 from fedcore import jobs
 from fedcore.errors import FedcoreError
@@ -33,7 +34,7 @@ with st.container(border=True):
     )
     if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
         run = jobs.submit(store, QUICK_START)
-        st.switch_page("views/feature_shifts.py", query_params={"run": run.id})
+        st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
 runs = store.runs()
 
@@ -77,12 +78,11 @@ def runs_table() -> None:
         st.caption("Select a row to open, re-run, cancel or delete that run.")
         return
     run = runs[selected[0]]
-    algorithm = run.spec.get("algorithm")
     columns = st.columns(5)
     if columns[0].button("Open", type="primary", key="open"):
-        st.switch_page(lens_page(algorithm)[0], query_params={"run": run.id})
+        st.switch_page(page_of(run).path, query_params={"run": run.id})
     if columns[1].button("Details", key="details"):
-        st.switch_page("views/run.py", query_params={"run": run.id})
+        st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
     if columns[2].button("Re-run with the same settings", key="rerun"):
         again = jobs.rerun(store, run)
         st.toast(f"Queued {again.id}")

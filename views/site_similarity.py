@@ -4,6 +4,8 @@ import streamlit as st
 
 from dashboard.common import download_csv, live, pick_run_or_explain
 from dashboard.lenses import similarity_view
+from dashboard.registry import LENSES, TRAIN
+from fedcore.records import SiteSimilarity
 
 STATISTICS = {
     "pretrained": "BatchNorm inputs of a server-pretrained model",
@@ -18,7 +20,7 @@ st.markdown(
     "statistics are close. Each site then aggregates mostly with its close sites: it keeps a share "
     "**λ** of its own model and spreads the rest by similarity. BatchNorm layers never leave a site."
 )
-run = pick_run_or_explain(("fedhealth2",), "FedHealth2 run", "views/train.py", "Train FedHealth2")
+run = pick_run_or_explain(LENSES[SiteSimilarity.kind], TRAIN, "Train FedHealth2")
 
 
 @live(run)

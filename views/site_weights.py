@@ -5,6 +5,8 @@ import streamlit as st
 from dashboard.common import download_csv, live, pick_run_or_explain, run_colors
 from dashboard.figures import class_lines, site_lines
 from dashboard.lenses import weights_view
+from dashboard.registry import LENSES, TRAIN
+from fedcore.records import SiteWeights
 
 st.title("Site weights (AdaFed)")
 st.markdown(
@@ -13,7 +15,7 @@ st.markdown(
     "class and raises the loss weight κ of classes it gets wrong. A site whose model keeps scoring "
     "badly — noisy or flipped labels, a very different population — is driven towards zero weight."
 )
-run = pick_run_or_explain(("adafed",), "AdaFed run", "views/train.py", "Train AdaFed")
+run = pick_run_or_explain(LENSES[SiteWeights.kind], TRAIN, "Train AdaFed")
 
 
 @live(run)

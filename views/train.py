@@ -4,15 +4,17 @@ from dataclasses import fields
 
 import streamlit as st
 
-from dashboard.common import chosen_data, get_store, is_active, lens_page, settle_when_finished, show_progress
+from dashboard.common import chosen_data, get_store, is_active, settle_when_finished, show_progress
+from dashboard.registry import DATA, page_of
 from dashboard.forms import field_input, params_inputs
-from data_adapters import parse_reference
 from dashboard.records import run_label
 from fedcore import jobs
-from fedcore.algorithms import REGISTRY
-from fedcore.engine import TrainConfig
+from fedcore.config import TrainConfig
+from fedcore.datasets import data_kind
 from fedcore.errors import FedcoreError
-from fedcore.flower.eligibility import runs_over_flower
+from fedcore.runner import algorithms, runs_over_flower
+
+REGISTRY = algorithms()
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
 
@@ -25,8 +27,8 @@ if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
     left.markdown(f"**Data:** {data['label']}")
-    right.page_link("views/data.py", label="Change the data", icon=":material/table:")
-    images = parse_reference(data["ref"])[0].kind == "image"
+    right.page_link(DATA.path, label="Change the data", icon=DATA.icon)
+    images = data_kind(data["ref"]) == "image"
     kind = "image" if images else "table"
     offered = [name for name, cls in REGISTRY.items() if kind in cls.inputs]
     if images:
@@ -114,8 +116,8 @@ def launched_progress() -> None:
     for run in current:
         st.markdown(f"**{run_label(run)}**")
         show_progress(run)
-        page, name = lens_page(run.spec["algorithm"])
-        st.page_link(page, label=f"Open {name} →", query_params={"run": run.id})
+        page = page_of(run)
+        st.page_link(page.path, label=f"Open {page.title} →", query_params={"run": run.id})
 
 
 if launched:

@@ -1,26 +1,23 @@
-"""Algorithm registry: every algorithm by its command-line name."""
+"""Algorithm registry: every algorithm by its command-line name.
+
+Each module of this package states one algorithm (or a family), the way its paper's box does; a
+class with a `name` of its own registers itself (`base.REGISTRY`). Importing the package imports
+every module in it, so a new algorithm is one new file here and nothing else.
+"""
 
 from __future__ import annotations
 
-from fedcore.algorithms.adafed import AdaFed
-from fedcore.algorithms.apfl import APFL
-from fedcore.algorithms.base import Algorithm, params_from_dict
-from fedcore.algorithms.centralized import Centralized
-from fedcore.algorithms.fedavg import FedAvg
-from fedcore.algorithms.fedbn import FedBN
-from fedcore.algorithms.fedhealth2 import FedHealth2
-from fedcore.algorithms.fedper import FedPer
-from fedcore.algorithms.fedprox import FedProx
-from fedcore.algorithms.ifedavg import IFedAvg
-from fedcore.algorithms.indisco import InDISCOCM, InDISCOGM, InDISCOLM, InDISCOPM
-from fedcore.algorithms.local import Local
+import importlib
+import pkgutil
+
+from fedcore.algorithms.base import REGISTRY, Algorithm, params_from_dict
 from fedcore.errors import SpecError
 
-REGISTRY: dict[str, type[Algorithm]] = {
-    cls.name: cls
-    for cls in (Local, Centralized, FedAvg, FedProx, FedBN, FedPer, APFL, IFedAvg, AdaFed, FedHealth2,
-                InDISCOGM, InDISCOPM, InDISCOLM, InDISCOCM)
-}
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+# Listed (command line, Train page) in the order of their titles.
+for _name in sorted(REGISTRY, key=lambda name: REGISTRY[name].title.casefold()):
+    REGISTRY[_name] = REGISTRY.pop(_name)
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
@@ -35,4 +32,4 @@ def build_algorithm(name: str, params: dict | None = None) -> Algorithm:
     return cls(params_from_dict(cls, params or {}))
 
 
-__all__ = ["REGISTRY", "Algorithm", "build_algorithm", "get_algorithm"]
+__all__ = ["REGISTRY", "Algorithm", "build_algorithm", "get_algorithm", "params_from_dict"]

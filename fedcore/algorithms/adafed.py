@@ -21,6 +21,7 @@ import torch
 
 from fedcore.algorithms.base import Algorithm, Records, param
 from fedcore.algorithms.context import Need
+from fedcore.records import SiteWeights
 from fedcore.errors import SpecError
 from fedcore.metrics import confusion_matrix, per_class_f1
 
@@ -67,6 +68,7 @@ class AdaFed(Algorithm):
     title = "AdaFed"
     summary = "Server weights each site's model by its test performance and adapts class weights."
     Params = AdaFedParams
+    Record = SiteWeights
     needs_hint = ("Set its server_test to 'given' and give the server's data as server_data (pooling a share of "
                   "every site's rows, or sending every model to every site, is not done in a real federation).")
 
@@ -147,21 +149,21 @@ class AdaFed(Algorithm):
     def record(self, ctx) -> Records:
         share = self.share
         by_site = lambda t: dict(zip(ctx.site_names, t.tolist()))  # noqa: E731
-        scalars = {
-            "p": by_site(self.p),
-            "p_share": by_site(share),
-            "site_accuracy": by_site(self.site_accuracy),
-            "kappa": self.kappa.tolist(),
-            "server_f1_per_class": self.server_f1.tolist(),
-            "server_macro_f1": float(self.server_f1.mean()),
-            "server_accuracy": self.server_accuracy,
-            "fallback_uniform": self.fallback_uniform,
-            "weight_formula": self.params.weight_formula(),
-        }
+        record = SiteWeights(
+            p=by_site(self.p),
+            p_share=by_site(share),
+            site_accuracy=by_site(self.site_accuracy),
+            kappa=self.kappa.tolist(),
+            server_f1_per_class=self.server_f1.tolist(),
+            server_macro_f1=float(self.server_f1.mean()),
+            server_accuracy=self.server_accuracy,
+            fallback_uniform=self.fallback_uniform,
+            weight_formula=self.params.weight_formula(),
+        )
         arrays = {
             "p": self.p.numpy(),
             "p_share": share.numpy(),
             "kappa": self.kappa.numpy(),
             "server_f1": self.server_f1.numpy(),
         }
-        return scalars, arrays
+        return record, arrays

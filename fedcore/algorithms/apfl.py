@@ -13,6 +13,7 @@ from torch import nn
 from torch.func import functional_call
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, check_bounds, param
+from fedcore.records import Mixture
 
 
 @dataclass
@@ -65,6 +66,7 @@ class APFL(Algorithm):
     title = "APFL"
     summary = "Each site mixes a personal and the shared model with a learned weight alpha."
     Params = APFLParams
+    Record = Mixture
     # The iFedAvg paper runs APFL without client momentum (its authors do not discuss it).
     config_defaults = {"momentum": 0.0}
     inputs = ("table",)  # its mixture is built on the MLP
@@ -109,5 +111,5 @@ class APFL(Algorithm):
             name: float(model.alpha.detach().clamp(0, 1))
             for name, model in zip(ctx.site_names, ctx.models)
         }
-        return {"alpha": alpha}, {"alpha": torch.tensor(list(alpha.values())).numpy()}
+        return Mixture(alpha), {"alpha": torch.tensor(list(alpha.values())).numpy()}
 

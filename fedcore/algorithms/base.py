@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedcore import records
 from fedcore.algorithms.context import Context, Need, ServerContext
 from fedcore.errors import SpecError
 
@@ -61,7 +62,12 @@ class FedAvgParams:
     )
 
 
-Records = tuple[dict[str, Any], dict[str, np.ndarray]]
+Records = tuple[records.Record, dict[str, np.ndarray]]
+
+# Every algorithm by its command-line name: a subclass that states a `name` of its own registers itself
+# when its module is imported (`fedcore.algorithms` imports every module of the package), so adding
+# an algorithm is adding one file.
+REGISTRY: dict[str, type[Algorithm]] = {}  # an evaluated round's record and its arrays
 
 
 class Algorithm:
@@ -81,6 +87,16 @@ class Algorithm:
     inputs: ClassVar[tuple[str, ...]] = ("table", "image")
     # Which settings avoid what `needs` lists where it is not at hand (a real federation), if any.
     needs_hint: ClassVar[str] = ""
+    # What it records at evaluated rounds (`fedcore.records`: the kind names the lens that shows it).
+    Record: ClassVar[type[records.Record]] = records.Record
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):
+            if REGISTRY.get(cls.name, cls) is not cls:
+                raise TypeError(f"Two algorithms are called {cls.name!r}: {REGISTRY[cls.name].__qualname__} and "
+                                f"{cls.__qualname__}.")
+            REGISTRY[cls.name] = cls
 
     def __init__(self, params: Any = None) -> None:
         self.params = params if params is not None else self.Params()
@@ -172,8 +188,9 @@ class Algorithm:
         """Server-side step between rounds (AdaFed adapts its loss here)."""
 
     def record(self, ctx: ServerContext) -> Records:
-        """Scalars for the round's JSON record and arrays for its npz, at evaluated rounds."""
-        return {}, {}
+        """The round's record (an instance of `Record`, stored as JSON) and arrays for its npz, at
+        evaluated rounds."""
+        return self.Record(), {}
 
     # -- what the server reads of the parameters that stay at the sites --------------------------
     # In one process the server side holds every tensor anyway; over Flower (fedcore.flower) a site

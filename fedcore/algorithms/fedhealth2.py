@@ -27,6 +27,7 @@ from torch import nn
 
 from fedcore.algorithms.base import Algorithm, Records, check_bounds, param
 from fedcore.algorithms.context import Need
+from fedcore.records import SiteSimilarity
 from fedcore.algorithms.fedbn import is_batch_norm
 from fedcore.training import train_locally
 from fedcore.errors import SpecError
@@ -66,6 +67,7 @@ class FedHealth2(Algorithm):
     summary = "Each site averages mostly with the sites whose data look like its own; BatchNorm stays local."
     Params = FedHealth2Params
     batch_norm = True
+    Record = SiteSimilarity
     needs_hint = ("Use its f-variant (variant 'f'): the sites send their BatchNorm statistics once, after the "
                   "warm-up rounds.")
 
@@ -125,12 +127,12 @@ class FedHealth2(Algorithm):
         return torch.as_tensor(self.weights)
 
     def record(self, ctx) -> Records:
-        scalars = {"lambda": self.params.lam, "variant": self.params.variant,
-                   "weights_from_round": self.weights_round}
+        record = SiteSimilarity(lam=self.params.lam, variant=self.params.variant,
+                                weights_from_round=self.weights_round)
         if self.weights is None:
-            return scalars, {}
-        scalars["nearest"] = nearest_sites(self.distance, ctx.site_names)
-        return scalars, {"distance": self.distance, "weights": self.weights}
+            return record, {}
+        record.nearest = nearest_sites(self.distance, ctx.site_names)
+        return record, {"distance": self.distance, "weights": self.weights}
 
 
 @torch.no_grad()

@@ -12,6 +12,7 @@ import numpy as np
 from torch import nn
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
+from fedcore.records import FeatureShifts
 from fedcore.errors import SpecError
 from fedcore.interpret.significance import (
     DEFAULT_N_SD,
@@ -53,6 +54,7 @@ class IFedAvg(Algorithm):
     title = "iFedAvg"
     summary = "FedAvg plus per-site affine input (and optionally output) layers that show shifts."
     Params = IFedAvgParams
+    Record = FeatureShifts
     inputs = ("table",)  # f_in corrects each feature of a table
 
     def build_model(self, ctx) -> nn.Module:
@@ -82,12 +84,11 @@ class IFedAvg(Algorithm):
             arrays[f"{label}_x"] = marks.features
             arrays[f"{label}_z"] = marks.z
             marked[label] = {"O": int(marks.cells.sum()), "x": int(marks.features.sum())}
-        scalars = {"marks": marked, "n_sd": self.params.n_sd, "sd_floor": self.params.sd_floor,
-                   "rule": self.params.rule}
-        if self.params.rule == "sd" and max_single_site_z(len(ctx.states)) <= self.params.n_sd:
-            scalars["warning"] = (
-                f"With {len(ctx.states)} sites no single site can lie more than "
-                f"{max_single_site_z(len(ctx.states)):.2f} SDs from a feature's mean, so the "
+        warning = None
+        if self.params.rule == "sd" and max_single_site_z(len(ctx.models)) <= self.params.n_sd:
+            warning = (
+                f"With {len(ctx.models)} sites no single site can lie more than "
+                f"{max_single_site_z(len(ctx.models)):.2f} SDs from a feature's mean, so the "
                 f"{self.params.n_sd:g}-SD rule cannot mark a cell; read the values, or use the robust rule."
             )
-        return scalars, arrays
+        return FeatureShifts(marked, self.params.n_sd, self.params.sd_floor, self.params.rule, warning), arrays

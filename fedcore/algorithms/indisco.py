@@ -39,6 +39,7 @@ from torch import nn
 
 from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
 from fedcore.algorithms.context import Need
+from fedcore.records import Prototypes
 from fedcore.training import train_locally
 from fedcore.errors import SpecError
 from fedcore.interpret.prototypes import (
@@ -105,6 +106,7 @@ class InDISCO(Algorithm):
     """What the four share: ProtoPNet, its stages, and the records. Subclasses say what is shared."""
 
     Params = InDISCOParams
+    Record = Prototypes
     inputs = ("image",)
     # ProtoPNet's loss is a mean over the batch; five local epochs a round (inDISCO: 5 warm-up, then 10).
     config_defaults = {"rounds": 8, "local_epochs": 5, "batch_size": 32, "loss_reduction": "mean",
@@ -196,17 +198,19 @@ class InDISCO(Algorithm):
         arrays["prototype_class"] = ctx.models[0].prototype_class.cpu().numpy()
         arrays["image_size"] = np.array(first.x_test.shape[-2:])
         arrays.update(self._shown_images(ctx))
-        scalars = {"stage": self.stage(ctx.round), "kinds": list(self.kinds),
-                   "prototypes": int(arrays["prototype_class"].size)}
+        record = Prototypes(stage=self.stage(ctx.round), kinds=list(self.kinds),
+                            prototypes=int(arrays["prototype_class"].size))
         if self.stamp is not None:
             region, sites, label = self.stamp
             arrays["stamp_box"] = np.array(region)
             arrays["stamped_site"] = np.array([name in sites for name in ctx.site_names])
-            scalars["stamp"] = {"sites": sites, "class": label, "box": list(region), "on_stamp_share": ON_STAMP_SHARE}
-            scalars.update(stamp_summary(arrays, self.kinds, ctx.site_names))
+            record.stamp = {"sites": sites, "class": label, "box": list(region), "on_stamp_share": ON_STAMP_SHARE}
+            overlap = stamp_summary(arrays, self.kinds, ctx.site_names)
+            record.test_on_stamp, record.stamp_overlap = overlap["test_on_stamp"], overlap["stamp_overlap"]
+            record.prototypes_on_stamp = overlap["prototypes_on_stamp"]
         if self.local_scores:
-            scalars["local_model"] = self.local_scores
-        return scalars, arrays
+            record.local_model = self.local_scores
+        return record, arrays
 
     def _site_images(self, ctx, site: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A federation site's training images on the device (the pooled model has no own site)."""

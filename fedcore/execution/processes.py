@@ -28,12 +28,14 @@ import sys
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 import torch
 
 from fedcore.algorithms.base import AtSite
+from fedcore.config import TrainConfig
 from fedcore.errors import SpecError
 from fedcore.execution.base import Executor, Sets, Trainee
 from fedcore.execution.batched import Batched
@@ -51,9 +53,9 @@ class Group(Protocol):
     def predict_each(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
-# (first site, last site + 1, the executor's name) -> the simulation of those sites on their rows of
-# the stacked tensors, training with that executor in one process
-GroupFactory = Callable[[int, int, str], Group]
+# (first site, last site + 1, its engine settings) -> the simulation of those sites on their rows of
+# the stacked tensors, as the engine builds it
+GroupFactory = Callable[[int, int, TrainConfig], Group]
 
 SITES_PER_PROCESS = 8  # below this a worker's share is too small to repay its messages
 _ALIGN = 64  # bytes: each tensor in the shared block starts on a cache line
@@ -126,7 +128,7 @@ class Workers:
         for first, last in itertools.pairwise(bounds[1:]):
             ours, theirs = context.Pipe()
             names = sim.site_names[first:last]
-            process = context.Process(target=_serve, args=(make_group, first, last, execution, theirs,
+            process = context.Process(target=_serve, args=(make_group, sim.config, first, last, execution, theirs,
                                                            list(self.connections)),
                                       daemon=True, name=f"fedcore worker for sites {names[0]} to {names[-1]}")
             process.start()
@@ -199,8 +201,8 @@ def _close(connections: list[Connection], processes: list) -> None:
             process.terminate()
 
 
-def _serve(make_group: GroupFactory, first: int, last: int, execution: str, connection: Connection,
-           inherited: list[Connection]) -> None:
+def _serve(make_group: GroupFactory, sim_config: TrainConfig, first: int, last: int, execution: str,
+           connection: Connection, inherited: list[Connection]) -> None:
     """A worker: the simulation of sites first..last-1 on their rows of the shared tensors, training
     one round per message until the simulation's process closes the pipe or sends None."""
     for other in inherited:  # other workers' pipes: holding them open would hide that process's exit
@@ -208,7 +210,8 @@ def _serve(make_group: GroupFactory, first: int, last: int, execution: str, conn
     torch.set_num_threads(1)
     try:
         try:
-            group, failure = make_group(first, last, execution), ""
+            config = replace(sim_config, processes=1, execution=execution)  # one process, the same executor
+            group, failure = make_group(first, last, config), ""
         except Exception:  # noqa: BLE001 - reported to the simulation's process at its first message
             group, failure = None, traceback.format_exc()
         algorithm = group.algorithm if group else None

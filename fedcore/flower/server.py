@@ -31,7 +31,8 @@ from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
-from fedcore.runner import summarize
+from fedcore.outcome import summarize
+from fedcore.records import Record, Withheld
 from fedcore.store import Run
 
 POLL_S = 0.25  # how often the server asks the SuperLink for replies
@@ -225,12 +226,11 @@ def _to_site(spec: dict, server: FlowerServer, site: int, round_: int, lr: float
     })
 
 
-def _algorithm_record(algorithm: Algorithm, server: FlowerServer, withheld: list[str]) -> tuple[dict, dict]:
+def _algorithm_record(algorithm: Algorithm, server: FlowerServer, withheld: list[str]) -> tuple[Record, dict]:
     """The algorithm's own record, unless it reads local tensors some sites keep to themselves."""
     if withheld and algorithm.recorded_locals(server):
-        return {"withheld": withheld,
-                "note": f"{', '.join(withheld)} keep {', '.join(algorithm.recorded_locals(server))} to "
-                        "themselves (share-local=false), so this round has no record of them."}, {}
+        return Withheld(withheld, f"{', '.join(withheld)} keep {', '.join(algorithm.recorded_locals(server))} to "
+                                  "themselves (share-local=false), so this round has no record of them."), {}
     return algorithm.record(server)
 
 

@@ -33,7 +33,7 @@ from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
 from fedcore.flower import protocol
-from fedcore.runner import code_version
+from fedcore.outcome import code_version
 
 MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
 

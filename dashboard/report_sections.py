@@ -1,0 +1,104 @@
+"""The HTML report's section for each lens (the registry, `dashboard.registry`, says which is whose):
+each takes the run and its sites' colours and gives HTML, with the last evaluated round's figures
+inline (plotly.js travels once, in the report's first figure)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import plotly.graph_objects as go
+from PIL import Image
+
+from dashboard import figures, lenses, prototypes as prototype_views
+from dashboard.records import per_site_series
+from fedcore.store import Run
+
+IMAGES_PER_SITE = 6
+
+
+def feature_shifts(run: Run, colors: dict[str, str]) -> list[str]:
+    rounds = run.array_rounds()
+    if not rounds:
+        return []
+    last = rounds[-1]
+    arrays = run.load_arrays(last)
+    params = run.spec["params"]
+    views = [lenses.shift_view(run, last, layer, n_sd=params["n_sd"], sd_floor=params["sd_floor"],
+                               rule=params.get("rule", "sd"))
+             for layer in lenses.layers(arrays)]
+    out = [f"<h2>Feature shifts at round {last}</h2>", figures_html([v.figure for v in views])]
+    detection = lenses.detection_table(run, last, params["n_sd"], params["sd_floor"], params.get("rule", "sd"))
+    if detection is not None:
+        out += ["<h2>Injected problems and the marks</h2>", detection[0].to_html(index=False)]
+    return out
+
+
+def site_similarity(run: Run, colors: dict[str, str]) -> list[str]:
+    rounds = run.array_rounds()
+    view = lenses.similarity_view(run, rounds[-1]) if rounds else None
+    if view is None:
+        return []
+    return [f"<h2>Site similarity (λ = {view.lam:g})</h2>", figures_html([view.distance, view.weights]),
+            view.nearest.to_html(index=False)]
+
+
+def site_weights(run: Run, colors: dict[str, str]) -> list[str]:
+    view = lenses.weights_view(run)
+    if view.shares.empty:
+        return []
+    flagged = view.near_zero.to_html(index=False, float_format="%.3f") if len(view.near_zero) else "<p>none</p>"
+    return ["<h2>Site weights</h2><p>Sites near zero weight (below a quarter of an equal share):</p>", flagged,
+            figures_html([figures.site_lines(view.shares, "share", "Each site's share of the server model", colors),
+                          figures.class_lines(view.kappa, "κ", "Class weights κ_c")])]
+
+
+def mixture(run: Run, colors: dict[str, str]) -> list[str]:
+    alpha = per_site_series(run, "alpha")
+    if alpha.empty:
+        return []
+    return ["<h2>APFL mixing weight α per site</h2>",
+            figures_html([figures.site_lines(alpha, "α", "Weight of the personal model", colors)])]
+
+
+def prototypes(run: Run, colors: dict[str, str]) -> list[str]:
+    """inDISCO: the run's own local and global prototypes on each site's hold-out images, and,
+    with a stamp, how far each site's boxes land on it."""
+    sides = [side for side in (prototype_views.load_side(run, "local"), prototype_views.load_side(run, "global")) if side]
+    if not sides:
+        return []
+    sites = [s["name"] for s in run.federation["sites"]]
+    classes = run.federation["class_names"]
+    arrays = sides[0].arrays
+    legend = " and ".join(f"{side.title} ({prototype_views.COLOUR_NAMES[side.role]})" for side in sides)
+    out = [f"<h2>Prototypes at round {sides[0].record['round']}</h2>",
+           f"<p class='note'>Boxes: where the prototype a hold-out image activates most looks — {html.escape(legend)}."
+           + (" The stamp's place is outlined in pink.</p>" if "stamp_box" in arrays else "</p>")]
+    if "stamp_box" in arrays:
+        table = prototype_views.overlap_table(sides, sites)
+        out += [figures_html([prototype_views.overlap_figure(table, sides)]), table.to_html(index=False, float_format="%.2f")]
+    for i, site in enumerate(sites):
+        rows = [int(r) for r in arrays["test_rows"][i] if r >= 0][:IMAGES_PER_SITE]
+        panels = [prototype_views.holdout_panel(sides, i, row, classes) for row in rows]
+        stamped = " (stamped)" if "stamped_site" in arrays and arrays["stamped_site"][i] else ""
+        out.append(f"<h3>{html.escape(site + stamped)}</h3><div>" + "".join(
+            f"<figure style='display:inline-block;margin:4px'>{png(picture)}"
+            f"<figcaption class='note'>{html.escape(caption)}</figcaption></figure>" for picture, caption in panels)
+            + "</div>")
+    return out
+
+
+def png(picture: Image.Image) -> str:
+    """An image inline, as a data URI (the report stays one offline file)."""
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return f"<img alt='' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
+
+
+def figures_html(plots: list[go.Figure], first: bool = False) -> str:
+    """Figures as HTML; the report's first figure carries plotly.js inline (no network)."""
+    return "".join(
+        fig.to_html(full_html=False, include_plotlyjs="inline" if first and i == 0 else False)
+        for i, fig in enumerate(plots)
+    )
