@@ -176,3 +176,26 @@ def test_a_training_step_frees_its_saved_tensors_without_the_cycle_collector(mon
         assert passes and passes[0]() is None
     finally:
         gc.enable()
+
+
+def test_an_algorithm_that_changes_only_its_loss_never_trains_a_different_one():
+    """A subclass that overrides `loss` but not `batched_loss` has not said how to batch its loss:
+    'auto' trains it site by site, and asking for a batched executor is refused with the reason.
+    (Before the executors failed closed, it silently trained plain FedAvg on the batched paths.)"""
+
+    class Doubled(REGISTRY["fedavg"]):
+        def loss(self, ctx, site, model, x, y):
+            return 2 * super().loss(ctx, site, model, x, y)
+
+    config = {"rounds": 1, "dropout": 0.0, "momentum": 0.0}
+    auto = Simulation(make_federation(), Doubled(), TrainConfig(execution="auto", **config))
+    per_site = Simulation(make_federation(), Doubled(), TrainConfig(execution="per-site", **config))
+    plain = Simulation(make_federation(), build_algorithm("fedavg"), TrainConfig(execution="auto", **config))
+    for sim in (auto, per_site, plain):
+        sim.step()
+    assert auto.executor.name == "per-site"
+    assert torch.equal(auto.stacked["head.weight"], per_site.stacked["head.weight"])
+    assert not torch.allclose(auto.stacked["head.weight"], plain.stacked["head.weight"], atol=1e-4)
+    for executor in ("batched", "compiled"):
+        with pytest.raises(SpecError, match=f"overrides loss, which the {executor} path does not compute"):
+            Simulation(make_federation(), Doubled(), TrainConfig(execution=executor, **config))

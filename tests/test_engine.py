@@ -110,3 +110,34 @@ def test_evaluation_on_other_per_site_sets(execution):
     on_first = sim.evaluate([(first.x_test, first.y_test)] * len(sim.federation.sites))
     assert on_first[first.name] == sim.evaluate()[first.name]
     assert len({round(m["loss"], 6) for m in on_first.values()}) == len(on_first)
+
+
+def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
+    """Values beyond float32 (1e39 here; 1e305 in the CSV below) overflow to infinity and the loss
+    to NaN: the run is marked failed with the round and the site, not reported as done, and the CLI
+    exits 1."""
+    from fedcore import cli
+    from fedcore.errors import TrainingError
+    from fedcore.federation import Federation
+    from fedcore.store import RunStore
+
+    federation = make_federation(n_sites=2)
+    huge = Federation(**{**federation.__dict__, "sites": [
+        type(site)(site.name, site.x_train * (1e39 if k else 1.0), site.y_train, site.x_test, site.y_test)
+        for k, site in enumerate(federation.sites)]})
+    sim = Simulation(huge, build_algorithm("fedavg"), TrainConfig(rounds=3, lr=0.5))
+    with pytest.raises(TrainingError, match=r"Round 1: the training loss is not a finite number at site1 \((nan|inf)"):
+        sim.step()
+    assert sim.round == 1
+
+    csv = tmp_path / "a.csv"
+    rows = ["x,y"] + [f"{v * 1e305},{v % 2}" for v in range(1, 41)]
+    csv.write_text("\n".join(rows))
+    other = tmp_path / "b.csv"
+    other.write_text("\n".join(["x,y"] + [f"{v},{v % 2}" for v in range(1, 41)]))
+    store = tmp_path / "runs"
+    code = cli.main(["run", "-a", "fedavg", "--data", f"csv:{csv},{other}", "--target", "y", "--standardization",
+                     "none", "--rounds", "2", "--lr", "0.5", "--quiet", "--store", str(store)])
+    run = RunStore(store).runs()[0]
+    assert code == cli.EXIT_FAILED, capsys.readouterr().err
+    assert run.status["state"] == "failed" and "not a finite number" in run.status["error"]

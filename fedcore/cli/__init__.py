@@ -70,6 +70,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"Cancelled: run {run.id} is marked cancelled; its records so far are kept.",
                   file=sys.stderr)
             return EXIT_CANCELLED
+        except TrainingError as error:  # the run itself failed, not its input: the other runs still go
+            progress.close()
+            print(f"error: {error}\nRun {run.id} is marked failed.", file=sys.stderr)
+            exit_code = EXIT_FAILED
+            continue
         except FedcoreError as error:
             progress.close()
             print(f"error: {error}\nRun {run.id} is marked failed.", file=sys.stderr)
