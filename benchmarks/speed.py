@@ -6,7 +6,7 @@
 HAR protocol: 30 subjects (../shared/data/uci_har, 265 features), batch 16, one local epoch,
 SGD lr 0.002 with momentum 0.5 and the paper's step schedule, every site evaluated on its own
 hold-out every round. Measured, each in its own process so peak memory is its own:
-    compiled  our engine's default where it can run: the compiled C round (fedcore/kernels), each
+    compiled  our engine's default where it can run: the compiled C round (fedcore/execution/kernels), each
               site's whole round in turn, its sites split among one process per torch thread where
               there are enough of them (peak memory summed over those processes)
     compiled, 1 process  the same in one process (its threads take whole sites)
@@ -122,7 +122,7 @@ def _peak_mb(sim) -> float:
     """Peak resident memory of this process plus the simulation's worker processes (pages of the
     shared tensors count once in each: an upper bound)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for worker in getattr(getattr(sim, "workers", None), "processes", []):
+    for worker in getattr(getattr(getattr(sim, "executor", None), "workers", None), "processes", []):
         status = Path(f"/proc/{worker.pid}/status").read_text()
         peak += int(status.split("VmHWM:")[1].split()[0]) / 1024
     return peak
