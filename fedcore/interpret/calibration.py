@@ -1,0 +1,130 @@
+"""Calibrated evidence that one site differs from the others: p-values and false discovery rates.
+
+The question every check asks is "does site i look like the other sites?" — not whether it equals
+them: real sites differ (other patients, other devices), and a finding must stand out from that
+natural variation. So each statistic t_ij (site i, item j: a feature, a layer's cell) is compared
+with the *other* sites' values of the same item, never with a yardstick that includes site i
+itself (an outlier would widen it and hide; with 4 sites the authors' 2-SD rule can never mark a
+cell, `significance.max_single_site_z`).
+
+Leave-one-out predictive t (the null: site i's value is one more draw from the distribution the
+other sites' values come from, normal with unknown mean and variance):
+
+    t_ij = (t_ij - mean_{k≠i} t_kj) / (s_ij · sqrt(1 + 1 / (n - 1)))      ~ t with n - 2 df,
+
+s_ij the SD of the other n - 1 sites' values. With few sites that SD rests on 2 or 3 values and
+the t distribution's heavy tails make nothing significant. The item-wise variances are therefore
+moderated (Smyth 2004, limma's empirical Bayes): the variances of all items are fitted as a scaled
+inverse-chi-square prior (d0 degrees of freedom, scale s0²), and each item's variance becomes
+
+    s̃²_ij = (d0 · s0² + d · s²_ij) / (d0 + d),       d = n - 2,       t ~ t with d0 + d df,
+
+borrowing strength across features where the items share a scale (statistics divided by a
+per-feature yardstick first, so that "sites differ by 0.3 within-site SDs" means the same for
+every feature). With many sites d dominates and each feature keeps its own variance; with 4 it
+leans on the prior. The p-values are two-sided unless a check says otherwise.
+
+Many cells are tested at once (sites × features × checks), so findings are reported by their
+Benjamini–Hochberg q-value (the false discovery rate at which the cell would just be a finding),
+controlling the expected share of false findings among those reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special, stats
+
+
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """q-values of p-values (NaN stays NaN and does not count as a test): the smallest false
+    discovery rate at which each would be rejected by the Benjamini–Hochberg step-up rule."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.full_like(p, np.nan)
+    tested = np.flatnonzero(~np.isnan(p.ravel()))
+    if not tested.size:
+        return q
+    values = p.ravel()[tested]
+    order = np.argsort(values, kind="stable")
+    ranked = values[order] * len(values) / np.arange(1, len(values) + 1)
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]  # step-up: q_(k) = min over j >= k
+    out = q.ravel()
+    out[tested[order]] = np.minimum(ranked, 1.0)
+    return out.reshape(p.shape)
+
+
+def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
+    """(d0, s0²) of the scaled inverse-chi-square prior of sample variances with `df` degrees of
+    freedom each (Smyth 2004, limma's fitFDist by moments of the log variances). d0 = inf when the
+    variances vary no more than sampling alone would make them (one common variance)."""
+    s2 = np.asarray(variances, dtype=np.float64)
+    s2 = s2[np.isfinite(s2) & (s2 > 0)]
+    if s2.size < 2 or df <= 0:
+        return 0.0, float(np.median(s2)) if s2.size else np.nan
+    e = np.log(s2) - special.digamma(df / 2) + np.log(df / 2)
+    excess = np.var(e, ddof=1) - special.polygamma(1, df / 2)
+    if excess <= 0:
+        return np.inf, float(np.exp(np.mean(e)))
+    d0 = 2 * _trigamma_inverse(excess)
+    return float(d0), float(np.exp(np.mean(e) + special.digamma(d0 / 2) - np.log(d0 / 2)))
+
+
+def leave_one_out(values: np.ndarray, moderate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For a sites × items matrix: every cell's deviation from the other sites' mean, its
+    predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
+    lacks) are left out of the others' statistics and get NaN."""
+    t = np.asarray(values, dtype=np.float64)
+    if t.ndim == 1:
+        t = t[:, None]
+    n_sites, n_items = t.shape
+    present = ~np.isnan(t)
+    count = present.sum(0)  # sites with a value, per item
+    total = np.where(present, t, 0.0).sum(0)
+    squares = np.where(present, t * t, 0.0).sum(0)
+    others = count[None, :] - present  # values other than site i's
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (total[None, :] - np.where(present, t, 0.0)) / others
+        centred = (squares[None, :] - np.where(present, t * t, 0.0)) - others * mean**2
+        variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
+    deviation = t - mean
+    df = others - 2.0  # n - 1 other values, one mean estimated from them: n - 2 df
+    d0, s0 = (0.0, 0.0)
+    if moderate:
+        full = np.nanvar(t, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
+        d0, s0 = fit_prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
+        if not np.isfinite(s0):
+            d0 = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if np.isinf(d0):
+            moderated, total_df = np.full_like(variance, s0), np.full_like(variance, np.inf)
+        elif d0 > 0:
+            moderated = (d0 * s0 + np.maximum(df, 0) * np.nan_to_num(variance)) / (d0 + np.maximum(df, 0))
+            total_df = d0 + np.maximum(df, 0)
+        else:
+            moderated, total_df = variance, df
+        score = deviation / np.sqrt(moderated * (1 + 1 / others))
+        usable = present & (others >= 1) & (total_df > 0) & (moderated > 0)
+        score = np.where(usable, score, np.nan)
+        p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
+    return deviation, score, p
+
+
+def one_sided(score: np.ndarray, p_two_sided: np.ndarray, direction: int) -> np.ndarray:
+    """The one-sided p-value for a deviation in `direction` (+1: above the others, -1: below)."""
+    half = np.asarray(p_two_sided) / 2
+    return np.where(np.sign(score) == direction, half, 1 - half)
+
+
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (limma's Newton iteration on 1 / trigamma)."""
+    if y > 1e7:
+        return 1 / np.sqrt(y)
+    if y < 1e-6:
+        return 1 / y
+    x = 0.5 + 1 / y
+    for _ in range(50):
+        tri = special.polygamma(1, x)
+        step = tri * (1 - tri / y) / special.polygamma(2, x)
+        x += step
+        if -step / x < 1e-8:
+            break
+    return float(x)

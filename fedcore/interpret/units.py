@@ -1,0 +1,179 @@
+"""Known unit conversions, and which one turns one site's values into the others'.
+
+A unit or coding difference between sites is a linear map of the values: y = a · x + b (°F → °C:
+a = 5/9, b = -160/9; mg/dL → mmol/L of glucose: a = 1/18.016; inches → cm: a = 2.54). Given the
+quantiles of one site's values and of the other sites' values (`fedcore.interpret.profile`: each
+site shares its own quantiles, no rows), `match_conversion` tries every conversion in the
+catalogue and says which one, if any, makes the site's quantiles land on the others'.
+
+Rules:
+- Analyte-specific factors (a lab value's mg/dL ↔ mmol/L) are tried only for a column whose name
+  names that analyte (`synonyms`, matched on words of the name, case and accents ignored);
+  factors that hold for any quantity (×10, ×1000, %, °F, lb, inch, months/years, ...) for every
+  column. A conversion is named only when it fits: after converting, the site's quantiles lie
+  within `FIT_TOLERANCE` reference SDs of the others' (median over quantiles) and at least
+  `IMPROVEMENT` times closer than before converting.
+- When no catalogue entry fits but the site's values are a clean multiple of the others' (the
+  free least-squares fit of a and b fits), the factor is reported as unexplained ("× 7.5, no
+  known conversion").
+- The map goes from the site to the others: "Elm Regional's temperature × 5/9 - 17.8 matches the
+  other sites: looks like °F where the others use °C".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+FIT_TOLERANCE = 0.25  # reference SDs (median |difference| over the quantiles) for "fits"
+IMPROVEMENT = 4.0  # the conversion must bring the quantiles this many times closer
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """y = a · x + b maps values in `source` units to `target` units."""
+
+    source: str
+    target: str
+    a: float
+    b: float = 0.0
+    analytes: tuple[str, ...] = ()  # words of a column name it applies to (empty: any column)
+    note: str = ""  # how to say it when source and target are no single units
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        return self.a * np.asarray(x, dtype=np.float64) + self.b
+
+    def describe(self) -> str:
+        if self.note:
+            return self.note
+        what = f" ({self.analytes[0]})" if self.analytes else ""
+        return f"{self.source} where the others use {self.target}{what}"
+
+    def formula(self) -> str:
+        if self.b == 0:
+            return f"× {_number(self.a)}" if self.a >= 1 else f"÷ {_number(1 / self.a)}"
+        return f"× {_number(self.a)} {'+' if self.b > 0 else '−'} {_number(abs(self.b))}"
+
+
+def _both_ways(source: str, target: str, a: float, b: float = 0.0, analytes: tuple[str, ...] = ()) -> list[Conversion]:
+    return [Conversion(source, target, a, b, analytes), Conversion(target, source, 1 / a, -b / a, analytes)]
+
+
+GLUCOSE = ("glucose", "glu", "blood sugar", "fbs", "fasting glucose")
+CHOLESTEROL = ("cholesterol", "chol", "ldl", "hdl", "total cholesterol", "tc")
+TRIGLYCERIDES = ("triglycerides", "triglyceride", "trig", "tg")
+CREATININE = ("creatinine", "creat", "crea", "scr")
+UREA = ("urea", "bun", "blood urea nitrogen")
+BILIRUBIN = ("bilirubin", "bili", "tbil")
+CALCIUM = ("calcium", "ca")
+LACTATE = ("lactate", "lactic acid", "lac")
+HAEMOGLOBIN = ("haemoglobin", "hemoglobin", "hb", "hgb")
+ALBUMIN = ("albumin", "alb")
+URIC_ACID = ("uric acid", "urate")
+MAGNESIUM = ("magnesium", "mg")
+HBA1C = ("hba1c", "a1c", "glycated haemoglobin", "glycated hemoglobin")
+TEMPERATURE = ("temperature", "temp", "body temperature")
+
+CONVERSIONS: tuple[Conversion, ...] = (
+    *_both_ways("°F", "°C", 5 / 9, -32 * 5 / 9),
+    *_both_ways("K", "°C", 1.0, -273.15, TEMPERATURE),
+    *_both_ways("lb", "kg", 0.45359237),
+    *_both_ways("inch", "cm", 2.54),
+    Conversion("", "", 100.0, note="values a hundredth of the others' (e.g. fractions where the others use %, m "
+                                  "where they use cm)"),
+    Conversion("", "", 0.01, note="values 100 times the others' (e.g. % where the others use fractions, cm where "
+                                 "they use m)"),
+    Conversion("", "", 0.001, note="values 1000 times the others' (e.g. mL where the others use L, cells per µL "
+                                 "where they count per nL)"),
+    Conversion("", "", 1000.0, note="values a thousandth of the others' (e.g. L where the others use mL)"),
+    Conversion("", "", 0.1, note="values 10 times the others' (e.g. g/L where the others use g/dL, mm where cm)"),
+    Conversion("", "", 10.0, note="values a tenth of the others' (e.g. g/dL where the others use g/L, cm where mm)"),
+    *_both_ways("months", "years", 1 / 12),
+    *_both_ways("minutes", "hours", 1 / 60),
+    *_both_ways("kPa", "mmHg", 7.50062),
+    *_both_ways("mg/dL", "mmol/L", 1 / 18.016, 0.0, GLUCOSE),
+    *_both_ways("mg/dL", "mmol/L", 1 / 38.67, 0.0, CHOLESTEROL),
+    *_both_ways("mg/dL", "mmol/L", 1 / 88.57, 0.0, TRIGLYCERIDES),
+    *_both_ways("mg/dL", "µmol/L", 88.42, 0.0, CREATININE),
+    *_both_ways("mg/dL (BUN)", "mmol/L (urea)", 0.357, 0.0, UREA),
+    *_both_ways("mg/dL", "µmol/L", 17.1, 0.0, BILIRUBIN),
+    *_both_ways("mg/dL", "mmol/L", 0.2495, 0.0, CALCIUM),
+    *_both_ways("mg/dL", "mmol/L", 0.111, 0.0, LACTATE),
+    *_both_ways("g/dL", "mmol/L", 0.6206, 0.0, HAEMOGLOBIN),
+    *_both_ways("mg/dL", "µmol/L", 59.48, 0.0, URIC_ACID),
+    *_both_ways("mg/dL", "mmol/L", 0.4114, 0.0, MAGNESIUM),
+    *_both_ways("%", "mmol/mol", 10.929, -2.15 * 10.929, HBA1C),
+)
+
+
+@dataclass(frozen=True)
+class Match:
+    """The conversion that maps a site's values onto the others' (None: an unexplained factor a, b)."""
+
+    conversion: Conversion | None
+    a: float
+    b: float
+    before: float  # median |site - others| over the quantiles, in the others' SDs, unconverted
+    after: float  # the same after converting
+
+    def describe(self, site: str, column: str) -> str:
+        if self.conversion is not None:
+            return (f"{site}'s {column} looks like {self.conversion.describe()}: {self.conversion.formula()} makes it "
+                    f"match the other sites")
+        shift = f" {'+' if self.b >= 0 else '−'} {_number(abs(self.b))}" if abs(self.b) > 1e-9 else ""
+        return (f"{site}'s {column} × {_number(self.a)}{shift} matches the other sites: a factor no known unit "
+                "conversion explains")
+
+
+def words(name: str) -> str:
+    """A column name as lower-case words without accents (for matching analyte synonyms)."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    return " " + " ".join(re.findall(r"[a-z0-9]+", plain)) + " "
+
+
+def candidates(column: str) -> list[Conversion]:
+    """The conversions that may apply to a column of this name."""
+    named = words(column)
+    return [c for c in CONVERSIONS if not c.analytes or any(f" {words(s).strip()} " in named for s in c.analytes)]
+
+
+def discrepancy(site: np.ndarray, others: np.ndarray, scale: float) -> float:
+    """Median |site - others| over matching quantiles, in units of `scale` (the others' SD)."""
+    return float(np.median(np.abs(np.asarray(site) - np.asarray(others)))) / scale
+
+
+def match_conversion(column: str, site_quantiles: Sequence[float], other_quantiles: Sequence[float],
+                     other_sd: float) -> Match | None:
+    """The conversion (or unexplained linear factor) that maps the site's quantiles onto the
+    others', when one fits and explains a real difference; None otherwise (see the rules above)."""
+    site, others = np.asarray(site_quantiles, float), np.asarray(other_quantiles, float)
+    keep = np.isfinite(site) & np.isfinite(others)
+    if keep.sum() < 3 or not other_sd > 0:
+        return None
+    site, others = site[keep], others[keep]
+    before = discrepancy(site, others, other_sd)
+    if before < FIT_TOLERANCE * IMPROVEMENT:  # close already: nothing to explain
+        return None
+    fits = [(discrepancy(c.apply(site), others, other_sd), c) for c in candidates(column)]
+    after, best = min(fits, key=lambda fit: fit[0]) if fits else (np.inf, None)
+    if best is not None and after <= FIT_TOLERANCE and before >= IMPROVEMENT * after:
+        return Match(best, best.a, best.b, before, after)
+    spread = np.ptp(site)
+    if spread <= 0:
+        return None
+    a, b = np.polyfit(site, others, 1)  # the free linear map, least squares over the quantiles
+    free = discrepancy(a * site + b, others, other_sd)
+    if a > 0 and free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5):
+        return Match(None, float(a), float(b), before, free)
+    return None
+
+
+def _number(value: float) -> str:
+    for fraction, text in ((5 / 9, "5/9"), (9 / 5, "9/5")):
+        if abs(value - fraction) < 1e-9:
+            return text
+    return f"{value:.4g}"
