@@ -47,8 +47,9 @@ UNSUPPORTED = [(algorithm, path) for algorithm, paths in SUPPORTED.items() for p
 
 # Exact settings: no dropout, no momentum unless a test sets it, and batches larger than any
 # site's training rows (33, 50 and 67 below; 150 pooled), so a local epoch is one full-batch step.
+# On the CPU, where all three paths run (the compiled round runs nowhere else).
 EXACT = {"rounds": 1, "local_epochs": 1, "batch_size": 256, "lr": 0.05, "momentum": 0.0, "weight_decay": 0.0,
-         "lr_decay": 0.5, "hidden": (6, 5), "dropout": 0.0, "seed": 0}
+         "lr_decay": 0.5, "hidden": (6, 5), "dropout": 0.0, "seed": 0, "device": "cpu"}
 SIZES = (50, 75, 100)
 N_CLASSES = 3
 BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's documented default
