@@ -8,26 +8,11 @@ from torch import nn
 from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
-from tests.conftest import make_federation
+from tests.helpers import differing, make_federation, simulate as train
 
 
 def simulate(algorithm, params=None, federation=None, rounds=3, **config):
-    federation = federation or make_federation()
-    config = {"rounds": rounds, "seed": 0, **config}
-    cls = REGISTRY[algorithm]
-    config = {**cls.config_defaults, **config}
-    sim = Simulation(federation, build_algorithm(algorithm, params), TrainConfig(**config))
-    history = sim.run()
-    return sim, history
-
-
-def differing(sim) -> set[str]:
-    """Names of float parameters / buffers that are not identical at every site."""
-    states = sim.states
-    return {
-        name for name, value in states[0].items()
-        if value.is_floating_point() and any(not torch.equal(value, s[name]) for s in states[1:])
-    }
+    return train(algorithm, params, federation, rounds=rounds, **{"seed": 0, **config})
 
 
 @pytest.mark.parametrize("algorithm", sorted(name for name, cls in REGISTRY.items() if "table" in cls.inputs))

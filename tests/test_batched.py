@@ -7,7 +7,8 @@ from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
 from fedcore.execution.batched import plain_nll
-from tests.conftest import make_federation
+from tests.helpers import assert_same_history, assert_same_tensors, make_federation
+from tests.helpers import simulate as train
 
 BATCHABLE = sorted(name for name, cls in REGISTRY.items() if "table" in cls.inputs)
 PARAMS = {
@@ -23,9 +24,7 @@ SIZES = (60, 110, 150)
 
 def simulate(algorithm: str, execution: str, **config) -> tuple[Simulation, list]:
     settings = {"rounds": 3, "local_epochs": 2, "dropout": 0.0, "execution": execution, "seed": 3, **config}
-    sim = Simulation(make_federation(rows=SIZES, n_classes=3), build_algorithm(algorithm, PARAMS.get(algorithm)),
-                     TrainConfig(**{**REGISTRY[algorithm].config_defaults, **settings}))
-    return sim, sim.run()
+    return train(algorithm, PARAMS.get(algorithm), make_federation(rows=SIZES, n_classes=3), **settings)
 
 
 @pytest.mark.parametrize("algorithm", BATCHABLE)
@@ -33,13 +32,9 @@ def test_batched_equals_per_site(algorithm):
     batched, batched_history = simulate(algorithm, "batched")
     per_site, per_site_history = simulate(algorithm, "per-site")
     assert batched.executor.name == "batched" and per_site.executor.name == "per-site"
-    for name, value in per_site.stacked.items():
-        assert torch.allclose(batched.stacked[name], value, atol=2e-5, rtol=1e-4), name
-    for ours, theirs in zip(batched_history, per_site_history):
-        for site, metrics in theirs["sites"].items():
-            assert ours["sites"][site]["loss"] == pytest.approx(metrics["loss"], abs=1e-4)
-        for site, loss in theirs["train_loss"].items():
-            assert ours["train_loss"][site] == pytest.approx(loss, rel=1e-4, abs=1e-5)
+    assert_same_tensors(batched, per_site, atol=2e-5, rtol=1e-4)
+    assert_same_history(batched_history, per_site_history, loss_rel=1e-4, loss_abs=1e-5, metric_abs=1e-4,
+                        metrics=("loss",))
 
 
 @pytest.mark.parametrize("settings", [
@@ -49,8 +44,7 @@ def test_batched_equals_per_site(algorithm):
 def test_batched_equals_per_site_for_other_engine_settings(settings):
     batched, _ = simulate("fedbn", "batched", **settings)
     per_site, _ = simulate("fedbn", "per-site", **settings)
-    for name, value in per_site.stacked.items():
-        assert torch.allclose(batched.stacked[name], value, atol=2e-5, rtol=1e-4), name
+    assert_same_tensors(batched, per_site, atol=2e-5, rtol=1e-4)
 
 
 def test_auto_picks_batched_where_it_can():

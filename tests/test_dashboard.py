@@ -20,7 +20,7 @@ from fedcore import jobs
 from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.conftest import make_federation, remove_started_runs
+from tests.helpers import SHARED_DATA, make_federation, remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUICK_RUNS = {
@@ -510,7 +510,6 @@ def test_html_report_is_self_contained(finished_store):
 
 
 SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def test_upload_of_the_sample_csvs_shows_the_alignment_report(app, downloads):

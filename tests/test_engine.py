@@ -4,7 +4,7 @@ import torch
 from fedcore.algorithms import build_algorithm
 from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import SpecError
-from tests.conftest import make_federation
+from tests.helpers import make_federation
 
 
 def run(seed, algorithm="ifedavg", rounds=3):

@@ -11,7 +11,7 @@ from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import DataError, SpecError
 from fedcore.models import ImageClassifier, build_backbone
-from tests.conftest import make_federation
+from tests.helpers import differing, make_federation, simulate as train
 
 SMALL = {"source": "synthetic_scans", "images": 150, "size": 16, "split": "iid", "sites": 3}
 
@@ -22,15 +22,7 @@ def images():
 
 
 def simulate(algorithm, federation, params=None, **config):
-    config = {**REGISTRY[algorithm].config_defaults, "rounds": 2, "seed": 0, **config}
-    sim = Simulation(federation, build_algorithm(algorithm, params), TrainConfig(**config))
-    return sim, sim.run()
-
-
-def differing(sim) -> set[str]:
-    states = sim.states
-    return {name for name, value in states[0].items()
-            if value.is_floating_point() and any(not torch.equal(value, s[name]) for s in states[1:])}
+    return train(algorithm, params, federation, **{"rounds": 2, "seed": 0, **config})
 
 
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedbn", "local", "centralized", "fedprox", "fedper", "adafed"])

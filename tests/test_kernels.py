@@ -7,9 +7,10 @@ from fedcore.execution import kernels
 from fedcore.execution.base import unsupported_hooks
 from fedcore.execution.compiled import Compiled
 from fedcore.algorithms import REGISTRY, build_algorithm
-from fedcore.engine import Simulation, TrainConfig
+from fedcore.engine import Simulation
 from fedcore.errors import SpecError
-from tests.conftest import make_federation
+from tests.helpers import assert_same_history, assert_same_tensors, make_federation
+from tests.helpers import simulate as train
 
 PLAIN = sorted(name for name, cls in REGISTRY.items()
                if "table" in cls.inputs and not unsupported_hooks(build_algorithm(name), Compiled.runs))
@@ -24,22 +25,12 @@ SIZES = (60, 110, 160)
 def simulate(algorithm: str, execution: str, rounds: int = 3, sizes: tuple[int, ...] = SIZES,
              **config) -> tuple[Simulation, list]:
     settings = {"rounds": rounds, "local_epochs": 2, "dropout": 0.2, "execution": execution, "seed": 3, **config}
-    sim = Simulation(make_federation(rows=sizes, n_classes=3), build_algorithm(algorithm, PARAMS.get(algorithm)),
-                     TrainConfig(**{**REGISTRY[algorithm].config_defaults, **settings}))
-    return sim, sim.run()
+    return train(algorithm, PARAMS.get(algorithm), make_federation(rows=sizes, n_classes=3), **settings)
 
 
 def assert_same_training(ours: tuple[Simulation, list], theirs: tuple[Simulation, list]) -> None:
-    (sim, history), (other, other_history) = ours, theirs
-    for name, value in other.stacked.items():
-        if value.is_floating_point():
-            assert torch.allclose(sim.stacked[name], value, atol=2e-5, rtol=1e-4), name
-        else:  # BatchNorm's counts of batches
-            assert torch.equal(sim.stacked[name], value), name
-    for record, other_record in zip(history, other_history):
-        assert record["train_loss"] == pytest.approx(other_record["train_loss"], rel=1e-4, abs=1e-5)
-        for site, metrics in other_record["sites"].items():
-            assert record["sites"][site]["loss"] == pytest.approx(metrics["loss"], abs=1e-4)
+    assert_same_tensors(ours[0], theirs[0], atol=2e-5, rtol=1e-4)
+    assert_same_history(ours[1], theirs[1], loss_rel=1e-4, loss_abs=1e-5, metric_abs=1e-4, metrics=("loss",))
 
 
 @pytest.fixture(autouse=True)

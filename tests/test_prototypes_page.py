@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.conftest import remove_started_runs
+from tests.helpers import remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 DATA = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3, "inject": ["stamp:site1"]}

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from fedcore.execution import processes as site_groups
-from fedcore.algorithms import REGISTRY, build_algorithm
 from fedcore.algorithms.fedavg import FedAvg
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
-from tests.conftest import make_federation
+from tests.helpers import assert_same_history, assert_same_tensors, make_federation
+from tests.helpers import simulate as train
 
 # Seven sites of different sizes (2 to 6 steps of 16 rows), so the groups differ in steps too.
 SIZES = (40, 90, 60, 110, 75, 50, 100)
@@ -21,9 +21,7 @@ PARAMS = {"fedprox": {"mu": 0.5}, "fedhealth2": {"pretrain_epochs": 1}, "adafed"
 
 def simulate(algorithm: str, processes: int, rounds: int = 3, **config) -> tuple[Simulation, list]:
     settings = {"rounds": rounds, "execution": "batched", "processes": processes, "seed": 4, **config}
-    sim = Simulation(make_federation(rows=SIZES, n_classes=3), build_algorithm(algorithm, PARAMS.get(algorithm)),
-                     TrainConfig(**{**REGISTRY[algorithm].config_defaults, **settings}))
-    return sim, sim.run()
+    return train(algorithm, PARAMS.get(algorithm), make_federation(rows=SIZES, n_classes=3), **settings)
 
 
 @pytest.mark.parametrize("algorithm", ["ifedavg", "fedavg", "adafed", "fedprox", "apfl", "fedhealth2", "local"])
@@ -33,13 +31,9 @@ def test_sites_split_among_processes_train_what_one_process_trains(algorithm):
     split, split_history = simulate(algorithm, processes=3)
     single, single_history = simulate(algorithm, processes=1)
     assert split.executor.processes == 3 and single.executor.processes == 1
-    for name, value in single.stacked.items():
-        assert torch.allclose(split.stacked[name], value, atol=1e-5, rtol=1e-4), name
-    for ours, theirs in zip(split_history, single_history):
-        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4, abs=1e-5)
-        assert list(ours["sites"]) == list(theirs["sites"])  # every site scored (workers score theirs)
-        for site, metrics in theirs["sites"].items():
-            assert ours["sites"][site] == pytest.approx(metrics, abs=1e-4, nan_ok=True), site
+    assert_same_tensors(split, single, atol=1e-5, rtol=1e-4)
+    # every site scored (workers score theirs), every metric
+    assert_same_history(split_history, single_history, loss_rel=1e-4, loss_abs=1e-5, metric_abs=1e-4)
 
 
 def test_split_balances_training_rows_in_contiguous_non_empty_groups():

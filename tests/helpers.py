@@ -1,0 +1,106 @@
+"""Code the tests share: small seeded federations, one way to train a simulation, and comparisons
+of two trainings (conftest.py keeps only fixtures and the test environment)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from fedcore.algorithms import REGISTRY, build_algorithm
+from fedcore.engine import Simulation, TrainConfig
+from fedcore.federation import Federation, split_site
+
+# The real public datasets live beside the repository (CI clones it with ../shared next to it);
+# only tests read them, never the product.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def make_federation(
+    n_sites: int = 3,
+    rows: int | Sequence[int] = 90,
+    n_features: int = 5,
+    n_classes: int = 2,
+    seed: int = 0,
+    random_label_sites: tuple[int, ...] = (),
+) -> Federation:
+    """Gaussian classes with a learnable signal; listed sites get uniformly random labels.
+    `rows` is every site's size, or one size per site (then `n_sites` is ignored)."""
+    rng = np.random.default_rng(1234)
+    centres = rng.normal(0, 1.5, size=(n_classes, n_features))
+    sites, warnings = [], []
+    sizes = [rows] * n_sites if isinstance(rows, int) else list(rows)
+    for i, size in enumerate(sizes):
+        y = rng.integers(0, n_classes, size)
+        x = centres[y] + rng.normal(0, 1, size=(size, n_features)) + rng.normal(0, 0.3, n_features)
+        if i in random_label_sites:
+            y = rng.integers(0, n_classes, size)
+        sites.append(split_site(f"site{i}", x, y, seed, warnings))
+    return Federation(
+        name="test federation",
+        description="synthetic test data",
+        sites=sites,
+        feature_names=[f"f{j}" for j in range(n_features)],
+        feature_kinds=["continuous"] * n_features,
+        class_names=[f"class{c}" for c in range(n_classes)],
+        synthetic=True,
+        warnings=warnings,
+    )
+
+
+def simulate(algorithm: str, params: dict[str, Any] | None = None, federation: Federation | None = None,
+             **config: Any) -> tuple[Simulation, list[dict[str, Any]]]:
+    """Train `algorithm` on `federation` (default: `make_federation()`) for all its rounds; the
+    algorithm's own engine defaults (e.g. APFL's momentum 0) apply unless `config` sets them."""
+    settings = {**REGISTRY[algorithm].config_defaults, **config}
+    sim = Simulation(federation or make_federation(), build_algorithm(algorithm, params), TrainConfig(**settings))
+    return sim, sim.run()
+
+
+def differing(sim: Simulation) -> set[str]:
+    """Names of the float parameters / buffers that are not identical at every site."""
+    return {name for name, value in sim.stacked.items()
+            if value.is_floating_point() and not bool((value == value[:1]).all())}
+
+
+def assert_same_tensors(ours: Simulation, theirs: Simulation, atol: float, rtol: float) -> None:
+    """Every stacked tensor of two simulations: floats equal within the tolerance, counts exactly."""
+    assert ours.stacked.keys() == theirs.stacked.keys()
+    for name, value in theirs.stacked.items():
+        if value.is_floating_point():
+            assert torch.allclose(ours.stacked[name], value, atol=atol, rtol=rtol), name
+        else:  # BatchNorm's counts of batches
+            assert torch.equal(ours.stacked[name], value), name
+
+
+def assert_same_history(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], loss_rel: float,
+                        loss_abs: float, metric_abs: float, metrics: Sequence[str] | None = None) -> None:
+    """Two runs' records: the same rounds, each site's training loss within (loss_rel, loss_abs),
+    and its hold-out `metrics` (None: all of them) within metric_abs."""
+    assert [r["round"] for r in ours] == [r["round"] for r in theirs]
+    for record, other in zip(ours, theirs):
+        assert record["train_loss"] == pytest.approx(other["train_loss"], rel=loss_rel, abs=loss_abs)
+        assert list(record["sites"]) == list(other["sites"])  # every site scored
+        for site, scores in other["sites"].items():
+            keys = list(scores) if metrics is None else metrics
+            assert {k: record["sites"][site][k] for k in keys} == pytest.approx(
+                {k: scores[k] for k in keys}, abs=metric_abs, nan_ok=True), site
+
+
+def remove_started_runs(store, keep: Sequence[str]) -> None:
+    """Stop and delete every run in `store` but `keep` (what a page test launched)."""
+    from fedcore import jobs  # here, not at the top: conftest imports this module for every test
+
+
+    for run in store.runs():
+        if run.id not in keep:
+            jobs.cancel(run)
+            deadline = time.time() + 60
+            while run.status["state"] in ("queued", "running") and time.time() < deadline:
+                time.sleep(0.2)
+            jobs.delete(store, run)
