@@ -25,7 +25,7 @@ from fedcore.algorithms.context import Context, ServerContext, members
 from fedcore.engine import FederatedModels, Simulation, TrainConfig
 from fedcore.errors import SpecError
 from fedcore.records import Record, read_record
-from tests.conftest import make_federation
+from tests.helpers import make_federation
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("fedcore", "data_adapters", "dashboard", "views")
