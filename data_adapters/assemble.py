@@ -2,12 +2,13 @@
 
     1. partition the pooled rows into simulated sites (when asked, or when the data have no sites)
     2. injections that act on rows: unit change, missing not at random, label flip, image stamp
-    3. missingness indicators (tables, optional): one 0/1 column per input column that has a
+    3. every site's profile (federated statistics of its rows in original units: the check-up's data lens)
+    4. missingness indicators (tables, optional): one 0/1 column per input column that has a
        missing value at any site
-    4. the paper's hold-out split per site (stratified, max(33 %, 100 rows))
-    5. per-site standardisation of continuous features, fitted on that site's training rows only
-    6. injections that act on model inputs: offset, scale
-    7. iFedAvg's missing-value encoding: continuous -> 0 (the site's mean), binary / categorical -> 0.5
+    5. the paper's hold-out split per site (stratified, max(33 %, 100 rows))
+    6. per-site standardisation of continuous features, fitted on that site's training rows only
+    7. injections that act on model inputs: offset, scale
+    8. iFedAvg's missing-value encoding: continuous -> 0 (the site's mean), binary / categorical -> 0.5
 
 A server test set (images: the data's test split; tables: a file of the server's own) is no
 site: it is not partitioned and nothing is injected into it. A table's gets the indicators, and is
@@ -29,6 +30,7 @@ from data_adapters.preprocessing import encode_missing, fit_standardization, sta
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
+from fedcore.interpret.profile import Profile, profile_federation
 
 TABLE_STANDARDIZATION = ("site", "none")
 
@@ -61,6 +63,8 @@ def assemble(
             truth.append(entry)
         site_rows.append(RawSite(site.name, x, y))
     raw = replace(raw, sites=site_rows)
+    # What each site would share of its rows as they are (original units, injected problems in them).
+    profile = profile_of(raw)
     if missing_indicators and raw.is_tabular:
         raw = with_missing_indicators(raw)
     warnings = list(raw.warnings)
@@ -99,7 +103,17 @@ def assemble(
                if raw.is_tabular and raw.server_test is not None and standardization == "site" else {}),
         },
         server_test=server_inputs(raw, standardization),
+        profile=profile,
     )
+
+
+def profile_of(raw: RawFederation) -> Profile | None:
+    """Every site's federated statistics of its raw rows (tables only)."""
+    if not raw.is_tabular:
+        return None
+    return profile_federation([(s.name, s.x, s.y) for s in raw.sites], raw.feature_names, raw.feature_kinds,
+                              raw.feature_columns or raw.feature_names, raw.class_names,
+                              raw.preprocessing.get("units") or {})
 
 
 def server_inputs(raw: RawFederation, standardization: str) -> tuple[torch.Tensor, torch.Tensor] | None:

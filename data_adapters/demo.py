@@ -26,8 +26,10 @@ import numpy as np
 from data_adapters.preprocessing import encode_missing, standardize
 from fedcore.errors import DataError
 from fedcore.federation import Federation, split_site
+from fedcore.interpret.profile import profile_federation
 
 NAME = "Synthetic sepsis triage (demo)"
+CLASSES = ("no sepsis", "sepsis")
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,17 @@ def make_demo_federation(
     rng = np.random.default_rng(data_seed)
     kinds = [f.kind for f in FEATURES]
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
-    sites, warnings = [], []
+    sites, raw, warnings = [], [], []
     for name, n_rows, prevalence in SITES:
         x, y = _patients(rng, n_rows, prevalence)
         x, y = _inject(name, x, y)
+        raw.append((name, x, y))
         x = encode_missing(standardize(x, kinds, standardization, reference), kinds)
         sites.append(split_site(name, x, y, seed, warnings))
     # Every site is generated, so that each one's patients come from the same random stream.
     keep = [s for s in sites if site in (None, s.name)]
+    names = [f.name for f in FEATURES]
+    units = {f.name: f.unit for f in FEATURES if f.unit}
     return Federation(
         name=NAME,
         description=(
@@ -109,7 +114,7 @@ def make_demo_federation(
         sites=keep,
         feature_names=[f.name for f in FEATURES],
         feature_kinds=kinds,
-        class_names=["no sepsis", "sepsis"],
+        class_names=list(CLASSES),
         ground_truth=[dict(g) for g in GROUND_TRUTH if site in (None, g["site"])],
         synthetic=True,
         warnings=warnings,
@@ -118,8 +123,9 @@ def make_demo_federation(
             "standardization": standardization,
             "missing": "continuous -> 0 after standardisation, binary -> 0.5",
             "data_seed": data_seed,
-            "units": {f.name: f.unit for f in FEATURES if f.unit},
+            "units": units,
         },
+        profile=profile_federation([r for r in raw if site in (None, r[0])], names, kinds, names, CLASSES, units),
     )
 
 

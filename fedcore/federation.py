@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from fedcore.errors import DataError
 from fedcore.seeding import derive_seed
+
+if TYPE_CHECKING:  # the profile is built by the data adapters, above this module
+    from fedcore.interpret.profile import Profile
 
 FEATURE_KINDS = ("continuous", "binary", "categorical")
 
@@ -67,6 +70,8 @@ class Federation:
     preprocessing: dict[str, Any] = field(default_factory=dict)
     # A representative test set held by the server, when one exists (AdaFed's "given" mode).
     server_test: tuple[torch.Tensor, torch.Tensor] | None = None
+    # Each site's federated statistics in original units (tables; fedcore.interpret.profile).
+    profile: Profile | None = None
 
     def __post_init__(self) -> None:
         if not self.sites:

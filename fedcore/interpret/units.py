@@ -13,9 +13,9 @@ Rules:
   column. A conversion is named only when it fits: after converting, the site's quantiles lie
   within `FIT_TOLERANCE` reference SDs of the others' (median over quantiles) and at least
   `IMPROVEMENT` times closer than before converting.
-- When no catalogue entry fits but the site's values are a clean multiple of the others' (the
-  free least-squares fit of a and b fits), the factor is reported as unexplained ("× 7.5, no
-  known conversion").
+- When no catalogue entry fits but the site's values, all positive, are a clean multiple of the
+  others' (the median ratio of their quantiles fits), the factor is reported as unexplained
+  ("× 7.5, no known conversion"), or named when a catalogue factor lies within 5 % of it.
 - The map goes from the site to the others: "Elm Regional's temperature × 5/9 - 17.8 matches the
   other sites: looks like °F where the others use °C".
 """
@@ -162,13 +162,15 @@ def match_conversion(column: str, site_quantiles: Sequence[float], other_quantil
     after, best = min(fits, key=lambda fit: fit[0]) if fits else (np.inf, None)
     if best is not None and after <= FIT_TOLERANCE and before >= IMPROVEMENT * after:
         return Match(best, best.a, best.b, before, after)
-    spread = np.ptp(site)
-    if spread <= 0:
+    if site.min() <= 0 or others.min() <= 0:  # a factor between units is a ratio of positive amounts
         return None
-    a, b = np.polyfit(site, others, 1)  # the free linear map, least squares over the quantiles
-    free = discrepancy(a * site + b, others, other_sd)
-    if a > 0 and free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5):
-        return Match(None, float(a), float(b), before, free)
+    a = float(np.median(others / site))  # the pure scale factor (units differ by a factor, not an offset)
+    free = discrepancy(a * site, others, other_sd)
+    if free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5):
+        near = [c for c in candidates(column) if c.b == 0 and abs(np.log(c.a / a)) < 0.05]
+        if near:  # a known factor within 5 %: name it
+            return Match(near[0], near[0].a, 0.0, before, discrepancy(near[0].apply(site), others, other_sd))
+        return Match(None, a, 0.0, before, free)
     return None
 
 
