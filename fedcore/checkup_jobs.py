@@ -1,0 +1,56 @@
+"""Starting a check-up (`fedcore.checkup`): profile the data, then train the runs its model lenses
+read, as background jobs (the dashboard) or one after another in this process (the command line).
+
+For a table: iFedAvg with a local f_out on `replicates` seeds (feature shifts, and labels through
+the output layer), FedAvg (a shared model scored at every site), AdaFed (contribution) and
+FedHealth2 (similarity); for images: FedAvg and inDISCO's local model (prototypes). Every run is
+an ordinary run of the store, with the engine's settings but `rounds`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from data_adapters import check_reference, describe_reference, load_federation
+from fedcore import jobs
+from fedcore.checkup import Plan, add_runs, create_plan
+from fedcore.runner import execute, resolve_spec
+from fedcore.store import RunStore
+
+TABLE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "feature_shifts": ("ifedavg", {"local_f_out": True, "scalar_w_out": True}),
+    "shared_model": ("fedavg", {}),
+    "contribution": ("adafed", {}),
+    "similarity": ("fedhealth2", {}),
+}
+IMAGE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "shared_model": ("fedavg", {}),
+    "prototypes": ("indisco-lm", {}),
+}
+
+
+def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int = 300, train: bool = True,
+                  in_process: bool = False, progress: Callable[[str], None] | None = None) -> Plan:
+    """A new check-up of `data`; with `train`, its runs are queued as jobs (or, `in_process`,
+    trained here one after another, `progress` told of each)."""
+    reference = check_reference(data)
+    federation = load_federation(reference, 0)
+    plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names)
+    if not train:
+        return plan
+    roles = TABLE_ROLES if federation.is_tabular else IMAGE_ROLES
+    for role, (algorithm, params) in roles.items():
+        seeds = range(replicates) if role == "feature_shifts" else range(1)
+        specs = [resolve_spec({"algorithm": algorithm, "data": reference, "params": params,
+                               "config": {"rounds": rounds, "seed": seed}}) for seed in seeds]
+        if in_process:
+            runs = [store.create(spec) for spec in specs]
+            add_runs(plan, role, [run.id for run in runs])
+            for run in runs:
+                if progress is not None:
+                    progress(f"training {algorithm} (seed {run.spec['config']['seed']}) for the {role.replace('_', ' ')} lens")
+                execute(run)
+        else:
+            add_runs(plan, role, [jobs.submit(store, spec).id for spec in specs])
+    return plan
