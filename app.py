@@ -1,27 +1,38 @@
-"""The dashboard: `streamlit run app.py` (or `make run`). Screens live in views/, one file each."""
+"""The dashboard: `streamlit run app.py` (or `make run`). Screens live in views/, one file each.
+Who may open which screen: dashboard/auth.py (sign-in, roles, local mode)."""
 
 import streamlit as st
 
+from dashboard.auth import gate
 from dashboard.common import format_duration, get_store, is_active
 from dashboard.records import progress, run_label
+from dashboard.safe_text import md
 from fedcore import jobs
 
 st.set_page_config(page_title="Federated interoperability", page_icon="🩺", layout="wide")
+access = gate()  # a sign-in page or a refusal stops here
 
-navigation = st.navigation({
-    "": [st.Page("views/runs.py", title="Runs", icon=":material/home:", default=True)],
+# Each screen with the action it serves (auth.PERMISSIONS): a role that may not do it does not see it.
+SCREENS = {
+    "": [("views/runs.py", "Runs", ":material/home:", "view")],
     "Set up": [
-        st.Page("views/data.py", title="Data", icon=":material/table:"),
-        st.Page("views/train.py", title="Train", icon=":material/play_arrow:"),
+        ("views/data.py", "Data", ":material/table:", "choose data"),
+        ("views/train.py", "Train", ":material/play_arrow:", "train"),
     ],
     "Lenses": [
-        st.Page("views/feature_shifts.py", title="Feature shifts (iFedAvg)", icon=":material/grid_on:"),
-        st.Page("views/site_similarity.py", title="Site similarity (FedHealth2)", icon=":material/hub:"),
-        st.Page("views/site_weights.py", title="Site weights (AdaFed)", icon=":material/balance:"),
-        st.Page("views/prototypes.py", title="Prototypes (inDISCO)", icon=":material/image_search:"),
-        st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
+        ("views/feature_shifts.py", "Feature shifts (iFedAvg)", ":material/grid_on:", "view"),
+        ("views/site_similarity.py", "Site similarity (FedHealth2)", ":material/hub:", "view"),
+        ("views/site_weights.py", "Site weights (AdaFed)", ":material/balance:", "view"),
+        ("views/prototypes.py", "Prototypes (inDISCO)", ":material/image_search:", "view"),
+        ("views/compare.py", "Compare", ":material/compare_arrows:", "view"),
     ],
-    "Results": [st.Page("views/run.py", title="Run details", icon=":material/description:")],
+    "Results": [("views/run.py", "Run details", ":material/description:", "view")],
+    "Administration": [("views/settings.py", "Access and data folders", ":material/admin_panel_settings:", "settings")],
+}
+navigation = st.navigation({
+    section: [st.Page(path, title=title, icon=icon, default=path == "views/runs.py")
+              for path, title, icon, action in screens if access.may(action)]
+    for section, screens in SCREENS.items() if any(access.may(action) for *_, action in screens)
 })
 
 
@@ -40,7 +51,7 @@ def active_runs() -> None:
         left = f", ~{format_duration(info['eta_s'])} left" if info["eta_s"] is not None else ""
         score = f" · mean F1 {info['mean']['f1']:.3f}" if info["mean"].get("f1") is not None else ""
         st.progress(min(1.0, info["fraction"]),
-                    text=f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}")
+                    text=md(f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}"))
 
 
 with st.sidebar:

@@ -9,6 +9,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
+import re  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -66,6 +67,12 @@ def federation() -> Federation:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return SHARED_DATA
+
+
+def unescaped(markdown: str) -> str:
+    """What a person reads of Markdown that dashboard.safe_text.md escaped: without the backslashes
+    before punctuation and the invisible word joiners."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
 
 
 def remove_started_runs(store, keep: Sequence[str]) -> None:

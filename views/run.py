@@ -4,13 +4,18 @@ import json
 
 import streamlit as st
 
+from dashboard.auth import allowed, require
 from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, lens_page, live,
                               pick_run_or_explain, run_colors, spec_summary)
+from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
 from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
 from dashboard.report import html_report
+from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.errors import FedcoreError
 
+require("view")
 st.title("Run details")
 run = pick_run_or_explain(None, "Run", "views/train.py", "Train something")
 
@@ -22,10 +27,14 @@ def details() -> None:
     actions = st.columns(4)
     if page != "views/run.py":
         actions[0].page_link(page, label=f"Open {name}", query_params={"run": run.id})
-    if actions[1].button("Re-run with the same settings"):
-        again = jobs.rerun(get_store(), run)
-        st.toast(f"Queued {again.id}")
-    if is_active(run) and actions[2].button("Cancel this run"):
+    if allowed("train") and actions[1].button("Re-run with the same settings"):
+        try:
+            again = rerun(get_store(), run)
+        except FedcoreError as error:
+            st.error(md(error))
+        else:
+            st.toast(md(f"Queued {again.id}"))
+    if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
     if status.get("state") == "failed":
@@ -50,15 +59,15 @@ def details() -> None:
                      "Download every round's α per site (CSV)")
     warnings = run.federation.get("warnings") or []
     for warning in warnings:
-        st.warning(warning)
+        st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
         execution = {"compiled": " · compiled rounds, each site's in turn", "batched": " · all sites as one batched computation",
                      "per-site": " · site by site"}
         processes = int(status.get("processes") or 1)
         split = f", split among {processes} processes" if processes > 1 else ""
-        st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
-                   f"{execution.get(status.get('execution'), '')}{split} · code {run.spec.get('version')}")
+        st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
+                      f"{execution.get(status.get('execution'), '')}{split} · code {run.spec.get('version')}"))
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
     st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")

@@ -4,11 +4,13 @@ from dataclasses import fields
 
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import chosen_data, get_store, is_active, lens_page, settle_when_finished, show_progress
 from dashboard.forms import field_input, params_inputs
 from data_adapters import parse_reference
+from dashboard.data_roots import submit
 from dashboard.records import run_label
-from fedcore import jobs
+from dashboard.safe_text import md
 from fedcore.algorithms import REGISTRY
 from fedcore.engine import TrainConfig
 from fedcore.errors import FedcoreError
@@ -16,6 +18,7 @@ from fedcore.flower.reference import SUPPORTED
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
 
+require("train")
 store = get_store()
 st.title("Train")
 where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, key="where",
@@ -24,7 +27,7 @@ where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, k
 if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
-    left.markdown(f"**Data:** {data['label']}")
+    left.markdown(f"**Data:** {md(data['label'])}")
     right.page_link("views/data.py", label="Change the data", icon=":material/table:")
     images = parse_reference(data["ref"])[0].kind == "image"
     kind = "image" if images else "table"
@@ -88,7 +91,7 @@ if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="
     changed = {k: v for k, v in config.items() if v != defaults[k]}
     try:
         started = [
-            jobs.submit(store, {
+            submit(store, {
                 "algorithm": name, "data": data["ref"], "params": params.get(name, {}),
                 # the algorithm's own engine defaults apply to the settings the user left alone
                 "config": {**REGISTRY[name].config_defaults, **changed},
@@ -96,7 +99,7 @@ if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="
             for name in chosen
         ]
     except FedcoreError as error:
-        st.error(str(error))
+        st.error(md(error))
     else:
         st.session_state["launched"] = [run.id for run in started]
         st.success(f"Started {len(started)} run(s); they keep training if you leave this page or close the browser.")
@@ -112,7 +115,7 @@ def launched_progress() -> None:
     current = [r for r in get_store().runs() if r.id in st.session_state.get("launched", [])]
     settle_when_finished(was_active, any(is_active(r) for r in current))
     for run in current:
-        st.markdown(f"**{run_label(run)}**")
+        st.markdown(f"**{md(run_label(run))}**")
         show_progress(run)
         page, name = lens_page(run.spec["algorithm"])
         st.page_link(page, label=f"Open {name} →", query_params={"run": run.id})
