@@ -359,3 +359,16 @@ def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
         output = server.communicate(timeout=30)[0]
     assert not log.exists(), log.read_text()
     assert f"URL: http://localhost:{port}" in re.sub("\x1b\\[[0-9;]*m", "", output)
+
+
+def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypatch, tmp_path):
+    import tomllib
+
+    from fedcore.flower.launch import connection_config
+
+    monkeypatch.delenv("FEDCORE_FLOWER_CA_CERT", raising=False)
+    plain = tomllib.loads(connection_config("127.0.0.1:9093"))["superlink"]["fedcore"]
+    assert plain == {"address": "127.0.0.1:9093", "insecure": True}  # the loopback demo
+    monkeypatch.setenv("FEDCORE_FLOWER_CA_CERT", str(tmp_path / "ca.crt"))
+    tls = tomllib.loads(connection_config("superlink.hospital.test:9093"))["superlink"]["fedcore"]
+    assert tls == {"address": "superlink.hospital.test:9093", "root-certificates": str(tmp_path / "ca.crt")}
