@@ -22,7 +22,15 @@ COPY app.py ./
 COPY assets ./assets
 COPY .streamlit ./.streamlit
 
+# Runs and uploads live under /data/runs; datasets the dashboard may read are mounted read-only
+# and listed in FEDCORE_DATA_DIRS (README, Security), e.g. -v /srv/fl:/data/sets:ro -e FEDCORE_DATA_DIRS=/data/sets.
 VOLUME ["/data"]
 EXPOSE 8501
-# The dashboard; `docker run IMAGE python -m fedcore ...` gives the command line instead.
-CMD ["streamlit", "run", "app.py", "--server.address", "0.0.0.0", "--server.port", "8501"]
+# Not root: the dashboard needs to write only /data.
+RUN useradd --create-home --uid 10001 fedcore && mkdir -p /data/runs && chown -R fedcore /data
+USER fedcore
+# The dashboard for other machines: the launcher refuses to listen on 0.0.0.0 unless sign-in is
+# set up, i.e. a secrets file with [auth] and [roles] is mounted at /app/.streamlit/secrets.toml
+# (never baked in: .dockerignore leaves it out). `docker run IMAGE python -m fedcore ...` gives
+# the command line instead.
+CMD ["python", "-m", "dashboard.serve", "--address", "0.0.0.0", "--port", "8501"]

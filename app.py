@@ -1,5 +1,6 @@
 """The dashboard: `streamlit run app.py` (or `make run`). Screens live in views/, one file each; the
-frame around them (navigation, the live sidebar) in dashboard/shell.py."""
+frame around them (sign-in, navigation by role, the live sidebar) in dashboard/shell.py, and who may
+open which screen in dashboard/auth.py."""
 
 from dashboard.shell import main
 

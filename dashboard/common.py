@@ -15,6 +15,7 @@ import streamlit as st
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label
 from dashboard.registry import Lens, Page, lens_of
+from dashboard.safe_text import csv_bytes, md
 from fedcore.datasets import inspect_data, load_federation
 from fedcore.store import Run, RunStore, atomic_write_json, read_json
 
@@ -136,9 +137,9 @@ def show_progress(run: Run) -> None:
     if state == "running":
         starting = f" · {info['phase']}" if info["round"] == 0 and info["phase"] else " · starting"
         text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else starting
-    st.progress(min(1.0, info["fraction"]), text=text)
+    st.progress(min(1.0, info["fraction"]), text=md(text))
     if state in ("failed", "interrupted") and info["error"]:
-        st.error(f"{'This run failed' if state == 'failed' else 'This run was interrupted'}: {info['error']}")
+        st.error(f"{'This run failed' if state == 'failed' else 'This run was interrupted'}: {md(info['error'])}")
 
 
 def is_active(run: Run) -> bool:
@@ -153,8 +154,8 @@ def settle_when_finished(was_active: bool, active_now: bool) -> None:
 
 
 def download_csv(frame: Any, name: str, label: str = "Download these numbers (CSV)") -> None:
-    st.download_button(label, frame.to_csv(index=False).encode("utf-8"), file_name=f"{name}.csv",
-                       mime="text/csv", key=f"download-{name}")
+    """A CSV download of `frame`, formula cells neutralised (safe_text.csv_bytes)."""
+    st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download-{name}")
 
 
 def spec_summary(run: Run) -> str:

@@ -13,6 +13,7 @@ import streamlit as st
 
 from dashboard import figures
 from dashboard.common import download_csv
+from dashboard.safe_text import code, md
 from fedcore.datasets import MISSING_CODE
 from fedcore.federation import Federation
 
@@ -26,9 +27,9 @@ THUMBNAIL_WIDTH = 88
 def show_alignment(report: dict[str, Any]) -> None:
     """The alignment report of table sites: problems first, then the per-site details."""
     for error in report["errors"]:
-        st.error(error)
+        st.error(md(error))
     for warning in report["warnings"]:
-        st.warning(warning)
+        st.warning(md(warning))
     classes = report["class_names"]
     sites = pd.DataFrame([
         {"site": s["site"], "file": s["file"], "rows": s["rows"], "rows used": s["rows_used"],
@@ -36,17 +37,17 @@ def show_alignment(report: dict[str, Any]) -> None:
          **{f"'{c}'": s["class_counts"].get(c, 0) for c in classes}}
         for s in report["sites"]
     ])
-    st.markdown(f"**Sites and class balance** (target `{report['target']}`)")
+    st.markdown(f"**Sites and class balance** (target {code(report['target'])})")
     st.dataframe(sites, hide_index=True, width="stretch")
     left, right = st.columns(2)
     with left:
         st.markdown(f"**Columns** — at every site: {len(report['columns_in_all'])}"
                     f" · at some: {len(report['columns_in_some'])} · at one only: {len(report['columns_in_one'])}"
-                    f" · excluded: {', '.join(report['excluded']) or 'none'}")
+                    f" · excluded: {md(', '.join(report['excluded'])) or 'none'}")
         for column, where in report["columns_in_some"].items():
-            st.caption(f"`{column}` only at {', '.join(where)} (left out)")
+            st.caption(f"{code(column)} only at {md(', '.join(where))} (left out)")
         for column, where in report["columns_in_one"].items():
-            st.caption(f"`{column}` only at {where} (left out)")
+            st.caption(f"{code(column)} only at {md(where)} (left out)")
         kinds = pd.DataFrame([
             {"feature": name, "kind": f["kind"], "how": f["kind_from"], "values": ", ".join(map(str, f.get("values", [])))}
             for name, f in report["features"].items()
@@ -55,13 +56,13 @@ def show_alignment(report: dict[str, Any]) -> None:
     with right:
         st.markdown("**Differences between sites**")
         for conflict in report["type_conflicts"]:
-            st.warning(conflict if isinstance(conflict, str) else str(conflict))
+            st.warning(md(conflict))
         for column, values in report["category_differences"].items():
-            st.warning(f"`{column}` has different categories: "
-                       + "; ".join(f"{site}: {', '.join(v)}" for site, v in values.items()))
+            st.warning(f"{code(column)} has different categories: "
+                       + md("; ".join(f"{site}: {', '.join(v)}" for site, v in values.items())))
         for outlier in report["location_outliers"]:
-            st.warning(f"`{outlier['column']}` at **{outlier['site']}**: median {outlier['median']:g}, other sites "
-                       f"{outlier['others_median']:g} — a different unit or code?")
+            st.warning(f"{code(outlier['column'])} at **{md(outlier['site'])}**: median {outlier['median']:g}, other "
+                       f"sites {outlier['others_median']:g} — a different unit or code?")
         if not (report["type_conflicts"] or report["category_differences"] or report["location_outliers"]):
             st.success("No type conflicts, category differences or far-off columns.")
     show_missing(pd.DataFrame(report["missing_share"]).fillna(0.0))
@@ -72,7 +73,7 @@ def show_missing(share: pd.DataFrame, note: str = "") -> None:
     with gaps anywhere, and its numbers as CSV."""
     st.markdown("**Missing values** (share of each site's rows)")
     if note:
-        st.caption(note)
+        st.caption(md(note))
     missing = share.loc[share.max(axis=1) > 0]
     if missing.empty:
         st.caption("No missing values.")
@@ -112,9 +113,9 @@ def show_site_preview(federation: Federation) -> None:
     more = f" (the first {len(shown)} of {len(federation.sites)} sites)" if len(federation.sites) > len(shown) else ""
     st.markdown(f"**First {THUMBNAILS} training images of each site**{more}")
     for site in shown:
-        st.markdown(f"**{site.name}**")
+        st.markdown(f"**{md(site.name)}**")
         st.image([_thumbnail(x) for x in site.x_train[:THUMBNAILS].numpy()],
-                 caption=list(classes[site.y_train[:THUMBNAILS].numpy()]), width=THUMBNAIL_WIDTH)
+                 caption=[md(c) for c in classes[site.y_train[:THUMBNAILS].numpy()]], width=THUMBNAIL_WIDTH)
 
 
 def _thumbnail(image: np.ndarray) -> np.ndarray:
@@ -126,9 +127,9 @@ def _thumbnail(image: np.ndarray) -> np.ndarray:
 def show_summary(summary: dict[str, Any]) -> None:
     """Rows and class balance per site of a loaded federation (non-table sources)."""
     for warning in summary.get("warnings", []):
-        st.warning(warning)
+        st.warning(md(warning))
     shape = "×".join(map(str, summary["input_shape"]))
-    st.markdown(f"**{summary['name']}** · inputs {shape} · classes: {', '.join(summary['class_names'])}")
+    st.markdown(f"**{md(summary['name'])}** · inputs {shape} · classes: {md(', '.join(summary['class_names']))}")
     rows = [{"site": s["name"], "training rows": s["n_train"], "hold-out rows": s["n_test"],
              **{f"'{c}'": a + b for c, a, b in zip(summary["class_names"], s["train_class_counts"],
                                                    s["test_class_counts"])}}

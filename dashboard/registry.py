@@ -22,17 +22,19 @@ class Page:
     path: str
     title: str
     icon: str
+    action: str = "view"  # what a role must be allowed to do to see it (dashboard/auth.py's PERMISSIONS)
 
 
 RUNS = Page("views/runs.py", "Runs", ":material/home:")
-DATA = Page("views/data.py", "Data", ":material/table:")
-TRAIN = Page("views/train.py", "Train", ":material/play_arrow:")
+DATA = Page("views/data.py", "Data", ":material/table:", "choose data")
+TRAIN = Page("views/train.py", "Train", ":material/play_arrow:", "train")
 FEATURE_SHIFTS = Page("views/feature_shifts.py", "Feature shifts (iFedAvg)", ":material/grid_on:")
 SITE_SIMILARITY = Page("views/site_similarity.py", "Site similarity (FedHealth2)", ":material/hub:")
 SITE_WEIGHTS = Page("views/site_weights.py", "Site weights (AdaFed)", ":material/balance:")
 PROTOTYPES = Page("views/prototypes.py", "Prototypes (inDISCO)", ":material/image_search:")
 COMPARE = Page("views/compare.py", "Compare", ":material/compare_arrows:")
 RUN_DETAILS = Page("views/run.py", "Run details", ":material/description:")
+SETTINGS = Page("views/settings.py", "Access and data folders", ":material/admin_panel_settings:", "settings")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The dashboard's frame, drawn on every rerun by app.py: navigation (st.navigation over the pages
-the registry defines) and the live "training now" sidebar. Kept in a module, not in app.py, so the
+"""The dashboard's frame, drawn on every rerun by app.py: sign-in (dashboard/auth.py: a sign-in page
+or a refusal stops here), navigation (st.navigation over the pages the registry defines, those the
+person's role may use) and the live "training now" sidebar. Kept in a module, not in app.py, so the
 import contracts cover it like every other part of the dashboard."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import registry
+from dashboard.auth import gate
 from dashboard.common import format_duration, get_store, is_active
 from dashboard.records import progress, run_label
+from dashboard.safe_text import md
 from fedcore import jobs
 
 
@@ -31,16 +34,25 @@ def active_runs() -> None:
         left = f", ~{format_duration(info['eta_s'])} left" if info["eta_s"] is not None else ""
         score = f" · mean F1 {info['mean']['f1']:.3f}" if info["mean"].get("f1") is not None else ""
         st.progress(min(1.0, info["fraction"]),
-                    text=f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}")
+                    text=md(f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}"))
+
+
+SECTIONS = {
+    "": [registry.RUNS],
+    "Set up": [registry.DATA, registry.TRAIN],
+    "Lenses": [*registry.LENS_PAGES, registry.COMPARE],
+    "Results": [registry.RUN_DETAILS],
+    "Administration": [registry.SETTINGS],
+}
 
 
 def main() -> None:
     st.set_page_config(page_title="Federated interoperability", page_icon="🩺", layout="wide")
+    access = gate()  # a sign-in page or a refusal stops here
+    # a page a role may not use is not in the navigation, so not reachable by its URL either
     navigation = st.navigation({
-        "": [page(registry.RUNS, default=True)],
-        "Set up": [page(registry.DATA), page(registry.TRAIN)],
-        "Lenses": [*map(page, registry.LENS_PAGES), page(registry.COMPARE)],
-        "Results": [page(registry.RUN_DETAILS)],
+        section: [page(where, default=where == registry.RUNS) for where in pages if access.may(where.action)]
+        for section, pages in SECTIONS.items() if any(access.may(where.action) for where in pages)
     })
     with st.sidebar:
         active_runs()

@@ -1,15 +1,16 @@
 """Datasets already on this machine, in their usual published layouts, for the dashboard to offer.
 
-Looks (not deeply) in the folders of $FEDCORE_DATA_DIRS (separated by ':'), else in ./data,
-../shared/data and /usr/share/datasets. Nothing is downloaded and nothing is required to exist.
+Looks (not deeply) in the data roots, the folders of $FEDCORE_DATA_DIRS (separated by ':'; see
+roots.py): nowhere else, so that the dashboard offers only what the operator allows. Nothing is
+downloaded and nothing is required to exist.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-DEFAULT_FOLDERS = ("data", "../shared/data", "/usr/share/datasets")
+from data_adapters.roots import configured_roots
+
 # (label, source, pattern relative to a searched folder, whether the reference names the parent folder)
 LAYOUTS = (
     ("UCI heart disease, 4 hospitals", "heart", "**/processed.cleveland.data", True),
@@ -22,9 +23,8 @@ LAYOUTS = (
 
 
 def search_folders() -> list[Path]:
-    listed = os.environ.get("FEDCORE_DATA_DIRS")
-    folders = listed.split(os.pathsep) if listed else DEFAULT_FOLDERS
-    return [Path(f).expanduser().resolve() for f in folders if f and Path(f).expanduser().is_dir()]
+    """The configured data roots that exist."""
+    return [folder for folder in configured_roots() if folder.is_dir()]
 
 
 def find_datasets(folders: list[Path] | None = None) -> list[tuple[str, dict[str, str]]]:

@@ -30,17 +30,7 @@ def is_flower_reference(ref: Any) -> bool:
 
 def flower_reference(ref: str | Mapping[str, Any]) -> dict[str, Any]:
     """The object form with every option filled in and checked; SpecError names what is wrong."""
-    if isinstance(ref, str):
-        items = [item.strip() for item in ref.partition(":")[2].split(",") if item.strip()]
-        values: dict[str, Any] = {key.strip(): value.strip() for key, _, value in
-                                  (item.partition("=") for item in items if "=" in item)}
-        addresses = [item for item in items if "=" not in item]
-        if len(addresses) > 1:
-            raise SpecError(f"A Flower reference names one SuperLink, not {', '.join(addresses)}.")
-        if addresses:
-            values["superlink"] = addresses[0]
-    else:
-        values = {k: v for k, v in ref.items() if k != "source"}
+    values = flower_options(ref)
     unknown = sorted(set(values) - {"superlink", *DEFAULTS})
     if unknown:
         raise SpecError(f"A Flower reference has no option {', '.join(unknown)}; options: "
@@ -57,6 +47,22 @@ def flower_reference(ref: str | Mapping[str, Any]) -> dict[str, Any]:
     if values.get("server_data"):  # one more data reference, checked with the others (`check_reference`)
         resolved["server_data"] = values["server_data"]
     return resolved
+
+
+def flower_options(ref: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The options as written (no defaults, nothing checked, no file touched): what the data-roots
+    policy reads `server_data` from before anything opens it."""
+    if not isinstance(ref, str):
+        return {k: v for k, v in ref.items() if k != "source"}
+    items = [item.strip() for item in ref.partition(":")[2].split(",") if item.strip()]
+    values: dict[str, Any] = {key.strip(): value.strip() for key, _, value in
+                              (item.partition("=") for item in items if "=" in item)}
+    addresses = [item for item in items if "=" not in item]
+    if len(addresses) > 1:
+        raise SpecError(f"A Flower reference names one SuperLink, not {', '.join(addresses)}.")
+    if addresses:
+        values["superlink"] = addresses[0]
+    return values
 
 
 def describe_flower(ref: str | Mapping[str, Any]) -> str:

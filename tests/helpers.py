@@ -3,6 +3,8 @@ of two trainings (conftest.py keeps only fixtures and the test environment)."""
 
 from __future__ import annotations
 
+import re
+
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,3 +106,9 @@ def remove_started_runs(store, keep: Sequence[str]) -> None:
             while run.status["state"] in ("queued", "running") and time.time() < deadline:
                 time.sleep(0.2)
             jobs.delete(store, run)
+
+
+def unescaped(markdown: str) -> str:
+    """What a person reads of Markdown that dashboard.safe_text.md escaped: without the backslashes
+    before punctuation and the invisible word joiners."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")

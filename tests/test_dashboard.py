@@ -20,7 +20,7 @@ from fedcore import jobs
 from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.helpers import SHARED_DATA, make_federation, remove_started_runs
+from tests.helpers import SHARED_DATA, make_federation, remove_started_runs, unescaped
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUICK_RUNS = {
@@ -74,7 +74,8 @@ def plotted(value):
 
 
 def texts(at):
-    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error])
+    """Every text element as a person reads it."""
+    return " ".join(unescaped(m.value) for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error])
 
 
 @pytest.fixture
@@ -453,7 +454,7 @@ def test_site_weights_page_flags_a_random_label_site_driven_to_zero(random_label
     store, run = random_label_run
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
     at = open_page(AppTest.from_file(APP, default_timeout=60), "views/site_weights.py", run.id)
-    assert any("near) zero weight" in w.value and "**site3**" in w.value for w in at.warning)
+    assert any("near) zero weight" in unescaped(w.value) and "**site3**" in unescaped(w.value) for w in at.warning)
     flagged = at.dataframe[0].value
     assert list(flagged["site"]) == ["site3"] and flagged["latest share"][0] < 0.25 / 4
     at.segmented_control(key="weight_scale").set_value("score").run()
@@ -554,7 +555,7 @@ def test_a_bad_upload_gets_a_specific_message_and_stores_nothing(app):
     good = (SAMPLES / "synthetic_north_clinic.csv").read_bytes()
     at.file_uploader[0].set_value([("north.csv", good, "text/csv"), ("empty.csv", b"", "text/csv")]).run()
     assert not at.exception
-    assert any("empty.csv" in e.value for e in at.error)
+    assert any("empty.csv" in unescaped(e.value) for e in at.error)
     assert "use" not in [b.key for b in at.button]  # nothing can be chosen for training
     assert not (store.root / ".dashboard.json").exists()
 
@@ -570,7 +571,7 @@ def test_a_site_with_one_class_is_a_warning_not_an_error(app, tmp_path):
         ("healthy.csv", "\n".join(only_no).encode(), "text/csv"),
     ]).run()
     assert not at.exception
-    assert any("'healthy'" in w.value and "single class" in w.value and "still takes part" in w.value
+    assert any("'healthy'" in unescaped(w.value) and "single class" in unescaped(w.value) and "still takes part" in unescaped(w.value)
                for w in at.warning)
     assert not at.button(key="use").disabled
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.helpers import remove_started_runs
+from tests.helpers import remove_started_runs, unescaped
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 DATA = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3, "inject": ["stamp:site1"]}
@@ -52,7 +52,8 @@ def open_prototypes(at, run_id=None):
 
 
 def texts(at):
-    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error])
+    """Every text element as a person reads it."""
+    return " ".join(unescaped(m.value) for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success, *at.error])
 
 
 def test_the_page_shows_the_overlap_per_site_and_the_boxes(app):
@@ -73,7 +74,7 @@ def test_the_page_shows_the_overlap_per_site_and_the_boxes(app):
     assert [trace["name"] for trace in chart["data"]] == ["Local prototypes (LM: each site alone)",
                                                           "Global prototypes (GM: after the server averaged)"]
     images = list(at.image)
-    shown = [c for image in images for c in image.captions]  # first tab: each test image, local and global box
+    shown = [unescaped(c) for image in images for c in image.captions]  # first tab: each test image, local and global box
     assert sum(c.startswith("hold-out image") for c in shown) == 6 and any("local: P" in c and "global: P" in c
                                                                          for c in shown)
     prototypes = [i for i in images if i.captions and i.captions[0].startswith("P0")]

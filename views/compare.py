@@ -5,11 +5,13 @@ import json
 import pandas as pd
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import download_csv, get_store, run_colors
 from dashboard.figures import learning_curves, per_site_spread
 from dashboard.records import METRIC_LABELS, run_label, site_metrics, summary_metrics
 from dashboard.registry import TRAIN
 
+require("view")
 st.title("Compare algorithms")
 st.markdown("Every site is scored on its own hold-out; a federation is only as good as its worst site, "
             "so the table shows both the mean and the worst site.")

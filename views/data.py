@@ -3,21 +3,25 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store, inspect_reference, load_run_federation
+from dashboard.auth import require
+from dashboard.common import DEMO_DATA, choose_data, chosen_data, inspect_reference, load_run_federation
 from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
                                    show_site_preview, show_summary)
+from dashboard.data_roots import check_reference, data_roots, upload_folder
 from dashboard.registry import TRAIN
+from dashboard.safe_text import md
 from fedcore.datasets import DEMO_FEATURES as FEATURES
-from fedcore.datasets import describe_reference, find_datasets, read_text_table, search_folders, site_name
+from fedcore.datasets import ENVIRONMENT, describe_reference, find_datasets, read_text_table, site_name
 from fedcore.errors import DataError
 
 SOURCES = ("Synthetic demo federation", "A dataset on this machine", "Upload CSV files (one per site)")
 SPLITS = {"iid": "evenly at random (IID)", "dirichlet:0.5": "label skew, Dirichlet α = 0.5",
           "dirichlet:0.1": "strong label skew, Dirichlet α = 0.1", "quantity:0.5": "different sizes (quantity skew)"}
 
+require("choose data")
 st.title("Data")
 current = chosen_data()
-st.caption(f"Training currently uses: **{current['label']}**")
+st.caption(f"Training currently uses: **{md(current['label'])}**")
 source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source")
 
 
@@ -25,7 +29,7 @@ def use_button(ref, label: str, ok: bool = True) -> None:
     """Make `ref` the data the Train page uses."""
     if st.button("Use this data for training", type="primary", disabled=not ok, key="use"):
         choose_data(ref, label)
-        st.success(f"Training will use: {label}.")
+        st.success(f"Training will use: {md(label)}.")
         st.page_link(TRAIN.path, label="Go to Train →")
 
 
@@ -70,9 +74,10 @@ def demo() -> None:
 
 
 def on_disk() -> None:
-    found = find_datasets()
-    folders = ", ".join(str(f) for f in search_folders()) or "none of the usual folders exist"
-    st.caption(f"Looked in: {folders}. Set FEDCORE_DATA_DIRS to look elsewhere.")
+    roots = data_roots()
+    found = find_datasets([root for root in roots if root.is_dir()])
+    st.caption(f"Data folders this dashboard may read: {md(', '.join(str(root) for root in roots))}. Their "
+               f"administrator adds more with {ENVIRONMENT} (README, *Security*); nothing outside them is read.")
     options = [label for label, _ in found] + ["Another folder or file…"]
     choice = st.selectbox("Dataset", options, key="dataset")
     if choice == options[-1]:
@@ -80,7 +85,7 @@ def on_disk() -> None:
                             format_func={"heart": "UCI heart disease (processed.*.data)", "har": "UCI HAR",
                                          "vehicle": "vehicle sensor network", "npz": "MedMNIST .npz",
                                          "idx": "MNIST / Fashion-MNIST IDX", "images": "image folders site/class/*.png"}.get)
-        path = st.text_input("Path", key="path")
+        path = st.text_input("Path (inside one of the data folders above)", key="path")
         if not path:
             return
         ref = {"source": kind, "path": path}
@@ -91,6 +96,7 @@ def on_disk() -> None:
         ref["split"] = left.selectbox("How to split it into sites", list(SPLITS), format_func=SPLITS.get, key="split")
         ref["sites"] = int(right.number_input("Sites", 2, 100, 4, key="n_sites"))
     try:
+        check_reference(ref)  # before anything is opened
         report, ok = inspect_reference(ref)
         if ref["source"] in ("heart", "har", "vehicle"):
             show_alignment(report)
@@ -102,7 +108,7 @@ def on_disk() -> None:
         if ok:  # tables that do not combine cannot be loaded; the report above says why
             show_site_preview(load_run_federation(ref))
     except DataError as error:
-        st.error(str(error))
+        st.error(md(error))
         return
     use_button(ref, describe_reference(ref), ok=ok)
 
@@ -114,13 +120,13 @@ def upload() -> None:
     files = st.file_uploader("CSV files", type=["csv", "tsv", "txt", "data"], accept_multiple_files=True, key="files")
     if not files:
         return
-    paths = save_uploads(files, get_store().root / "_uploads")
+    paths = save_uploads(files, upload_folder())
     tables = {}
     for path in paths:
         try:
             tables[path] = read_text_table(str(path), 200_000_000)
         except DataError as error:
-            st.error(str(error))
+            st.error(md(error))
     if len(tables) < len(paths):
         st.info("Fix or remove the files above; nothing has been stored for training.")
         return
@@ -148,15 +154,16 @@ def upload() -> None:
     else:
         ref["site_names"] = list(names["site"])
     try:
+        check_reference(ref)
         report, ok = inspect_reference(ref)
     except DataError as error:
-        st.error(str(error))
+        st.error(md(error))
         return
     st.subheader("Alignment report")
     show_alignment(report)
     with st.expander("First rows of each file"):
         for path, table in tables.items():
-            st.caption(f"{path.name} ({len(table.frame)} rows)")
+            st.caption(md(f"{path.name} ({len(table.frame)} rows)"))
             st.dataframe(table.frame.head(5), hide_index=True)
     use_button(ref, describe_reference(ref), ok=ok)
     if not ok:

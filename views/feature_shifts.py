@@ -4,14 +4,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import download_csv, is_active, live, load_run_federation, pick_run_or_explain, run_colors
 from dashboard.figures import LAYER_TITLES, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
 from dashboard.registry import LENSES, RUNS
+from dashboard.safe_text import md
 from fedcore.interpret.significance import RULES
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
 
+require("view")
 st.title("Feature shifts (iFedAvg)")
 st.markdown(
     "Each site learns its own small correction of every feature, *(x + b_in) · w_in*, while the "
@@ -57,7 +60,7 @@ def lens() -> None:
     view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule)
     record = next((r for r in run.rounds() if r["round"] == round_), {})
     if record.get("algorithm", {}).get("warning") and rule == "sd":
-        st.warning(record["algorithm"]["warning"])
+        st.warning(md(record["algorithm"]["warning"]))
     st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
     clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
                               selection_mode="points")
@@ -79,7 +82,7 @@ def lens() -> None:
         st.dataframe(table, hide_index=True, width="stretch")
         if false_positives:
             st.caption(f"{len(false_positives)} other cells are marked without an injected problem: "
-                       + ", ".join(f"{f['site']} / {f['column']} ({f['layer']})" for f in false_positives))
+                       + md(", ".join(f"{f['site']} / {f['column']} ({f['layer']})" for f in false_positives)))
         download_csv(table, f"{run.id}-detection-round{round_}", "Download the detection table (CSV)")
 
     if layer.endswith("_in"):
@@ -112,7 +115,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
     try:
         federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))
     except FedcoreError as error:
-        st.info(f"The data of this run are not available on this machine ({error}).")
+        st.info(f"The data of this run are not available on this machine ({md(error)}).")
         return
     j = features.index(feature)
     rows = []
@@ -124,9 +127,9 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
     st.plotly_chart(feature_distribution(values, site, feature, run_colors(run)), width="stretch",
                     key="distribution")
     download_csv(values.rename(columns={"value": f"{feature} (preprocessed)"}), f"{run.id}-values-of-{feature}",
-                 f"Every site's values of {feature} (CSV)")
+                 f"Every site's values of {md(feature)} (CSV)")
     cell = table[(table["site"] == site) & (table["feature"] == feature)].iloc[0]
-    st.caption(f"{site}'s learned value for {feature}: {cell['value']:+.3f} (z {cell['z']:+.2f}"
+    st.caption(f"{md(site)}'s learned value for {md(feature)}: {cell['value']:+.3f} (z {cell['z']:+.2f}"
                f"{', marked O' if cell['O'] else ''}).")
 
 

@@ -4,7 +4,9 @@ the site's own images; and the bias experiment (a stamp on one site's positive i
 import pandas as pd
 import streamlit as st
 
+from dashboard.auth import allowed, require
 from dashboard.common import download_csv, get_store, is_active, live, pick_run
+from dashboard.data_roots import submit
 from dashboard.registry import LENSES, TRAIN
 from dashboard.prototypes import (
     ALGORITHMS,
@@ -23,12 +25,13 @@ from dashboard.prototypes import (
     stamp_and_scale,
     top_table,
 )
-from fedcore.records import Prototypes
-from fedcore import jobs
+from dashboard.safe_text import md
 from fedcore.errors import FedcoreError
+from fedcore.records import Prototypes
 
 TILE_SMALL = 120  # pixels per image in the grids
 
+require("view")
 st.title("Prototypes (inDISCO)")
 st.markdown(
     "A ProtoPNet classifies an image by how much parts of it look like learned **prototypes**: small "
@@ -39,33 +42,36 @@ st.markdown(
 )
 
 store = get_store()
-with st.container(border=True):
-    st.markdown("#### The bias experiment")
-    st.markdown(
-        "Four sites with the same kind of images; **site1** gets a small smiley stamped in the top-left corner of "
-        "every image of its positive (last) class, training and hold-out. inDISCO trains three ways in the "
-        "background — LM (each site alone), GM and PM — a few minutes on a laptop CPU."
-    )
-    choices = preset_choices()
-    label = st.selectbox("Images", list(choices), key="preset_data",
-                         help="Synthetic scans show the shortcut within a few rounds; on 28×28 X-rays the lungs are "
-                              "learnt quickly and a short run may not need the stamp.")
-    data, synthetic = choices[label]
-    if synthetic:
-        st.info("SYNTHETIC images: made up in code (an oval 'organ', a faint spot in class 'spot'); no real scan.")
-    if st.button("▶ Run the bias experiment (LM, GM and PM)", type="primary", key="preset"):
-        try:
-            started = [jobs.submit(store, spec) for spec in preset_specs(data)]
-        except FedcoreError as error:
-            st.error(str(error))
-        else:  # follow the GM run (the picker is not drawn yet in this run, so its state may change)
-            st.session_state["run_picker"] = st.query_params["run"] = started[0].id
-            st.rerun()
+if allowed("train"):  # the bias experiment trains
+    with st.container(border=True):
+        st.markdown("#### The bias experiment")
+        st.markdown(
+            "Four sites with the same kind of images; **site1** gets a small smiley stamped in the top-left corner of "
+            "every image of its positive (last) class, training and hold-out. inDISCO trains three ways in the "
+            "background — LM (each site alone), GM and PM — a few minutes on a laptop CPU."
+        )
+        choices = preset_choices()
+        label = st.selectbox("Images", list(choices), key="preset_data",
+                             help="Synthetic scans show the shortcut within a few rounds; on 28×28 X-rays the lungs are "
+                                  "learnt quickly and a short run may not need the stamp.")
+        data, synthetic = choices[label]
+        if synthetic:
+            st.info("SYNTHETIC images: made up in code (an oval 'organ', a faint spot in class 'spot'); no real scan.")
+        if st.button("▶ Run the bias experiment (LM, GM and PM)", type="primary", key="preset"):
+            try:
+                started = [submit(store, spec) for spec in preset_specs(data)]
+            except FedcoreError as error:
+                st.error(md(error))
+            else:  # follow the GM run (the picker is not drawn yet in this run, so its state may change)
+                st.session_state["run_picker"] = st.query_params["run"] = started[0].id
+                st.rerun()
 
 run = pick_run(LENSES[Prototypes.kind], LENSES[Prototypes.kind].runs_called, key="run_picker")
 if run is None:
-    st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page.")
-    st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
+    st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page."
+            if allowed("train") else "No inDISCO run yet.")
+    if allowed("train"):
+        st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
     st.stop()
 
 group = siblings(store.runs(), run)
@@ -106,7 +112,7 @@ def lens() -> None:
         + f" · boxes: the pixels at or above the {run.spec['params']['box_percentile']:g}th percentile of the "
           "upsampled activation map")
     if run.federation.get("synthetic"):
-        st.caption(f"Synthetic images: {run.federation.get('description', '')}")
+        st.caption(f"Synthetic images: {md(run.federation.get('description', ''))}")
 
     if stamp is not None:
         st.subheader("Boxes on the stamp, site by site")
@@ -131,12 +137,12 @@ def lens() -> None:
     rows = [int(r) for r in first.arrays["test_rows"][site] if r >= 0]
 
     with tests_tab:
-        st.markdown(f"Each recorded hold-out image of {sites[site]}, once per side, boxed where the prototype it "
+        st.markdown(f"Each recorded hold-out image of {md(sites[site])}, once per side, boxed where the prototype it "
                     f"activates most looks: {legend}.")
         columns = st.columns(3)
         for n, row in enumerate(rows):
             picture, caption = holdout_panel(sides, site, row, classes)
-            columns[n % 3].image(picture, caption=caption)
+            columns[n % 3].image(picture, caption=md(caption))
 
     with prototypes_tab:
         st.markdown("Every prototype on the training image of its class, at this site, where it is most activated: "
@@ -147,7 +153,7 @@ def lens() -> None:
                 found = [p for p in range(len(side.arrays["prototype_class"])) if side.get("source_image")[site, p] >= 0]
                 st.image([render(side.get("source_pixels")[site, p], scale, stamp,
                                  [(side.get("source_box")[site, p], side.colour)], tile=TILE_SMALL) for p in found],
-                         caption=[f"P{p} · {classes[int(side.arrays['prototype_class'][p])]}" for p in found],
+                         caption=[md(f"P{p} · {classes[int(side.arrays['prototype_class'][p])]}") for p in found],
                          width=TILE_SMALL)
 
     with image_tab:
@@ -166,7 +172,7 @@ def lens() -> None:
                 pixels = side.arrays["test_pixels"][site, t]
                 st.image([render(pixels, scale, stamp, [(side.get("test_box")[site, t, r], side.colour)],
                                  heat=side.get("test_heat")[site, t, r], tile=TILE_SMALL) for r in range(len(table))],
-                         caption=[f"{row['rank']}. {row['prototype']} · {row['class']} · {row['similarity']:.2f}"
+                         caption=[md(f"{row['rank']}. {row['prototype']} · {row['class']} · {row['similarity']:.2f}")
                                   for _, row in table.iterrows()], width=TILE_SMALL)
         st.caption("Heat: the prototype's activation on this image (bicubic upsampling, JET colours); box: the pixels "
                    "above the percentile. Connection: the prototype's last-layer weight for the predicted class.")

@@ -4,14 +4,19 @@ import json
 
 import streamlit as st
 
+from dashboard.auth import allowed, require
 from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
                               run_colors, spec_summary)
 from dashboard.registry import RUN_DETAILS, TRAIN, page_of
+from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
 from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
 from dashboard.report import html_report
+from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.errors import FedcoreError
 
+require("view")
 st.title("Run details")
 run = pick_run_or_explain(None, TRAIN, "Train something")
 
@@ -23,10 +28,14 @@ def details() -> None:
     actions = st.columns(4)
     if page != RUN_DETAILS:
         actions[0].page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
-    if actions[1].button("Re-run with the same settings"):
-        again = jobs.rerun(get_store(), run)
-        st.toast(f"Queued {again.id}")
-    if is_active(run) and actions[2].button("Cancel this run"):
+    if allowed("train") and actions[1].button("Re-run with the same settings"):
+        try:
+            again = rerun(get_store(), run)
+        except FedcoreError as error:
+            st.error(md(error))
+        else:
+            st.toast(md(f"Queued {again.id}"))
+    if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
     if status.get("state") == "failed":
@@ -51,13 +60,13 @@ def details() -> None:
                      "Download every round's α per site (CSV)")
     warnings = run.federation.get("warnings") or []
     for warning in warnings:
-        st.warning(warning)
+        st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
         # runs record how their executor trained them (older runs only its name)
         trained = status.get("execution_description") or status.get("execution")
-        st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
-                   f"{f' · {trained}' if trained else ''} · code {run.spec.get('version')}")
+        st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
+                      f"{f' · {trained}' if trained else ''} · code {run.spec.get('version')}"))
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
     st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")

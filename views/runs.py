@@ -3,9 +3,12 @@
 import pandas as pd
 import streamlit as st
 
+from dashboard.auth import allowed, require
 from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished
-from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, page_of
+from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, TRAIN, page_of
+from dashboard.data_roots import rerun, submit
 from dashboard.records import progress, run_label
+from dashboard.safe_text import md
 from fedcore import jobs
 from fedcore.errors import FedcoreError
 
@@ -16,6 +19,7 @@ QUICK_START = {
     "config": {"rounds": 150},
 }
 
+require("view")
 store = get_store()
 st.title("Federated interoperability dashboard")
 st.markdown(
@@ -25,16 +29,17 @@ st.markdown(
     "**where** such differences are: which site, which feature, how large."
 )
 
-with st.container(border=True):
-    st.markdown("#### New here? See it work in about a minute")
-    st.markdown(
-        "Train **iFedAvg** on the *synthetic* demo federation: eight made-up hospitals triaging "
-        "sepsis, four of them with a hidden problem (an age error, temperatures in °F, a symptom "
-        "recorded only for sick patients, flipped labels). The heatmap then marks where they are."
-    )
-    if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
-        run = jobs.submit(store, QUICK_START)
-        st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
+if allowed("train"):
+    with st.container(border=True):
+        st.markdown("#### New here? See it work in about a minute")
+        st.markdown(
+            "Train **iFedAvg** on the *synthetic* demo federation: eight made-up hospitals triaging "
+            "sepsis, four of them with a hidden problem (an age error, temperatures in °F, a symptom "
+            "recorded only for sick patients, flipped labels). The heatmap then marks where they are."
+        )
+        if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
+            run = submit(store, QUICK_START)
+            st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
 runs = store.runs()
 
@@ -48,7 +53,8 @@ def runs_table() -> None:
     settle_when_finished(was_active, any(is_active(r) for r in runs))
     st.subheader(f"Runs ({len(runs)})")
     if not runs:
-        st.info("No runs yet. Start the demo above, or choose data and algorithms under **Set up**.")
+        st.info("No runs yet. Start the demo above, or choose data and algorithms under **Set up**." if allowed("train")
+                else "No runs yet.")
         return
     rows = []
     for run in runs:
@@ -75,7 +81,8 @@ def runs_table() -> None:
     )
     selected = event.selection.rows
     if not selected:
-        st.caption("Select a row to open, re-run, cancel or delete that run.")
+        actions = ["open", *(["re-run", "cancel"] if allowed("train") else []), *(["delete"] if allowed("delete") else [])]
+        st.caption(f"Select a row to {', '.join(actions[:-1]) + ' or ' if len(actions) > 1 else ''}{actions[-1]} that run.")
         return
     run = runs[selected[0]]
     columns = st.columns(5)
@@ -83,23 +90,27 @@ def runs_table() -> None:
         st.switch_page(page_of(run).path, query_params={"run": run.id})
     if columns[1].button("Details", key="details"):
         st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
-    if columns[2].button("Re-run with the same settings", key="rerun"):
-        again = jobs.rerun(store, run)
-        st.toast(f"Queued {again.id}")
-        st.rerun()
-    if is_active(run):
-        if columns[3].button("Cancel", key="cancel"):
-            jobs.cancel(run)
-            st.toast(f"Cancelling {run.id}; what it recorded so far is kept.")
+    if allowed("train") and columns[2].button("Re-run with the same settings", key="rerun"):
+        try:
+            again = rerun(store, run)
+        except FedcoreError as error:
+            st.error(md(error))
+        else:
+            st.toast(md(f"Queued {again.id}"))
             st.rerun()
-    else:
+    if is_active(run):
+        if allowed("cancel") and columns[3].button("Cancel", key="cancel"):
+            jobs.cancel(run)
+            st.toast(md(f"Cancelling {run.id}; what it recorded so far is kept."))
+            st.rerun()
+    elif allowed("delete"):
         with columns[4].popover("Delete"):
-            st.write(f"Delete run **{run.id}** and everything it recorded?")
+            st.markdown(f"Delete run **{md(run.id)}** and everything it recorded?")
             if st.button("Yes, delete it", key="confirm_delete"):
                 try:
                     jobs.delete(store, run)
                 except FedcoreError as error:
-                    st.error(str(error))
+                    st.error(md(error))
                 else:
                     st.rerun()
 

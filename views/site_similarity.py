@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import download_csv, live, pick_run_or_explain
 from dashboard.lenses import similarity_view
 from dashboard.registry import LENSES, TRAIN
@@ -13,6 +14,7 @@ STATISTICS = {
     "d": "classifier-input features of a server-pretrained model",
 }
 
+require("view")
 st.title("Site similarity (FedHealth2)")
 st.markdown(
     "Before training, a model trained at the server describes every site by the statistics its "

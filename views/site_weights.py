@@ -2,12 +2,15 @@
 
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import download_csv, live, pick_run_or_explain, run_colors
 from dashboard.figures import class_lines, site_lines
 from dashboard.lenses import weights_view
 from dashboard.registry import LENSES, TRAIN
+from dashboard.safe_text import md
 from fedcore.records import SiteWeights
 
+require("view")
 st.title("Site weights (AdaFed)")
 st.markdown(
     "Each round the server scores every site's returned model on its test set and averages the "
@@ -28,7 +31,7 @@ def lens() -> None:
     st.markdown(f"Weight rule: **{params['weight_rule']}** · server test set: **{params['server_test']}** · "
                 f"adaptive loss: **{'on' if params['adaptive_loss'] else 'off'}** (ε = {params['epsilon']:g})")
     if len(view.near_zero):
-        names = ", ".join(view.near_zero["site"])
+        names = md(", ".join(view.near_zero["site"]))
         st.warning(f"Driven to (near) zero weight — below a quarter of an equal share — in some rounds: **{names}**. "
                    "While there, the server hardly used their models: check these sites' data and labels.")
         st.dataframe(view.near_zero, hide_index=True, column_config={"latest share": st.column_config.NumberColumn(

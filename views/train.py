@@ -4,11 +4,13 @@ from dataclasses import fields
 
 import streamlit as st
 
+from dashboard.auth import require
 from dashboard.common import chosen_data, get_store, is_active, settle_when_finished, show_progress
 from dashboard.registry import DATA, page_of
 from dashboard.forms import field_input, params_inputs
+from dashboard.data_roots import submit
 from dashboard.records import run_label
-from fedcore import jobs
+from dashboard.safe_text import md
 from fedcore.config import TrainConfig
 from fedcore.datasets import data_kind
 from fedcore.errors import FedcoreError
@@ -18,6 +20,7 @@ REGISTRY = algorithms()
 
 MAIN_SETTINGS = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "seed")
 
+require("train")
 store = get_store()
 st.title("Train")
 where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, key="where",
@@ -26,7 +29,7 @@ where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, k
 if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
-    left.markdown(f"**Data:** {data['label']}")
+    left.markdown(f"**Data:** {md(data['label'])}")
     right.page_link(DATA.path, label="Change the data", icon=DATA.icon)
     images = data_kind(data["ref"]) == "image"
     kind = "image" if images else "table"
@@ -90,7 +93,7 @@ if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="
     changed = {k: v for k, v in config.items() if v != defaults[k]}
     try:
         started = [
-            jobs.submit(store, {
+            submit(store, {
                 "algorithm": name, "data": data["ref"], "params": params.get(name, {}),
                 # the algorithm's own engine defaults apply to the settings the user left alone
                 "config": {**REGISTRY[name].config_defaults, **changed},
@@ -98,7 +101,7 @@ if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="
             for name in chosen
         ]
     except FedcoreError as error:
-        st.error(str(error))
+        st.error(md(error))
     else:
         st.session_state["launched"] = [run.id for run in started]
         st.success(f"Started {len(started)} run(s); they keep training if you leave this page or close the browser.")
@@ -114,7 +117,7 @@ def launched_progress() -> None:
     current = [r for r in get_store().runs() if r.id in st.session_state.get("launched", [])]
     settle_when_finished(was_active, any(is_active(r) for r in current))
     for run in current:
-        st.markdown(f"**{run_label(run)}**")
+        st.markdown(f"**{md(run_label(run))}**")
         show_progress(run)
         page = page_of(run)
         st.page_link(page.path, label=f"Open {page.title} →", query_params={"run": run.id})

@@ -4,6 +4,7 @@
     python -m fedcore run --spec myrun.json --seed 3
     python -m fedcore run -a ifedavg --data csv:site_a.csv,site_b.csv --target outcome --rounds 100
     python -m fedcore inspect --data heart:../shared/data/heart_disease/canonical
+    python -m fedcore checkup --data demo [--train] [--json]
     python -m fedcore list
     python -m fedcore show RUN_ID [--json]
     python -m fedcore algorithms
@@ -20,6 +21,8 @@ from dataclasses import fields
 
 from data_adapters import describe_reference, inspect_data, normalize_reference
 from fedcore.algorithms import REGISTRY
+from fedcore.checkup import plans
+from fedcore.checkup_jobs import start_checkup
 from fedcore.cli import parser as arguments
 from fedcore.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
 from fedcore.cli.specs import data_reference, raw_specs
@@ -34,8 +37,8 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_CANCELLED", "EXIT_FAILED", "main", "run_repor
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments.build({"run": _cmd_run, "inspect": _cmd_inspect, "list": _cmd_list, "show": _cmd_show,
-                              "algorithms": _cmd_algorithms})
+    parser = arguments.build({"run": _cmd_run, "inspect": _cmd_inspect, "checkup": _cmd_checkup, "list": _cmd_list,
+                              "show": _cmd_show, "algorithms": _cmd_algorithms})
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -95,6 +98,31 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     report = inspect_data(normalize_reference(data_reference(args)))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
     return 0 if report.ok else EXIT_BAD_INPUT
+
+
+def _cmd_checkup(args: argparse.Namespace) -> int:
+    store = RunStore(args.store)
+    if args.checkup_id:
+        found = plans(store)
+        chosen = [p for p in found if args.checkup_id in ("latest", p.id)][:1]
+        if not chosen:
+            raise FedcoreError(f"No check-up '{args.checkup_id}' in {store.root}; "
+                               f"there are: {', '.join(p.id for p in found) or 'none'}.")
+        plan = chosen[0]
+    else:
+        if args.replicates < 1 or args.rounds < 1:
+            raise FedcoreError("--replicates and --rounds must be at least 1.")
+        cancel_on_sigterm()
+        plan = start_checkup(store, data_reference(args), args.replicates, args.rounds, train=args.train,
+                             in_process=True, progress=lambda text: print(text, file=sys.stderr))
+    result = plan.evaluate(store)
+    if args.json:
+        print(json.dumps({"check_up": plan.id, **result.to_dict()}, indent=2, default=float))
+    else:
+        print(result.to_text())
+        print(f"\nCheck-up {plan.id}" + ("" if args.train or args.checkup_id else
+                                          " (data lens only: --train adds the model lenses)"))
+    return 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

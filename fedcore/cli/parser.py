@@ -51,6 +51,23 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     _add_data_flags(inspect)
     inspect.set_defaults(handler=handlers["inspect"])
 
+    checkup = commands.add_parser(
+        "checkup", parents=[common],
+        help="Which sites have which problem: the data lens at once, the model lenses with --train.",
+        description="Every site against the others: its data profile (original units, no rows moved) and, "
+                    "with --train, the lenses of models trained on the data (iFedAvg on several seeds, FedAvg, "
+                    "AdaFed, FedHealth2); findings at a 5 %% false discovery rate. --check-up ID re-reads one "
+                    "(e.g. after its background runs finished).")
+    source = checkup.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", "-d", help="Data reference of the federation to check.")
+    source.add_argument("--check-up", dest="checkup_id", help="A check-up in the store (its id, or 'latest').")
+    checkup.add_argument("--train", action="store_true", help="Also train the model lenses' runs here, one after another.")
+    checkup.add_argument("--replicates", type=int, default=3, help="iFedAvg runs on other seeds (default 3).")
+    checkup.add_argument("--rounds", type=int, default=300, help="Rounds of each model lens's run (default 300).")
+    checkup.add_argument("--json", action="store_true", help="The findings as JSON.")
+    _add_data_flags(checkup)
+    checkup.set_defaults(handler=handlers["checkup"])
+
     listing = commands.add_parser("list", parents=[common], help="All runs in the store.")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=handlers["list"])

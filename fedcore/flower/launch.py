@@ -49,15 +49,23 @@ def flower_env(home: Path, **extra: str) -> dict[str, str]:
             "FLWR_HOME": str(home), **QUIET, **extra}
 
 
+def connection_config(superlink: str) -> str:
+    """The flwr CLI's connection to the SuperLink: TLS checked against the CA certificate in
+    $FEDCORE_FLOWER_CA_CERT (a SuperLink started with --ssl-ca-certfile / --ssl-certfile /
+    --ssl-keyfile), else without TLS (a SuperLink started with --insecure, as `make flower-demo`)."""
+    ca = os.environ.get("FEDCORE_FLOWER_CA_CERT")
+    security = f"root-certificates = {json.dumps(str(Path(ca).expanduser().resolve()))}" if ca else "insecure = true"
+    return (f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = {json.dumps(superlink)}\n{security}\n')
+
+
 def run_federation(run: Run, progress: Progress | None = None) -> dict[str, Any]:
     """Train `run` on the Flower federation its data reference names; returns its summary."""
     superlink = run.spec["data"]["superlink"]
     total = int(run.spec["config"]["rounds"])
     with tempfile.TemporaryDirectory(prefix="fedcore-flwr-") as folder:
         home = Path(folder)
-        (home / "config.toml").write_text(
-            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "{superlink}"\ninsecure = true\n', encoding="utf-8")
+        (home / "config.toml").write_text(connection_config(superlink), encoding="utf-8")
         command = [str(BIN / "flwr"), "run", str(APP_DIR), CONNECTION, "--stream",
                    "--run-config", f"run-dir={json.dumps(str(run.path.resolve()))}"]
         with open(run.path / "flower.log", "ab") as log:

@@ -1,0 +1,35 @@
+"""The dashboard's data roots and the one way it starts a run: every path a visitor can name
+(a dataset, an upload, the server data of a Flower federation, backbone weights) is checked
+against the roots (`fedcore.datasets`, data_adapters/roots.py) before anything opens it. This
+module binds them to the dashboard's store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dashboard.common import get_store
+from fedcore import datasets
+from fedcore.datasets import BUNDLED  # noqa: F401 - the settings page lists it
+from fedcore.store import Run, RunStore
+
+
+def upload_folder() -> Path:
+    return datasets.upload_folder(get_store())
+
+
+def data_roots() -> list[Path]:
+    return datasets.data_roots(get_store())
+
+
+def check_reference(ref: Any) -> None:
+    datasets.check_roots(get_store(), ref)
+
+
+def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
+    return datasets.submit(store, spec)
+
+
+def rerun(store: RunStore, run: Run) -> Run:
+    return datasets.rerun(store, run)

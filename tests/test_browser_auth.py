@@ -1,0 +1,202 @@
+"""Sign-in end to end: a real OpenID Connect provider on loopback (oidc-provider-mock), the dashboard
+started by the launcher the Docker image uses, and Chromium signing in as people of each role:
+each sees only what the role allows, and signs out. Every request to a host other than this
+machine is blocked and recorded. Screenshots go to test-artifacts/ for a person to look at."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from fedcore.runner import execute, resolve_spec
+from fedcore.store import RunStore
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+PEOPLE = {
+    "viewer": ("nurse@hospital.test", {"email": "nurse@hospital.test", "name": "Nora Nurse"}),
+    "analyst": ("ana@hospital.test", {"email": "ana@hospital.test", "name": "Ana Lyst", "groups": ["fl-analysts"]}),
+    "admin": ("boss@hospital.test", {"email": "boss@hospital.test", "name": "Bo Ss"}),
+    None: ("stranger@elsewhere.test", {"email": "stranger@elsewhere.test"}),
+}
+ALWAYS = ["Runs", "Feature shifts (iFedAvg)", "Site similarity (FedHealth2)", "Site weights (AdaFed)",
+          "Prototypes (inDISCO)", "Compare", "Run details"]
+PAGES = {"viewer": ALWAYS, "analyst": ["Runs", "Data", "Train", *ALWAYS[1:]],
+         "admin": ["Runs", "Data", "Train", *ALWAYS[1:], "Access and data folders"]}
+# The mock provider's own pages link a stylesheet on a CDN; the route below blocks it (nothing
+# leaves this machine). Any other outside request fails the test.
+PROVIDER_STYLESHEET = "cdn.jsdelivr.net"
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
+        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
+    import httpx
+    from oidc_provider_mock import run_server_in_thread
+
+    with run_server_in_thread(port=_free_port()) as server:
+        url = f"http://localhost:{server.server_port}"
+        for sub, claims in PEOPLE.values():
+            assert httpx.put(f"{url}/users/{quote(sub)}", json=claims).status_code == 204
+        yield url
+
+
+@pytest.fixture
+def dashboard(provider, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    execute(store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}})))
+    port = _free_port()
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(f"""
+[auth]
+redirect_uri = "http://localhost:{port}/oauth2callback"
+cookie_secret = "a-long-random-test-cookie-secret-0123456789"
+client_id = "fedcore-dashboard"
+client_secret = "test-client-secret"
+server_metadata_url = "{provider}/.well-known/openid-configuration"
+
+[roles]
+admin = ["boss@hospital.test"]
+analyst = ["group:fl-analysts"]
+viewer = ["@hospital.test"]
+""")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.serve", "--address", "127.0.0.1", "--port", str(port), "--secrets", str(secrets)],
+        cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"},
+        stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                raise AssertionError("the dashboard did not start") from None
+            time.sleep(0.5)
+    yield f"http://localhost:{port}", store  # the host of the redirect_uri: the sign-in cookie is set for it
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def shown_text(page, part: str) -> str:
+    """The text of the element holding `part`, as read (without the invisible word joiners that
+    keep an address from becoming a link)."""
+    element = page.get_by_text(re.compile(re.escape(part))).first
+    element.wait_for(timeout=60_000)
+    return element.inner_text().replace("\u2060", "")
+
+
+def nav_links(page) -> list[str]:
+    links = page.locator('[data-testid="stSidebarNavLink"]')
+    links.first.wait_for(timeout=30_000)
+    return [text.split("\n")[-1].strip() for text in links.all_inner_texts()]  # after the icon's name
+
+
+def sign_in(page, url: str, sub: str) -> None:
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_placeholder("sub").fill(sub)  # the provider's own form
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(re.compile(re.escape(url) + r"/?(\?.*)?$"), timeout=30_000)
+
+
+def present(page, name, expected: bool) -> bool:
+    """Whether a button shows, waiting for it where it should (the page arrives in pieces)."""
+    button = page.get_by_role("button", name=name)
+    if expected:
+        try:
+            button.first.wait_for(timeout=30_000)
+        except Exception:  # noqa: BLE001 - a timeout: it is absent, and the assertion says so
+            return False
+    return button.count() > 0
+
+
+def select_first_run(page) -> None:
+    """Tick the first row of the runs table (its cells are drawn on a canvas)."""
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.wait_for(timeout=30_000)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the row marker of row 1, under the header
+    page.get_by_role("button", name="Details").wait_for(timeout=30_000)
+
+
+def test_sign_in_each_role_sees_what_it_may_and_signs_out(dashboard):
+    from playwright.sync_api import sync_playwright
+
+    url, store = dashboard
+    ARTIFACTS.mkdir(exist_ok=True)
+    outside: list[str] = []
+
+    def only_this_machine(route):
+        host = re.sub(r":\d+$", "", route.request.url.split("/")[2])
+        if host in ("localhost", "127.0.0.1", "[::1]"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        # Signed out: the sign-in and nothing else.
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.route("**/*", only_this_machine)
+        page = context.new_page()
+        page.goto(url)
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+        assert page.get_by_text("Runs (").count() == 0
+        page.screenshot(path=str(ARTIFACTS / "auth-signed-out-1280.png"), full_page=True)
+        context.close()
+
+        for role in ("viewer", "analyst", "admin"):
+            sub, claims = PEOPLE[role]
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.route("**/*", only_this_machine)
+            page = context.new_page()
+            sign_in(page, url, sub)
+            assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · {role}"
+            assert nav_links(page) == PAGES[role]
+            page.get_by_text("Runs (1)").wait_for(timeout=30_000)
+            assert present(page, re.compile("Train iFedAvg on the demo data"), role != "viewer") is (role != "viewer")
+            select_first_run(page)
+            assert present(page, "Re-run with the same settings", role != "viewer") is (role != "viewer")
+            assert present(page, "Delete", role == "admin") is (role == "admin")
+            for width in (1280, 1920):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.wait_for_timeout(300)  # the layout settles on the new width (nothing to wait for in the DOM)
+                page.screenshot(path=str(ARTIFACTS / f"auth-{role}-{width}.png"), full_page=True)
+            if role == "admin":
+                page.get_by_role("link", name="Access and data folders").click()
+                page.get_by_text("Data folders").first.wait_for(timeout=30_000)
+                page.get_by_text("Groups are read from the claim groups").wait_for(timeout=30_000)
+                page.screenshot(path=str(ARTIFACTS / "auth-admin-settings-1920.png"), full_page=True)
+            # Sign out: through the provider's end-session page, back to the sign-in.
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_role("button", name="End session").click()
+            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+            page.goto(url)  # the session is gone, not just hidden
+            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+            assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+            context.close()
+
+        # Signed in, but not listed under [roles]: told so, shown nothing.
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.route("**/*", only_this_machine)
+        page = context.new_page()
+        sign_in(page, url, PEOPLE[None][0])
+        assert "stranger@elsewhere.test, who has no role" in shown_text(page, "who has no role")
+        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+        page.screenshot(path=str(ARTIFACTS / "auth-no-role-1280.png"), full_page=True)
+        context.close()
+        browser.close()
+    assert [u for u in outside if PROVIDER_STYLESHEET not in u] == []

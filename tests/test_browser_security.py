@@ -1,0 +1,99 @@
+"""In a real browser, local mode: the Data page refuses a server file outside the data folders
+without showing a byte of it, and shows a dataset whose column and category names are Markdown
+images, links and HTML as plain text — no image fetched, no link, no tag; its CSV export carries
+no formula. Every request to a host other than this machine is blocked and recorded.
+Screenshots go to test-artifacts/."""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 (a fixture)
+
+EVIL_HOST = "198.51.100.7"  # TEST-NET-2: the route below blocks it; nothing may ask for it
+IMAGE_COLUMN = f"![c](http://{EVIL_HOST}/column.png)"
+LINK_CATEGORY = f"[open](http://{EVIL_HOST}/)"
+HTML_CATEGORY = f"<img src=http://{EVIL_HOST}/category.png>"
+FORMULA_COLUMN = f'=HYPERLINK("http://{EVIL_HOST}","open")'
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch):
+    """A data folder (FEDCORE_DATA_DIRS, set before the dashboard starts) holding a vehicle-layout
+    table: three sensors, a column named like a Markdown image (a hundred times larger at sensor
+    3: a 'unit'), categories that differ between sensors (a link, an <img>), gaps in a column named
+    like a spreadsheet formula."""
+    root = tmp_path / "data"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [{"sensor": s, "y": 1 if r % 3 == 0 else -1, "f000": rng.normal(), IMAGE_COLUMN: rng.normal(5, 1) * (100 if s == 3 else 1),
+             "ward": (LINK_CATEGORY, HTML_CATEGORY)[r % 2] if s == 1 else "general",
+             FORMULA_COLUMN: np.nan if r % 5 == 0 else rng.normal()}
+            for s in (1, 2, 3) for r in range(40)]
+    pd.DataFrame(rows).to_csv(root / "hostile_by_sensor.csv", index=False)
+    monkeypatch.setenv("FEDCORE_DATA_DIRS", str(root))
+    return root
+
+
+def test_server_files_are_refused_and_hostile_names_are_text(data_root, dashboard, tmp_path):  # noqa: F811
+    from playwright.sync_api import sync_playwright
+
+    url, _ = dashboard
+    ARTIFACTS.mkdir(exist_ok=True)
+    outside: list[str] = []
+
+    def only_this_machine(route):
+        if re.sub(r":\d+$", "", route.request.url.split("/")[2]) in ("localhost", "127.0.0.1"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 1400}, accept_downloads=True)
+        context.route("**/*", only_this_machine)
+        page = context.new_page()
+        page.goto(f"{url}/data")
+        page.get_by_text("Local mode: no sign-in").wait_for(timeout=60_000)
+        page.get_by_text("A dataset on this machine").click()
+        page.get_by_text(f"Data folders this dashboard may read: {data_root}").wait_for(timeout=30_000)
+        page.get_by_label("Path (inside one of the data folders above)").fill("/etc/passwd")
+        page.keyboard.press("Enter")
+        page.get_by_text("/etc/passwd is outside the data folders this dashboard may read").wait_for(timeout=30_000)
+        body = page.locator("body").inner_text()
+        assert "root:x" not in body and "/bin/bash" not in body
+        for width in (1280, 1920):
+            page.set_viewport_size({"width": width, "height": 1000})
+            page.wait_for_timeout(300)  # the layout settles on the new width
+            page.screenshot(path=str(ARTIFACTS / f"data-roots-refused-{width}.png"), full_page=True)
+
+        # A table inside the data folder, with hostile names.
+        page.locator('[data-testid="stSelectbox"]').filter(has_text="Layout").locator("div[role=combobox], input").first.click()
+        page.get_by_role("option", name="vehicle sensor network").click()
+        page.get_by_label("Path (inside one of the data folders above)").fill(str(data_root / "hostile_by_sensor.csv"))
+        page.keyboard.press("Enter")
+        page.get_by_text("has different categories").first.wait_for(timeout=60_000)
+        page.get_by_text("a different unit or code?").first.wait_for(timeout=30_000)
+        main = page.locator('[data-testid="stMain"]')
+        text = main.inner_text().replace("\u2060", "")
+        assert IMAGE_COLUMN in text and LINK_CATEGORY in text and HTML_CATEGORY in text  # shown, as text
+        assert main.locator(f'img[src*="{EVIL_HOST}"]').count() == 0
+        assert main.locator(f'a[href*="{EVIL_HOST}"]').count() == 0
+        assert main.locator('[data-testid="stMarkdownContainer"] img').count() == 0
+        # no link in any text but the headings' own anchors (href="#...")
+        assert main.locator('[data-testid="stMarkdownContainer"] a:not([href^="#"])').count() == 0
+        assert main.locator('[data-testid="stElementToolbarButton"]').filter(has_text="Download").count() == 0
+        for width in (1280, 1920):
+            page.set_viewport_size({"width": width, "height": 1000})
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(ARTIFACTS / f"data-hostile-names-{width}.png"), full_page=True)
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download the missing-value shares (CSV)").click()
+        exported = pd.read_csv(download.value.path())
+        assert list(exported["feature"]) == ["'" + FORMULA_COLUMN]  # a formula no more
+        assert np.allclose(exported.iloc[0, 1:].astype(float), 0.2)  # and the shares stay numbers
+        browser.close()
+    assert outside == []

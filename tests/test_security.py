@@ -1,0 +1,374 @@
+"""The security rules on their own: data roots, Markdown escaping, CSV formula cells, roles, and the
+launcher that refuses to serve other machines without sign-in. Pages: test_security_pages.py;
+in a browser with a real OpenID provider: test_browser_auth.py."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dashboard.auth import auth_problem, is_loopback, may, providers, role_for
+from dashboard.safe_text import code, csv_bytes, md, neutral_cell
+from dashboard.serve import streamlit_command
+from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
+from tests.helpers import unescaped
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- data roots -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def layout(tmp_path):
+    """A root with a data file, a secret beside it, and links out of and within the root."""
+    root, outside = tmp_path / "data", tmp_path / "private"
+    (root / "study").mkdir(parents=True)
+    outside.mkdir()
+    (root / "study" / "site_a.csv").write_text("x,y\n1,0\n")
+    (outside / "secret.csv").write_text("password,y\nhunter2,1\n")
+    (root / "escape").symlink_to(outside, target_is_directory=True)
+    (root / "escape_file.csv").symlink_to(outside / "secret.csv")
+    (root / "alias.csv").symlink_to(root / "study" / "site_a.csv")
+    return root, outside
+
+
+def test_paths_inside_a_root_are_allowed_resolved(layout):
+    root, _ = layout
+    assert within_roots(root / "study" / "site_a.csv", [root]) == (root / "study" / "site_a.csv").resolve()
+    assert within_roots(str(root), [root]) == root.resolve()  # the root itself
+    assert within_roots(root / "alias.csv", [root]) == (root / "study" / "site_a.csv").resolve()  # a link inside
+
+
+@pytest.mark.parametrize("relative", ["../private/secret.csv", "study/../../private/secret.csv", "escape/secret.csv",
+                                      "escape_file.csv", "escape"])
+def test_dot_dot_and_links_that_leave_the_root_are_refused(layout, relative):
+    root, _ = layout
+    with pytest.raises(OutsideDataRoots, match="outside the data folders"):
+        within_roots(f"{root}/{relative}", [root])
+
+
+def test_absolute_paths_elsewhere_a_sibling_with_the_same_prefix_and_non_paths_are_refused(layout, tmp_path):
+    root, _ = layout
+    sibling = tmp_path / "data2"  # '/…/data2' starts with '/…/data' as text, not as a folder
+    sibling.mkdir()
+    for path in ("/etc/passwd", "/etc", str(sibling), "~", "", "a\x00b"):
+        with pytest.raises(OutsideDataRoots):
+            within_roots(path, [root])
+    with pytest.raises(OutsideDataRoots, match="none are set up"):
+        within_roots(root / "study" / "site_a.csv", [])
+
+
+def test_a_relative_path_is_taken_from_the_working_directory(layout, monkeypatch):
+    root, _ = layout
+    monkeypatch.chdir(root / "study")
+    assert within_roots("site_a.csv", [root]).name == "site_a.csv"
+    with pytest.raises(OutsideDataRoots):
+        within_roots("../../private/secret.csv", [root])
+
+
+def test_every_path_of_a_reference_is_found(layout):
+    root, outside = layout
+    assert reference_paths("demo") == []
+    assert reference_paths({"source": "synthetic_scans", "images": 100}) == []
+    assert reference_paths("heart:/etc") == ["/etc"]
+    assert reference_paths("csv:a.csv,b.csv,target=y,server_test=s.csv") == ["a.csv", "b.csv", "s.csv"]
+    assert reference_paths({"source": "har", "path": "/root"}) == ["/root"]
+    assert reference_paths({"source": "flower", "superlink": "127.0.0.1:9093", "server_data": "heart:/etc"}) == ["/etc"]
+    assert reference_paths("flower:127.0.0.1:9093,server_data=npz:/srv/x.npz") == ["/srv/x.npz"]
+    assert reference_paths({"source": "flower", "superlink": "127.0.0.1:9093"}) == []
+
+
+@pytest.mark.parametrize("ref", [
+    "heart:/etc", "har:/etc/passwd", "images:/root", "vehicle:{outside}/secret.csv",
+    {"source": "csv", "files": ["{root}/study/site_a.csv", "{outside}/secret.csv"], "target": "y"},
+    {"source": "csv", "files": ["{root}/study/site_a.csv"], "target": "y", "server_test": "{root}/escape_file.csv"},
+    {"source": "idx", "path": "{root}/../private"},
+    {"source": "flower", "superlink": "127.0.0.1:9093", "server_data": "csv:{outside}/secret.csv,target=y"},
+])
+def test_a_reference_outside_the_roots_is_refused_before_a_byte_is_read(layout, ref, opened):
+    root, outside = layout
+
+    def fill(value):
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value.format(root=root, outside=outside) if isinstance(value, str) else value
+
+    with opened() as events, pytest.raises(OutsideDataRoots):
+        check_reference_roots(fill(ref), [root])
+    assert events == []  # nothing opened or listed anywhere
+
+
+def test_a_reference_inside_the_roots_passes(layout, opened):
+    root, _ = layout
+    with opened() as events:
+        check_reference_roots({"source": "csv", "files": [str(root / "study" / "site_a.csv")], "target": "y"}, [root])
+        check_reference_roots("demo", [])
+    assert events == []
+
+
+@pytest.fixture(scope="session")
+def opened():
+    """A context manager recording every file opened and folder listed meanwhile (an audit hook:
+    Python reports them all, whichever library asks)."""
+    from contextlib import contextmanager
+
+    recording: list[list] = []
+
+    def hook(event, args):
+        if recording and event in ("open", "os.listdir", "os.scandir") and args and args[0] is not None:
+            recording[-1].append((event, str(args[0])))
+
+    sys.addaudithook(hook)
+
+    @contextmanager
+    def record():
+        events: list = []
+        recording.append(events)
+        try:
+            yield events
+        finally:
+            recording.pop()
+
+    return record
+
+
+# -- Markdown escaping and CSV cells ------------------------------------------------------------
+
+HOSTILE = ["![x](http://198.51.100.7/p.png)", "[click](https://198.51.100.7/)", "<img src=x onerror=alert(1)>",
+           ":red[alarm] :material/home:", "$x^2$ and $$y$$", "**bold** _it_ ~~del~~", "# heading", "> quote",
+           "- item", "www.example.org", "https://198.51.100.7/a", "alice@example.org", "a | b", "&lt;b&gt;",
+           "back\\slash `tick`", "1. list"]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_md_escapes_every_punctuation_mark_and_breaks_auto_links(text):
+    escaped = md(text)
+    assert unescaped(escaped) == text  # a person reads exactly the text
+    for i, ch in enumerate(escaped):  # no Markdown punctuation is left unescaped
+        if ch in r"""!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~""":
+            backslashes = len(escaped[:i]) - len(escaped[:i].rstrip("\\"))
+            assert backslashes % 2 == 1 or (ch == "\\" and escaped[i + 1:i + 2] in r"""!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~"""), \
+                (text, escaped, i)
+    for scheme in ("www", "http", "https"):
+        assert f"{scheme}\\:" not in escaped and f"{scheme}\\." not in escaped  # a joiner breaks the auto-link
+    assert "\\@" not in escaped or "\u2060\\@" in escaped
+
+
+def test_md_known_answers():
+    assert md("a*b_c") == "a\\*b\\_c"
+    assert md("[x](y)") == "\\[x\\]\\(y\\)"
+    assert md("see www.x.org") == "see www\u2060\\.x\\.org"
+    assert md("https://x") == "https\u2060\\:\\/\\/x"
+    assert md("a@b") == "a\u2060\\@b"
+    assert md(0.5) == "0\\.5"
+
+
+def test_code_spans_take_any_text():
+    assert code("temp") == "`temp`"
+    assert code("a`b") == "``a`b``"
+    assert code("`x`") == "`` `x` ``"
+    assert code("two\nlines") == "`two lines`"
+
+
+def test_formula_cells_are_neutralised_and_numbers_stay_numbers():
+    assert neutral_cell('=HYPERLINK("http://198.51.100.7","x")') == '\'=HYPERLINK("http://198.51.100.7","x")'
+    for formula in ("+1+1", "-2+3", "@SUM(A1:A3)", "\tx", "\rx", "=1"):
+        assert neutral_cell(formula) == "'" + formula
+    for plain in ("-0.5", "+3", "-1e-3", "ward", "", "a=b"):
+        assert neutral_cell(plain) == plain
+    assert neutral_cell(-2.5) == -2.5
+    frame = pd.DataFrame({"=cmd|' /C calc'!A0": ["=cmd|' /C calc'!A0", "-0.5", "@x"], "value": [-1.5, 2.0, -3.0],
+                          "count": [1, -2, 3]})
+    lines = csv_bytes(frame).decode().splitlines()
+    assert lines == ["'=cmd|' /C calc'!A0,value,count", "'=cmd|' /C calc'!A0,-1.5,1", "-0.5,2.0,-2", "'@x,-3.0,3"]
+
+
+def test_every_dashboard_csv_download_goes_through_csv_bytes():
+    """One export path: no page writes CSV itself."""
+    offenders = [str(p.relative_to(ROOT)) for folder in ("views", "dashboard") for p in (ROOT / folder).glob("*.py")
+                 if ".to_csv(" in p.read_text() and p.name != "safe_text.py"]
+    assert offenders == []
+
+
+# -- roles and sign-in configuration -------------------------------------------------------------
+
+ROLES = {"admin": ["Boss@Hospital.test"], "analyst": ["group:fl-analysts", "sub:robot-7"], "viewer": ["@hospital.test"]}
+
+
+@pytest.mark.parametrize("claims, role", [
+    ({"email": "boss@hospital.test"}, "admin"),  # any case
+    ({"email": "ana@hospital.test", "groups": ["fl-analysts"]}, "analyst"),  # the highest match wins
+    ({"email": "outsider@else.test", "groups": ["fl-analysts"]}, "analyst"),
+    ({"sub": "robot-7"}, "analyst"),
+    ({"email": "nurse@hospital.test"}, "viewer"),
+    ({"email": "nurse@hospital.test.evil.org"}, None),
+    ({"email": "boss@hospital.test", "email_verified": False}, None),  # an unverified address matches nothing
+    ({"email": "x@else.test", "groups": "fl-analysts-2"}, None),
+    ({}, None),
+])
+def test_role_for(claims, role):
+    assert role_for(claims, ROLES) == role
+
+
+def test_groups_claim_and_everyone():
+    assert role_for({"roles": ["fl-analysts"]}, {**ROLES, "groups_claim": "roles"}) == "analyst"
+    assert role_for({"sub": "anyone"}, {"viewer": ["*"]}) == "viewer"
+    assert role_for({"sub": "anyone"}, {"viewer": "*"}) == "viewer"
+
+
+def test_each_role_may_what_the_ones_before_it_may():
+    assert may("viewer", "view") and may("viewer", "export")
+    assert not may("viewer", "train") and not may("viewer", "choose data") and not may("viewer", "cancel")
+    assert may("analyst", "train") and may("analyst", "cancel") and may("analyst", "view")
+    assert not may("analyst", "delete") and not may("analyst", "settings")
+    assert may("admin", "delete") and may("admin", "settings") and may("admin", "train")
+    assert not may(None, "view") and not may("guest", "view")
+    with pytest.raises(ValueError):
+        may("admin", "launch missiles")
+
+
+COMPLETE = {"auth": {"redirect_uri": "https://fl.hospital.test/oauth2callback", "cookie_secret": "s" * 32,
+                     "client_id": "fl", "client_secret": "x",
+                     "server_metadata_url": "https://id.hospital.test/.well-known/openid-configuration"}}
+
+
+def test_auth_problem_names_what_is_missing():
+    assert auth_problem(COMPLETE) is None
+    assert "no [auth]" in auth_problem({})
+    assert "cookie_secret" in auth_problem({"auth": {k: v for k, v in COMPLETE["auth"].items() if k != "cookie_secret"}})
+    assert "oauth2callback" in auth_problem({"auth": {**COMPLETE["auth"], "redirect_uri": "https://x/"}})
+    no_provider = {k: v for k, v in COMPLETE["auth"].items() if k not in ("client_id",)}
+    assert "no provider" in auth_problem({"auth": no_provider})
+    named = {**no_provider, "keycloak": {k: COMPLETE["auth"][k] for k in ("client_id", "client_secret",
+                                                                          "server_metadata_url")}}
+    assert auth_problem({"auth": named}) is None and providers(named) == ["keycloak"]
+
+
+@pytest.mark.parametrize("address, loopback", [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True),
+                                               ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                               ("::", False), ("", False), (None, False), ("192.0.2.1", False),
+                                               ("fl.hospital.test", False)])
+def test_is_loopback(address, loopback):
+    assert is_loopback(address) is loopback
+
+
+# -- the launcher ---------------------------------------------------------------------------------
+
+
+def _serve(tmp_path, *args):
+    env = {k: v for k, v in os.environ.items()}
+    return subprocess.run([sys.executable, "-m", "dashboard.serve", *args], cwd=tmp_path, env={
+        **env, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+
+
+def test_the_launcher_refuses_every_interface_without_sign_in(tmp_path):
+    result = _serve(tmp_path, "--address", "0.0.0.0", "--check")
+    assert result.returncode == 2
+    assert "Refusing to serve the dashboard on 0.0.0.0 without sign-in (no [auth] section" in result.stderr
+    incomplete = tmp_path / "incomplete.toml"
+    incomplete.write_text('[auth]\nredirect_uri = "https://fl.hospital.test/oauth2callback"\n')
+    result = _serve(tmp_path, "--address", "0.0.0.0", "--secrets", str(incomplete), "--check")
+    assert result.returncode == 2 and "lacks cookie_secret" in result.stderr
+
+
+def test_the_launcher_serves_loopback_without_and_every_interface_with_sign_in(tmp_path):
+    assert _serve(tmp_path, "--check").returncode == 0  # 127.0.0.1, local mode
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text("[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in COMPLETE["auth"].items()))
+    result = _serve(tmp_path, "--address", "0.0.0.0", "--secrets", str(secrets), "--check")
+    assert result.returncode == 0, result.stderr
+    command = streamlit_command("0.0.0.0", 8501, COMPLETE, [str(secrets)])
+    assert command[command.index("--browser.serverAddress") + 1] == "fl.hospital.test"
+    assert command[command.index("--browser.serverPort") + 1] == "443"
+    assert command[command.index("--server.address") + 1] == "0.0.0.0"
+    assert command[command.index("--secrets.files") + 1] == str(secrets)
+
+
+def test_streamlit_asks_no_outside_service_for_an_address_at_start_up():
+    """The shipped config sets server.address and browser.serverAddress, so the start-up banner
+    never calls Streamlit's external-IP lookup (checkip.amazonaws.com)."""
+    code = """
+import sys
+from streamlit import config, net_util
+from streamlit.web import bootstrap
+calls = []
+net_util._make_blocking_http_get = lambda url, timeout=5: calls.append(url)
+net_util.get_internal_ip = lambda: calls.append('internal') or '10.0.0.1'
+config.get_config_options(force_reparse=True)
+assert config.get_option('server.headless') is True
+bootstrap._print_url(False)
+print('CALLS', calls)
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "CALLS []" in result.stdout
+    assert "URL: http://localhost:8501" in re.sub("\x1b\\[[0-9;]*m", "", result.stdout)
+
+
+GUARD = """
+import socket, sys
+LOG = sys.argv[1]
+def local(host):
+    return host in ('localhost', '0.0.0.0', '::', '::1') or host.startswith(('127.', '/'))
+def hook(event, args):
+    if event in ('socket.connect', 'socket.sendto', 'socket.getaddrinfo', 'socket.gethostbyname'):
+        target = args[1] if event in ('socket.connect', 'socket.sendto') else args[0]
+        if not local(str(target[0] if isinstance(target, tuple) else target)):
+            with open(LOG, 'a') as log:
+                log.write(f'{event} {target}\\n')
+            raise OSError('outside network blocked by the test')
+sys.addaudithook(hook)
+sys.argv = ['streamlit', 'run', *sys.argv[2:]]
+from streamlit.web.cli import main
+main()
+"""
+
+
+def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
+    """Start the real server with every outside connection and name lookup blocked and logged
+    (an audit hook: no packet leaves), load a page, and find the log empty."""
+    from tests.test_browser import _free_port
+
+    guard, log = tmp_path / "guard.py", tmp_path / "outside.log"
+    guard.write_text(GUARD)
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "app.py"), "--server.port", str(port)],
+                              cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(tmp_path / "runs")},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline and server.poll() is None, "the dashboard did not start"
+                time.sleep(0.5)
+        assert b"<html" in urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().lower()
+        time.sleep(2)  # the start-up banner is printed once the server listens
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0]
+    assert not log.exists(), log.read_text()
+    assert f"URL: http://localhost:{port}" in re.sub("\x1b\\[[0-9;]*m", "", output)
+
+
+def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypatch, tmp_path):
+    import tomllib
+
+    from fedcore.flower.launch import connection_config
+
+    monkeypatch.delenv("FEDCORE_FLOWER_CA_CERT", raising=False)
+    plain = tomllib.loads(connection_config("127.0.0.1:9093"))["superlink"]["fedcore"]
+    assert plain == {"address": "127.0.0.1:9093", "insecure": True}  # the loopback demo
+    monkeypatch.setenv("FEDCORE_FLOWER_CA_CERT", str(tmp_path / "ca.crt"))
+    tls = tomllib.loads(connection_config("superlink.hospital.test:9093"))["superlink"]["fedcore"]
+    assert tls == {"address": "superlink.hospital.test:9093", "root-certificates": str(tmp_path / "ca.crt")}
