@@ -90,6 +90,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
             return run_federation(run, progress)
         federation = load_federation(spec["data"], config.seed)
         run.write_federation(federation.describe())
+        if federation.profile is not None:
+            run.save_profile(federation.profile.to_npz())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])
         sim = Simulation(federation, algorithm, config)
         run.update_status(device=str(sim.device), execution=sim.executor.name,

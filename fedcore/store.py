@@ -8,6 +8,7 @@
         arrays/r000010.npz per-round arrays (b_in, w_in, marks, similarity matrices, ...)
         summary.json       final per-site metrics, mean and worst site (written at the end)
         model.npz          Flower runs: each site's final shared parameters, as the server holds them
+        profile.npz        every site's federated statistics (tables; the check-up's data lens)
 
 Every whole-file write goes to a temporary file that is renamed into place, so a killed worker
 leaves either the old or the new file. The append-only log may end in a torn line; readers
@@ -200,6 +201,17 @@ class Run:
 
     def load_model(self) -> dict[str, np.ndarray]:
         return _load_npz(self.path / "model.npz")
+
+    def save_profile(self, npz: bytes) -> None:
+        """profile.npz: every site's federated statistics (fedcore.interpret.profile), as written."""
+        atomic_write_bytes(self.path / "profile.npz", npz)
+
+    def load_profile_arrays(self) -> dict[str, np.ndarray] | None:
+        """The stored profile's arrays (None when the run has none)."""
+        try:
+            return _load_npz(self.path / "profile.npz")
+        except FileNotFoundError:
+            return None
 
 
 class RunStore:

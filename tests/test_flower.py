@@ -314,3 +314,25 @@ def test_a_flower_run_that_cannot_start_fails_with_the_reason(tmp_path):
     with pytest.raises(FedcoreError):
         execute(run)
     assert run.status["state"] == "failed" and run.status["error"]
+
+
+def test_each_site_sends_its_profile_and_the_server_stores_the_federations(tmp_path):
+    """The check-up's data lens over Flower: every site computes its own federated statistics and
+    sends them (no rows); the server's stored profile is the one the simulation computes."""
+    from fedcore.interpret.profile import Profile
+
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, demo_nodes())
+    with np.load(run.path / "profile.npz", allow_pickle=False) as data:
+        stored = Profile.from_npz(data)
+    demo = load_federation("demo", 0).profile
+    order = [demo.sites.index(name) for name in stored.sites]
+    assert stored.sites == sorted(DEMO_SITES) and stored.features == demo.features
+    for name, value in demo.arrays.items():
+        assert np.allclose(stored.arrays[name], value[order].astype(np.float32), equal_nan=True), name
+
+
+def test_a_site_can_keep_its_profile_to_itself(tmp_path):
+    nodes = demo_nodes()
+    nodes[0]["share-profile"] = "false"
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
+    assert run.status["state"] == "done" and not (run.path / "profile.npz").exists()

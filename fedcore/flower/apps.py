@@ -51,6 +51,7 @@ def make_client_app(load: SiteLoader) -> ClientApp:
             return Message(Error(SITE_ERROR, str(error)), reply_to=message)
 
     app.query(protocol.DESCRIBE.partition(".")[2])(handle)
+    app.query(protocol.PROFILE_QUERY.partition(".")[2])(handle)
     app.train()(handle)
     app.evaluate()(handle)
     return app

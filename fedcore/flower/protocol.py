@@ -3,6 +3,9 @@
     server -> site                               site -> server
     describe (query)  SPEC                      SITE: its description (names, sizes, features,
                                                       classes; no rows)
+    profile (query)   SPEC                      PROFILE: its federated statistics (per feature and
+                                                      class, original units; no rows), unless its
+                                                      node config says share-profile=false
     train             SPEC, ROUND, MODEL,       MODEL: its shared tensors after training, and the
                       CLASS_WEIGHTS (if the           local ones ROUND asked for; TRAIN: its loss;
                       algorithm sets them)            SCORES: the received model's scores on its
@@ -18,14 +21,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 
-SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES = (
-    "spec", "site", "round", "model", "class_weights", "train", "scores",
+SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES, PROFILE = (
+    "spec", "site", "round", "model", "class_weights", "train", "scores", "profile",
 )
 # Message types a site answers (Flower's train / evaluate / query actions).
 DESCRIBE = "query.describe"
+PROFILE_QUERY = "query.profile"
 
 
 def json_record(value: Any) -> ConfigRecord:
@@ -38,6 +43,15 @@ def read_json(record: ConfigRecord) -> Any:
 
 def array_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     return ArrayRecord({name: Array(t.detach().cpu().contiguous().numpy()) for name, t in tensors.items()})
+
+
+def arrays_record(arrays: dict[str, Any]) -> ArrayRecord:
+    """numpy arrays as they are (dtype kept; never pickled)."""
+    return ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value in arrays.items()})
+
+
+def read_arrays(record: ArrayRecord) -> dict[str, Any]:
+    return {name: array.numpy().copy() for name, array in record.items()}
 
 
 def read_tensors(record: ArrayRecord) -> dict[str, torch.Tensor]:

@@ -2,7 +2,8 @@
 the sites' messages, writing the run into the run store.
 
     1. wait for the SuperNodes, ask each to describe its data (name, sizes, features, classes)
-       and check that the sites can train one model together;
+       and check that the sites can train one model together; ask each for its federated
+       statistics (the check-up's data lens, `fedcore.interpret.profile`), stored as profile.npz;
     2. every round: send each site the model it receives (its row of the stacked shared tensors:
        the same for all sites under FedAvg, its own under FedHealth2) and, if the algorithm sets
        them, its class weights; take back the trained shared tensors, and the local ones the
@@ -31,6 +32,7 @@ from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
+from fedcore.interpret.profile import Profile
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld
 from fedcore.store import Run
@@ -95,6 +97,9 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     nodes, descriptions = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
     run.write_federation(_federation_record(federation, descriptions, reference))
+    profile = _profiles(sites, nodes, site_spec, reference["wait_s"])
+    if profile is not None:
+        run.save_profile(profile.to_npz())
     server = FlowerServer(federation, algorithm, config, [d["site"]["n_train"] for d in descriptions])
     algorithm.setup(server)
     withheld = [d["site"]["name"] for d in descriptions if not d["share_local"]]
@@ -116,6 +121,19 @@ def _described_sites(sites: Sites, reference: dict, site_spec: dict) -> tuple[li
         node.name = description["site"]["name"]
     ordered = sorted(zip(nodes, descriptions), key=lambda pair: pair[0].name)
     return [node for node, _ in ordered], [description for _, description in ordered]
+
+
+def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) -> Profile | None:
+    """Every site's federated statistics, each computed at its site (None when a site keeps its
+    own to itself, or for images)."""
+    contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
+    replies = sites.exchange(nodes, contents, protocol.PROFILE_QUERY, 0, timeout)
+    if not replies or any(protocol.PROFILE not in reply for reply in replies):
+        return None
+    meta = protocol.read_json(replies[0][protocol.SITE])
+    per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
+    return Profile.of_sites(per_site, [node.name for node in nodes], meta["features"], meta["kinds"], meta["columns"],
+                            meta["classes"], meta.get("units"))
 
 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,

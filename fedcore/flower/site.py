@@ -10,6 +10,8 @@ A site reads only its own data, named in its SuperNode's node config:
     target         the CSV file's target column (when `data` is a bare file)
     share-local    whether the site sends the parameters that stay local to the server for the
                    algorithm's records (iFedAvg's b_in / w_in heatmaps); true by default
+    share-profile  whether the site sends its federated statistics (the check-up's data lens:
+                   summaries per feature and class, no rows); true by default
 
 Each round a site is the simulation of a federation of one: a `Simulation` over its own data,
 whose model and optimiser momentum persist between rounds in Flower's `context.state`. It
@@ -69,7 +71,12 @@ def load_site(node_config: dict[str, Any], seed: int) -> Federation:
 
 
 def share_local(node_config: dict[str, Any]) -> bool:
-    value = node_config.get("share-local", True)
+    return _flag(node_config, "share-local")
+
+
+def _flag(node_config: dict[str, Any], key: str) -> bool:
+    """A true/false node config entry, true unless set otherwise."""
+    value = node_config.get(key, True)
     return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes", "on")
 
 
@@ -90,6 +97,8 @@ def answer(kind: str, federation: Federation, node_config: dict[str, Any], state
     holds between rounds (Flower's `context.state`)."""
     if kind == protocol.DESCRIBE:
         return describe(federation, node_config, content)
+    if kind == protocol.PROFILE_QUERY:
+        return profile(federation, node_config)
     if kind == MessageType.TRAIN:
         return train(federation, node_config, state, content)
     if kind == MessageType.EVALUATE:
@@ -104,6 +113,19 @@ def describe(federation: Federation, node_config: dict[str, Any], content: Recor
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
                        version=code_version(), device=str(resolve_device(spec["config"]["device"])))
     return RecordDict({protocol.SITE: protocol.json_record(description)})
+
+
+def profile(federation: Federation, node_config: dict[str, Any]) -> RecordDict:
+    """This site's federated statistics (`fedcore.interpret.profile`), computed here from its own
+    rows: the check-up's data lens without moving a row. Nothing when the node config says
+    share-profile=false, or for images."""
+    shared = _flag(node_config, "share-profile")
+    if federation.profile is None or not shared:
+        return RecordDict()
+    index = federation.profile.sites.index(federation.site_names[0])
+    arrays = {name: value[index] for name, value in federation.profile.arrays.items()}
+    return RecordDict({protocol.PROFILE: protocol.arrays_record(arrays),
+                       protocol.SITE: protocol.json_record(federation.profile.meta())})
 
 
 def train(federation: Federation, node_config: dict[str, Any], state: RecordDict, content: RecordDict) -> RecordDict:

@@ -110,6 +110,7 @@ class Profile:
                  kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
                  units: Mapping[str, str] | None = None) -> Profile:
         arrays = {name: np.stack([np.asarray(p[name]) for p in per_site]) for name in ARRAYS}
+        arrays["rows"] = arrays["rows"].reshape(len(per_site))  # a count per site (transports may add an axis)
         return cls(list(sites), list(features), list(kinds), list(columns or features), list(classes), arrays,
                    dict(units or {}))
 
