@@ -86,7 +86,7 @@ def leave_one_out(values: np.ndarray, moderate: bool = True) -> tuple[np.ndarray
         centred = (squares[None, :] - np.where(present, t * t, 0.0)) - others * mean**2
         variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
     deviation = t - mean
-    df = others - 2.0  # n - 1 other values, one mean estimated from them: n - 2 df
+    df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
     d0, s0 = (0.0, 0.0)
     if moderate:
         full = np.nanvar(t, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)

@@ -13,10 +13,11 @@ unit           where location or spread is material: a conversion of the catalog
                quantiles; its p is the smaller of the two (Bonferroni, × 2). Failing that,
 swapped_columns the site's values of this feature look like the others' of another feature and
                its values of that feature like the others' of this one.
-shape          after centring and scaling each site's quantiles, the mean absolute gap to the others'
-               mean curve over the 5-95 % quantiles (the 1 % and 99 % ones rest on a few rows);
-               leave-one-out t on the log of those gaps (one-sided, larger: a log-normal null fits a
-               positive gap better than a normal one); material from 0.3 SD.
+shape          two summaries of a distribution's shape that location and spread leave out, from the
+               quantiles: its skew (Bowley's, (q75 + q25 - 2 q50) / (q75 - q25)) and the weight of
+               its tails (log of (q95 - q05) / (q75 - q25)); leave-one-out t on each, moderated
+               across features; material when the skew differs by 0.15 or the tail ratio by a
+               factor 1.3 (a skewed, capped, rounded or two-humped site where the others are not).
 missing_code   a usual missing-value code (0, -1, 9, 99, 999, ...) taking 2 % or more of a
                continuous feature's values at the site (5 or more), lying outside every other
                site's 1-99 % range; p: binomial, the site's count against the others' rate of it
@@ -65,7 +66,7 @@ from fedcore.interpret.units import discrepancy, match_conversion
 LENS = "data profile"
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
 IQR_TO_SD = 1.349
-MIN_SHIFT, MIN_SPREAD_RATIO, MIN_SHAPE = 0.25, 1.25, 0.3
+MIN_SHIFT, MIN_SPREAD_RATIO, MIN_SKEW, MIN_TAIL_RATIO = 0.25, 1.25, 0.15, 1.3
 MIN_CODE_SHARE, MIN_CODE_COUNT = 0.02, 5
 MIN_MISSING, MIN_CLASS_MISSING_GAP = 0.05, 0.2
 MIN_CATEGORY_SHARE, MIN_RELATION_GAP, INFORMATIVE = 0.05, 0.3, 0.2
@@ -114,10 +115,9 @@ class Checks:
         log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
         spread_dev, spread_t, spread_p = leave_one_out(log_sd)
         other_quantiles = (q.sum(0, keepdims=True) - q) / (self.n - 1)  # [sites, probabilities, features]
-        shape_gap = self._shape_gaps(q)
-        with np.errstate(divide="ignore"):
-            shape_dev, shape_t, shape_p2 = leave_one_out(np.log(shape_gap[:, cols]))
-        shape_p = one_sided(shape_t, shape_p2, +1)
+        skew, tails = self._shape(q[:, :, cols])
+        skew_dev, _, skew_p = leave_one_out(skew)
+        tail_dev, _, tail_p = leave_one_out(tails)
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
                 name = p.features[j]
@@ -146,11 +146,19 @@ class Checks:
                               f"{site}'s {name} varies {ratio:.2g} times as much as at the other sites "
                               f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, evidence['others_sd'])})",
                               float(spread_p[i, c]), ratio, "SD ratio", evidence=evidence, material=bool(widened))
+                others_skew = float(np.nanmean(np.delete(skew[:, c], i)))
                 yield Finding(site, LENS, "shape", name,
-                              f"{site}'s {name} is distributed differently from the other sites' (mean gap "
-                              f"{shape_gap[i, j]:.2f} SDs between their scaled quantiles)",
-                              float(shape_p[i, c]), float(shape_gap[i, j]), "SDs",
-                              evidence=evidence, material=bool(shape_gap[i, j] >= MIN_SHAPE))
+                              f"{site}'s {name} is skewed differently from the other sites' (skew {skew[i, c]:+.2f} "
+                              f"against {others_skew:+.2f}: capped, logged or mixed values?)",
+                              float(skew_p[i, c]), float(skew_dev[i, c]), "Bowley skew", evidence=evidence,
+                              material=bool(abs(skew_dev[i, c]) >= MIN_SKEW))
+                ratio = math.exp(tail_dev[i, c]) if np.isfinite(tail_dev[i, c]) else float("nan")
+                yield Finding(site, LENS, "shape", name,
+                              f"{site}'s {name} has {'heavier' if ratio > 1 else 'lighter'} tails than the other "
+                              f"sites' ({ratio:.2g} times their 5-95 % range for the same middle half: "
+                              f"{'outliers or mixed units' if ratio > 1 else 'capped, binned or two groups'}?)",
+                              float(tail_p[i, c]), ratio, "tail ratio", evidence=evidence,
+                              material=bool(abs(tail_dev[i, c]) >= math.log(MIN_TAIL_RATIO)))
 
     def _explain(self, i: int, j: int, others: np.ndarray, scale: float) -> tuple[str, str] | None:
         """A unit conversion, else another column, that makes site i's values of feature j match
@@ -161,13 +169,13 @@ class Checks:
                 and len(np.unique(np.round(others, 12))) >= MIN_DISTINCT_QUANTILES):
             return None
         match = match_conversion(name, site_q, others, scale)
-        if match is not None:
+        if match is not None and match.conversion is not None:
             return "unit", match.describe(site, name)
         swapped = self._swapped_with(i, j)
-        if swapped is not None:
+        if swapped is not None:  # before an unexplained factor: swapped columns on other scales look like one
             return "swapped_columns", (f"{site}'s {name} and {p.features[swapped]} look swapped: each matches the "
                                        f"other sites' values of the other column (a mislabelled export?)")
-        return None
+        return ("unit", match.describe(site, name)) if match is not None else None
 
     def _swapped_with(self, i: int, j: int) -> int | None:
         """A continuous feature k such that site i's values of j look like the others' of k and its
@@ -186,18 +194,16 @@ class Checks:
                 return k
         return None
 
-    def _shape_gaps(self, q: np.ndarray) -> np.ndarray:
-        """[sites, features]: the mean absolute gap between a site's centred, scaled 5-95 %
-        quantiles and the other sites' mean of theirs."""
-        q = q[:, 1:-1]
+    @staticmethod
+    def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[sites, features] Bowley skew and log tail ratio from quantiles [sites, probabilities, features]."""
+        low, median, high = q[:, LOWER], q[:, MEDIAN], q[:, UPPER]
+        q05, q95 = q[:, 1], q[:, -2]
         with np.errstate(invalid="ignore", divide="ignore"):
-            scaled = (q - q[:, MEDIAN - 1][:, None]) / self.robust_sd[:, None]
-        total = np.nansum(scaled, axis=0)
-        counts = (~np.isnan(scaled)).sum(0)
-        others = (total - np.nan_to_num(scaled)) / np.maximum(counts - (~np.isnan(scaled)), 1)
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmean(np.abs(scaled - others), axis=1) if q.size else np.zeros((self.n, 0))
+            iqr = np.where(high - low > 0, high - low, np.nan)
+            skew = (high + low - 2 * median) / iqr
+            tails = np.log((q95 - q05) / iqr)
+        return skew, np.where(np.isfinite(tails), tails, np.nan)
 
     # -- missing values --------------------------------------------------------------------------
     def missing_codes(self) -> Iterator[Finding]:
@@ -367,52 +373,70 @@ class Checks:
                               material=bool(abs(deviation[i, j]) >= MIN_RELATION_GAP and (reverses or weaker)))
 
     def labels(self) -> Iterator[Finding]:
+        """Site-level label checks over the features the others show related to the label."""
         p = self.profile
         n_classes = len(p.classes)
         if self.n < 3 or n_classes < 2:
             return
         profiles = self._class_profiles()
         relation = self._relation(profiles)
-        orders = (list(itertools.permutations(range(n_classes))) if n_classes <= MAX_PERMUTED_CLASSES
-                  else [_swap(n_classes, a, b) for a, b in itertools.combinations(range(n_classes), 2)])
-        orders = [order for order in orders if list(order) != list(range(n_classes))]
+        agreement = np.full(self.n, np.nan)  # Fisher z of the correlation with the others' class pattern
         strength = np.full(self.n, np.nan)
-        for i, site in enumerate(self.sites):
+        informative_of: list[np.ndarray] = []
+        for i in range(self.n):
             consensus = self._consensus(profiles, i)
             spread = np.nanmax(np.abs(consensus), axis=0) if consensus.size else np.array([])
-            informative = np.flatnonzero(np.isfinite(spread) & (spread >= INFORMATIVE)
-                                         & np.isfinite(profiles[i]).all(0))
-            others_relation = np.nanmean(np.delete(relation, i, axis=0), axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = relation[i, informative] / others_relation[informative]
-            strength[i] = float(np.nanmedian(ratio)) if informative.size else np.nan
+            informative = np.flatnonzero(np.isfinite(spread) & (spread >= INFORMATIVE) & np.isfinite(profiles[i]).all(0))
+            informative_of.append(informative)
             if informative.size < 3:
                 continue
-            own = ((profiles[i][:, informative] - consensus[:, informative]) ** 2).sum(0)
-            best, wins = None, -1
-            for order in orders:
-                renamed = ((profiles[i][list(order)][:, informative] - consensus[:, informative]) ** 2).sum(0)
-                count = int((renamed < own).sum())
-                if count > wins:
-                    best, wins = order, count
-            m = informative.size
-            p_value = min(1.0, float(stats.binom.sf(wins - 1, m, 0.5)) * len(orders))
-            renamed_pairs = [f"'{p.classes[k]}' → '{p.classes[best[k]]}'" for k in range(n_classes) if best[k] != k]
-            what = ("'" + p.classes[0] + "' and '" + p.classes[1] + "' look swapped" if n_classes == 2
-                    else "its classes look renamed: " + ", ".join(renamed_pairs))
-            yield Finding(site, LENS, "labels_permuted", None,
-                          f"{site}'s labels look wrong: {what} — with that renaming {wins} of the {m} features related "
-                          "to the label match the other sites better than with its own labels",
-                          p_value, wins / m, "share of features", evidence={"order": list(best), "features": m},
-                          material=bool(m >= 3 and wins / m >= 0.75))
-        weak_dev, weak_t, weak_p2 = leave_one_out(strength)
-        weak_p = one_sided(weak_t, weak_p2, -1)
+            mine, theirs = profiles[i][:, informative].ravel(), consensus[:, informative].ravel()
+            if mine.std() > 0 and theirs.std() > 0:
+                agreement[i] = np.arctanh(np.clip(np.corrcoef(mine, theirs)[0, 1], -0.999999, 0.999999))
+            others_relation = np.nanmean(np.delete(relation, i, axis=0), axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                strength[i] = float(np.nanmedian(relation[i, informative] / others_relation[informative]))
+        _, agree_t, agree_p2 = leave_one_out(agreement)
+        agree_p = one_sided(agree_t, agree_p2, -1)[:, 0]
+        _, weak_t, weak_p2 = leave_one_out(strength)
+        weak_p = one_sided(weak_t, weak_p2, -1)[:, 0]
         for i, site in enumerate(self.sites):
+            if np.isfinite(agreement[i]):
+                r = float(np.tanh(agreement[i]))
+                order, wins, m = self._best_renaming(profiles, i, informative_of[i])
+                if n_classes == 2:
+                    what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
+                else:
+                    pairs = [f"'{p.classes[k]}' → '{p.classes[order[k]]}'" for k in range(n_classes) if order[k] != k]
+                    what = "its classes look renamed (" + ", ".join(pairs) + ")" if pairs else "its classes relate to the features differently"
+                yield Finding(site, LENS, "labels_permuted", None,
+                              f"{site}'s labels look wrong: {what} — its features relate to its labels the other way "
+                              f"round from the other sites (correlation {r:+.2f} with their pattern over {m} features; "
+                              f"renamed, {wins} of the {m} match better)", float(agree_p[i]), r,
+                              "correlation with the others' pattern", evidence={"order": list(order), "features": m},
+                              material=bool(r < 0 or (m >= 3 and wins / max(m, 1) >= 0.75)))
             if np.isfinite(strength[i]) and strength[i] > 0:
                 yield Finding(site, LENS, "labels_weak", None,
                               f"{site}'s features relate to its labels {strength[i]:.0%} as strongly as at the other "
-                              "sites: are its labels noisy, or defined differently?", float(weak_p[i, 0]),
+                              "sites: are its labels noisy, or defined differently?", float(weak_p[i]),
                               float(strength[i]), "relative strength", material=bool(strength[i] < 0.5))
+
+    def _best_renaming(self, profiles: np.ndarray, i: int, informative: np.ndarray) -> tuple[tuple[int, ...], int, int]:
+        """The renaming of site i's classes (not the identity) that fits the others' class pattern
+        best, and in how many of the informative features it fits better than its own labels."""
+        n_classes = profiles.shape[1]
+        orders = (list(itertools.permutations(range(n_classes))) if n_classes <= MAX_PERMUTED_CLASSES
+                  else [_swap(n_classes, a, b) for a, b in itertools.combinations(range(n_classes), 2)])
+        consensus = self._consensus(profiles, i)[:, informative]
+        own = ((profiles[i][:, informative] - consensus) ** 2).sum(0)
+        best, wins = tuple(range(n_classes)), -1
+        for order in orders:
+            if list(order) == list(range(n_classes)):
+                continue
+            count = int((((profiles[i][list(order)][:, informative] - consensus) ** 2).sum(0) < own).sum())
+            if count > wins:
+                best, wins = order, count
+        return best, max(wins, 0), int(informative.size)
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:

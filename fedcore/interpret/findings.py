@@ -87,7 +87,8 @@ def decide(findings: Sequence[Finding]) -> list[Finding]:
     for finding in sorted(findings, key=lambda f: (SPECIFICITY.get(f.kind, 99), f.q)):
         if finding.significant and finding.feature is not None:
             best.setdefault((finding.site, finding.feature), finding)
-    wrong_labels = {f.site: f for f in findings if f.kind == "labels_permuted" and f.significant}
+    wrong_labels = {f.site: f for f in sorted(findings, key=lambda f: SPECIFICITY.get(f.kind, 99), reverse=True)
+                    if f.kind in ("labels_permuted", "labels_weak") and f.significant and f.feature is None}
     for finding in findings:
         top = best.get((finding.site, finding.feature))
         if finding.kind == "label_relation" and finding.site in wrong_labels:

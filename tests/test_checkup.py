@@ -1,0 +1,331 @@
+"""The check-up's statistics against known answers: hand-computed p- and q-values, unit conversions
+that must (and must not) be named, and every check of the data and model lenses on data built so
+that the problem is there or not: each check must fire when its problem is present and stay quiet
+when it is absent (the same federation, clean)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedcore.checkup import check_up
+from fedcore.interpret import model_checks
+from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
+from fedcore.interpret.data_checks import check_profile
+from fedcore.interpret.findings import decide
+from fedcore.interpret.profile import Profile, profile_federation
+from fedcore.interpret.units import match_conversion
+
+PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
+
+
+# -- calibration ------------------------------------------------------------------------------------
+def test_benjamini_hochberg_by_hand():
+    q = benjamini_hochberg(np.array([0.01, 0.04, 0.03, 0.20, np.nan]))
+    # sorted 0.01, 0.03, 0.04, 0.20 (m = 4): 0.04, 0.06, 0.0533, 0.20, then the step-up minimum
+    assert q[:4] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.20])
+    assert np.isnan(q[4])
+
+
+def test_leave_one_out_t_by_hand():
+    values = np.array([[1.0], [2.0], [3.0], [10.0]])
+    deviation, t, p = leave_one_out(values, moderate=False)
+    # site 4 against the others (mean 2, SD 1, n - 1 = 3 values): t = 8 / sqrt(1 + 1/3), 2 df
+    assert deviation[3, 0] == pytest.approx(8.0)
+    assert t[3, 0] == pytest.approx(8 / np.sqrt(4 / 3))
+    assert p[3, 0] == pytest.approx(2 * stats.t.sf(8 / np.sqrt(4 / 3), 2))
+    # site 1 against 2, 3, 10 (mean 5, SD 4.359)
+    assert t[0, 0] == pytest.approx((1 - 5) / (np.std([2, 3, 10], ddof=1) * np.sqrt(4 / 3)))
+
+
+def test_the_prior_of_the_variances_is_recovered():
+    rng = np.random.default_rng(1)
+    d0, s0 = 8.0, 2.0
+    true = d0 * s0 / rng.chisquare(d0, 4000)  # scaled inverse chi-square variances
+    sample = true * rng.chisquare(3, 4000) / 3  # each seen through 3 degrees of freedom
+    fitted_d0, fitted_s0 = fit_prior(sample, 3)
+    assert fitted_d0 == pytest.approx(d0, rel=0.25) and fitted_s0 == pytest.approx(s0, rel=0.1)
+
+
+@pytest.mark.parametrize("n_sites", [4, 8, 30])
+def test_leave_one_out_p_values_are_uniform_when_no_site_differs(n_sites):
+    """The calibration itself: sites drawn alike (item variances from a prior, as features differ),
+    p-values below 0.05 and 0.01 as often as those levels say."""
+    rng = np.random.default_rng(n_sites)
+    p = []
+    for _ in range(300 if n_sites < 30 else 60):
+        scale = np.sqrt(1 / rng.gamma(3, 1 / 3, size=40))
+        p.append(leave_one_out(rng.normal(0, scale, size=(n_sites, 40)) + rng.normal(0, 1, 40))[2].ravel())
+    p = np.concatenate(p)
+    assert 0.035 <= (p < 0.05).mean() <= 0.06
+    assert 0.005 <= (p < 0.01).mean() <= 0.014
+
+
+# -- units ------------------------------------------------------------------------------------------
+def quantiles(values: np.ndarray) -> np.ndarray:
+    return np.quantile(values, PROBABILITIES)
+
+
+@pytest.mark.parametrize("column, site, others, sd, named", [
+    ("temperature", lambda x: x * 9 / 5 + 32, (37.2, 0.8), 0.8, "°F where the others use °C"),
+    ("Glucose (fasting)", lambda x: x / 18.016, (100, 20), 20, "mmol/L where the others use mg/dL (glucose)"),
+    ("height", lambda x: x / 2.54, (170, 10), 10, "inch where the others use cm"),
+    ("weight", lambda x: x / 0.45359237, (75, 12), 12, "lb where the others use kg"),
+    ("albumin", lambda x: x * 10, (40, 5), 5, "values 10 times the others'"),
+])
+def test_a_known_conversion_is_named(column, site, others, sd, named):
+    rng = np.random.default_rng(0)
+    reference = quantiles(rng.normal(*others, 4000))
+    match = match_conversion(column, quantiles(site(rng.normal(*others, 500))), reference, sd)
+    assert match is not None and match.conversion is not None and named in match.describe("A", column)
+
+
+def test_no_conversion_is_named_where_none_happened_or_none_fits():
+    rng = np.random.default_rng(0)
+    reference = quantiles(rng.normal(100, 20, 4000))
+    assert match_conversion("glucose", quantiles(rng.normal(100, 20, 500)), reference, 20) is None  # the same
+    assert match_conversion("glucose", quantiles(rng.normal(130, 20, 500)), reference, 20) is None  # an offset
+    assert match_conversion("glucose", quantiles(rng.normal(100, 24, 500)), reference, 20) is None  # 1.2 x spread
+    # mg/dL -> mmol/L of glucose is for glucose only: another column's factor 1/18 is unexplained
+    other = match_conversion("col7", quantiles(rng.normal(100, 20, 500) / 18.016), reference, 20)
+    assert other is not None and other.conversion is None and "no known unit conversion" in other.describe("A", "col7")
+    # an unknown factor of a positive amount is reported as such
+    seven = match_conversion("col7", quantiles(rng.normal(100, 20, 500) * 6.5), reference, 20)
+    assert seven.conversion is None and seven.a == pytest.approx(1 / 6.5, rel=0.05)
+
+
+# -- the data lens, problem by problem ---------------------------------------------------------------
+SITES = [f"site {k}" for k in range(6)]
+CONTINUOUS = ["temperature", "age", "glucose", "marker", "score"]
+CATEGORIES = ["ward=icu", "ward=med", "ward=surg"]
+FEATURES = [*CONTINUOUS, "smoker", *CATEGORIES]
+KINDS = ["continuous"] * 5 + ["binary"] + ["categorical"] * 3
+COLUMNS = [*CONTINUOUS, "smoker", "ward", "ward", "ward"]
+MEANS = np.array([37.2, 55.0, 100.0, 0.0, 5.0])
+SDS = np.array([0.8, 15.0, 20.0, 1.0, 2.0])
+CLASS_SHIFT = np.array([0.8, 0.6, -0.7, 0.9, 0.5])  # SDs between the classes, per feature
+
+
+def site_rows(rng: np.random.Generator, rows: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    y = rng.integers(0, 2, rows)
+    natural = rng.normal(0, 0.1, 5)  # each site's own small case mix
+    continuous = MEANS + SDS * (rng.normal(0, 1, (rows, 5)) + natural + np.outer(y, CLASS_SHIFT))
+    smoker = (rng.random(rows) < 0.2 + 0.15 * y).astype(float)
+    ward = np.eye(3)[rng.choice(3, rows, p=[0.2, 0.5, 0.3])]
+    return np.column_stack([continuous, smoker, ward]), y
+
+
+def federation(problem=None, seed: int = 0) -> Profile:
+    rng = np.random.default_rng(seed)
+    sites = []
+    for k, name in enumerate(SITES):
+        x, y = site_rows(rng)
+        if k == 2 and problem is not None:
+            x, y = problem(x, y, rng)
+        sites.append((name, x, y))
+    return profile_federation(sites, FEATURES, KINDS, COLUMNS, ["well", "ill"], {"temperature": "°C", "age": "years"})
+
+
+def findings(profile: Profile):
+    return [f for f in decide(check_profile(profile)) if f.significant and f.explained_by is None]
+
+
+def fahrenheit(x, y, rng):
+    x = x.copy()
+    x[:, 0] = x[:, 0] * 9 / 5 + 32
+    return x, y
+
+
+def shifted(x, y, rng):
+    x = x.copy()
+    x[:, 1] += 2 * SDS[1]
+    return x, y
+
+
+def wider(x, y, rng):
+    x = x.copy()
+    x[:, 4] = MEANS[4] + (x[:, 4] - MEANS[4]) * 3
+    return x, y
+
+
+def missing_code(x, y, rng):
+    x = x.copy()
+    x[rng.random(len(x)) < 0.2, 2] = 999
+    return x, y
+
+
+def missing_by_class(x, y, rng):
+    x = x.copy()
+    x[y == 0, 3] = np.nan
+    return x, y
+
+
+def more_missing(x, y, rng):
+    x = x.copy()
+    x[rng.random(len(x)) < 0.4, 4] = np.nan
+    return x, y
+
+
+def other_codes(x, y, rng):
+    """The ward coded with categories no other site uses (a one-hot of six columns, the site's
+    mass on the three the others never use)."""
+    return x, y  # applied through the federation's feature list below
+
+
+def flipped(x, y, rng):
+    return x, 1 - y
+
+
+def noisy(x, y, rng):
+    y = y.copy()
+    relabel = rng.random(len(y)) < 1.0  # labels that say nothing (a column of another meaning?)
+    y[relabel] = rng.integers(0, 2, relabel.sum())
+    return x, y
+
+
+def swapped(x, y, rng):
+    x = x.copy()
+    x[:, [1, 2]] = x[:, [2, 1]]
+    return x, y
+
+
+def skewed(x, y, rng):
+    """The same mean and SD, another shape: skewed (as a log-normal quantity)."""
+    x = x.copy()
+    values = rng.lognormal(0, 1.5, len(x))
+    x[:, 3] = CLASS_SHIFT[3] * y + (values - values.mean()) / values.std()
+    return x, y
+
+
+def capped(x, y, rng):
+    """Values above a limit recorded as the limit (an export that capped the column)."""
+    x = x.copy()
+    x[:, 4] = np.minimum(x[:, 4], np.quantile(x[:, 4], 0.4))
+    return x, y
+
+
+@pytest.mark.parametrize("problem, kind, feature", [
+    (fahrenheit, "unit", "temperature"),
+    (shifted, "location", "age"),
+    (wider, "spread", "score"),
+    (missing_code, "missing_code", "glucose"),
+    (missing_by_class, "missing_by_class", "marker"),
+    (more_missing, "missingness", "score"),
+    (flipped, "labels_permuted", None),
+    (noisy, "labels_weak", None),
+    (swapped, "swapped_columns", "age"),
+    (skewed, "shape", "marker"),
+    (capped, ("shape", "spread"), "score"),  # a capped column is narrower and lopsided: either says it
+])
+def test_each_check_fires_at_the_site_and_feature_with_the_problem(problem, kind, feature):
+    found = findings(federation(problem))
+    first = [(f.site, f.kind, f.feature) for f in found if f.site == "site 2"][:1]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    assert first and first[0][0] == "site 2" and first[0][1] in kinds and first[0][2] == feature, \
+        [(f.site, f.kind, f.feature, f.q) for f in found]
+    assert not [f for f in found if f.site != "site 2"], [f.message for f in found if f.site != "site 2"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_check_fires_on_a_clean_federation(seed):
+    assert findings(federation(seed=seed)) == []
+
+
+def test_categorical_codes_no_other_site_uses_are_found():
+    rng = np.random.default_rng(0)
+    features = [*FEATURES, "ward=1", "ward=2", "ward=3"]
+    kinds, columns = [*KINDS, "categorical", "categorical", "categorical"], [*COLUMNS, "ward", "ward", "ward"]
+    sites = []
+    for k, name in enumerate(SITES):
+        x, y = site_rows(rng)
+        codes = np.zeros((len(x), 3))
+        if k == 2:  # this site wrote the ward as 1 / 2 / 3
+            x, codes = np.column_stack([x[:, :6], np.zeros((len(x), 3))]), x[:, 6:]
+        else:
+            x = x
+        sites.append((name, np.column_stack([x, codes]), y))
+    found = findings(profile_federation(sites, features, kinds, columns, ["well", "ill"]))
+    assert [(f.site, f.kind, f.feature) for f in found] == [("site 2", "category_codes", "ward")]
+    assert "'1', '2', '3'" in found[0].message and "'icu', 'med', 'surg'" in found[0].message
+
+
+# -- the model lenses -----------------------------------------------------------------------------------
+def test_a_feature_shift_over_replicates_is_found_and_nothing_else():
+    rng = np.random.default_rng(3)
+    truth = rng.normal(0, 0.05, (10, 20))  # natural differences, the same in every replicate
+    replicates = truth + rng.normal(0, 0.05, (4, 10, 20))  # training noise
+    replicates[:, 6, 11] += 0.6
+    found = [f for f in decide(model_checks.feature_shifts({"b_in": replicates}, [f"s{i}" for i in range(10)],
+                                                            [f"f{j}" for j in range(20)])) if f.significant]
+    assert [(f.site, f.feature) for f in found] == [("s6", "f11")]
+    assert found[0].evidence["replicates"] == 4 and found[0].evidence["replicate_sd"] > 0
+
+
+def test_a_model_shared_by_all_sites_scoring_below_chance_marks_the_site():
+    sites = ["a", "b", "c", "d"]
+    found = decide(model_checks.shared_model_auc([0.91, 0.88, 0.07, 0.45], [40, 40, 40, 40], [60, 60, 60, 60], sites))
+    assert [f.site for f in found if f.significant] == ["c"]  # 0.45 is within chance of 0.5 with 100 rows
+
+
+def test_the_output_layer_turned_around_marks_the_site():
+    w_out = np.array([[1.1], [0.9], [1.0], [-0.8], [1.05], [0.95]])
+    found = decide(model_checks.output_layer(w_out, list("abcdef")))
+    assert [f.site for f in found if f.significant] == ["d"]
+
+
+def test_similarity_and_contribution_mark_the_outlying_site():
+    d = np.full((6, 6), 1.0) + np.random.default_rng(0).normal(0, 0.05, (6, 6))
+    d = (d + d.T) / 2
+    d[4, :] = d[:, 4] = 4.0
+    np.fill_diagonal(d, 0)
+    assert [f.site for f in decide(model_checks.similarity(d, list("abcdef"))) if f.significant] == ["e"]
+    accuracy = [0.82, 0.80, 0.83, 0.81, 0.35, 0.79]
+    assert [f.site for f in decide(model_checks.contribution(accuracy, list("abcdef"))) if f.significant] == ["e"]
+
+
+def test_one_false_discovery_rate_over_every_lens():
+    """Findings of all lenses are decided together: a q-value counts every cell tested."""
+    profile = federation(fahrenheit)
+    result = check_up(profile, {})
+    assert [(f.site, f.kind) for f in result.reported] == [("site 2", "unit")]
+    assert len(result.findings) > 100 and result.cell("site 2", "data profile").kind == "unit"
+    assert result.cell("site 1", "data profile") is None and "data profile" in result.lenses_checked()
+
+
+def test_a_significant_but_small_difference_is_no_finding():
+    """Large, otherwise identical sites: a 0.12-SD shift at one is far beyond sampling noise (tiny
+    q-value) yet below what matters (0.25 SD): tested, not reported."""
+    rng = np.random.default_rng(5)
+    sites = []
+    for k in range(6):
+        x = rng.normal(0, 1, (20_000, 5))
+        if k == 2:
+            x[:, 0] += 0.12
+        sites.append((f"s{k}", x, rng.integers(0, 2, 20_000)))
+    names = [f"f{j}" for j in range(5)]
+    result = check_up(profile_federation(sites, names, ["continuous"] * 5, names, ["a", "b"]), {})
+    shift = next(f for f in result.findings if (f.site, f.kind, f.feature) == ("s2", "location", "f0"))
+    assert shift.q < 0.01 and not shift.material and result.reported == []
+
+
+def test_a_usual_value_that_is_a_code_elsewhere_is_no_missing_code():
+    """0 is common at one site (30 % of a count-like score, 10 % elsewhere) and inside the others'
+    range: not a code for 'missing', however significant its excess."""
+    def more_zeros(x, y, rng):
+        x = x.copy()
+        x[rng.random(len(x)) < 0.2, 4] = 0.0
+        return x, y
+
+    rng = np.random.default_rng(0)
+    sites = []
+    for k, name in enumerate(SITES):
+        x, y = site_rows(rng)
+        x[:, 4] = np.where(rng.random(len(x)) < 0.1, 0.0, np.abs(x[:, 4]))  # a score, 0 for one in ten
+        if k == 2:
+            x, y = more_zeros(x, y, rng)
+        sites.append((name, x, y))
+    profile = profile_federation(sites, FEATURES, KINDS, COLUMNS, ["well", "ill"])
+    codes = [f for f in decide(check_profile(profile)) if f.kind == "missing_code" and f.site == "site 2"]
+    assert codes and codes[0].q < 0.05 and not codes[0].material
+    assert not [f for f in findings(profile) if f.kind == "missing_code"]
