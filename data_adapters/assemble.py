@@ -6,7 +6,8 @@
     4. missingness indicators (tables, optional): one 0/1 column per input column that has a
        missing value at any site
     5. the paper's hold-out split per site (stratified, max(33 %, 100 rows))
-    6. per-site standardisation of continuous features, fitted on that site's training rows only
+    6. standardisation of continuous features: per site (fitted on that site's training rows only),
+       federated (the mean and SD pooled over all sites' training rows), or a data dictionary's
     7. injections that act on model inputs: offset, scale
     8. iFedAvg's missing-value encoding: continuous -> 0 (the site's mean), binary / categorical -> 0.5
 
@@ -32,7 +33,12 @@ from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
 from fedcore.interpret.profile import Profile, profile_federation
 
-TABLE_STANDARDIZATION = ("site", "none")
+# How continuous features are standardised: 'site' (each site with the mean and SD of its own training
+# rows: the iFedAvg paper's setting, which removes every affine difference between sites), 'federated'
+# (every site with the mean and SD of all sites' training rows, pooled from each site's count, sum and
+# sum of squares as a federation would: offsets and unit differences stay for the model to see),
+# 'reference' (values a data dictionary gives), 'none' (original units).
+TABLE_STANDARDIZATION = ("site", "federated", "none")
 
 
 def assemble(
@@ -44,11 +50,15 @@ def assemble(
     inject: Sequence[str | Mapping[str, Any]] = (),
     standardization: str = "site",
     missing_indicators: bool = False,
+    reference: dict[int, tuple[float, float]] | None = None,
 ) -> Federation:
     """The Federation of `raw`; `seed` sets the hold-out split (as for every source), while
     `partition_seed` fixes which rows go to which simulated site, so runs with different seeds
-    compare the same sites."""
-    if standardization not in TABLE_STANDARDIZATION:
+    compare the same sites. `reference` (feature index -> mean, SD) with standardization
+    'reference': a data dictionary's values."""
+    if standardization == "reference" and reference is None:
+        raise DataError("Standardization 'reference' needs the reference values (a data dictionary).")
+    if standardization not in (*TABLE_STANDARDIZATION, "reference"):
         raise DataError(f"Standardization must be one of {', '.join(TABLE_STANDARDIZATION)}, not '{standardization}'.")
     raw = repartitioned(raw, split, sites, partition_seed)
     injections = [parse_injection(spec) for spec in inject]
@@ -68,13 +78,18 @@ def assemble(
     if missing_indicators and raw.is_tabular:
         raw = with_missing_indicators(raw)
     warnings = list(raw.warnings)
+    splits = [holdout_indices(site.name, site.y, seed, warnings) for site in raw.sites]
+    if raw.is_tabular and standardization == "federated":
+        reference = pooled_standardization([site.x[train] for site, (train, _) in zip(raw.sites, splits)],
+                                           raw.feature_kinds)
     built = []
-    for site in raw.sites:
-        train_idx, test_idx = holdout_indices(site.name, site.y, seed, warnings)
+    for site, (train_idx, test_idx) in zip(raw.sites, splits):
         x = site.x
         if raw.is_tabular:
             if standardization == "site":
                 x = standardize(x, raw.feature_kinds, "reference", fit_standardization(x[train_idx], raw.feature_kinds))
+            elif standardization in ("federated", "reference"):
+                x = standardize(x, raw.feature_kinds, "reference", reference)
             for injection in (i for i in injections if i.site == site.name and not i.before_standardisation):
                 x, entry = inject_inputs(injection, x, raw, standardization)
                 truth.append(entry)
@@ -95,16 +110,39 @@ def assemble(
         source=raw.source,
         preprocessing={
             **raw.preprocessing,
-            **({"standardization": f"{standardization} (fitted on each site's training rows)"
-                if standardization == "site" else "none",
+            **({"standardization": STANDARDIZATION_NOTES[standardization],
                 "missing": "continuous -> 0 after standardisation, binary / categorical -> 0.5",
                 "missing_indicators": missing_indicators} if raw.is_tabular else {}),
-            **({"server_test_standardization": "its own rows' mean and SD (as a site's)"}
-               if raw.is_tabular and raw.server_test is not None and standardization == "site" else {}),
+            **({"server_test_standardization": "its own rows' mean and SD (as a site's)" if standardization == "site"
+                else "the same values as the sites'"}
+               if raw.is_tabular and raw.server_test is not None and standardization != "none" else {}),
         },
-        server_test=server_inputs(raw, standardization),
+        server_test=server_inputs(raw, standardization, reference),
         profile=profile,
     )
+
+
+STANDARDIZATION_NOTES = {
+    "site": "site (fitted on each site's training rows)",
+    "federated": "federated (every site with the mean and SD pooled over all sites' training rows)",
+    "reference": "reference (a data dictionary's values, the same for every site)",
+    "none": "none",
+}
+
+
+def pooled_standardization(parts: Sequence[np.ndarray], kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
+    """(mean, population SD) of every continuous feature over all the parts' observed values, from
+    each part's count, sum and sum of squares alone: what a federation's sites can send."""
+    sums = np.array([[np.sum(~np.isnan(x), axis=0), np.nansum(x, axis=0), np.nansum(x**2, axis=0)] for x in parts])
+    count, total, squares = sums.sum(0)
+    values = {}
+    for j, kind in enumerate(kinds):
+        if kind != "continuous":
+            continue
+        mean = total[j] / count[j] if count[j] else 0.0
+        variance = squares[j] / count[j] - mean**2 if count[j] else 0.0
+        values[j] = (float(mean), float(np.sqrt(max(variance, 0.0))))
+    return values
 
 
 def profile_of(raw: RawFederation) -> Profile | None:
@@ -116,17 +154,21 @@ def profile_of(raw: RawFederation) -> Profile | None:
                               raw.preprocessing.get("units") or {})
 
 
-def server_inputs(raw: RawFederation, standardization: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The server's test set as model inputs. A table's is standardised with its own statistics,
-    as every site's is with its own: in the paper's per-site setting a data holder never learns
-    another's means, and a unit or offset difference between holders is removed the same way
-    for the server as for the sites; with standardization 'none' all keep their units."""
+def server_inputs(raw: RawFederation, standardization: str,
+                  reference: dict[int, tuple[float, float]] | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The server's test set as model inputs. With per-site standardisation a table's is
+    standardised with its own statistics, as every site's is with its own: in the paper's per-site
+    setting a data holder never learns another's means, and a unit or offset difference between
+    holders is removed the same way for the server as for the sites. Federated or dictionary
+    standardisation gives the server the values every site uses; 'none' keeps every table's units."""
     if raw.server_test is None:
         return None
     x, y = raw.server_test
     if raw.is_tabular:
         if standardization == "site":
             x = standardize(x, raw.feature_kinds, "site")
+        elif standardization in ("federated", "reference"):  # the values every site uses
+            x = standardize(x, raw.feature_kinds, "reference", reference)
         x = encode_missing(x, raw.feature_kinds)
     return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.int64)
 

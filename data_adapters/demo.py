@@ -14,7 +14,8 @@ injected incompatibility each, recorded as ground truth that travels with the fe
 Alder, Birch, Pine and Willow are clean. By default every site standardises with the same
 reference values (the consortium's data dictionary), so unit errors stay visible; with per-site
 standardisation (the iFedAvg paper's setting) the Fahrenheit and age errors become invisible —
-and harmless — because they are affine.
+and harmless — because they are affine. The rows go through the same assembly as every table
+source (`assemble`: profile, hold-out split, standardisation, injections on request).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data_adapters.preprocessing import encode_missing, standardize
+from data_adapters.assemble import assemble
+from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
-from fedcore.federation import Federation, split_site
-from fedcore.interpret.profile import profile_federation
+from fedcore.federation import Federation
 
 NAME = "Synthetic sepsis triage (demo)"
 CLASSES = ("no sepsis", "sepsis")
@@ -83,50 +84,39 @@ GROUND_TRUTH = (
 
 
 def make_demo_federation(
-    seed: int = 0, data_seed: int = 7, standardization: str = "reference", site: str | None = None
+    seed: int = 0, data_seed: int = 7, standardization: str = "reference", site: str | None = None,
+    problems: bool = True, inject: list[str | dict] | None = None,
 ) -> Federation:
     """The demo federation; `seed` sets the hold-out split, `data_seed` the generated patients.
     `site` keeps only that hospital, exactly as it is in the whole federation (what one Flower
-    site holds in the demo deployment)."""
+    site holds in the demo deployment). `problems=False` leaves out the four built-in problems
+    (a clean federation); `inject` adds others (data_adapters.inject), recorded as ground truth too."""
     names = [name for name, _, _ in SITES]
     if site is not None and site not in names:
         raise DataError(f"The demo federation has no site '{site}'; its sites: {', '.join(names)}.")
     rng = np.random.default_rng(data_seed)
-    kinds = [f.kind for f in FEATURES]
-    reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
-    sites, raw, warnings = [], [], []
+    raw_sites = []
     for name, n_rows, prevalence in SITES:
         x, y = _patients(rng, n_rows, prevalence)
-        x, y = _inject(name, x, y)
-        raw.append((name, x, y))
-        x = encode_missing(standardize(x, kinds, standardization, reference), kinds)
-        sites.append(split_site(name, x, y, seed, warnings))
+        if problems:
+            x, y = _inject(name, x, y)
+        raw_sites.append(RawSite(name, x, y))
     # Every site is generated, so that each one's patients come from the same random stream.
-    keep = [s for s in sites if site in (None, s.name)]
-    names = [f.name for f in FEATURES]
-    units = {f.name: f.unit for f in FEATURES if f.unit}
-    return Federation(
+    kept = [s for s in raw_sites if site in (None, s.name)]
+    feature_names = [f.name for f in FEATURES]
+    raw = RawFederation(
         name=NAME,
-        description=(
-            "SYNTHETIC demo data, not real patients: 8 made-up hospitals triaging suspected "
-            "sepsis, four of them with a known injected problem (see ground truth)."
-        ),
-        sites=keep,
-        feature_names=[f.name for f in FEATURES],
-        feature_kinds=kinds,
-        class_names=list(CLASSES),
-        ground_truth=[dict(g) for g in GROUND_TRUTH if site in (None, g["site"])],
-        synthetic=True,
-        warnings=warnings,
-        source="demo",
-        preprocessing={
-            "standardization": standardization,
-            "missing": "continuous -> 0 after standardisation, binary -> 0.5",
-            "data_seed": data_seed,
-            "units": units,
-        },
-        profile=profile_federation([r for r in raw if site in (None, r[0])], names, kinds, names, CLASSES, units),
+        description=("SYNTHETIC demo data, not real patients: 8 made-up hospitals triaging suspected sepsis"
+                     + (", four of them with a known injected problem (see ground truth)." if problems else ".")),
+        source="demo", sites=kept, class_names=list(CLASSES), feature_names=feature_names,
+        feature_kinds=[f.kind for f in FEATURES], feature_columns=feature_names, synthetic=True,
+        preprocessing={"data_seed": data_seed, "units": {f.name: f.unit for f in FEATURES if f.unit}},
     )
+    reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
+    federation = assemble(raw, seed, inject=inject or (), standardization=standardization, reference=reference)
+    built_in = [dict(g) for g in GROUND_TRUTH if problems and site in (None, g["site"])]
+    federation.ground_truth = [*built_in, *federation.ground_truth]
+    return federation
 
 
 def _patients(rng: np.random.Generator, n_rows: int, prevalence: float) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,17 @@ lenses can be checked against the truth.
     mnar:SITE:FEATURE[:CLASS]    FEATURE recorded only for rows of CLASS (default: the last class,
                                  the positive one) and missing for all others: missing not at random
     flip:SITE                    labels flipped: class k becomes class K-1-k (two classes: swapped)
+
+Problems of the raw values, in original units (what a site's export gets wrong; the check-up's
+detection suite injects them), each drawn from the site's own seeded stream:
+    shift:SITE:FEATURE:SDS       AMOUNT times the feature's SD over all sites added to the raw values
+    spread:SITE:FEATURE:FACTOR   the values spread FACTOR times as wide around the site's mean
+    code:SITE:FEATURE:SHARE      999 written for a SHARE of the values (a missing-value code)
+    outliers:SITE:FEATURE:SHARE  a SHARE of the values 100 times too large (entry errors)
+    missing:SITE:FEATURE:SHARE   a SHARE of the values missing at random
+    cap:SITE:FEATURE:QUANTILE    values above the site's QUANTILE recorded as it (a capped export)
+    swap:SITE:FEATURE:OTHER      two continuous columns swapped (a mislabelled export)
+    noise:SITE:SHARE             a SHARE of the labels redrawn at random among the classes
     stamp:SITE[:CLASS]           images: a small bright smiley in the top-left corner of every CLASS
                                  image (default: the last class), train and hold-out — the inDISCO
                                  bias experiment; the stamp's box is recorded
@@ -28,6 +39,7 @@ import numpy as np
 
 from data_adapters.sites import RawFederation
 from fedcore.errors import DataError
+from fedcore.seeding import derive_seed
 
 # short name -> ground-truth kind (the demo's names)
 KINDS = {
@@ -37,9 +49,20 @@ KINDS = {
     "mnar": "missing_not_at_random",
     "flip": "label_flip",
     "stamp": "stamp",
+    "shift": "offset",
+    "spread": "spread",
+    "code": "missing_code",
+    "outliers": "outliers",
+    "missing": "missing_at_random",
+    "cap": "capped",
+    "swap": "swapped_columns",
+    "noise": "label_noise",
 }
-TABLE_ONLY = ("offset", "scale", "unit", "mnar")
-NEEDS_AMOUNT = ("offset", "scale", "unit")
+TABLE_ONLY = ("offset", "scale", "unit", "mnar", "shift", "spread", "code", "outliers", "missing", "cap", "swap")
+NEEDS_AMOUNT = ("offset", "scale", "unit", "shift", "spread", "code", "outliers", "missing", "cap", "noise")
+CONTINUOUS_ONLY = ("offset", "scale", "unit", "shift", "spread", "code", "outliers", "cap", "swap")
+SHARES = ("code", "outliers", "missing", "noise", "cap")  # amounts that are a share (0, 1]
+MISSING_VALUE_CODE = 999.0
 STAMP_MARGIN = 1  # pixels between the stamp and the image border
 
 
@@ -50,6 +73,7 @@ class Injection:
     feature: str | None = None
     amount: float | None = None
     label: str | None = None  # a class name (mnar: whose values stay; stamp: which images)
+    other: str | None = None  # swap: the second column
 
     @property
     def before_standardisation(self) -> bool:
@@ -59,14 +83,16 @@ class Injection:
 def parse_injection(spec: str | Mapping[str, Any]) -> Injection:
     """An Injection from 'kind:site[:feature][:amount or class]' or its dict form."""
     if isinstance(spec, Mapping):
-        unknown = sorted(set(spec) - {"kind", "site", "feature", "amount", "class"})
+        unknown = sorted(set(spec) - {"kind", "site", "feature", "amount", "class", "other"})
         if unknown:
-            raise DataError(f"Injection {dict(spec)} has unknown keys {unknown}; keys: kind, site, feature, amount, class.")
-        fields = {k: spec.get(k) for k in ("kind", "site", "feature", "amount", "class")}
+            raise DataError(f"Injection {dict(spec)} has unknown keys {unknown}; keys: kind, site, feature, amount, "
+                            "class, other.")
+        fields = {k: spec.get(k) for k in ("kind", "site", "feature", "amount", "class", "other")}
     else:
         parts = str(spec).split(":")
         kind = parts[0]
-        names = {"flip": ("site",), "stamp": ("site", "class"), "mnar": ("site", "feature", "class")}.get(
+        names = {"flip": ("site",), "stamp": ("site", "class"), "mnar": ("site", "feature", "class"),
+                 "noise": ("site", "amount"), "swap": ("site", "feature", "other")}.get(
             kind, ("site", "feature", "amount")
         )
         if len(parts) - 1 > len(names):
@@ -86,8 +112,13 @@ def parse_injection(spec: str | Mapping[str, Any]) -> Injection:
         amount = float(amount) if kind in NEEDS_AMOUNT else None
     except (TypeError, ValueError):
         raise DataError(f"Injection {spec!r}: the amount must be a number, not {amount!r}.") from None
+    if kind in SHARES and not 0 < amount <= 1:
+        raise DataError(f"Injection {spec!r}: the share must be in (0, 1], not {amount:g}.")
+    if kind == "swap" and not fields.get("other"):
+        raise DataError(f"Injection {spec!r}: swap needs the second column (swap:SITE:FEATURE:OTHER).")
     label = fields.get("class")
-    return Injection(kind, str(fields["site"]), fields.get("feature") or None, amount, str(label) if label else None)
+    return Injection(kind, str(fields["site"]), fields.get("feature") or None, amount, str(label) if label else None,
+                     str(fields["other"]) if fields.get("other") else None)
 
 
 def check(injection: Injection, raw: RawFederation) -> None:
@@ -102,9 +133,14 @@ def check(injection: Injection, raw: RawFederation) -> None:
         if not features:
             raise DataError(f"Injection {injection.kind}: no feature '{injection.feature}'; the features are "
                             f"{', '.join(raw.feature_names)}.")
-        if injection.kind in NEEDS_AMOUNT and raw.feature_kinds[features[0]] != "continuous":
+        if injection.kind in CONTINUOUS_ONLY and raw.feature_kinds[features[0]] != "continuous":
             raise DataError(f"Injection {injection.kind} needs a continuous feature; '{injection.feature}' is "
                             f"{raw.feature_kinds[features[0]]}.")
+    if injection.other is not None:
+        other = raw.features_of(injection.other)
+        if not other or raw.feature_kinds[other[0]] != "continuous" or other == raw.features_of(injection.feature):
+            raise DataError(f"Injection swap: '{injection.other}' is no other continuous feature; the features are "
+                            f"{', '.join(raw.feature_names)}.")
     if injection.label is not None and injection.label not in raw.class_names:
         raise DataError(f"Injection {injection.kind}: no class '{injection.label}'; the classes are "
                         f"{', '.join(raw.class_names)}.")
@@ -119,7 +155,13 @@ def inject_rows(
     cls = raw.class_names.index(label)
     features = raw.features_of(injection.feature) if injection.feature else []
     truth = _truth(injection, raw, features)
-    if injection.kind == "unit":
+    rng = np.random.default_rng(derive_seed(injection.site, injection.kind, injection.feature or "", "inject"))
+    if injection.kind in RAW_VALUE_PROBLEMS:
+        x, y, detail = RAW_VALUE_PROBLEMS[injection.kind](injection, x, y, features, raw, rng)
+        truth.update(amount=injection.amount, detail=detail)
+        if injection.other is not None:
+            truth["other"] = injection.other
+    elif injection.kind == "unit":
         x[:, features] *= injection.amount
         hidden = " (affine, so per-site standardisation removes it)" if standardization == "site" else ""
         truth.update(amount=injection.amount,
@@ -141,6 +183,60 @@ def inject_rows(
                       "detail": f"a {box['size']}×{box['size']} smiley stamped at row {box['row']}, column "
                                 f"{box['col']} on every '{label}' image (train and hold-out)"})
     return x, y, truth
+
+
+def _shift(injection, x, y, features, raw, rng):
+    pooled = np.concatenate([site.x[:, features[0]] for site in raw.sites])
+    amount = injection.amount * float(np.nanstd(pooled))
+    x[:, features] += amount
+    return x, y, f"{injection.feature} {amount:+.4g} in its raw values ({injection.amount:+g} SD over all sites)"
+
+
+def _spread(injection, x, y, features, raw, rng):
+    centre = np.nanmean(x[:, features], axis=0)
+    x[:, features] = centre + (x[:, features] - centre) * injection.amount
+    return x, y, f"{injection.feature} spread {injection.amount:g} times as wide around the site's mean"
+
+
+def _rows(rng, n: int, share: float) -> np.ndarray:
+    return rng.permutation(n)[: max(1, round(share * n))]
+
+
+def _code(injection, x, y, features, raw, rng):
+    x[_rows(rng, len(x), injection.amount)[:, None], features] = MISSING_VALUE_CODE
+    return x, y, f"{MISSING_VALUE_CODE:g} written for {injection.amount:.0%} of {injection.feature}'s values"
+
+
+def _outliers(injection, x, y, features, raw, rng):
+    x[_rows(rng, len(x), injection.amount)[:, None], features] *= 100
+    return x, y, f"{injection.amount:.0%} of {injection.feature}'s values 100 times too large"
+
+
+def _missing(injection, x, y, features, raw, rng):
+    x[_rows(rng, len(x), injection.amount)[:, None], features] = np.nan
+    return x, y, f"{injection.amount:.0%} of {injection.feature}'s values missing at random"
+
+
+def _cap(injection, x, y, features, raw, rng):
+    cap = np.nanquantile(x[:, features], injection.amount, axis=0)
+    x[:, features] = np.minimum(x[:, features], cap)
+    return x, y, f"{injection.feature} capped at its {injection.amount:.0%} quantile ({float(cap[0]):.4g})"
+
+
+def _swap(injection, x, y, features, raw, rng):
+    other = raw.features_of(injection.other)
+    x[:, features + other] = x[:, other + features]
+    return x, y, f"columns {injection.feature} and {injection.other} swapped"
+
+
+def _noise(injection, x, y, features, raw, rng):
+    rows = _rows(rng, len(y), injection.amount)
+    y[rows] = rng.integers(0, len(raw.class_names), len(rows))
+    return x, y, f"{injection.amount:.0%} of the labels redrawn at random"
+
+
+RAW_VALUE_PROBLEMS = {"shift": _shift, "spread": _spread, "code": _code, "outliers": _outliers, "missing": _missing,
+                      "cap": _cap, "swap": _swap, "noise": _noise}
 
 
 def inject_inputs(injection: Injection, x: np.ndarray, raw: RawFederation, standardization: str) -> tuple[np.ndarray, dict[str, Any]]:

@@ -29,7 +29,8 @@ class TableOptions:
     kinds: dict[str, str] = field(default_factory=dict)  # column -> continuous / binary / categorical
     min_rows: int | None = None  # fewest usable rows a site may have; None: the source's default
     missing_indicators: bool = False  # add a 0/1 '<column> (missing)' feature per column with gaps
-    standardization: str = "site"  # 'site' (fitted on each site's training rows) or 'none'
+    # 'site' (fitted on each site's training rows), 'federated' (pooled over all sites' training rows) or 'none'
+    standardization: str = "site"
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def test_per_site_standardization_hides_the_unit_error():
     federation = load_federation("demo:standardization=site")
     elm = {s.name: s for s in federation.sites}["Elm Regional"]
     assert abs(float(elm.x_train[:, FEATURE_INDEX["temperature"]].mean())) < 0.2
-    assert federation.preprocessing["standardization"] == "site"
+    assert federation.preprocessing["standardization"].startswith("site (fitted on each site")
 
 
 def test_ifedavg_on_the_demo_flags_every_injected_shift(tmp_path, capsys):

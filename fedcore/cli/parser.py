@@ -92,8 +92,9 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
                        help="Feature kind instead of the inferred one (continuous, binary, categorical); repeatable.")
     group.add_argument("--missing-indicators", dest="missing_indicators", action="store_const", const=True,
                        help="Add a 0/1 '<column> (missing)' feature for every column with missing values.")
-    group.add_argument("--standardization", choices=("site", "none"),
-                       help="Per-site standardisation fitted on each site's training rows (default), or none.")
+    group.add_argument("--standardization", choices=("site", "federated", "none"),
+                       help="Per-site standardisation fitted on each site's training rows (default), federated "
+                            "(the mean and SD pooled over all sites: differences in units stay visible), or none.")
     group.add_argument("--split", help="Deal the rows out to simulated sites: iid, dirichlet:ALPHA or quantity:BETA.")
     group.add_argument("--sites", type=int, help="Number of simulated sites for --split (default 4).")
     group.add_argument("--inject", action="append", metavar="SPEC",

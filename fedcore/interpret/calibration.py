@@ -71,25 +71,45 @@ def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
 def leave_one_out(values: np.ndarray, moderate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix: every cell's deviation from the other sites' mean, its
     predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
-    lacks) are left out of the others' statistics and get NaN."""
+    lacks) are left out of the others' statistics and get NaN.
+
+    Two passes: a cell that stands out beyond doubt in the first (p < OUTLIER_P) is left out of
+    the *other* sites' references in the second, so that one broken site does not make the others
+    look shifted against it (with 4 sites, one of the 3 values each other site is compared with)."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
+    first = _leave_one_out(t, moderate, np.zeros(t.shape, dtype=bool))
+    outliers = first[2] < OUTLIER_P
+    if not outliers.any():
+        return first
+    deviation, score, p = _leave_one_out(t, moderate, outliers)
+    # an outlier itself keeps its first-pass statistics (its reference never held it anyway)
+    return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score), np.where(outliers, first[2], p))
+
+
+OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the other sites' references
+
+
+def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One pass of `leave_one_out`; `excluded` cells count in no other site's reference."""
     n_sites, n_items = t.shape
     present = ~np.isnan(t)
-    count = present.sum(0)  # sites with a value, per item
-    total = np.where(present, t, 0.0).sum(0)
-    squares = np.where(present, t * t, 0.0).sum(0)
-    others = count[None, :] - present  # values other than site i's
+    reference = present & ~excluded  # the cells other sites are compared with
+    count = reference.sum(0)  # sites in the references, per item
+    total = np.where(reference, t, 0.0).sum(0)
+    squares = np.where(reference, t * t, 0.0).sum(0)
+    others = count[None, :] - reference  # values other than site i's
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (total[None, :] - np.where(present, t, 0.0)) / others
-        centred = (squares[None, :] - np.where(present, t * t, 0.0)) - others * mean**2
+        mean = (total[None, :] - np.where(reference, t, 0.0)) / others
+        centred = (squares[None, :] - np.where(reference, t * t, 0.0)) - others * mean**2
         variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
     deviation = t - mean
     df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
     d0, s0 = (0.0, 0.0)
     if moderate:
-        full = np.nanvar(t, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
+        kept = np.where(reference, t, np.nan)
+        full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
         d0, s0 = fit_prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
         if not np.isfinite(s0):
             d0 = 0.0

@@ -329,10 +329,12 @@ class Checks:
             return centred / np.where(within > 0, within, np.nan)[:, None, :]
 
     def _consensus(self, profiles: np.ndarray, i: int) -> np.ndarray:
-        """[classes, features]: the other sites' mean class profile."""
+        """[classes, features]: the other sites' median class profile (a median, so that one other
+        site with wrong labels does not turn the pattern a site is compared with)."""
         others = np.delete(profiles, i, axis=0)
-        with np.errstate(invalid="ignore"):
-            return np.nanmean(others, axis=0) if others.size else np.full(profiles.shape[1:], np.nan)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmedian(others, axis=0) if others.size else np.full(profiles.shape[1:], np.nan)
 
     def _relation(self, profiles: np.ndarray) -> np.ndarray:
         """[sites, features]: each site's class profile along the direction the others show (two
@@ -393,8 +395,9 @@ class Checks:
             mine, theirs = profiles[i][:, informative].ravel(), consensus[:, informative].ravel()
             if mine.std() > 0 and theirs.std() > 0:
                 agreement[i] = np.arctanh(np.clip(np.corrcoef(mine, theirs)[0, 1], -0.999999, 0.999999))
-            others_relation = np.nanmean(np.delete(relation, i, axis=0), axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
+            with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                others_relation = np.nanmedian(np.delete(relation, i, axis=0), axis=0)
                 strength[i] = float(np.nanmedian(relation[i, informative] / others_relation[informative]))
         _, agree_t, agree_p2 = leave_one_out(agreement)
         agree_p = one_sided(agree_t, agree_p2, -1)[:, 0]
@@ -403,7 +406,11 @@ class Checks:
         for i, site in enumerate(self.sites):
             if np.isfinite(agreement[i]):
                 r = float(np.tanh(agreement[i]))
-                order, wins, m = self._best_renaming(profiles, i, informative_of[i])
+                order, wins, m, tried = self._best_renaming(profiles, i, informative_of[i])
+                # within the site: renaming fits better in more features than chance (binomial, × the
+                # renamings tried); with few sites the comparison across sites alone has little power
+                p_renamed = min(1.0, float(stats.binom.sf(wins - 1, m, 0.5)) * tried) if m else 1.0
+                p_reversed = self._reversal_p(i, relation, informative_of[i]) if n_classes == 2 else 1.0
                 if n_classes == 2:
                     what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
                 else:
@@ -412,7 +419,8 @@ class Checks:
                 yield Finding(site, LENS, "labels_permuted", None,
                               f"{site}'s labels look wrong: {what} — its features relate to its labels the other way "
                               f"round from the other sites (correlation {r:+.2f} with their pattern over {m} features; "
-                              f"renamed, {wins} of the {m} match better)", float(agree_p[i]), r,
+                              f"renamed, {wins} of the {m} match better)",
+                              min(1.0, 3 * min(float(np.nan_to_num(agree_p[i], nan=1.0)), p_renamed, p_reversed)), r,
                               "correlation with the others' pattern", evidence={"order": list(order), "features": m},
                               material=bool(r < 0 or (m >= 3 and wins / max(m, 1) >= 0.75)))
             if np.isfinite(strength[i]) and strength[i] > 0:
@@ -421,9 +429,32 @@ class Checks:
                               "sites: are its labels noisy, or defined differently?", float(weak_p[i]),
                               float(strength[i]), "relative strength", material=bool(strength[i] < 0.5))
 
-    def _best_renaming(self, profiles: np.ndarray, i: int, informative: np.ndarray) -> tuple[tuple[int, ...], int, int]:
+    def _reversal_p(self, i: int, relation: np.ndarray, informative: np.ndarray) -> float:
+        """Two classes: how far site i's label relations point against the others' direction.
+        The projection of its standardised class differences on the others' mean direction, over
+        the informative features, is tested for being below 0 with its sampling SD from the site's
+        own class counts (sqrt(1/n0 + 1/n1) per feature, times sqrt(m): as if the m features were
+        perfectly correlated, so never too small)."""
+        if informative.size == 0:
+            return 1.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            others = np.nanmedian(np.delete(relation, i, axis=0), axis=0)[informative]
+        mine = relation[i, informative]
+        keep = np.isfinite(others) & np.isfinite(mine)
+        norm = float(np.sqrt((others[keep] ** 2).sum()))
+        n0, n1 = (float(c) for c in self.profile.class_counts[i][:2])
+        if not keep.any() or norm == 0 or min(n0, n1) < 1:
+            return 1.0
+        projection = float((mine[keep] * others[keep]).sum()) / norm
+        sd = math.sqrt(1 / n0 + 1 / n1) * math.sqrt(keep.sum())
+        return float(stats.norm.cdf(projection / sd))
+
+    def _best_renaming(self, profiles: np.ndarray, i: int, informative: np.ndarray
+                       ) -> tuple[tuple[int, ...], int, int, int]:
         """The renaming of site i's classes (not the identity) that fits the others' class pattern
-        best, and in how many of the informative features it fits better than its own labels."""
+        best, in how many of the m informative features it fits better than its own labels, m, and
+        how many renamings were tried."""
         n_classes = profiles.shape[1]
         orders = (list(itertools.permutations(range(n_classes))) if n_classes <= MAX_PERMUTED_CLASSES
                   else [_swap(n_classes, a, b) for a, b in itertools.combinations(range(n_classes), 2)])
@@ -436,7 +467,7 @@ class Checks:
             count = int((((profiles[i][list(order)][:, informative] - consensus) ** 2).sum(0) < own).sum())
             if count > wins:
                 best, wins = order, count
-        return best, max(wins, 0), int(informative.size)
+        return best, max(wins, 0), int(informative.size), len(orders) - 1
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:
