@@ -12,6 +12,7 @@ from PIL import Image
 
 from dashboard import figures, lenses, prototypes
 from dashboard.records import final_site_metrics, per_site_series, site_metrics
+from fedcore.shapes import RunDamaged
 from fedcore.store import Run
 
 STYLE = """
@@ -42,7 +43,14 @@ def html_report(run: Run) -> str:
     if not metrics.empty:
         plots.append(figures.site_curves(metrics, "f1", colors))
     sections.append(_figures_html(plots, first=True))
-    sections.extend(_lens_sections(run, colors))
+    damage = run.damage
+    try:
+        if damage:
+            raise RunDamaged(damage)
+        sections.extend(_lens_sections(run, colors))
+    except RunDamaged as error:
+        sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
+                        + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")
     sections.append("<h2>Settings</h2><pre>" + html.escape(json.dumps(
         {k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)) + "</pre>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Run {html.escape(run.id)}</title>"

@@ -207,20 +207,26 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     header = ("run", "state", "algorithm", "data", "round", "mean F1", "worst F1", "started")
     table = [
-        (r["run_id"], r["state"], r["algorithm"], describe_reference(r["data"]), f"{r['round']}/{r['total_rounds']}",
-         _fmt(r["mean_f1"]), _fmt(r["worst_f1"]), (r["started"] or "")[:19].replace("T", " "))
+        (r["run_id"], r["state"], r["algorithm"] or "?", describe_reference(r["data"]) if r["data"] else "?",
+         f"{r['round']}/{r['total_rounds']}", _fmt(r["mean_f1"]), _fmt(r["worst_f1"]),
+         (r["started"] or "")[:19].replace("T", " "))
         for r in rows
     ]
     print(text_table(header, table))
+    damaged = [r for r in rows if r["damage"]]
+    if damaged:
+        print("\nDamaged runs (the others are unaffected; `python -m fedcore show RUN` for one):")
+        print("\n".join(f"  {r['run_id']}: {problem}" for r in damaged for problem in r["damage"]))
     return 0
 
 
 def _run_row(run: Run) -> dict[str, Any]:
-    spec, status = run.spec, run.status
+    spec, status, damage = run.spec, run.status, run.damage
     mean, worst = status.get("mean") or {}, status.get("worst") or {}
     return {
         "run_id": run.id,
-        "state": status.get("state"),
+        "state": run.state,
+        "damage": [str(d) for d in damage],
         "algorithm": spec.get("algorithm"),
         "data": spec.get("data"),
         "round": status.get("round", 0),
@@ -243,12 +249,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def run_report(run: Run) -> dict[str, Any]:
     """The machine-readable summary `show --json` prints."""
-    spec, status = run.spec, run.status
+    spec, status, damage = run.spec, run.status, run.damage
     records = run.rounds()
     last = run.summary or (records[-1] if records else None)
     report = {
         "run_id": run.id,
-        "state": status.get("state"),
+        "state": run.state,
+        "damage": [str(d) for d in damage],
         "status": status,
         "algorithm": spec.get("algorithm"),
         "data": spec.get("data"),
@@ -353,9 +360,10 @@ def _format_report(run: Run, report: dict[str, Any]) -> str:
     parts = [
         f"Run {run.id}",
         f"  state      {report['state']}" + (f" — {status['error']}" if status.get("error") else ""),
-        f"  algorithm  {report['algorithm']}  params {json.dumps(report['spec'].get('params', {}))}",
-        f"  data       {describe_reference(report['data'])}",
-        f"  progress   round {report['round']} of {report['total_rounds']}",
+        *(f"  damage     {problem}" for problem in report["damage"]),
+        f"  algorithm  {report['algorithm'] or '?'}  params {json.dumps(report['spec'].get('params', {}))}",
+        f"  data       {describe_reference(report['data']) if report['data'] else '?'}",
+        f"  progress   round {report['round']} of {report['total_rounds'] or '?'}",
         f"  device     {status.get('device', '?')}   seed {report['spec'].get('config', {}).get('seed')}",
     ]
     if report["final"]:

@@ -22,6 +22,7 @@ from fedcore.store import Run
 ProgressCallback = Callable[[int, int, "dict[str, Any] | None"], None]
 
 SPEC_KEYS = ("algorithm", "data", "params", "config")
+FINAL_STATUS_ATTEMPTS = 10  # about ten seconds of retries before a run gives up recording its end
 
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,7 +70,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     """Train the run described by its stored spec, recording everything; returns the summary.
 
     The run ends 'done', 'cancelled' (Ctrl-C / SIGTERM / cancel) or 'failed' with the error
-    text; the exception is re-raised for the caller to report.
+    text; the exception is re-raised for the caller to report. A final state the disk refuses
+    stays pending on `run` (see `Run.flush_status`).
     """
     from data_adapters import load_federation
     from fedcore.algorithms import build_algorithm
@@ -77,11 +79,14 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     from fedcore.flower.launch import run_federation
     from fedcore.flower.reference import is_flower_reference
 
-    spec = run.spec
-    config = TrainConfig(**spec["config"])
-    run.mark_started(config.rounds)
     state = {"round": 0}
     try:
+        # Inside the try: a damaged spec or a disk that refuses the first status write also
+        # ends the run 'failed' with its reason (written by mark_finished however the disk allows).
+        run.require("spec.json")
+        spec = run.spec
+        config = TrainConfig(**spec["config"])
+        run.mark_started(config.rounds)
         if is_flower_reference(spec["data"]):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
@@ -104,6 +109,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
                 progress(round_, config.rounds, record)
 
         history = sim.run(on_round)
+        summary = summarize(run, history[-1])
+        run.write_summary(summary)
     except (KeyboardInterrupt, Cancelled):
         round_ = max(state["round"], int(run.raw_status().get("round") or 0))
         run.mark_finished("cancelled", f"Stopped by the user after round {round_}.")
@@ -114,10 +121,11 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     except Exception as error:
         run.mark_finished("failed", f"{type(error).__name__}: {error}")
         raise
-    summary = summarize(run, history[-1])
-    run.write_summary(summary)
-    run.mark_finished("done")
-    return summary
+    else:
+        run.mark_finished("done")
+        return summary
+    finally:
+        run.flush_status(attempts=FINAL_STATUS_ATTEMPTS)  # a final status the disk refused: retry a while
 
 
 def summarize(run: Run, last: Mapping[str, Any]) -> dict[str, Any]:

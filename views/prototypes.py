@@ -4,7 +4,7 @@ the site's own images; and the bias experiment (a stamp on one site's positive i
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import download_csv, get_store, is_active, live, pick_run
+from dashboard.common import download_csv, get_store, is_active, live, pick_run, stop_if_damaged
 from dashboard.prototypes import (
     ALGORITHMS,
     COLOUR_NAMES,
@@ -65,6 +65,7 @@ if run is None:
     st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page.")
     st.page_link("views/train.py", label="Train", icon=":material/play_arrow:")
     st.stop()
+stop_if_damaged(run)
 
 group = siblings(store.runs(), run)
 scheme = run.spec["algorithm"]

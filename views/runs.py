@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import STATE_LABELS, get_store, is_active, lens_page, settle_when_finished
+from dashboard.common import STATE_LABELS, get_store, is_active, lens_page, settle_when_finished, show_damage
 from dashboard.records import progress, run_label
 from fedcore import jobs
 from fedcore.errors import FedcoreError
@@ -72,21 +72,29 @@ def runs_table() -> None:
             "worst-site F1": st.column_config.NumberColumn(format="%.3f"),
         },
     )
-    selected = event.selection.rows
+    selected = [row for row in event.selection.rows if row < len(runs)]  # a row deleted since is gone
     if not selected:
         st.caption("Select a row to open, re-run, cancel or delete that run.")
         return
     run = runs[selected[0]]
     algorithm = run.spec.get("algorithm")
+    damage = run.damage
+    if damage:
+        show_damage(damage)
     columns = st.columns(5)
     if columns[0].button("Open", type="primary", key="open"):
         st.switch_page(lens_page(algorithm)[0], query_params={"run": run.id})
     if columns[1].button("Details", key="details"):
         st.switch_page("views/run.py", query_params={"run": run.id})
-    if columns[2].button("Re-run with the same settings", key="rerun"):
-        again = jobs.rerun(store, run)
-        st.toast(f"Queued {again.id}")
-        st.rerun()
+    if columns[2].button("Re-run with the same settings", key="rerun",
+                         disabled=any(d.file == "spec.json" for d in damage)):
+        try:
+            again = jobs.rerun(store, run)
+        except FedcoreError as error:
+            st.error(str(error))
+        else:
+            st.toast(f"Queued {again.id}")
+            st.rerun()
     if is_active(run):
         if columns[3].button("Cancel", key="cancel"):
             jobs.cancel(run)

@@ -114,7 +114,7 @@ def launched_progress() -> None:
     for run in current:
         st.markdown(f"**{run_label(run)}**")
         show_progress(run)
-        page, name = lens_page(run.spec["algorithm"])
+        page, name = lens_page(run.spec.get("algorithm", ""))
         st.page_link(page, label=f"Open {name} →", query_params={"run": run.id})
 
 
