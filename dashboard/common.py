@@ -124,9 +124,9 @@ def stop_if_damaged(run: Run) -> None:
         st.stop()
 
 
-def show_damage(damage: Sequence[Any]) -> None:
-    st.error("This run's records are damaged, so it cannot be shown:\n\n"
-             + "\n".join(f"- {problem}" for problem in damage), icon=":material/broken_image:")
+def show_damage(damage: Sequence[Any], lead: str = "This run's records are damaged, so it cannot be shown") -> None:
+    """Which files of a run are damaged and how (the messages name files and types only)."""
+    st.error(f"{lead}:\n\n" + "\n".join(f"- {problem}" for problem in damage), icon=":material/broken_image:")
 
 
 def live(run: Run, interval: float = 3.0):

@@ -80,7 +80,8 @@ def runs_table() -> None:
     algorithm = run.spec.get("algorithm")
     damage = run.damage
     if damage:
-        show_damage(damage)
+        show_damage(damage, "This run's records are damaged (the other runs are not); delete it, or re-run it if its "
+                            "spec.json is sound")
     columns = st.columns(5)
     if columns[0].button("Open", type="primary", key="open"):
         st.switch_page(lens_page(algorithm)[0], query_params={"run": run.id})
