@@ -449,13 +449,16 @@ CONCURRENT_CREATES = textwrap.dedent("""
     from pathlib import Path
     from fedcore import store as store_module
 
-    # Ids from one second and 10 random bits: the two processes keep wanting the same ids.
-    draw = random.Random(os.getpid())
-    draws = []
-    def crowded(algorithm):
+    # Both processes want one of the two lowest free numbers as their id, at the same moment:
+    # about every other create is a race that exactly one of them must win.
+    root, draw, draws = Path(sys.argv[1]), random.Random(os.getpid()), []
+    def nearly_next_free(algorithm):
         draws.append(1)
-        return f"20990101-000000-race-{draw.randrange(1024):08x}"
-    store_module.new_run_id = crowded
+        taken = {p.name for p in root.iterdir()}
+        names = (f"20990101-000000-race-{k:08x}" for k in range(10**6))
+        free = [name for name, _ in zip((n for n in names if n not in taken), range(2))]
+        return draw.choice(free)
+    store_module.new_run_id = nearly_next_free
     go = Path(sys.argv[2])
     while not go.exists():
         time.sleep(0.001)
