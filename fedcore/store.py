@@ -539,6 +539,7 @@ class RunStore:
         place, so no reader sees it half made and no two runs ever share an id."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            _remove_stale_staging(self.root)
             for _ in range(ID_ATTEMPTS):
                 run_id = new_run_id(spec.get("algorithm"))
                 if (self.root / run_id).exists():
@@ -590,6 +591,18 @@ class RunStore:
 
     def delete(self, run_id: str) -> None:
         shutil.rmtree(self.get(run_id).path)
+
+
+STAGING_KEPT_S = 3600.0  # a creation takes well under a second; older staging was left by a killed one
+
+
+def _remove_stale_staging(root: Path) -> None:
+    for staging in root.glob(".new-*"):
+        try:
+            if time.time() - staging.stat().st_mtime > STAGING_KEPT_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _is_run_folder(path: Path) -> bool:

@@ -425,6 +425,20 @@ def test_many_quick_creates_never_collide(tmp_path):
     assert not [p for p in store.root.iterdir() if p.name.startswith(".new-")]  # no staging left behind
 
 
+def test_a_creation_killed_half_way_leaves_nothing_a_reader_sees_and_is_cleared_later(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    store.root.mkdir()
+    left = store.root / ".new-killed"
+    left.mkdir()
+    (left / "status.json").write_text('{"state": "queued"}')
+    assert store.runs() == []
+    store.create({"algorithm": "fedavg"})
+    assert left.exists()  # a creation could still be under way
+    os.utime(left, (time.time() - 7200, time.time() - 7200))
+    store.create({"algorithm": "fedavg"})
+    assert not left.exists() and len(store.runs()) == 2
+
+
 def test_an_id_carries_at_least_32_random_bits():
     # Within one second every id differs only in its random part: 5000 of them must not meet
     # (with 16 bits they would about 190 times; with 32, once in about 350 such tests).
