@@ -40,6 +40,7 @@ import secrets
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -183,6 +184,7 @@ _SCORES = {
 }
 SUMMARY = Record({**_SCORES, "detection": DETECTION})
 ROUND = Record({**_SCORES, "elapsed_s": NUMBER, "lr": NUMBER, "train_loss": MapOf(Nullable(NUMBER))})
+FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION, "summary.json": SUMMARY}
 
 
 def blank(shape: Record) -> dict[str, Any]:
@@ -259,47 +261,47 @@ def _overwrite_in_place(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-# -- damage verdicts, cached by file identity ------------------------------------------------
-_VERDICTS: OrderedDict[tuple, tuple[Damage, ...]] = OrderedDict()
-_VERDICTS_KEPT = 8192
+# -- what is read from a file, kept while the file is unchanged -----------------------------------
+class _ByFileVersion:
+    """Values computed from a file, kept while it is unchanged (same inode, size and mtime): the
+    runs list asks about every run every few seconds, a page asks for a log several times per
+    redraw, and a finished run never changes. Shared by the dashboard's threads."""
+
+    def __init__(self, kept: int) -> None:
+        self._values: OrderedDict[tuple, Any] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, compute: Callable[[], Any]) -> Any:
+        try:
+            info = path.stat()
+        except OSError:
+            return compute()
+        key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self._kept:
+                self._values.popitem(last=False)
+        return value
+
+
+_VERDICTS = _ByFileVersion(kept=8192)  # tuples of Damage: small
+_LOGS = _ByFileVersion(kept=4)  # the logs of the runs a page is drawing (a long run's is megabytes)
 
 
 def _verdict(path: Path, check: Callable[[], list[Damage]]) -> tuple[Damage, ...]:
-    """`check()` for a file, recomputed only when the file changed (the runs list asks every
-    few seconds about every run; finished runs never change)."""
-    try:
-        info = path.stat()
-    except OSError:
-        return tuple(check())
-    key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
-    found = _VERDICTS.get(key)
-    if found is None:
-        found = _VERDICTS[key] = tuple(check())
-        if len(_VERDICTS) > _VERDICTS_KEPT:
-            _VERDICTS.popitem(last=False)
-    return found
-
-
-_LOGS: OrderedDict[tuple, list[dict[str, Any]]] = OrderedDict()
-_LOGS_KEPT = 4  # the logs of the runs a page is drawing (a long run's log is megabytes)
+    return _VERDICTS.get(path, lambda: tuple(check()))
 
 
 def _read_rounds(path: Path) -> list[dict[str, Any]]:
-    """The well-formed records of a rounds.jsonl, parsed once per version of the file (a page
-    asks for them several times per redraw). The records are shared: read them, never change them."""
-    try:
-        info = path.stat()
-    except OSError:
-        return []
-    key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
-    records = _LOGS.get(key)
-    if records is None:
-        records = _LOGS[key] = read_json_lines(path, ROUND, "rounds.jsonl")[0]
-        if len(_LOGS) > _LOGS_KEPT:
-            _LOGS.popitem(last=False)
-    else:
-        _LOGS.move_to_end(key)
-    return list(records)
+    """The well-formed records of a rounds.jsonl. The records are shared between callers: read
+    them, never change them."""
+    return list(_LOGS.get(path, lambda: read_json_lines(path, ROUND, "rounds.jsonl")[0]))
 
 
 class Run:
@@ -346,14 +348,15 @@ class Run:
         and round records; array files are looked at as archives here and in full when loaded."""
         stored, status_damage = self._read("status.json", STATUS)
         done = (stored or {}).get("state") == "done"
-        found = [*self._checked("spec.json", SPEC), *status_damage,
-                 *self._checked("federation.json", FEDERATION, missing_ok=not done),
-                 *self._checked("summary.json", SUMMARY, missing_ok=not done)]
+        found = [*self._checked("spec.json"), *status_damage, *self._checked("federation.json", missing_ok=not done),
+                 *self._checked("summary.json", missing_ok=not done)]
         log = self.path / "rounds.jsonl"
-        if done and not log.exists():
-            found.append(Damage("rounds.jsonl", "is missing"))
-        elif done and not log.stat().st_size:
-            found.append(Damage("rounds.jsonl", "is empty"))
+        try:
+            size = log.stat().st_size
+        except OSError:
+            size = None
+        if done and not size:
+            found.append(Damage("rounds.jsonl", "is missing" if size is None else "is empty"))
         found += _verdict(log, lambda: read_json_lines(log, ROUND, "rounds.jsonl")[1])
         for name in [*(f"arrays/r{r:06d}.npz" for r in self.array_rounds()),
                      *(["model.npz"] if (self.path / "model.npz").exists() else [])]:
@@ -361,8 +364,8 @@ class Run:
             found += _verdict(path, lambda: [d for d in [npz_damage(path, name)] if d])
         return found
 
-    def _checked(self, name: str, shape: Record, missing_ok: bool = False) -> tuple[Damage, ...]:
-        return _verdict(self.path / name, lambda: self._read(name, shape, missing_ok)[1])
+    def _checked(self, name: str, missing_ok: bool = False) -> tuple[Damage, ...]:
+        return _verdict(self.path / name, lambda: self._read(name, FILES[name], missing_ok)[1])
 
     @property
     def state(self) -> str:
@@ -371,8 +374,7 @@ class Run:
 
     def require(self, *names: str) -> None:
         """RunDamaged unless these whole files are sound (e.g. the spec before training)."""
-        shapes = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION, "summary.json": SUMMARY}
-        damage = [d for name in names for d in self._read(name, shapes[name])[1]]
+        damage = [d for name in names for d in self._read(name, FILES[name])[1]]
         if damage:
             raise RunDamaged(damage)
 
