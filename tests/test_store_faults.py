@@ -225,6 +225,10 @@ def test_a_damaged_file_marks_its_run_damaged_and_nothing_else(copied, fault, ca
             load()
         except RunDamaged as error:
             assert error.damage and all(isinstance(d, Damage) for d in error.damage)
+    if name.endswith(".npz"):  # loading names the file too
+        with pytest.raises(RunDamaged) as caught:
+            run.load_model() if name == "model.npz" else run.load_arrays(3)
+        assert caught.value.damage[0].file == name
     info = progress(run)
     assert info["state"] == "damaged" and name in info["error"]
 
