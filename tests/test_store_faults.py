@@ -548,6 +548,18 @@ def test_on_a_full_disk_the_reserve_is_given_up_for_the_final_status(queued, mon
     assert fresh.damage == [] and not (run.path / RESERVE).exists()
 
 
+def test_a_store_with_no_room_for_a_new_run_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(store_module, "_reserve_space", no_space)
+    code, out, err = cli_output(capsys, RunStore(tmp_path / "runs"), "run", "-a", "fedavg", "--rounds", "1", "-q")
+    assert code == 2 and "Cannot create a run" in err and "No space left on device" in err
+    assert RunStore(tmp_path / "runs").runs() == []
+    assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".new-")]  # staging removed
+    monkeypatch.setenv("FEDCORE_STORE", str(tmp_path / "runs"))
+    at = open_page("views/runs.py")
+    at.button[0].click().run()  # the one-click demo
+    assert not at.exception and "No space left on device" in errors(at)
+
+
 def test_a_final_status_the_disk_refuses_is_kept_and_written_once_space_returns(queued, monkeypatch):
     store, run = queued
     monkeypatch.setattr(store_module, "atomic_write_bytes", no_space)

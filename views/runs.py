@@ -32,8 +32,12 @@ with st.container(border=True):
         "recorded only for sick patients, flipped labels). The heatmap then marks where they are."
     )
     if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
-        run = jobs.submit(store, QUICK_START)
-        st.switch_page("views/feature_shifts.py", query_params={"run": run.id})
+        try:
+            run = jobs.submit(store, QUICK_START)
+        except FedcoreError as error:  # e.g. no run can be created in a full store
+            st.error(str(error))
+        else:
+            st.switch_page("views/feature_shifts.py", query_params={"run": run.id})
 
 runs = store.runs()
 
