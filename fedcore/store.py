@@ -592,7 +592,13 @@ class RunStore:
         raise RunNotFound(f"'{run_id}' matches several runs ({ids}); give more of the id.")
 
     def delete(self, run_id: str) -> None:
-        shutil.rmtree(self.get(run_id).path)
+        """Remove a run's folder; a file its worker removes meanwhile (the reserve, as it
+        finishes) is no error."""
+        def vanished(function: Callable, path: str, error: tuple) -> None:
+            if not isinstance(error[1], FileNotFoundError):
+                raise error[1]
+
+        shutil.rmtree(self.get(run_id).path, onerror=vanished)
 
 
 STAGING_KEPT_S = 3600.0  # a creation takes well under a second; older staging was left by a killed one

@@ -676,6 +676,22 @@ def test_two_writers_on_one_run_lose_nothing(queued, tmp_path):
     assert status["state"] == "queued"
 
 
+def test_deleting_a_run_while_its_worker_tidies_up_is_no_error(queued, monkeypatch):
+    store, run = queued
+    real_unlink = os.unlink
+
+    def worker_first(path, *args, dir_fd=None, **kwargs):
+        if str(path) == RESERVE:  # the finishing worker removes its reserve a moment earlier
+            real_unlink(path, dir_fd=dir_fd)
+        return real_unlink(path, *args, dir_fd=dir_fd, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", worker_first)
+    run.mark_finished("cancelled", "Stopped by the user after round 0.")
+    (run.path / RESERVE).write_bytes(b"\0")  # as if the worker had not removed it yet
+    jobs.delete(store, run)
+    assert not run.path.exists() and store.runs() == []
+
+
 def wait_for(predicate, timeout=120.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
