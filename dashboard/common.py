@@ -17,6 +17,7 @@ from dashboard.records import progress, run_label
 from dashboard.registry import Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
 from fedcore.datasets import inspect_data, load_federation
+from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
 from fedcore.store import Run, RunStore, atomic_write_json, read_json
 
 STATE_LABELS = {
@@ -26,8 +27,11 @@ STATE_LABELS = {
     "failed": "failed",
     "cancelled": "cancelled",
     "interrupted": "interrupted",
+    "damaged": "damaged",
 }
 DEMO_DATA = {"ref": "demo", "label": "Synthetic sepsis triage (demo, 8 hospitals)"}
+# <store>/.dashboard.json; when damaged, the dashboard starts again from the demo data.
+SETTINGS = Record({"data": Record({"ref": required(Either(TEXT, MapOf(ANY))), "label": required(TEXT)})})
 
 
 def get_store() -> RunStore:
@@ -59,12 +63,12 @@ def inspect_reference(ref: Any) -> tuple[dict[str, Any], bool]:
 
 def chosen_data() -> dict[str, Any]:
     """The data the Train page will use: {'ref': data reference, 'label': what to call it}."""
-    return read_json(get_store().root / ".dashboard.json", {}).get("data") or DEMO_DATA
+    return read_json(get_store().root / ".dashboard.json", {}, SETTINGS).get("data") or DEMO_DATA
 
 
 def choose_data(ref: Any, label: str) -> None:
     path = get_store().root / ".dashboard.json"
-    settings = read_json(path, {})
+    settings = read_json(path, {}, SETTINGS)
     settings["data"] = {"ref": ref, "label": label}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, settings)
@@ -88,14 +92,30 @@ def pick_run(lens: Lens | None = None, label: str = "Run", key: str = "run_picke
 
 def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> Run:
     """The page's run picker (the runs `lens` shows, or every run); without any, say what to do
-    and stop the page."""
+    and stop the page; with a damaged one, say what is wrong and stop."""
     called = lens.runs_called if lens is not None else "Run"
     run = pick_run(lens, called)
     if run is None:
         st.info(f"No {called if lens is not None else 'run'} yet.")
         st.page_link(next_page.path, label=next_label, icon=":material/play_arrow:")
         st.stop()
+    stop_if_damaged(run)
     return run
+
+
+def stop_if_damaged(run: Run) -> None:
+    """Show what is wrong with a damaged run's files and stop the page (every other run and
+    page is unaffected; the Runs page can delete it)."""
+    damage = run.damage
+    if damage:
+        show_damage(damage)
+        st.page_link("views/runs.py", label="Runs: delete it or pick another", icon=":material/home:")
+        st.stop()
+
+
+def show_damage(damage: Sequence[Any], lead: str = "This run's records are damaged, so it cannot be shown") -> None:
+    """Which files of a run are damaged and how (the messages name files and types only)."""
+    st.error(f"{lead}:\n\n" + "\n".join(f"- {problem}" for problem in damage), icon=":material/broken_image:")
 
 
 def live(run: Run, interval: float = 3.0):
@@ -108,7 +128,10 @@ def live(run: Run, interval: float = 3.0):
         def fragment() -> None:
             settle_when_finished(was_active, is_active(run))
             show_progress(run)
-            body()
+            try:
+                body()
+            except RunDamaged as error:  # an array file found damaged on loading
+                show_damage(error.damage)
 
         return fragment
 
@@ -130,16 +153,16 @@ def show_progress(run: Run) -> None:
     """State, a progress bar with round / ETA / latest mean and worst-site F1, or the error."""
     info = progress(run)
     state = info["state"]
-    scores = ""
-    if info["mean"].get("f1") is not None:
-        scores = f" · mean F1 {info['mean']['f1']:.3f} · worst site F1 {info['worst']['f1']:.3f}"
+    scores = "".join(f" · {name} F1 {info[key]['f1']:.3f}" for key, name in (("mean", "mean"), ("worst", "worst site"))
+                     if info[key].get("f1") is not None)
     text = f"{STATE_LABELS.get(state, state)} · round {info['round']} of {info['total']}{scores}"
     if state == "running":
         starting = f" · {info['phase']}" if info["round"] == 0 and info["phase"] else " · starting"
         text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else starting
     st.progress(min(1.0, info["fraction"]), text=md(text))
-    if state in ("failed", "interrupted") and info["error"]:
-        st.error(f"{'This run failed' if state == 'failed' else 'This run was interrupted'}: {md(info['error'])}")
+    if state in ("failed", "interrupted", "damaged") and info["error"]:
+        what = {"failed": "This run failed", "interrupted": "This run was interrupted", "damaged": "This run is damaged"}
+        st.error(f"{what[state]}: {md(info['error'])}")
 
 
 def is_active(run: Run) -> bool:

@@ -13,7 +13,7 @@ from dashboard.records import per_class_series, per_site_series
 from fedcore.interpret.detection import detection_report
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
-from fedcore.store import Run
+from fedcore.store import Run, check_array
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
@@ -38,9 +38,10 @@ def layers(arrays: dict[str, np.ndarray]) -> list[str]:
 def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd: float = 2.0,
                sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd") -> ShiftView:
     """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule."""
+    run.require("federation.json")
     federation = run.federation
     sites = [s["name"] for s in federation["sites"]]
-    matrix = run.load_arrays(round_)[layer]
+    matrix = layer_matrix(run, round_, run.load_arrays(round_), layer, federation)
     columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
     marks = significance_marks(matrix, n_sd, sd_floor, rule)
     table = pd.DataFrame({
@@ -79,6 +80,18 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
     )
 
 
+def layer_matrix(run: Run, round_: int, arrays: dict[str, np.ndarray], layer: str, federation: dict) -> np.ndarray:
+    """A stored iFedAvg layer, checked to be sites x features (input layers) or sites x 1 or
+    sites x classes (output layers); RunDamaged naming the file otherwise."""
+    matrix = arrays[layer]
+    if layer.endswith("_in"):
+        columns = len(federation["feature_names"])
+    else:
+        columns = 1 if matrix.ndim == 2 and matrix.shape[1] == 1 else len(federation["class_names"])
+    check_array(run, round_, layer, matrix, len(federation["sites"]), columns)
+    return matrix
+
+
 def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
     if matrix.shape[1] == 1:
         return ["all classes"]
@@ -89,6 +102,7 @@ def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 
                     rule: str = "sd") -> tuple[pd.DataFrame, list[dict]] | None:
     """Injected shifts against the marks of that round under the given rule (runs on data with
     ground truth only)."""
+    run.require("federation.json")
     federation = run.federation
     if not federation.get("ground_truth"):
         return None
@@ -97,8 +111,9 @@ def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 
         return None
     arrays = {}
     for layer in layers(stored):
-        marks = significance_marks(stored[layer], n_sd, sd_floor, rule)
-        arrays.update({layer: stored[layer], f"{layer}_O": marks.cells, f"{layer}_z": marks.z})
+        matrix = layer_matrix(run, round_, stored, layer, federation)
+        marks = significance_marks(matrix, n_sd, sd_floor, rule)
+        arrays.update({layer: matrix, f"{layer}_O": marks.cells, f"{layer}_z": marks.z})
     report = detection_report(federation["ground_truth"], [s["name"] for s in federation["sites"]],
                               federation["feature_names"], arrays)
     rows = [{
@@ -121,11 +136,14 @@ class SimilarityView:
 
 
 def similarity_view(run: Run, round_: int, clustered: bool = True) -> SimilarityView | None:
+    run.require("federation.json")
     arrays = run.load_arrays(round_)
     if "weights" not in arrays:
         return None
     sites = [s["name"] for s in run.federation["sites"]]
     distance, weights = arrays["distance"], arrays["weights"]
+    for name, matrix in (("distance", distance), ("weights", weights)):
+        check_array(run, round_, name, matrix, len(sites), len(sites))
     order = cluster_order(distance) if clustered else list(range(len(sites)))
     names = [sites[i] for i in order]
     pick = np.ix_(order, order)

@@ -94,10 +94,12 @@ def load_side(run: Run | None, kind: str) -> Side | None:
 
 
 def siblings(runs: list[Run], run: Run) -> dict[str, Run]:
-    """The newest inDISCO run of each scheme on the same data with the same seed (and `run` itself)."""
+    """The newest undamaged inDISCO run of each scheme on the same data with the same seed (and
+    `run` itself)."""
     same = {}
     for other in runs:
-        if (record_kind(other.spec) == Prototypes.kind and other.spec.get("data") == run.spec.get("data")
+        if (record_kind(other.spec) == Prototypes.kind and not other.damage
+                and other.spec.get("data") == run.spec.get("data")
                 and other.spec.get("config", {}).get("seed") == run.spec.get("config", {}).get("seed")):
             same.setdefault(other.spec["algorithm"], other)
     same[run.spec["algorithm"]] = run

@@ -8,7 +8,13 @@ from typing import Any
 import pandas as pd
 
 from fedcore.metrics import METRICS
+from fedcore.shapes import NUMBER, ListOf, MapOf, Nullable, fits
 from fedcore.store import Run
+
+# What the per-site and per-class series an algorithm records must be; a round whose value does
+# not fit (a damaged record) is left out of the series.
+PER_SITE = MapOf(Nullable(NUMBER))
+PER_CLASS = ListOf(Nullable(NUMBER))
 
 METRIC_LABELS = {
     "f1": "F1 (weighted)",
@@ -57,8 +63,8 @@ def per_site_series(run: Run, key: str) -> pd.DataFrame:
     """round, site, value from a per-site dict the algorithm recorded (AdaFed p, APFL alpha)."""
     rows = [
         {"round": record["round"], "site": site, "value": value}
-        for record in run.rounds()
-        for site, value in (record.get("algorithm", {}).get(key) or {}).items()
+        for record in run.rounds() if fits(record["algorithm"].get(key) or {}, PER_SITE)
+        for site, value in (record["algorithm"].get(key) or {}).items()
     ]
     return pd.DataFrame(rows, columns=["round", "site", "value"])
 
@@ -67,30 +73,31 @@ def per_class_series(run: Run, key: str, class_names: list[str]) -> pd.DataFrame
     """round, class, value from a per-class list the algorithm recorded (AdaFed kappa, F1)."""
     rows = [
         {"round": record["round"], "class": name, "value": value}
-        for record in run.rounds()
-        for name, value in zip(class_names, record.get("algorithm", {}).get(key) or [])
+        for record in run.rounds() if fits(record["algorithm"].get(key) or [], PER_CLASS)
+        for name, value in zip(class_names, record["algorithm"].get(key) or [])
     ]
     return pd.DataFrame(rows, columns=["round", "class", "value"])
 
 
 def progress(run: Run) -> dict[str, Any]:
-    """Round, total, share done, seconds left (from the pace so far) and the latest scores."""
-    status = run.status
+    """Round, total, share done, seconds left (from the pace so far) and the latest scores; a
+    damaged run's state is 'damaged' and its error says which file and what is wrong."""
+    status, damage = run.status, run.damage
     round_, total = int(status.get("round") or 0), int(status.get("total_rounds") or 0)
     started = status.get("started_at")
     eta = None
-    if status.get("state") == "running" and round_ and total and started:
+    if status["state"] == "running" and round_ and total and started:
         elapsed = max(0.0, time.time() - float(started))
         eta = elapsed / round_ * (total - round_)
     return {
-        "state": status.get("state"),
+        "state": run.state,
         "round": round_,
         "total": total,
         "fraction": round_ / total if total else 0.0,
         "eta_s": eta,
         "mean": status.get("mean") or {},
         "worst": status.get("worst") or {},
-        "error": status.get("error"),
+        "error": "; ".join(map(str, damage)) if damage else status.get("error"),
         "phase": status.get("phase"),  # a Flower run before round 1: waiting for its sites
     }
 

@@ -11,6 +11,7 @@ from dashboard import figures
 from dashboard.records import final_site_metrics, site_metrics
 from dashboard.registry import lens_of
 from dashboard.report_sections import figures_html
+from fedcore.shapes import RunDamaged
 from fedcore.store import Run
 
 STYLE = """
@@ -41,9 +42,16 @@ def html_report(run: Run) -> str:
     if not metrics.empty:
         plots.append(figures.site_curves(metrics, "f1", colors))
     sections.append(figures_html(plots, first=True))
+    damage = run.damage
     lens = lens_of(run)
-    if lens is not None:
-        sections.extend(lens.report(run, colors))
+    try:
+        if damage:
+            raise RunDamaged(damage)
+        if lens is not None:
+            sections.extend(lens.report(run, colors))
+    except RunDamaged as error:
+        sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
+                        + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")
     sections.append("<h2>Settings</h2><pre>" + html.escape(json.dumps(
         {k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)) + "</pre>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Run {html.escape(run.id)}</title>"

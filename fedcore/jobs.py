@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from fedcore.errors import Cancelled, FedcoreError, cancel_on_sigterm
-from fedcore.store import FINISHED, Run, RunStore
+from fedcore.store import Run, RunStore
+
+ACTIVE = ("queued", "running")
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _children: list[subprocess.Popen] = []  # workers this process started, reaped on each pump
@@ -46,53 +48,82 @@ def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
 
 
 def rerun(store: RunStore, run: Run) -> Run:
-    """Queue a new run with exactly the same specification."""
+    """Queue a new run with exactly the same specification (FedcoreError if it is damaged)."""
     from fedcore.runner import SPEC_KEYS
 
+    run.require("spec.json")
     return submit(store, {key: run.spec[key] for key in SPEC_KEYS if key in run.spec})
 
 
 def pump(store: RunStore) -> list[str]:
-    """Start queued runs while a worker slot is free; returns the ids started."""
+    """Start queued runs while a worker slot is free; returns the ids started.
+
+    A damaged run never stops the queue: one whose status cannot be read is left alone, a
+    queued one whose spec cannot be read is marked failed with what is wrong, and a start the
+    disk refuses to record leaves the run queued for the next pump."""
     with _queue_lock(store):
         _reap_children()
         active, queued = 0, []
         for run in store.runs():
-            stored, effective = run.raw_status().get("state"), run.status.get("state")
-            if stored == "running" and effective == "interrupted":
+            stored, status = run.raw_status().get("state"), run.status
+            if stored == "running" and status["state"] == "interrupted":
                 # Persist what readers already see, so a reused pid cannot revive it.
-                run.mark_finished("interrupted", run.status.get("error"))
-            elif effective == "running":
+                run.mark_finished("interrupted", status.get("error"))
+            elif status["state"] == "running":
                 active += 1
             elif stored == "queued":
                 queued.append(run)
         started = []
-        for run in sorted(queued, key=lambda r: r.id)[: max(0, max_jobs() - active)]:
-            process = _launch(run, store)
-            run.update_status(state="running", pid=process.pid, host=socket.gethostname(),
-                              heartbeat=time.time(), launched=time.time())
-            started.append(run.id)
+        for run in sorted(queued, key=lambda r: r.id):
+            if len(started) >= max_jobs() - active:
+                break
+            try:
+                run.require("spec.json")
+            except FedcoreError as error:
+                run.mark_finished("failed", f"The run cannot start: {error}")
+                continue
+            if _start(run, store):
+                started.append(run.id)
         return started
+
+
+def _start(run: Run, store: RunStore) -> bool:
+    """Launch a worker for a queued run and record it as running; whether it started."""
+    try:
+        process = _launch(run, store)
+    except OSError as error:
+        run.mark_finished("failed", f"The worker process could not start: {error}")
+        return False
+    try:
+        run.update_status(state="running", pid=process.pid, host=socket.gethostname(),
+                          heartbeat=time.time(), launched=time.time())
+    except OSError:  # unrecorded, the run would start again at the next pump: stop it now
+        process.kill()
+        process.wait()
+        return False
+    return True
 
 
 def cancel(run: Run) -> None:
     """Stop a run: a queued one never starts; a running worker gets SIGTERM and records
     'cancelled' itself, keeping everything it wrote so far."""
     status = run.status
-    state = status.get("state")
+    state = status["state"]
     if state == "queued":
         run.mark_finished("cancelled", "Cancelled before it started.")
-    elif state == "running":
+    elif state == "running" and status.get("pid"):
         try:
-            os.kill(int(status["pid"]), signal.SIGTERM)
+            os.kill(status["pid"], signal.SIGTERM)
         except ProcessLookupError:
             run.mark_finished("interrupted", "The worker had already stopped.")
-    # finished runs: nothing to do
+    # finished runs: nothing to do; a damaged status names no worker to stop
 
 
 def delete(store: RunStore, run: Run) -> None:
-    if run.status.get("state") not in FINISHED:
-        raise FedcoreError(f"Run {run.id} is still {run.status.get('state')}; cancel it before deleting.")
+    """Remove a run that is not training (finished, or damaged so that no worker is known)."""
+    state = run.status["state"]
+    if state in ACTIVE:
+        raise FedcoreError(f"Run {run.id} is still {state}; cancel it before deleting.")
     store.delete(run.id)
 
 
@@ -153,8 +184,18 @@ def _work(run_id: str, store_root: str) -> int:
         code = 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _record_final_status(run)
         pump(store)
     return code
+
+
+def _record_final_status(run: Run) -> None:
+    """`execute` retried a final status the disk refused; if it still could not be written, the
+    log says what it was (a reader then sees 'interrupted' and the log's tail)."""
+    if not run.flush_status():
+        status = run.raw_status()
+        print(f"Could not record the final state of run {run.id} (the disk refused every write): "
+              f"{status.get('state')}: {status.get('error')}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

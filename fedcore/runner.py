@@ -3,7 +3,7 @@ jobs and tests all take.
 
 A spec is plain JSON: {"algorithm": ..., "data": ..., "params": {...}, "config": {...}}; `data` is
 a data reference, a string or an object (see data_adapters.references), or a Flower federation
-whose sites hold the data (`flower:HOST:PORT`, see fedcore.flower.reference).
+whose sites hold the data (`flower:HOST:PORT`, see data_adapters.flower_reference).
 `resolve_spec` validates it and fills in every default, so the stored spec says exactly what ran.
 """
 
@@ -38,6 +38,7 @@ def algorithms() -> dict[str, type[Algorithm]]:
     """Every algorithm by name, with the declarations of its parameters and engine defaults (what
     the dashboard's Train page builds its forms from), and whether it runs over Flower."""
     return dict(REGISTRY)
+FINAL_STATUS_ATTEMPTS = 10  # about ten seconds of retries before a run gives up recording its end
 
 
 def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,13 +79,17 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     """Train the run described by its stored spec, recording everything; returns the summary.
 
     The run ends 'done', 'cancelled' (Ctrl-C / SIGTERM / cancel) or 'failed' with the error
-    text; the exception is re-raised for the caller to report.
+    text; the exception is re-raised for the caller to report. A final state the disk refuses
+    stays pending on `run` (see `Run.flush_status`).
     """
-    spec = run.spec
-    config = TrainConfig(**spec["config"])
-    run.mark_started(config.rounds)
     state = {"round": 0}
     try:
+        # Inside the try: a damaged spec or a disk that refuses the first status write also
+        # ends the run 'failed' with its reason (written by mark_finished however the disk allows).
+        run.require("spec.json")
+        spec = run.spec
+        config = TrainConfig(**spec["config"])
+        run.mark_started(config.rounds)
         if is_flower_reference(spec["data"]):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
@@ -110,6 +115,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
                 progress(round_, config.rounds, record)
 
         history = sim.run(on_round)
+        summary = summarize(run, history[-1])
+        run.write_summary(summary)
     except (KeyboardInterrupt, Cancelled):
         round_ = max(state["round"], int(run.raw_status().get("round") or 0))
         run.mark_finished("cancelled", f"Stopped by the user after round {round_}.")
@@ -120,7 +127,8 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
     except Exception as error:
         run.mark_finished("failed", f"{type(error).__name__}: {error}")
         raise
-    summary = summarize(run, history[-1])
-    run.write_summary(summary)
-    run.mark_finished("done")
-    return summary
+    else:
+        run.mark_finished("done")
+        return summary
+    finally:
+        run.flush_status(attempts=FINAL_STATUS_ATTEMPTS)  # a final status the disk refused: retry a while

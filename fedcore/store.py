@@ -4,36 +4,58 @@
         spec.json          what was asked: algorithm, data, every hyperparameter, seed, device
         federation.json    sites, sizes, features, classes, ground truth of injected shifts
         status.json        state, progress, heartbeat, pid, error text (rewritten atomically)
+        status.reserve     space set aside so the final state can be written on a full disk
         rounds.jsonl       one JSON line per evaluated round, append-only
         arrays/r000010.npz per-round arrays (b_in, w_in, marks, similarity matrices, ...)
         summary.json       final per-site metrics, mean and worst site (written at the end)
         model.npz          Flower runs: each site's final shared parameters, as the server holds them
         profile.npz        every site's federated statistics (tables; the check-up's data lens)
 
-Every whole-file write goes to a temporary file that is renamed into place, so a killed worker
-leaves either the old or the new file. The append-only log may end in a torn line; readers
-skip it. Arrays are npz read with `allow_pickle=False`: nothing here ever unpickles.
+What the store guarantees:
+- Every whole-file write goes to a temporary file that is renamed into place, so a killed worker
+  leaves either the old or the new file. The append-only log may end in a torn line; readers
+  skip it, and a failed append is cut back so the next one starts on a fresh line. Arrays are
+  npz read with `allow_pickle=False`: nothing here ever unpickles.
+- Reading never raises on a damaged file. Each file has a declared shape (below); a run whose
+  files are missing, empty, cut off, garbled or of the wrong shape reads as *damaged*, with the
+  file and the problem (`Run.damage`), and the values read from it keep only what fits. Arrays
+  are checked when loaded (`RunDamaged` names the file).
+- A run's final state reaches disk even on a full disk: the small status is written first, and
+  when that fails the reserve is given up and the write retried, then status.json overwritten
+  in place; a final state that still could not be written is kept in memory for `flush_status`.
+- Run ids are created exclusively (a new run is written in a hidden folder, then renamed to an
+  id no other run has; 32 random bits besides the time), and an id is a plain folder name of
+  the store: `RunStore.get` refuses paths before touching the disk.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import io
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import socket
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedcore.errors import RunNotFound
+from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
+                            OneOf, Record, RunDamaged, Scalar, Shape, npz_damage, read_json_lines, read_npz, required)
+from fedcore.shapes import read_json as read_json_shaped
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"done", "failed", "cancelled", "interrupted"})
@@ -82,48 +104,299 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def read_json(path: Path, default: Any = None) -> Any:
+def read_json(path: Path, default: Any = None, shape: Shape = ANY) -> Any:
+    """A small JSON file of the given shape, or `default` when it is missing or damaged (for
+    settings that can always start again from their default)."""
+    value, damage = read_json_shaped(path, shape, path.name, missing_ok=True)
+    return default if value is None or damage else value
+
+
+# -- what each file holds ----------------------------------------------------------------------
+# Declared for the fields readers use; other fields pass unchanged. Defaults are what a reader
+# sees in place of a missing or misfit value (so `spec["config"]` is always an object).
+METRIC_VALUES = MapOf(Nullable(NUMBER))  # metric -> value (null where undefined)
+SITE_METRICS = MapOf(METRIC_VALUES)  # site -> metrics
+
+SPEC = Record({
+    "algorithm": required(TEXT, ""),
+    "data": required(Either(TEXT, MapOf(ANY)), None),
+    "params": required(MapOf(Either(SCALAR, ListOf(SCALAR))), dict),
+    "config": required(Record({"rounds": required(WHOLE), "seed": required(WHOLE)}), dict),
+    "version": TEXT, "run_id": TEXT, "created": TEXT,
+})
+
+# Never 0 or negative: os.kill would signal a whole process group, or every process.
+PROCESS_ID = Scalar("a process id (a whole number above 0)", lambda v: WHOLE.test(v) and v > 0)
+
+STATUS = Record({
+    "state": required(OneOf(STATES)),
+    "round": WHOLE, "total_rounds": WHOLE, "recorded_round": WHOLE, "processes": WHOLE, "pid": PROCESS_ID,
+    "started_at": NUMBER, "heartbeat": NUMBER, "launched": NUMBER,
+    "updated": TEXT, "started": TEXT, "finished": TEXT, "host": TEXT, "device": TEXT, "execution": TEXT,
+    "phase": TEXT, "error": Nullable(TEXT), "mean": METRIC_VALUES, "worst": METRIC_VALUES,
+    "flower_run": Either(WHOLE, TEXT),
+})
+
+
+def _federation_consistent(federation: dict[str, Any]) -> list[str]:
+    """Ground truth must name sites and features the federation has (the lenses look them up)."""
+    sites = {s["name"] for s in federation.get("sites", [])}
+    features = set(federation.get("feature_names", []))
+    problems = []
+    for i, truth in enumerate(federation.get("ground_truth", [])):
+        if truth["site"] not in sites:
+            problems.append(f"'ground_truth[{i}].site' names no site of the federation")
+        if truth.get("feature") is not None and truth["feature"] not in features:
+            problems.append(f"'ground_truth[{i}].feature' names no feature of the federation")
+    return problems
+
+
+FEDERATION = Record({
+    "name": TEXT, "description": TEXT, "source": TEXT, "synthetic": FLAG,
+    "sites": required(ListOf(Record({
+        "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
+        "train_class_counts": ListOf(WHOLE), "test_class_counts": ListOf(WHOLE),
+    })), list),
+    "feature_names": required(ListOf(TEXT), list),
+    "feature_kinds": ListOf(TEXT),
+    "class_names": required(ListOf(TEXT), list),
+    "input_shape": ListOf(WHOLE),
+    "ground_truth": Field(ListOf(Record({"site": required(TEXT), "feature": Nullable(TEXT), "kind": TEXT,
+                                         "detail": TEXT})), default=list),
+    "warnings": Field(ListOf(TEXT), default=list),
+    "preprocessing": MapOf(ANY), "flower": MapOf(ANY),
+}, check=_federation_consistent)
+
+DETECTION = Record({
+    "caught": required(WHOLE), "checkable": required(WHOLE),
+    "injected": required(ListOf(Record({
+        "site": required(TEXT), "feature": Nullable(TEXT), "detail": required(TEXT),
+        "caught": required(Nullable(FLAG)), "evidence": required(ListOf(TEXT)),
+    }))),
+    "false_positives": required(ListOf(Record({
+        "site": required(TEXT), "layer": required(TEXT), "column": required(Either(TEXT, WHOLE)),
+    }))),
+})
+
+_SCORES = {
+    "round": required(WHOLE), "sites": required(SITE_METRICS, dict),
+    "mean": required(METRIC_VALUES, dict), "worst": required(METRIC_VALUES, dict),
+    "worst_site": MapOf(Nullable(TEXT)), "algorithm": Field(MapOf(ANY), default=dict),
+}
+SUMMARY = Record({**_SCORES, "detection": DETECTION})
+ROUND = Record({**_SCORES, "elapsed_s": NUMBER, "lr": NUMBER, "train_loss": MapOf(Nullable(NUMBER))})
+FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION, "summary.json": SUMMARY}
+
+
+def blank(shape: Record) -> dict[str, Any]:
+    """What a reader sees of a file that cannot be read at all: the declared defaults."""
+    return shape.fit({}, "", [])
+
+
+# -- run ids ------------------------------------------------------------------------------------
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+RANDOM_BYTES = 4  # 32 random bits per id, besides the second it was made in
+ID_ATTEMPTS = 20
+
+
+def check_run_id(text: str) -> str:
+    """`text` if it can be a run id or a prefix of one: a plain folder name of the store
+    (letters, digits, '-', '_', '.', not starting with '.'), never a path."""
+    if not isinstance(text, str) or not RUN_ID.fullmatch(text):
+        raise RunNotFound("A run id is a folder name of the store (letters, digits, '-', '_' and '.', not "
+                          "starting with '.'), not a path; `python -m fedcore list` shows them.")
+    return text
+
+
+def new_run_id(algorithm: Any) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = re.sub(r"[^a-z0-9-]+", "-", str(algorithm or "run").lower()).strip("-")[:40] or "run"
+    return f"{stamp}-{name}-{secrets.token_hex(RANDOM_BYTES)}"
+
+
+# -- status on a full disk ----------------------------------------------------------------------
+RESERVE = "status.reserve"
+RESERVE_BYTES = 64 * 1024  # many times a status file: the space its final rewrite needs
+
+
+def _reserve_space(folder: Path) -> None:
+    with open(folder / RESERVE, "wb") as handle:
+        handle.write(b"\0" * RESERVE_BYTES)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_final_status(path: Path, data: bytes) -> bool:
+    """Write a final status however the disk allows: atomically; on failure (a full disk) again
+    after giving up the run's reserve; at last over the old status.json in place (its blocks are
+    already allocated). Whether it reached disk; never raises."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return default
+        atomic_write_bytes(path, data)
+        return True
+    except OSError:
+        pass
+    try:
+        (path.parent / RESERVE).unlink()
+    except OSError:
+        pass
+    else:
+        try:
+            atomic_write_bytes(path, data)
+            return True
+        except OSError:
+            pass
+    try:
+        _overwrite_in_place(path, data)
+        return True
+    except OSError:
+        return False
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> None:
+    """Not atomic: a reader may see a torn file for a moment (it reads as damaged, then recovers);
+    only the last resort when no new block can be had."""
+    with open(path, "r+b") as handle:
+        handle.write(data)
+        handle.truncate(len(data))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# -- what is read from a file, kept while the file is unchanged -----------------------------------
+class _ByFileVersion:
+    """Values computed from a file, kept while it is unchanged (same inode, size and mtime): the
+    runs list asks about every run every few seconds, a page asks for a log several times per
+    redraw, and a finished run never changes. Shared by the dashboard's threads."""
+
+    def __init__(self, kept: int) -> None:
+        self._values: OrderedDict[tuple, Any] = OrderedDict()
+        self._kept = kept
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, compute: Callable[[], Any]) -> Any:
+        try:
+            info = path.stat()
+        except OSError:
+            return compute()
+        key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self._kept:
+                self._values.popitem(last=False)
+        return value
+
+
+_VERDICTS = _ByFileVersion(kept=8192)  # tuples of Damage: small
+_LOGS = _ByFileVersion(kept=4)  # the logs of the runs a page is drawing (a long run's is megabytes)
+
+
+def _verdict(path: Path, check: Callable[[], list[Damage]]) -> tuple[Damage, ...]:
+    return _VERDICTS.get(path, lambda: tuple(check()))
+
+
+def _read_rounds(path: Path) -> list[dict[str, Any]]:
+    """The well-formed records of a rounds.jsonl. The records are shared between callers: read
+    them, never change them."""
+    return list(_LOGS.get(path, lambda: read_json_lines(path, ROUND, "rounds.jsonl")[0]))
 
 
 class Run:
-    """One run's folder. Writers: the engine / job worker. Readers: CLI, dashboard."""
+    """One run's folder. Writers: the engine / job worker. Readers: CLI, dashboard.
+
+    Readers never raise on damaged files: `spec`, `federation`, `summary`, `status` and
+    `rounds()` return what fits the declared shapes, and `damage` says what did not."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.id = self.path.name
+        self._written: dict[str, Any] = {}  # the status this process last wrote
+        self._unwritten: dict[str, Any] | None = None  # a final status not on disk yet
+
+    def _read(self, name: str, shape: Record, missing_ok: bool = False) -> tuple[dict[str, Any] | None, list[Damage]]:
+        return read_json_shaped(self.path / name, shape, name, missing_ok)
 
     # -- whole-file parts ------------------------------------------------------------------
     @property
     def spec(self) -> dict[str, Any]:
-        return read_json(self.path / "spec.json", {})
+        value, _ = self._read("spec.json", SPEC)
+        return value if value is not None else blank(SPEC)
 
     @property
     def federation(self) -> dict[str, Any]:
-        return read_json(self.path / "federation.json", {})
+        value, _ = self._read("federation.json", FEDERATION, missing_ok=True)
+        return value if value is not None else blank(FEDERATION)
 
     def write_federation(self, description: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "federation.json", description)
 
     @property
     def summary(self) -> dict[str, Any] | None:
-        return read_json(self.path / "summary.json")
+        value, damage = self._read("summary.json", SUMMARY, missing_ok=True)
+        return None if value is None or damage else value
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "summary.json", summary)
 
+    # -- damage ----------------------------------------------------------------------------
+    @property
+    def damage(self) -> list[Damage]:
+        """Everything wrong with the run's files. A done run must have its federation, summary
+        and round records; array files are looked at as archives here and in full when loaded."""
+        stored, status_damage = self._read("status.json", STATUS)
+        done = (stored or {}).get("state") == "done"
+        found = [*self._checked("spec.json"), *status_damage, *self._checked("federation.json", missing_ok=not done),
+                 *self._checked("summary.json", missing_ok=not done)]
+        log = self.path / "rounds.jsonl"
+        try:
+            size = log.stat().st_size
+        except OSError:
+            size = None
+        if done and not size:
+            found.append(Damage("rounds.jsonl", "is missing" if size is None else "is empty"))
+        found += _verdict(log, lambda: read_json_lines(log, ROUND, "rounds.jsonl")[1])
+        for name in [*(f"arrays/r{r:06d}.npz" for r in self.array_rounds()),
+                     *(["model.npz"] if (self.path / "model.npz").exists() else [])]:
+            path = self.path / name
+            found += _verdict(path, lambda: [d for d in [npz_damage(path, name)] if d])
+        return found
+
+    def _checked(self, name: str, missing_ok: bool = False) -> tuple[Damage, ...]:
+        return _verdict(self.path / name, lambda: self._read(name, FILES[name], missing_ok)[1])
+
+    @property
+    def state(self) -> str:
+        """The state to show: 'damaged' when any file is, else the status's state."""
+        return "damaged" if self.damage else self.status["state"]
+
+    def require(self, *names: str) -> None:
+        """RunDamaged unless these whole files are sound (e.g. the spec before training)."""
+        damage = [d for name in names for d in self._read(name, FILES[name])[1]]
+        if damage:
+            raise RunDamaged(damage)
+
     # -- status ----------------------------------------------------------------------------
     def raw_status(self) -> dict[str, Any]:
-        return read_json(self.path / "status.json", {"state": "queued"})
+        """The stored status (fields that fit only; {} when status.json cannot be read), or the
+        final status this process could not write yet."""
+        if self._unwritten is not None:
+            return dict(self._unwritten)
+        value, _ = self._read("status.json", STATUS)
+        return value or {}
 
     @property
     def status(self) -> dict[str, Any]:
-        """The stored status, with 'running' turned into 'interrupted' when its worker is gone."""
+        """The stored status, with 'running' turned into 'interrupted' when its worker is gone,
+        and 'damaged' (with the problem as its error) when status.json has no valid state."""
         status = self.raw_status()
-        if status.get("state") == "running" and not _worker_alive(status):
+        if "state" not in status:
+            _, damage = self._read("status.json", STATUS)
+            return {**status, "state": "damaged", "error": "; ".join(map(str, damage))}
+        if status["state"] == "running" and not _worker_alive(status):
             status = {**status, "state": "interrupted", "stored_state": "running"}
             status.setdefault(
                 "error", "The worker process stopped without finishing; the last state is kept."
@@ -131,9 +404,30 @@ class Run:
         return status
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
-        status = {**self.raw_status(), **fields, "updated": now_iso()}
-        atomic_write_json(self.path / "status.json", status)
+        """Merge fields into status.json (atomically; OSError when the disk refuses). What is on
+        disk wins over what this process wrote before, which only fills gaps (a damaged file);
+        writers in other processes (the worker, the queue, a cancel) wait for each other."""
+        with self._status_lock():
+            stored, _ = self._read("status.json", STATUS, missing_ok=True)
+            status = {**self._written, **(stored or {}), **fields, "updated": now_iso()}
+            atomic_write_json(self.path / "status.json", status)
+        self._written = status
         return status
+
+    @contextmanager
+    def _status_lock(self) -> Iterator[None]:
+        """An exclusive lock on the run's folder for a read-merge-write of its status (a lock
+        on the folder itself: no lock file to create on a full disk). Readers need none."""
+        try:
+            handle = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # no folder (deleted under a writer): the write fails on its own
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # closing releases the lock
 
     def mark_started(self, total_rounds: int) -> None:
         self.update_status(
@@ -150,30 +444,51 @@ class Run:
     def heartbeat(self, **fields: Any) -> None:
         self.update_status(heartbeat=time.time(), **fields)
 
-    def mark_finished(self, state: str, error: str | None = None) -> None:
+    def mark_finished(self, state: str, error: str | None = None) -> bool:
+        """Record a final state and its error. Never raises on a full disk: returns whether it
+        reached disk, and if not keeps it (readers in this process see it) for `flush_status`."""
         if state not in FINISHED:
             raise ValueError(f"not a final state: {state}")
-        self.update_status(state=state, finished=now_iso(), error=error, heartbeat=time.time())
+        with self._status_lock():
+            stored, _ = self._read("status.json", STATUS, missing_ok=True)
+            self._unwritten = {**self._written, **(stored or {}), "state": state, "finished": now_iso(),
+                               "error": error, "heartbeat": time.time(), "updated": now_iso()}
+            return self.flush_status()
+
+    def flush_status(self, attempts: int = 1, wait_s: float = 1.0) -> bool:
+        """Try (again) to write a final status the disk refused, up to `attempts` times `wait_s`
+        apart while the run's folder exists; whether none is pending any more."""
+        for attempt in range(attempts):
+            if self._unwritten is None:
+                return True
+            if attempt:
+                if not self.path.is_dir():
+                    break
+                time.sleep(wait_s)
+            text = json.dumps(json_safe(self._unwritten), indent=2, allow_nan=False)
+            if _write_final_status(self.path / "status.json", text.encode("utf-8")):
+                self._written, self._unwritten = self._unwritten, None
+                (self.path / RESERVE).unlink(missing_ok=True)  # a finished run needs no reserve
+        return self._unwritten is None
 
     # -- per-round records -----------------------------------------------------------------
     def append_round(self, record: Mapping[str, Any]) -> None:
+        """One line at the end of rounds.jsonl; if the write fails (a full disk), the file is cut
+        back to where it was, so no half line is left for the next record to join."""
         line = json.dumps(json_safe(record), allow_nan=False, separators=(",", ":"))
-        with open(self.path / "rounds.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        with open(self.path / "rounds.jsonl", "ab") as handle:
+            start = handle.tell()
+            try:
+                handle.write((line + "\n").encode("utf-8"))
+                handle.flush()
+            except OSError:
+                handle.truncate(start)
+                raise
 
     def rounds(self) -> list[dict[str, Any]]:
-        """All complete records; a torn last line from a killed writer is skipped."""
-        try:
-            text = (self.path / "rounds.jsonl").read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        records = []
-        for line in text.splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return records
+        """All complete, well-formed records (shared: read only); a torn last line from a killed
+        writer is skipped, damaged lines are left out (and listed in `damage`)."""
+        return _read_rounds(self.path / "rounds.jsonl")
 
     def save_arrays(self, round_: int, arrays: Mapping[str, np.ndarray]) -> None:
         values = {k: np.asarray(v) for k, v in arrays.items()}
@@ -191,7 +506,9 @@ class Run:
         return sorted(int(p.stem[1:]) for p in folder.glob("r*.npz") if p.stem[1:].isdigit())
 
     def load_arrays(self, round_: int) -> dict[str, np.ndarray]:
-        return _load_npz(self.path / "arrays" / f"r{round_:06d}.npz")
+        """That round's arrays; RunDamaged naming the file when it cannot be read."""
+        name = f"arrays/r{round_:06d}.npz"
+        return read_npz(self.path / name, name)
 
     def save_model(self, tensors: Mapping[str, np.ndarray]) -> None:
         """model.npz: the final shared parameters as the server holds them, [sites, ...] each (Flower runs)."""
@@ -200,18 +517,29 @@ class Run:
         atomic_write_bytes(self.path / "model.npz", buffer.getvalue())
 
     def load_model(self) -> dict[str, np.ndarray]:
-        return _load_npz(self.path / "model.npz")
+        return read_npz(self.path / "model.npz", "model.npz")
 
     def save_profile(self, npz: bytes) -> None:
         """profile.npz: every site's federated statistics (fedcore.interpret.profile), as written."""
         atomic_write_bytes(self.path / "profile.npz", npz)
 
     def load_profile_arrays(self) -> dict[str, np.ndarray] | None:
-        """The stored profile's arrays (None when the run has none)."""
-        try:
-            return _load_npz(self.path / "profile.npz")
-        except FileNotFoundError:
+        """The stored profile's arrays (None when the run has none); RunDamaged when unreadable."""
+        if not (self.path / "profile.npz").exists():
             return None
+        return read_npz(self.path / "profile.npz", "profile.npz")
+
+
+def check_array(run: Run, round_: int, name: str, array: np.ndarray, rows: int, columns: int | None = None) -> None:
+    """RunDamaged unless a stored array is a [rows, columns] matrix (sites x features, say), as
+    the run's federation.json says it must be."""
+    if array.ndim == 2 and array.shape[0] == rows and (columns is None or array.shape[1] == columns):
+        return
+    wanted = f"{rows} x {columns if columns is not None else 'n'}"
+    raise RunDamaged([Damage(f"arrays/r{round_:06d}.npz", f"'{name}' has shape "
+                                                         f"{' x '.join(map(str, array.shape))}, not {wanted} "
+                                                         "as federation.json says")])
+
 
 
 class RunStore:
@@ -221,29 +549,51 @@ class RunStore:
         self.root = Path(root) if root is not None else default_root()
 
     def create(self, spec: Mapping[str, Any]) -> Run:
-        self.root.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_id = f"{stamp}-{spec.get('algorithm', 'run')}-{secrets.token_hex(2)}"
-        run = Run(self.root / run_id)
-        run.path.mkdir()
-        atomic_write_json(run.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})
-        run.update_status(state="queued", round=0)
-        return run
+        """A new queued run under a fresh id. It is written in a hidden folder and renamed into
+        place, so no reader sees it half made and no two runs ever share an id."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            _remove_stale_staging(self.root)
+            for _ in range(ID_ATTEMPTS):
+                run_id = new_run_id(spec.get("algorithm"))
+                if (self.root / run_id).exists():
+                    continue
+                staging = Run(Path(tempfile.mkdtemp(dir=self.root, prefix=".new-")))
+                try:
+                    staging.update_status(state="queued", round=0)
+                    atomic_write_json(staging.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})
+                    _reserve_space(staging.path)
+                    os.rename(staging.path, self.root / run_id)
+                except OSError as error:
+                    shutil.rmtree(staging.path, ignore_errors=True)
+                    if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                        continue  # another process took this id a moment ago
+                    raise
+                run = Run(self.root / run_id)
+                run._written = staging._written
+                return run
+        except OSError as error:
+            raise FedcoreError(f"Cannot create a run in {self.root}: {error.strerror or error}.") from None
+        raise FedcoreError(f"No free run id in {self.root} after {ID_ATTEMPTS} attempts.")
 
     def __iter__(self) -> Iterator[Run]:
         return iter(self.runs())
 
     def runs(self) -> list[Run]:
-        """Newest first; folders without a spec (not runs) are ignored."""
-        if not self.root.is_dir():
+        """Newest first: every folder named like a run id that holds a spec or a status (damaged
+        runs included); anything else in the store is not a run."""
+        try:
+            found = [Run(p) for p in self.root.iterdir() if _is_run_folder(p)]
+        except OSError:
             return []
-        found = [Run(p) for p in self.root.iterdir() if (p / "spec.json").is_file()]
         return sorted(found, key=lambda r: r.id, reverse=True)
 
     def get(self, run_id: str) -> Run:
-        """A run by id, or by a unique prefix of its id."""
+        """A run by id, or by a unique prefix of its id; RunNotFound for anything else,
+        including anything that is not a plain folder name (checked before touching the disk)."""
+        check_run_id(run_id)
         exact = self.root / run_id
-        if (exact / "spec.json").is_file():
+        if _is_run_folder(exact):
             return Run(exact)
         matches = [r for r in self.runs() if r.id.startswith(run_id)]
         if len(matches) == 1:
@@ -254,16 +604,34 @@ class RunStore:
         raise RunNotFound(f"'{run_id}' matches several runs ({ids}); give more of the id.")
 
     def delete(self, run_id: str) -> None:
-        shutil.rmtree(self.get(run_id).path)
+        """Remove a run's folder; a file its worker removes meanwhile (the reserve, as it
+        finishes) is no error."""
+        def vanished(function: Callable, path: str, error: tuple) -> None:
+            if not isinstance(error[1], FileNotFoundError):
+                raise error[1]
+
+        shutil.rmtree(self.get(run_id).path, onerror=vanished)
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
+STAGING_KEPT_S = 3600.0  # a creation takes well under a second; older staging was left by a killed one
+
+
+def _remove_stale_staging(root: Path) -> None:
+    for staging in root.glob(".new-*"):
+        try:
+            if time.time() - staging.stat().st_mtime > STAGING_KEPT_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _is_run_folder(path: Path) -> bool:
+    return (bool(RUN_ID.fullmatch(path.name)) and not path.is_symlink() and path.is_dir()
+            and ((path / "spec.json").exists() or (path / "status.json").exists()))
 
 
 def _worker_alive(status: Mapping[str, Any]) -> bool:
-    """Whether the process that writes this run still exists.
+    """Whether the process that writes this run still exists (`status` fits STATUS).
 
     Only decidable on the host that started it; elsewhere a heartbeat older than ten minutes
     counts as dead.
@@ -271,12 +639,12 @@ def _worker_alive(status: Mapping[str, Any]) -> bool:
     pid, host = status.get("pid"), status.get("host")
     if pid and host == socket.gethostname():
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+            os.kill(pid, 0)
+        except (ProcessLookupError, OverflowError):
             return False
         except PermissionError:
             return True
-        return not _is_zombie(int(pid))
+        return not _is_zombie(pid)
     heartbeat = status.get("heartbeat")
     return heartbeat is None or time.time() - float(heartbeat) < 600
 

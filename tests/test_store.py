@@ -34,15 +34,22 @@ def test_ambiguous_prefix_names_the_candidates(store):
         store.get("20")
 
 
+def scores(round_, f1):
+    """A round record as the engine writes it (two sites)."""
+    sites = {"a": {"f1": f1}, "b": {"f1": 0.25}}
+    return {"round": round_, "sites": sites, "mean": {"f1": f1}, "worst": {"f1": 0.25}, "algorithm": {}}
+
+
 def test_records_are_append_only_and_a_torn_last_line_is_skipped(store):
     run = store.create({"algorithm": "fedavg"})
-    run.append_round({"round": 1, "mean": {"f1": 0.5}})
-    run.append_round({"round": 2, "mean": {"f1": float("nan")}})
+    run.append_round(scores(1, 0.5))
+    run.append_round(scores(2, float("nan")))
     with open(run.path / "rounds.jsonl", "a") as handle:
         handle.write('{"round": 3, "mean": {"f1"')  # a writer killed mid-line
     records = run.rounds()
     assert [r["round"] for r in records] == [1, 2]
     assert records[1]["mean"]["f1"] is None  # NaN is stored as null (strict JSON)
+    assert [d for d in run.damage if d.file == "rounds.jsonl"] == []  # a torn last line is how a killed writer leaves the log, not damage
 
 
 def test_arrays_round_trip_without_pickle(store):

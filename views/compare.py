@@ -16,7 +16,7 @@ st.title("Compare algorithms")
 st.markdown("Every site is scored on its own hold-out; a federation is only as good as its worst site, "
             "so the table shows both the mean and the worst site.")
 
-runs = [r for r in get_store().runs() if r.rounds()]
+runs = [r for r in get_store().runs() if not r.damage and r.rounds()]
 if not runs:
     st.info("No run has results yet.")
     st.page_link(TRAIN.path, label="Train several algorithms on the same data", icon=":material/play_arrow:")

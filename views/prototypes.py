@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import download_csv, get_store, is_active, live, pick_run
+from dashboard.common import download_csv, get_store, is_active, live, pick_run, stop_if_damaged
 from dashboard.data_roots import submit
 from dashboard.registry import LENSES, TRAIN
 from dashboard.prototypes import (
@@ -73,6 +73,7 @@ if run is None:
     if allowed("train"):
         st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
     st.stop()
+stop_if_damaged(run)
 
 group = siblings(store.runs(), run)
 scheme = run.spec["algorithm"]

@@ -38,7 +38,7 @@ def details() -> None:
     if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
-    if status.get("state") == "failed":
+    if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:
             with st.expander("Worker output (last lines)"):

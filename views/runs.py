@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished
-from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, TRAIN, page_of
+from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished, show_damage
 from dashboard.data_roots import rerun, submit
+from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.records import progress, run_label
 from dashboard.safe_text import md
 from fedcore import jobs
@@ -38,8 +38,12 @@ if allowed("train"):
             "recorded only for sick patients, flipped labels). The heatmap then marks where they are."
         )
         if st.button("▶ Train iFedAvg on the demo data and show the feature shifts", type="primary"):
-            run = submit(store, QUICK_START)
-            st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
+            try:
+                run = submit(store, QUICK_START)
+            except FedcoreError as error:  # e.g. no run can be created in a full store
+                st.error(md(error))
+            else:
+                st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
 runs = store.runs()
 
@@ -79,18 +83,23 @@ def runs_table() -> None:
             "worst-site F1": st.column_config.NumberColumn(format="%.3f"),
         },
     )
-    selected = event.selection.rows
+    selected = [row for row in event.selection.rows if row < len(runs)]  # a row deleted since is gone
     if not selected:
         actions = ["open", *(["re-run", "cancel"] if allowed("train") else []), *(["delete"] if allowed("delete") else [])]
         st.caption(f"Select a row to {', '.join(actions[:-1]) + ' or ' if len(actions) > 1 else ''}{actions[-1]} that run.")
         return
     run = runs[selected[0]]
+    damage = run.damage
+    if damage:
+        show_damage(damage, "This run's records are damaged (the other runs are not); delete it, or re-run it if its "
+                            "spec.json is sound")
     columns = st.columns(5)
     if columns[0].button("Open", type="primary", key="open"):
         st.switch_page(page_of(run).path, query_params={"run": run.id})
     if columns[1].button("Details", key="details"):
         st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
-    if allowed("train") and columns[2].button("Re-run with the same settings", key="rerun"):
+    if allowed("train") and columns[2].button("Re-run with the same settings", key="rerun",
+                                              disabled=any(d.file == "spec.json" for d in damage)):
         try:
             again = rerun(store, run)
         except FedcoreError as error:

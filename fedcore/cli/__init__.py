@@ -136,11 +136,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     header = ("run", "state", "algorithm", "data", "round", "mean F1", "worst F1", "started")
     table = [
-        (r["run_id"], r["state"], r["algorithm"], describe_reference(r["data"]), f"{r['round']}/{r['total_rounds']}",
-         fmt(r["mean_f1"]), fmt(r["worst_f1"]), (r["started"] or "")[:19].replace("T", " "))
+        (r["run_id"], r["state"], r["algorithm"] or "?", describe_reference(r["data"]) if r["data"] else "?",
+         f"{r['round']}/{r['total_rounds']}", fmt(r["mean_f1"]), fmt(r["worst_f1"]),
+         (r["started"] or "")[:19].replace("T", " "))
         for r in rows
     ]
     print(text_table(header, table))
+    damaged = [r for r in rows if r["damage"]]
+    if damaged:
+        print("\nDamaged runs (the others are unaffected; `python -m fedcore show RUN` for one):")
+        print("\n".join(f"  {r['run_id']}: {problem}" for r in damaged for problem in r["damage"]))
     return 0
 
 

@@ -63,9 +63,10 @@ def format_report(run: Run, report: dict[str, Any]) -> str:
     parts = [
         f"Run {run.id}",
         f"  state      {report['state']}" + (f" — {status['error']}" if status.get("error") else ""),
-        f"  algorithm  {report['algorithm']}  params {json.dumps(report['spec'].get('params', {}))}",
-        f"  data       {describe_reference(report['data'])}",
-        f"  progress   round {report['round']} of {report['total_rounds']}",
+        *(f"  damage     {problem}" for problem in report["damage"]),
+        f"  algorithm  {report['algorithm'] or '?'}  params {json.dumps(report['spec'].get('params', {}))}",
+        f"  data       {describe_reference(report['data']) if report['data'] else '?'}",
+        f"  progress   round {report['round']} of {report['total_rounds'] or '?'}",
         f"  device     {status.get('device', '?')}   seed {report['spec'].get('config', {}).get('seed')}",
     ]
     if report["final"]:
@@ -78,11 +79,12 @@ def format_report(run: Run, report: dict[str, Any]) -> str:
 
 
 def run_row(run: Run) -> dict[str, Any]:
-    spec, status = run.spec, run.status
+    spec, status, damage = run.spec, run.status, run.damage
     mean, worst = status.get("mean") or {}, status.get("worst") or {}
     return {
         "run_id": run.id,
-        "state": status.get("state"),
+        "state": run.state,
+        "damage": [str(d) for d in damage],
         "algorithm": spec.get("algorithm"),
         "data": spec.get("data"),
         "round": status.get("round", 0),
@@ -95,12 +97,13 @@ def run_row(run: Run) -> dict[str, Any]:
 
 def run_report(run: Run) -> dict[str, Any]:
     """The machine-readable summary `show --json` prints."""
-    spec, status = run.spec, run.status
+    spec, status, damage = run.spec, run.status, run.damage
     records = run.rounds()
     last = run.summary or (records[-1] if records else None)
     report = {
         "run_id": run.id,
-        "state": status.get("state"),
+        "state": run.state,
+        "damage": [str(d) for d in damage],
         "status": status,
         "algorithm": spec.get("algorithm"),
         "data": spec.get("data"),
