@@ -188,10 +188,11 @@ def checkup() -> None:
                    "least this extreme if the site were like the others; q: the false discovery rate at which the "
                    "cell would be reported (Benjamini–Hochberg over every cell).")
         every = findings_frame(result.findings)
-        st.dataframe(every, hide_index=True, width="stretch", column_config={
+        # the messages only in the CSV: tens of thousands of sentences (HAR) would make the page slow
+        st.dataframe(every.drop(columns=["message"]), hide_index=True, width="stretch", column_config={
             "q": st.column_config.NumberColumn(format="%.2g"), "p": st.column_config.NumberColumn(format="%.2g"),
             "effect": st.column_config.NumberColumn(format="%.3g")})
-        download_csv(every, f"checkup-{plan.id}-every-cell", "Every tested cell (CSV)")
+        download_csv(lambda: every, f"checkup-{plan.id}-every-cell", "Every tested cell, with its message (CSV)")
 
 
 def findings(result, profile, colors) -> None:
