@@ -493,3 +493,25 @@ def test_hostile_names_are_text_on_the_page_in_the_figures_and_the_exports(tmp_p
     assert "'" + SITES[3] in set(every["site"]) and SITES[3] not in set(every["site"])
     report = checkup_report(plan, store)
     assert "<b>Hospital</b>" not in report and TAG not in report and "&lt;b&gt;Hospital&lt;/b&gt;" in report
+
+
+# -- roles ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("role", ["viewer", "analyst"])
+def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monkeypatch, role):
+    from tests.test_security_pages import SECRETS, USERS
+
+    store, ids = demo_store
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets, at.user = SECRETS, USERS[role]
+    open_checkup(at, ids["data only"])
+    assert grid_cells(at)[("Elm Regional", "data profile")].startswith(KINDS["unit"])  # both read it
+    may_start = role == "analyst"
+    assert ("Start a check-up" in [e.label for e in at.expander]) is may_start
+    assert ("Start the check-up" in [b.label for b in at.button]) is may_start
+    assert "The findings (CSV)" in [b.label for b in at.get("download_button")]  # exports are a viewer's too
+    run_id = next(p for p in plans(store) if p.id == ids["full"]).contents["runs"]["shared_model"][0]
+    at.query_params["run"] = run_id
+    at.switch_page("views/run.py")
+    at.run()
+    assert any(label == "Check up this run's federation" for label, _, _ in links(at)) is may_start
