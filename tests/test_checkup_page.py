@@ -234,6 +234,7 @@ def test_every_tested_cell_is_listed_with_p_and_q(app):
     assert (every.loc[every["reported"], "q"] < 0.05).all()
     assert set(every.loc[~every["reported"], "site"]) >= {"Alder General", "Pine County"}  # what was not found, too
     assert every["q"].between(0, 1).all() and (every["q"] >= every["p"] - 1e-12).all()
+    assert np.allclose(every["q"], [f.q for f in result.findings]) and np.allclose(every["p"], [f.p for f in result.findings])
 
 
 # -- every lens, from small finished runs --------------------------------------------------------
