@@ -84,7 +84,8 @@ def escaped(value: object) -> str:
 @dataclass
 class Cell:
     state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS
-    findings: list[Finding] = field(default_factory=list)  # reported findings of this lens at this site, strongest first
+    # the reported findings of this lens at this site, strongest first
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -309,7 +310,8 @@ def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str,
     fig.update_yaxes(title_text="share missing", tickformat=".0%", rangemode="tozero")
     fig.update_xaxes(tickangle=-35)
     fig.update_layout(barmode="group", title=dict(
-        text=escaped(f"{finding.feature}: share of rows where it is missing, per outcome (shaded: {finding.site})"), x=0))
+        text=escaped(f"{finding.feature}: share of rows where it is missing, per outcome (shaded: {finding.site})"),
+        x=0))
     return _styled(fig, 380)
 
 
@@ -319,8 +321,9 @@ def class_means_figure(finding: Finding, profile: Profile, j: int, colors: dict[
     names = [escaped(s) for s in profile.sites]
     fig = go.Figure()
     for k, c in enumerate(profile.classes):
-        fig.add_trace(go.Scatter(x=names, y=profile.mean_by_class[:, k, j], mode="markers", name=escaped(f"outcome: {c}"),
-                                 marker=dict(size=12), hovertemplate="%{x}: mean %{y:.4g}<extra>" + escaped(c) + "</extra>"))
+        fig.add_trace(go.Scatter(x=names, y=profile.mean_by_class[:, k, j], mode="markers",
+                                 name=escaped(f"outcome: {c}"), marker=dict(size=12),
+                                 hovertemplate="%{x}: mean %{y:.4g}<extra>" + escaped(c) + "</extra>"))
     for i, name in enumerate(names):
         fig.add_trace(go.Scatter(x=[name] * len(profile.classes), y=profile.mean_by_class[i, :, j], mode="lines",
                                  showlegend=False, hoverinfo="skip",
@@ -361,7 +364,8 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     smallest q-values (`tested`); `first`: its grid is the document's first figure (carries plotly.js)."""
     heading, sub = f"h{level}", f"h{level + 1}"
     out = [f"<{heading}>Check-up: {html.escape(result.label or str(result.data))}</{heading}>",
-           f"<p>{len(result.sites)} sites · {len(result.findings)} cells tested · <b>{len(result.reported)} findings</b> "
+           f"<p>{len(result.sites)} sites · {len(result.findings)} cells tested · "
+           f"<b>{len(result.reported)} findings</b> "
            f"at a {FDR:.0%} false discovery rate.</p>",
            "<p class='note'>" + html.escape(CALIBRATION.replace("**", "").replace("*", "")) + "</p>",
            "<p class='note'>" + html.escape(CALIBRATION_DETAILS) + "</p>"]
@@ -379,9 +383,11 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
         where = f" · {finding.feature}" if finding.feature else ""
         extra = evidence_text(finding)
         item = (f"<li><b>{html.escape(finding.site)}</b> · {html.escape(finding.lens)}{html.escape(where)}: "
-                f"{html.escape(finding.message)} <b>({html.escape(q_label(finding.q))}, {strength(finding.q)} evidence)</b>"
+                f"{html.escape(finding.message)} "
+                f"<b>({html.escape(q_label(finding.q))}, {strength(finding.q)} evidence)</b>"
                 + (f"<br><span class='note'>{html.escape(extra)}</span>" if extra else "")
-                + (f"<br><span class='note'>from {html.escape(source_of(finding))}</span>" if finding.lens != DATA_LENS else ""))
+                + (f"<br><span class='note'>from {html.escape(source_of(finding))}</span>"
+                   if finding.lens != DATA_LENS else ""))
         figure = evidence_figure(finding, profile, colors) if plots < evidence else None
         if figure is not None:
             plots += 1
@@ -390,7 +396,8 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     out.append("<ol>" + "".join(items) + "</ol>")
     frame = findings_frame(sorted(result.findings, key=lambda f: f.q))
     shown = frame.head(tested)
-    out.append(f"<{sub}>Every tested cell{' (the ' + str(tested) + ' with the smallest q)' if len(frame) > tested else ''}"
+    which = f" (the {tested} with the smallest q)" if len(frame) > tested else ""
+    out.append(f"<{sub}>Every tested cell{which}"
                f"</{sub}><p class='note'>Not significant, or too small to matter, is a result too: these are the "
                "cells behind the findings, with their p- and q-values.</p>")
     out.append(shown.drop(columns=["message"]).to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–"))

@@ -45,7 +45,8 @@ SMALL_RUNS = {  # role -> specs: a few rounds each, enough for the demo's flippe
                         "config": {"rounds": 3, "seed": seed}} for seed in (0, 1)],
     "shared_model": [{"algorithm": "fedavg", "config": {"rounds": 3}}],
     "contribution": [{"algorithm": "adafed", "config": {"rounds": 2}}],
-    "similarity": [{"algorithm": "fedhealth2", "params": {"variant": "f", "warmup_rounds": 1}, "config": {"rounds": 2}}],
+    "similarity": [{"algorithm": "fedhealth2", "params": {"variant": "f", "warmup_rounds": 1},
+                    "config": {"rounds": 2}}],
 }
 IMAGES = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3, "inject": ["stamp:site1"]}
 PROTOTYPE_PARAMS = {"prototypes_per_class": 3, "prototype_dim": 16, "last_layer_epochs": 2, "explain_images": 6}
@@ -189,8 +190,8 @@ def test_the_data_lens_names_the_demos_four_problems_at_their_sites_and_nothing_
             == {NOT_CHECKED}
     shown = texts(at)
     result = next(p for p in plans(store) if p.id == ids["data only"]).evaluate(store)
-    assert f"**{len(result.reported)} findings** at a 5% false discovery rate · 8 sites · {len(result.findings)} cells " \
-           "tested" in shown
+    assert (f"**{len(result.reported)} findings** at a 5% false discovery rate · 8 sites · "
+            f"{len(result.findings)} cells tested") in shown
     # the ranked list: every finding's site, title and message, strongest first
     ranked = [m for m in (unescaped(m.value) for m in at.markdown) if re.match(r"\*\*\d+\. ", m)]
     assert len(ranked) == len(result.reported) == 4
@@ -234,7 +235,8 @@ def test_every_tested_cell_is_listed_with_p_and_q(app):
     assert (every.loc[every["reported"], "q"] < 0.05).all()
     assert set(every.loc[~every["reported"], "site"]) >= {"Alder General", "Pine County"}  # what was not found, too
     assert every["q"].between(0, 1).all() and (every["q"] >= every["p"] - 1e-12).all()
-    assert np.allclose(every["q"], [f.q for f in result.findings]) and np.allclose(every["p"], [f.p for f in result.findings])
+    assert np.allclose(every["q"], [f.q for f in result.findings])
+    assert np.allclose(every["p"], [f.p for f in result.findings])
 
 
 # -- every lens, from small finished runs --------------------------------------------------------
@@ -279,7 +281,7 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
         assert {cells[(site, "similarity")] for site in demo_truth()} == {TRAINING}
         assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])  # the other lenses stay
         assert "Still training for: similarity" in texts(at)
-        assert any("FedHealth2 (similarity): running" in unescaped(p.proto.text) for p in at.get("progress"))
+        assert any("fedhealth2 for the similarity lens: running" in unescaped(p.proto.text) for p in at.get("progress"))
     finally:
         atomic_write_json(similarity.path / "status.json", status)  # done again
     at.run()
@@ -300,7 +302,7 @@ def test_a_failed_run_leaves_its_lens_unchecked_and_says_why(demo_store, tmp_pat
     at = open_checkup(AppTest.from_file(APP, default_timeout=120), plan.id)
     cells = grid_cells(at)
     assert {cells[(site, "contribution")] for site in demo_truth()} == {NOT_CHECKED}
-    assert "AdaFed (contribution): run" in texts(at) and "diverged at round 2" in texts(at)
+    assert "adafed for the contribution lens: run" in texts(at) and "diverged at round 2" in texts(at)
     assert "Still training" not in texts(at)
 
 
@@ -364,7 +366,8 @@ def test_a_flower_run_whose_sites_kept_their_statistics_has_no_data_lens(demo_st
 def test_an_image_federation_has_labels_and_prototypes_and_says_it_has_no_data_lens(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
     plan = start_checkup(store, IMAGES, train=False)
-    runs = {"shared_model": store.create(resolve_spec({"algorithm": "fedavg", "data": IMAGES, "config": {"rounds": 2}})),
+    runs = {"shared_model": store.create(resolve_spec({"algorithm": "fedavg", "data": IMAGES,
+                                                       "config": {"rounds": 2}})),
             "prototypes": store.create(resolve_spec({"algorithm": "indisco-lm", "data": IMAGES,
                                                      "params": PROTOTYPE_PARAMS,
                                                      "config": {"rounds": 2, "local_epochs": 1}}))}

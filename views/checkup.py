@@ -26,10 +26,6 @@ from fedcore.errors import FedcoreError, RunNotFound
 from fedcore.interpret.findings import FDR
 
 SHOWN_FIRST = 15  # findings listed before "show all"
-ROLE_NAMES = {"feature_shifts": "iFedAvg (feature shifts; labels through its output layer)",
-              "shared_model": "FedAvg (labels: a shared model scored at each site)",
-              "contribution": "AdaFed (contribution)", "similarity": "FedHealth2 (similarity)",
-              "prototypes": "inDISCO (prototypes)"}
 
 require("view")
 store = get_store()
@@ -136,12 +132,13 @@ def training(plan: Plan) -> None:
         for run in found_runs:
             info = progress(run)
             state = info["state"]
+            feeds = f"{run.spec.get('algorithm')} for the {' and '.join(ROLE_LENSES.get(role, (role,)))} lens"
             if state in ("queued", "running"):
                 st.progress(min(1.0, info["fraction"]), text=md(
-                    f"{ROLE_NAMES.get(role, role)}: {STATE_LABELS.get(state, state)}, round {info['round']} of "
+                    f"{feeds}: {STATE_LABELS.get(state, state)}, round {info['round']} of "
                     f"{info['total']} (seed {run.spec.get('config', {}).get('seed')})"))
             elif state != "done":
-                st.warning(md(f"{ROLE_NAMES.get(role, role)}: run {run.id} {STATE_LABELS.get(state, state)}"
+                st.warning(md(f"{feeds}: run {run.id} {STATE_LABELS.get(state, state)}"
                               + (f" ({info['error']})" if info["error"] else "")
                               + "; its lens stays unchecked. Start a new check-up to train it again."))
     if missing > 0:
@@ -163,7 +160,8 @@ def checkup() -> None:
     training(plan)
     for note in lens_notes(result, kind, profile):
         st.info(md(note))
-    st.markdown(f"**{len(result.reported)} findings** at a {FDR:.0%} false discovery rate · {len(result.sites)} sites · "
+    st.markdown(f"**{len(result.reported)} findings** at a {FDR:.0%} false discovery rate · "
+                f"{len(result.sites)} sites · "
                 f"{len(result.findings)} cells tested")
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
@@ -202,8 +200,8 @@ def findings(result, profile, colors) -> None:
         checked = ", ".join(result.lenses_checked()) or NOT_CHECKED
         st.success(md(f"No site stands out from the others in any lens checked ({checked})."))
         return
-    everything = st.toggle(f"Show all {len(result.reported)}", key="checkup_all") if len(result.reported) > SHOWN_FIRST \
-        else True
+    many = len(result.reported) > SHOWN_FIRST
+    everything = st.toggle(f"Show all {len(result.reported)}", key="checkup_all") if many else True
     for rank, finding in enumerate(result.reported if everything else result.reported[:SHOWN_FIRST], start=1):
         where = f" · {finding.feature}" if finding.feature else ""
         with st.container(border=True):
