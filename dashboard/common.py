@@ -177,8 +177,10 @@ def settle_when_finished(was_active: bool, active_now: bool) -> None:
 
 
 def download_csv(frame: Any, name: str, label: str = "Download these numbers (CSV)") -> None:
-    """A CSV download of `frame`, formula cells neutralised (safe_text.csv_bytes)."""
-    st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download-{name}")
+    """A CSV download of `frame`, formula cells neutralised (safe_text.csv_bytes); `frame` may be a
+    function that returns it, called only when the button is clicked (a large table)."""
+    data = (lambda: csv_bytes(frame())) if callable(frame) else csv_bytes(frame)
+    st.download_button(label, data, file_name=f"{name}.csv", mime="text/csv", key=f"download-{name}")
 
 
 def spec_summary(run: Run) -> str:

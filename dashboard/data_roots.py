@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dashboard.common import get_store
-from fedcore import datasets
+from fedcore import checkup_jobs, datasets
+from fedcore.checkup import Plan
 from fedcore.datasets import BUNDLED  # noqa: F401 - the settings page lists it
 from fedcore.store import Run, RunStore
 
@@ -33,3 +34,14 @@ def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
 
 def rerun(store: RunStore, run: Run) -> Run:
     return datasets.rerun(store, run)
+
+
+def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, train: bool) -> Plan:
+    """checkup_jobs.start_checkup, for data inside the data roots (its runs queued as jobs)."""
+    datasets.check_roots(store, data)
+    return checkup_jobs.start_checkup(store, data, replicates, rounds, train)
+
+
+def check_up_run(store: RunStore, run: Run) -> Plan:
+    """A check-up of a run's federation from what the run stored (nothing is read or trained)."""
+    return checkup_jobs.check_up_run(store, run)

@@ -26,6 +26,7 @@ class Page:
 
 
 RUNS = Page("views/runs.py", "Runs", ":material/home:")
+CHECKUP = Page("views/checkup.py", "Site check-up", ":material/health_and_safety:")
 DATA = Page("views/data.py", "Data", ":material/table:", "choose data")
 TRAIN = Page("views/train.py", "Train", ":material/play_arrow:", "train")
 FEATURE_SHIFTS = Page("views/feature_shifts.py", "Feature shifts (iFedAvg)", ":material/grid_on:")

@@ -1,4 +1,5 @@
-"""A self-contained HTML report of one run: settings, scores and its lens, openable offline."""
+"""Self-contained HTML reports, openable offline: of one run (settings, scores, its lens, the
+check-up it feeds) and of a check-up."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import json
 import plotly.graph_objects as go
 
 from dashboard import figures
+from dashboard.checkup_view import checkup_sections, html_sections
 from dashboard.records import final_site_metrics, site_metrics
 from dashboard.registry import lens_of
 from dashboard.report_sections import figures_html
+from fedcore.checkup import Plan
 from fedcore.shapes import RunDamaged
-from fedcore.store import Run
+from fedcore.store import Run, RunStore
 
 STYLE = """
 body { font-family: Inter, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2rem auto; max-width: 1200px;
@@ -52,7 +55,23 @@ def html_report(run: Run) -> str:
     except RunDamaged as error:
         sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
                         + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")
+    sections.extend(checkup_sections(run, first=metrics.empty))
     sections.append("<h2>Settings</h2><pre>" + html.escape(json.dumps(
         {k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)) + "</pre>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Run {html.escape(run.id)}</title>"
+    return document(f"Run {run.id}", sections)
+
+
+def document(title: str, sections: list[str]) -> str:
+    """A self-contained HTML page of the report's style around `sections`."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>")
+
+
+def checkup_report(plan: Plan, store: RunStore) -> str:
+    """A check-up's findings, grid and evidence (`dashboard.checkup_view`)."""
+    result = plan.evaluate(store)
+    sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), level=1, first=True)
+    if result.pending:
+        sections.insert(1, "<p class='note'>Still training when this report was made: "
+                           f"{html.escape(', '.join(result.pending))}.</p>")
+    return document(f"Check-up {plan.id}", sections)

@@ -38,7 +38,7 @@ def active_runs() -> None:
 
 
 SECTIONS = {
-    "": [registry.RUNS],
+    "": [registry.RUNS, registry.CHECKUP],  # the check-up: the first thing to look at for a federation
     "Set up": [registry.DATA, registry.TRAIN],
     "Lenses": [*registry.LENS_PAGES, registry.COMPARE],
     "Results": [registry.RUN_DETAILS],

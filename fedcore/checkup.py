@@ -41,6 +41,15 @@ from fedcore.errors import RunNotFound
 from fedcore.store import Run, RunStore, atomic_write_bytes, atomic_write_json, now_iso, read_json
 
 ROLES = ("feature_shifts", "shared_model", "contribution", "similarity", "prototypes")
+# The lenses (columns of the check-up) each role's runs feed.
+ROLE_LENSES = {
+    "feature_shifts": ("feature shifts", "labels"),
+    "shared_model": ("labels",),
+    "contribution": ("contribution",),
+    "similarity": ("similarity",),
+    "prototypes": ("prototypes",),
+}
+ACTIVE = ("queued", "running")
 FOLDER = "checkups"
 
 
@@ -51,7 +60,7 @@ class CheckUp:
     sites: list[str]
     findings: list[Finding]  # decided (q-values), strongest first
     sources: dict[str, str] = field(default_factory=dict)  # lens -> what fed it (runs, the profile)
-    pending: list[str] = field(default_factory=list)  # lenses whose runs have not finished
+    pending: list[str] = field(default_factory=list)  # roles whose runs are still queued or training
     data: Any = None
     label: str = ""
 
@@ -88,11 +97,12 @@ class CheckUp:
             lines.append("No site stands out from the others in any lens checked.")
         for f in self.reported:
             where = f" / {f.feature}" if f.feature else ""
-            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {_q(f.q)})")
+            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {format_q(f.q)})")
         return "\n".join(lines)
 
 
-def _q(q: float) -> str:
+def format_q(q: float) -> str:
+    """A q-value as people read it: "< 0.001", else three decimals."""
     return "< 0.001" if q < 0.001 else f"{q:.3f}"
 
 
@@ -179,6 +189,12 @@ class Plan:
         except (OSError, ValueError, KeyError):
             return None
 
+    @property
+    def kind(self) -> str:
+        """'table' or 'image' (check-ups made before it was recorded: a table when they have a profile)."""
+        kind = self.contents.get("kind")
+        return kind if kind in ("table", "image") else ("table" if (self.path / "profile.npz").is_file() else "image")
+
     def runs(self, store: RunStore) -> dict[str, list[Run]]:
         """Its runs by role (those still in the store)."""
         found: dict[str, list[Run]] = {}
@@ -195,13 +211,17 @@ class Plan:
         runs = self.runs(store)
         finished = {role: [r for r in found if r.status.get("state") == "done"] for role, found in runs.items()}
         result = check_up(self.profile, finished, contents.get("sites"))
-        result.pending = sorted(role for role, found in runs.items() if len(finished[role]) < len(found))
+        # a failed or cancelled run is not pending: its lens stays unchecked (the page says why)
+        result.pending = sorted(role for role, found in runs.items()
+                                if any(r.status.get("state") in ACTIVE for r in found))
         result.data, result.label = contents.get("data"), contents.get("label", "")
         return result
 
 
-def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None, sites: Sequence[str]) -> Plan:
-    """A new check-up folder with its data's profile; its runs are added with `add_runs`."""
+def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None, sites: Sequence[str],
+                kind: str = "table") -> Plan:
+    """A new check-up folder with its data's profile; its runs are added with `add_runs`. `kind`:
+    'table' or 'image' (images have no data lens: their lenses are the models')."""
     folder = store.root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     while True:
@@ -214,7 +234,7 @@ def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None,
     if profile is not None:
         atomic_write_bytes(path / "profile.npz", profile.to_npz())
     atomic_write_json(path / "plan.json", {"data": data, "label": label, "sites": list(sites), "created": now_iso(),
-                                           "runs": {}})
+                                           "kind": kind, "runs": {}})
     return Plan(path)
 
 

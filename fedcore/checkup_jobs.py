@@ -5,6 +5,10 @@ For a table: iFedAvg with a local f_out on `replicates` seeds (feature shifts, a
 the output layer), FedAvg (a shared model scored at every site), AdaFed (contribution) and
 FedHealth2 (similarity); for images: FedAvg and inDISCO's local model (prototypes). Every run is
 an ordinary run of the store, with the engine's settings but `rounds`.
+
+`check_up_run` checks up the federation of a run already in the store (a Flower run above all,
+whose rows the server never sees): the run's stored profile (`profile.npz`, sent by its sites) is
+the data lens, and the run itself feeds the lens its algorithm records (by the roles above).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any
 from data_adapters import check_reference, describe_reference, load_federation
 from fedcore import jobs
 from fedcore.checkup import Plan, add_runs, create_plan
+from fedcore.errors import FedcoreError
+from fedcore.interpret.profile import Profile
 from fedcore.runner import execute, resolve_spec
-from fedcore.store import RunStore
+from fedcore.store import Run, RunStore
 
 TABLE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
     "feature_shifts": ("ifedavg", {"local_f_out": True, "scalar_w_out": True}),
@@ -28,6 +34,9 @@ IMAGE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
     "shared_model": ("fedavg", {}),
     "prototypes": ("indisco-lm", {}),
 }
+# The role a run of each algorithm plays in a check-up (the parameters above are what a check-up
+# sets; a run trained without them still records what its role reads).
+ROLE_OF = {algorithm: role for roles in (TABLE_ROLES, IMAGE_ROLES) for role, (algorithm, _) in roles.items()}
 
 
 def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int = 300, train: bool = True,
@@ -36,7 +45,8 @@ def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int =
     trained here one after another, `progress` told of each)."""
     reference = check_reference(data)
     federation = load_federation(reference, 0)
-    plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names)
+    plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names,
+                       "table" if federation.is_tabular else "image")
     if not train:
         return plan
     roles = TABLE_ROLES if federation.is_tabular else IMAGE_ROLES
@@ -53,4 +63,23 @@ def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int =
                 execute(run)
         else:
             add_runs(plan, role, [jobs.submit(store, spec).id for spec in specs])
+    return plan
+
+
+def check_up_run(store: RunStore, run: Run) -> Plan:
+    """A new check-up of `run`'s federation: its stored profile as the data lens (none for images,
+    or when a Flower site kept its statistics to itself), the run as the source of its own lens."""
+    arrays = run.load_profile_arrays()
+    profile = Profile.from_npz(arrays) if arrays is not None else None
+    data = run.spec.get("data")
+    try:
+        described = describe_reference(check_reference(data))
+    except FedcoreError:  # a run made elsewhere may name data this machine cannot parse; its id still says which
+        described = str(data)
+    sites = [s["name"] for s in run.federation.get("sites", [])]
+    kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
+    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind)
+    role = ROLE_OF.get(str(run.spec.get("algorithm")))
+    if role is not None:
+        add_runs(plan, role, [run.id])
     return plan

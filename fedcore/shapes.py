@@ -414,8 +414,9 @@ def npz_damage(path: Path, name: str) -> Damage | None:
     return None
 
 
-def read_npz(path: Path, name: str) -> dict[str, np.ndarray]:
-    """Every array of an npz file, never unpickling; RunDamaged naming the file otherwise."""
+def read_npz(path: Path, name: str, text: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Every array of an npz file, never unpickling; RunDamaged naming the file otherwise. Arrays
+    must hold numbers, except those named in `text`, which may hold strings."""
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
@@ -423,7 +424,7 @@ def read_npz(path: Path, name: str) -> dict[str, np.ndarray]:
         raise RunDamaged([Damage(name, "is missing")]) from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
         raise RunDamaged([Damage(name, _npz_problem(path, error))]) from None
-    strange = [key for key, array in arrays.items() if array.dtype.kind not in "biuf"]
+    strange = [key for key, array in arrays.items() if array.dtype.kind not in ("biufU" if key in text else "biuf")]
     if strange:
         raise RunDamaged([Damage(name, f"holds arrays that are not numbers ({', '.join(strange[:MAX_LISTED])})")])
     return arrays

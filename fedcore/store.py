@@ -527,7 +527,7 @@ class Run:
         """The stored profile's arrays (None when the run has none); RunDamaged when unreadable."""
         if not (self.path / "profile.npz").exists():
             return None
-        return read_npz(self.path / "profile.npz", "profile.npz")
+        return read_npz(self.path / "profile.npz", "profile.npz", text=("meta",))
 
 
 def check_array(run: Run, round_: int, name: str, array: np.ndarray, rows: int, columns: int | None = None) -> None:

@@ -25,10 +25,10 @@ PEOPLE = {
     "admin": ("boss@hospital.test", {"email": "boss@hospital.test", "name": "Bo Ss"}),
     None: ("stranger@elsewhere.test", {"email": "stranger@elsewhere.test"}),
 }
-ALWAYS = ["Runs", "Feature shifts (iFedAvg)", "Site similarity (FedHealth2)", "Site weights (AdaFed)",
+ALWAYS = ["Runs", "Site check-up", "Feature shifts (iFedAvg)", "Site similarity (FedHealth2)", "Site weights (AdaFed)",
           "Prototypes (inDISCO)", "Compare", "Run details"]
-PAGES = {"viewer": ALWAYS, "analyst": ["Runs", "Data", "Train", *ALWAYS[1:]],
-         "admin": ["Runs", "Data", "Train", *ALWAYS[1:], "Access and data folders"]}
+PAGES = {"viewer": ALWAYS, "analyst": [*ALWAYS[:2], "Data", "Train", *ALWAYS[2:]],
+         "admin": [*ALWAYS[:2], "Data", "Train", *ALWAYS[2:], "Access and data folders"]}
 # The mock provider's own pages link a stylesheet on a CDN; the route below blocks it (nothing
 # leaves this machine). Any other outside request fails the test.
 PROVIDER_STYLESHEET = "cdn.jsdelivr.net"

@@ -8,7 +8,7 @@ from dashboard.common import DEMO_DATA, choose_data, chosen_data, inspect_refere
 from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
                                    show_site_preview, show_summary)
 from dashboard.data_roots import check_reference, data_roots, upload_folder
-from dashboard.registry import TRAIN
+from dashboard.registry import CHECKUP, TRAIN
 from dashboard.safe_text import md
 from fedcore.datasets import DEMO_FEATURES as FEATURES
 from fedcore.datasets import ENVIRONMENT, describe_reference, find_datasets, read_text_table, site_name
@@ -22,6 +22,7 @@ require("choose data")
 st.title("Data")
 current = chosen_data()
 st.caption(f"Training currently uses: **{md(current['label'])}**")
+st.page_link(CHECKUP.path, label="Check up the chosen data: which site has which problem →", icon=CHECKUP.icon)
 source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source")
 
 

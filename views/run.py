@@ -7,7 +7,7 @@ import streamlit as st
 from dashboard.auth import allowed, require
 from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
                               run_colors, spec_summary)
-from dashboard.registry import RUN_DETAILS, TRAIN, page_of
+from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
 from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
@@ -35,6 +35,9 @@ def details() -> None:
             st.error(md(error))
         else:
             st.toast(md(f"Queued {again.id}"))
+    if allowed("train") and status.get("state") == "done":
+        actions[3].page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
+                             icon=CHECKUP.icon)
     if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")

@@ -5,8 +5,8 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished, show_damage
+from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun, submit
-from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.records import progress, run_label
 from dashboard.safe_text import md
 from fedcore import jobs
@@ -28,6 +28,8 @@ st.markdown(
     "flipped label — quietly damage that model. This dashboard trains federated models and shows "
     "**where** such differences are: which site, which feature, how large."
 )
+st.page_link(CHECKUP.path, label="**Which site has which problem?** The site check-up reads every lens and says so, "
+                               "with calibrated evidence", icon=CHECKUP.icon)
 
 if allowed("train"):
     with st.container(border=True):

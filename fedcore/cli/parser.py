@@ -56,7 +56,7 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
         help="Which sites have which problem: the data lens at once, the model lenses with --train.",
         description="Every site against the others: its data profile (original units, no rows moved) and, "
                     "with --train, the lenses of models trained on the data (iFedAvg on several seeds, FedAvg, "
-                    "AdaFed, FedHealth2); findings at a 5 %% false discovery rate. --check-up ID re-reads one "
+                    "AdaFed, FedHealth2); findings at a 5 % false discovery rate. --check-up ID re-reads one "
                     "(e.g. after its background runs finished).")
     source = checkup.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", "-d", help="Data reference of the federation to check.")

@@ -3,7 +3,8 @@ other sites', check by check. Each check states its statistic, its null and what
 material (large enough to matter, whatever the p-value):
 
 location       per continuous feature, the site's median in units of the feature's within-site SD
-               (the median over sites of each site's IQR / 1.349), leave-one-out predictive t
+               (the median over sites of each site's robust SD: the mean of the
+               normal-scaled widths of its central 50, 60, 70 and 80 %), leave-one-out predictive t
                with variances moderated across features (`calibration.leave_one_out`); material
                when it lies 0.25 SD or more from the others' mean.
 spread         the log of the site's robust SD, the same way; material when the ratio to the
@@ -54,6 +55,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Iterator
+from statistics import NormalDist
 
 import numpy as np
 from scipy import stats
@@ -65,7 +67,11 @@ from fedcore.interpret.units import discrepancy, match_conversion
 
 LENS = "data profile"
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
-IQR_TO_SD = 1.349
+# The robust SD averages the normal-scaled widths of the central 50 %, 60 %, 70 % and 80 %: as robust
+# as the interquartile range to up to 10 % of wild values on either side, and about twice as efficient
+# (on the demo's clean sites the IQR alone put one site's SD 20 % below the others' by chance).
+CENTRAL = [(int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]), int(np.flatnonzero(np.isclose(PROBABILITIES, 1 - p))[0]),
+            2 * NormalDist().inv_cdf(1 - p)) for p in (0.10, 0.15, 0.20, 0.25)]
 MIN_SHIFT, MIN_SPREAD_RATIO, MIN_SKEW, MIN_TAIL_RATIO = 0.25, 1.25, 0.15, 1.3
 MIN_CODE_SHARE, MIN_CODE_COUNT = 0.02, 5
 MIN_MISSING, MIN_CLASS_MISSING_GAP = 0.05, 0.2
@@ -90,8 +96,8 @@ class Checks:
         self.n = len(profile.sites)
         self.continuous = profile.continuous
         quantiles = profile.quantiles  # [sites, probabilities, features]
-        iqr_sd = (quantiles[:, UPPER] - quantiles[:, LOWER]) / IQR_TO_SD
-        self.robust_sd = np.where(iqr_sd > 0, iqr_sd, profile.sd)  # [sites, features]
+        central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
+        self.robust_sd = np.where(central_sd > 0, central_sd, profile.sd)  # [sites, features]
         with np.errstate(invalid="ignore"):
             positive = np.where(self.robust_sd > 0, self.robust_sd, np.nan)
         self.yardstick = np.nanmedian(positive, axis=0) if self.n else np.array([])  # [features]

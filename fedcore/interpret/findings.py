@@ -34,8 +34,8 @@ KINDS = {
     "missing_by_class": "missingness depends on the class",
     "missingness": "more missing values",
     "location": "values shifted",
+    "shape": "different shape",  # a skewed or heavy-tailed column's middle is narrower too: shape says why
     "spread": "different spread",
-    "shape": "different shape",
     "correlation": "relations between features differ",
     "feature_shift": "learned input correction stands out",
     "output_shift": "learned output correction stands out",

@@ -1,0 +1,59 @@
+"""The Check-up page in a real browser (Debian Chromium + Playwright): the demo's check-up (its data
+lens) as a person sees it at 1280 and 1920 px, each grid cell a text the browser draws, the data
+behind the strongest findings drawn too. Screenshots go to test-artifacts/ for a person to look at."""
+
+import re
+
+from fedcore.checkup_jobs import start_checkup
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 - the fixture
+
+# The demo's injected problems, as the grid names them (KINDS' titles).
+INJECTED = {"Cedar Community": "values shifted", "Elm Regional": "unit or scale",
+            "Fir Valley": "missingness depends on the class", "Oak District": "labels look wrong"}
+
+
+def test_the_demos_checkup_in_a_browser(dashboard):  # noqa: F811 - the fixture imported above
+    from playwright.sync_api import sync_playwright
+
+    url, store = dashboard
+    plan = start_checkup(store, "demo", train=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width in (1280, 1920):
+            page = browser.new_page(viewport={"width": width, "height": 3000})  # the page scrolls inside: tall
+            outside = []
+            page.on("request", lambda request: outside.append(request.url)
+                    if not request.url.startswith(url) and not request.url.startswith("data:") else None)
+            page.goto(f"{url}/checkup?checkup={plan.id}")
+            page.get_by_text("Findings, strongest first").wait_for(timeout=90_000)
+            grid = page.locator(".js-plotly-plot").first
+            grid.locator("g.annotation").first.wait_for(timeout=30_000)
+            # each cell's words, as drawn (a wrapped title spans several lines of one annotation), at
+            # the row of the site tick and the column of the lens tick nearest to it on the screen
+            drawn = grid.locator("g.annotation text.annotation-text").evaluate_all(
+                "notes => notes.map(n => { const box = n.getBoundingClientRect(); const lines = "
+                "Array.from(n.querySelectorAll('tspan.line')).map(t => t.textContent); return [lines.length ? "
+                "lines.join(' ') : n.textContent, box.x + box.width / 2, box.y + box.height / 2]; })")
+            ticks = {axis: grid.locator(f"g.{axis}tick text").evaluate_all(
+                "ticks => ticks.map(t => { const box = t.getBoundingClientRect(); "
+                "return [t.textContent, box.x + box.width / 2, box.y + box.height / 2]; })") for axis in ("x", "y")}
+            assert sorted(ticks["y"], key=lambda t: t[2])[0][0] == "Alder General"  # sites top to bottom, in order
+
+            def nearest(axis: str, position: float) -> str:
+                return min(ticks[axis], key=lambda t: abs(t[1 if axis == "x" else 2] - position))[0]
+
+            cells = {(nearest("y", y), nearest("x", x)): " ".join(text.split()) for text, x, y in drawn}
+            assert len(cells) == 8 * 5
+            for site, title in INJECTED.items():
+                assert cells[(site, "data profile")].startswith(title), (site, cells[(site, "data profile")])
+            assert [cells[(site, "data profile")] for site, _, _ in ticks["y"] if site not in INJECTED] \
+                == ["nothing found"] * 4
+            assert {text for (_, lens), text in cells.items() if lens != "data profile"} == {"not checked"}
+            assert page.locator(".js-plotly-plot").count() >= 4  # the grid and the first findings' data
+            page.get_by_text(re.compile("Elm Regional's temperature looks like °F")).first.wait_for()
+            page.wait_for_timeout(1500)  # let the last figures settle
+            page.screenshot(path=str(ARTIFACTS / f"checkup-{width}.png"), full_page=True)
+            assert not outside, outside
+            page.close()
+        browser.close()

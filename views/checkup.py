@@ -1,0 +1,246 @@
+"""Check-up: which site has which problem, from every lens, with calibrated evidence.
+
+A check-up (`fedcore.checkup`) is kept in the store: the data lens (every site's federated
+statistics) is there as soon as it starts; the model lenses fill in as their runs finish, and this
+page redraws itself while they train. The chosen check-up is the `checkup` query parameter.
+"""
+
+import json
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard.auth import allowed, require
+from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, evidence_figure,
+                                    evidence_text, findings_frame, grid, grid_figure, lens_notes, q_label,
+                                    reported_frame, strength)
+from dashboard.common import STATE_LABELS, chosen_data, download_csv, get_store, is_active, settle_when_finished
+from dashboard.data_roots import check_up_run, start_checkup
+from dashboard.figures import site_colors
+from dashboard.records import progress, run_label
+from dashboard.registry import DATA, page_of
+from dashboard.report import checkup_report
+from dashboard.safe_text import md
+from fedcore.checkup import ROLE_LENSES, Plan, plans
+from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.interpret.findings import FDR
+
+SHOWN_FIRST = 15  # findings listed before "show all"
+
+require("view")
+store = get_store()
+st.title("Site check-up")
+st.markdown(
+    "Which site has which problem? Every lens looks at every site and compares it with the others: the sites' "
+    "own statistics of their data (no row leaves a site) and what federated models learn there. Each cell of the "
+    "grid says what a lens found at a site; below it, the findings in plain words, strongest first, each with the "
+    "evidence behind it."
+)
+
+
+@st.cache_data(show_spinner="Checking every site against the others…", max_entries=8)
+def evaluated(path: str, fingerprint: str):
+    """A check-up's result, computed again only when its plan or a run's state changes."""
+    return Plan(Path(path)).evaluate(store)
+
+
+def fingerprint(plan: Plan) -> str:
+    runs = plan.runs(store)
+    return json.dumps([plan.contents, {role: [(r.id, r.status.get("state")) for r in found]
+                                       for role, found in runs.items()}], sort_keys=True, default=str)
+
+
+def show(plan: Plan) -> None:
+    """Open `plan` (a new check-up) in the picker below."""
+    st.query_params["checkup"] = plan.id
+    st.session_state["checkup_picker"] = plan.id  # the picker keeps its own choice otherwise
+    st.rerun()
+
+
+def start() -> None:
+    """Start a check-up of the chosen data, or of a finished run's federation (analysts)."""
+    with st.expander("Start a check-up", expanded=not plans(store) or "run" in st.query_params):
+        runs = [r for r in store.runs() if r.status.get("state") == "done"]
+        wanted = st.query_params.get("run")
+        options = ["data", "run"] if runs else ["data"]
+        source = st.radio("What to check up", options, horizontal=True, key="checkup_source",
+                          index=1 if wanted in [r.id for r in runs] and len(options) > 1 else 0,
+                          format_func={"data": "The chosen data (Data page)",
+                                       "run": "A finished run's federation (e.g. a Flower run)"}.get)
+        if source == "data":
+            data = chosen_data()
+            st.markdown(f"Data: **{md(data['label'])}** · change it on the Data page.")
+            columns = st.columns(3)
+            train = columns[0].checkbox("Train the model lenses too", value=True, key="checkup_train",
+                                        help="Without: only the data lens (seconds). With: iFedAvg on several seeds, "
+                                             "FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs.")
+            replicates = int(columns[1].number_input("Replicate runs of iFedAvg", 2, 10, 3, key="checkup_replicates",
+                                                     disabled=not train,
+                                                     help="Seeds of the feature-shift lens: their spread is the "
+                                                          "training noise a finding must stand out from."))
+            rounds = int(columns[2].number_input("Rounds per run", 10, 2000, 300, step=10, key="checkup_rounds",
+                                                 disabled=not train))
+            if st.button("Start the check-up", type="primary", key="checkup_start"):
+                try:
+                    with st.spinner("Reading every site's statistics…"):
+                        plan = start_checkup(store, data["ref"], replicates, rounds, train)
+                except FedcoreError as error:
+                    st.error(md(error))
+                else:
+                    show(plan)
+        else:
+            ids = [r.id for r in runs]
+            labels = {r.id: run_label(r) for r in runs}
+            chosen = st.selectbox("Run", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=labels.get,
+                                  key="checkup_run")
+            st.caption("The run's own statistics of its sites (a Flower run's come from the sites themselves) are the "
+                       "data lens; the run feeds the lens its algorithm records. Nothing is trained.")
+            if st.button("Check up this run's federation", type="primary", key="checkup_from_run"):
+                try:
+                    plan = check_up_run(store, store.get(chosen))
+                except (FedcoreError, OSError, ValueError, KeyError) as error:
+                    st.error(md(f"This run's federation cannot be checked up: {error}"))
+                else:
+                    show(plan)
+
+
+if allowed("train"):
+    start()
+found = plans(store)
+if not found:
+    st.info("No check-up yet." + (" Start one above: the data lens takes seconds." if allowed("train")
+                                   else " Someone with the analyst role can start one."))
+    st.page_link(DATA.path, label="Choose the data on the Data page", icon=":material/table:")
+    st.stop()
+
+ids = [p.id for p in found]
+wanted = st.query_params.get("checkup")
+plan_labels = {p.id: f"{p.contents.get('label') or p.contents.get('data')} · {p.id}" for p in found}
+chosen_id = st.selectbox("Check-up", ids, index=ids.index(wanted) if wanted in ids else 0,
+                         format_func=plan_labels.get, key="checkup_picker")
+if st.query_params.get("checkup") != chosen_id:
+    st.query_params["checkup"] = chosen_id
+plan = found[ids.index(chosen_id)]
+was_active = any(is_active(r) for runs in plan.runs(store).values() for r in runs)
+
+
+def training(plan: Plan) -> None:
+    """The runs feeding the model lenses: progress while they train, the reason when one failed."""
+    runs = plan.runs(store)
+    missing = sum(len(ids) for ids in (plan.contents.get("runs") or {}).values()) - sum(map(len, runs.values()))
+    for role, found_runs in runs.items():
+        for run in found_runs:
+            info = progress(run)
+            state = info["state"]
+            feeds = f"{run.spec.get('algorithm')} for the {' and '.join(ROLE_LENSES.get(role, (role,)))} lens"
+            if state in ("queued", "running"):
+                st.progress(min(1.0, info["fraction"]), text=md(
+                    f"{feeds}: {STATE_LABELS.get(state, state)}, round {info['round']} of "
+                    f"{info['total']} (seed {run.spec.get('config', {}).get('seed')})"))
+            elif state != "done":
+                st.warning(md(f"{feeds}: run {run.id} {STATE_LABELS.get(state, state)}"
+                              + (f" ({info['error']})" if info["error"] else "")
+                              + "; its lens stays unchecked. Start a new check-up to train it again."))
+    if missing > 0:
+        st.warning(f"{missing} of this check-up's runs have been deleted; their lenses stay unchecked.")
+
+
+@st.fragment(run_every=3 if was_active else None)
+def checkup() -> None:
+    runs = plan.runs(store)
+    settle_when_finished(was_active, any(is_active(r) for found_runs in runs.values() for r in found_runs))
+    result = evaluated(str(plan.path), fingerprint(plan))
+    profile = plan.profile
+    kind = plan.kind
+    colors = site_colors(result.sites)
+    if result.pending:
+        lenses = sorted({lens for role in result.pending for lens in ROLE_LENSES.get(role, ())})
+        st.info(md(f"Still training for: {', '.join(lenses)}. Those columns fill in as their runs finish; "
+                   "this page updates itself."))
+    training(plan)
+    for note in lens_notes(result, kind, profile):
+        st.info(md(note))
+    st.markdown(f"**{len(result.reported)} findings** at a {FDR:.0%} false discovery rate · "
+                f"{len(result.sites)} sites · "
+                f"{len(result.findings)} cells tested")
+    table = grid(result, kind)
+    st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
+    with st.expander("How the check-up decides (calibration)"):
+        st.markdown(CALIBRATION)
+        st.caption(CALIBRATION_DETAILS)
+        st.markdown("Where each lens comes from:\n" + "\n".join(
+            f"- {lens}: {md(source)}" for lens, source in result.sources.items()))
+    findings(result, profile, colors)
+    st.subheader("Export")
+    exports = st.columns(3)
+    with exports[0]:
+        download_csv(reported_frame(result), f"checkup-{plan.id}-findings", "The findings (CSV)")
+    with exports[1]:
+        download_csv(table.frame(), f"checkup-{plan.id}-grid", "The grid (CSV)")
+    # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
+    with exports[2]:
+        st.download_button("A self-contained HTML report", lambda: checkup_report(plan, store).encode("utf-8"),
+                           file_name=f"checkup-{plan.id}.html", mime="text/html", key="checkup_report")
+    with st.expander(f"Every tested cell ({len(result.findings)}), with its p- and q-value"):
+        st.caption("What was not significant, or too small to matter, is a result too. p: the chance of a value at "
+                   "least this extreme if the site were like the others; q: the false discovery rate at which the "
+                   "cell would be reported (Benjamini–Hochberg over every cell).")
+        every = findings_frame(result.findings)
+        # the messages only in the CSV: tens of thousands of sentences (HAR) would make the page slow
+        st.dataframe(every.drop(columns=["message"]), hide_index=True, width="stretch", column_config={
+            "q": st.column_config.NumberColumn(format="%.2g"), "p": st.column_config.NumberColumn(format="%.2g"),
+            "effect": st.column_config.NumberColumn(format="%.3g")})
+        download_csv(lambda: every, f"checkup-{plan.id}-every-cell", "Every tested cell, with its message (CSV)")
+
+
+def findings(result, profile, colors) -> None:
+    """The ranked findings, each with the drill-down to its evidence."""
+    st.subheader("Findings, strongest first")
+    if not result.reported:
+        checked = ", ".join(result.lenses_checked()) or NOT_CHECKED
+        st.success(md(f"No site stands out from the others in any lens checked ({checked})."))
+        return
+    many = len(result.reported) > SHOWN_FIRST
+    everything = st.toggle(f"Show all {len(result.reported)}", key="checkup_all") if many else True
+    for rank, finding in enumerate(result.reported if everything else result.reported[:SHOWN_FIRST], start=1):
+        where = f" · {finding.feature}" if finding.feature else ""
+        with st.container(border=True):
+            st.markdown(f"**{rank}. {md(finding.site)}** · {md(finding.lens)}{md(where)} · **{md(finding.title)}** · "
+                        f"{q_label(finding.q)} ({strength(finding.q)} evidence)")
+            st.markdown(md(finding.message))
+            extra = evidence_text(finding)
+            if extra:
+                st.caption(md(extra))
+            if finding.lens == DATA_LENS:
+                figure = evidence_figure(finding, profile, colors)
+                if figure is not None and st.toggle("Show the data behind it", key=f"evidence-{rank}",
+                                                    value=rank <= 3):
+                    st.plotly_chart(figure, width="stretch", key=f"evidence-figure-{rank}")
+            else:
+                drill_down(finding, rank)
+
+
+def drill_down(finding, rank: int) -> None:
+    """A link to the lens page of the run the finding came from, saying where to look."""
+    run_ids = [part.strip() for part in str(finding.evidence.get("run") or "").split(",") if part.strip()]
+    if not run_ids:
+        return
+    try:
+        run = store.get(run_ids[0])
+    except RunNotFound:
+        st.caption(md(f"Its run {run_ids[0]} is no longer in the store."))
+        return
+    page = page_of(run)
+    if finding.lens == "feature shifts":
+        layer = finding.evidence.get("layer", "b_in")
+        look = f"the cell of {finding.site} × {finding.feature} in layer {layer}"
+    elif finding.kind == "output_shift":
+        look = f"{finding.site}'s row in layer w_out"
+    else:
+        look = f"{finding.site}"
+    replicates = f" (and {len(run_ids) - 1} replicate run(s) with other seeds)" if len(run_ids) > 1 else ""
+    st.page_link(page.path, label=md(f"Open {page.title} for run {run.id}{replicates}: look at {look}"),
+                 query_params={"run": run.id}, icon=":material/open_in_new:")
+
+
+checkup()
