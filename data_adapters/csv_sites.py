@@ -18,6 +18,7 @@ from data_adapters.text_tables import MAX_ROWS, TextTable, read_text_table
 from fedcore.errors import DataError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".tab")
+MAX_FILE_MB = 200.0  # each file's size limit, and its size once decompressed
 
 
 def read_csv_sites(
@@ -25,7 +26,7 @@ def read_csv_sites(
     target: str,
     site_column: str | None = None,
     site_names: list[str] | None = None,
-    max_file_mb: float = 200.0,
+    max_file_mb: float = MAX_FILE_MB,
     server_test: str | None = None,
     max_rows: int = MAX_ROWS,
 ) -> TableSites:

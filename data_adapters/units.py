@@ -8,9 +8,9 @@ the factor, never a culprit. Rules:
   sites whose values there are positive (median above 0, at most 5 % below 0): quantities with
   units (concentrations, weights, lengths, durations) are; z-scores and differences are not;
 - a pair is flagged when its medians and its interquartile ranges both differ by about the same
-  known factor (KNOWN_FACTORS; within MEDIAN_TOLERANCE and SPREAD_TOLERANCE in log terms): a unit
-  scales the middle and the spread alike, while a different patient mix rarely moves both by
-  ×2 or more together;
+  known factor (KNOWN_FACTORS): the medians' ratio within MEDIAN_TOLERANCE of it, the spreads'
+  within what sampling allows (`_spread_tolerance`) — a unit scales the middle and the spread
+  alike, while a different patient mix rarely moves both by ×2 or more together;
 - Fahrenheit against Celsius is affine, not a factor: a pair is flagged when the smaller median
   could be a temperature in Celsius (at most CELSIUS_MAX), the larger is 1.8 × it + 32 (within
   FAHRENHEIT_TOLERANCE) and the spreads differ by about 1.8;
@@ -27,7 +27,9 @@ import numpy as np
 
 MIN_VALUES = 10
 MEDIAN_TOLERANCE = math.log(1.12)  # the medians' ratio within ±12 % of the factor
-SPREAD_TOLERANCE = math.log(1.6)  # the interquartile ranges' ratio within a factor 1.6 (spreads of small samples vary)
+SPREAD_TOLERANCE = math.log(1.35)  # at least: real populations' spreads differ by this much
+IQR_LOG_SD = 1.16  # sd of log(sample IQR) x sqrt(n), for normal data
+SPREAD_SDS = 2.5
 FAHRENHEIT_TOLERANCE = 0.03  # the Fahrenheit median within ±3 % of 1.8 × Celsius + 32
 CELSIUS_MAX = 60.0
 NEGATIVE_SHARE = 0.05
@@ -69,27 +71,34 @@ def unit_differences(columns: Mapping[str, Mapping[str, np.ndarray]], sites: Seq
     return findings
 
 
-def _summary(values: np.ndarray) -> tuple[float, float] | None:
-    """(median, interquartile range) of a positive quantity with enough values; None otherwise."""
+def _summary(values: np.ndarray) -> tuple[float, float, int] | None:
+    """(median, interquartile range, values) of a positive quantity with enough values; None otherwise."""
     observed = values[np.isfinite(values)]
     if observed.size < MIN_VALUES or (observed < 0).mean() > NEGATIVE_SHARE:
         return None
     q25, median, q75 = np.percentile(observed, (25, 50, 75))
-    return (float(median), float(q75 - q25)) if median > 0 and q75 > q25 else None
+    return (float(median), float(q75 - q25), observed.size) if median > 0 and q75 > q25 else None
 
 
-def _compare(name: str, a: str, summary_a: tuple[float, float], b: str,
-             summary_b: tuple[float, float]) -> dict[str, Any] | None:
-    (median_a, spread_a), (median_b, spread_b) = summary_a, summary_b
+def _spread_tolerance(n_a: int, n_b: int) -> float:
+    """How far (in log terms) two samples' interquartile ranges may differ by chance: the log of a
+    sample IQR has an sd of about IQR_LOG_SD / sqrt(n) (normal data), so the log ratio of two has
+    IQR_LOG_SD * sqrt(1/n_a + 1/n_b); SPREAD_SDS of those, and never less than SPREAD_TOLERANCE."""
+    return max(SPREAD_TOLERANCE, SPREAD_SDS * IQR_LOG_SD * math.sqrt(1 / n_a + 1 / n_b))
+
+
+def _compare(name: str, a: str, summary_a: tuple[float, float, int], b: str,
+             summary_b: tuple[float, float, int]) -> dict[str, Any] | None:
+    (median_a, spread_a, n_a), (median_b, spread_b, n_b) = summary_a, summary_b
     if median_a < median_b:
         (a, median_a, spread_a), (b, median_b, spread_b) = (b, median_b, spread_b), (a, median_a, spread_a)
-    ratio, spread_ratio = median_a / median_b, spread_a / spread_b
+    ratio, spread_ratio, spread_tolerance = median_a / median_b, spread_a / spread_b, _spread_tolerance(n_a, n_b)
     fits = [what for factor, what in KNOWN_FACTORS
             if abs(math.log(ratio / factor)) <= MEDIAN_TOLERANCE
-            and abs(math.log(spread_ratio / factor)) <= SPREAD_TOLERANCE]
+            and abs(math.log(spread_ratio / factor)) <= spread_tolerance]
     fahrenheit = 1.8 * median_b + 32
     if (median_b <= CELSIUS_MAX and abs(median_a - fahrenheit) <= FAHRENHEIT_TOLERANCE * fahrenheit
-            and abs(math.log(spread_ratio / 1.8)) <= SPREAD_TOLERANCE):
+            and abs(math.log(spread_ratio / 1.8)) <= spread_tolerance):
         fits.append(FAHRENHEIT)
     if not fits:
         return None
