@@ -4,9 +4,10 @@
     .venv/bin/python benchmarks/bad_inputs.py --only gzip  # the cases whose name holds 'gzip'
 
 Every case is a two-site federation: the case's file beside a small normal site, checked the way
-`python -m fedcore inspect` checks it (`data_adapters.inspect_data`: read, parse, align) and,
-for the upload rows, the way the dashboard checks an upload before keeping it
-(`fedcore.datasets.check_upload` on the file's bytes in memory). Each measurement runs in a
+`python -m fedcore inspect` checks it (`data_adapters.inspect_data`: read, parse, align); for the
+upload rows, the way the dashboard checks an upload before keeping it (`fedcore.datasets.check_upload`
+on the file's bytes in memory), and then the page's whole path: the check, the kept file and its
+alignment (which finds the check's parse in the cache instead of parsing again). Each measurement runs in a
 fresh process, so its peak resident memory (VmHWM) is its own; 'imports' is that of a process
 that only imports the modules, the floor under every other row. The files are generated here
 (declared synthetic: random numbers), in a temporary folder removed afterwards.
@@ -97,7 +98,7 @@ except DataError as error:
 seconds = time.perf_counter() - start
 """
 UPLOAD = """
-import json, sys, time
+import json, sys, tempfile, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from fedcore import datasets
@@ -107,6 +108,15 @@ check = datasets.check_upload(Path({case!r}).name, data)
 outcome = "read" if check.error is None else "refused: " + check.error
 seconds = time.perf_counter() - start
 """
+# The dashboard's whole path: the check, the kept file, and its alignment beside the normal site
+# (the parse cache hands the alignment the table the check parsed).
+PAGE = UPLOAD.replace('seconds = time.perf_counter() - start', """
+if check.error is None:
+    with tempfile.TemporaryDirectory() as folder:
+        kept = datasets.keep_upload(check, data, Path(folder))
+        report = datasets.inspect_data({{"source": "csv", "files": [{normal!r}, str(kept)], "target": "outcome"}})
+    outcome = "read" if report.ok else "refused: " + report.errors[0]
+seconds = time.perf_counter() - start""")
 IMPORTS = """
 import json, sys
 sys.path.insert(0, {root!r})
@@ -144,6 +154,8 @@ def main() -> None:
                                                                        case=str(path)))))
             if not args.no_upload:
                 rows.append((name, size, "upload check", measure(UPLOAD.format(root=str(ROOT), case=str(path)))))
+                rows.append((name, size, "upload check + alignment", measure(
+                    PAGE.format(root=str(ROOT), normal=str(folder / "normal.csv"), case=str(path)))))
     print("| case | file size | path | outcome | seconds | peak memory |")
     print("|---|---|---|---|---|---|")
     for name, size, how, result in rows:

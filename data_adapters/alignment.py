@@ -226,7 +226,7 @@ class Alignment:
             return list(dict.fromkeys(mapping.values()))
         self.label_errors = label_problems(self.sites.target, labels, self.files)
         self.errors += self.label_errors
-        seen = sorted(set().union(*(set(v) for v in labels.values())), key=label_order)
+        seen = sorted(set().union(*(set(v.unique()) for v in labels.values())), key=label_order)
         if len(seen) > MAX_CLASSES:
             self.errors.append(
                 f"The target '{self.sites.target}' has {len(seen)} different values (e.g. {quoted(seen[:5])}); "
@@ -244,7 +244,7 @@ class Alignment:
 
     def _class_index(self, site: str, labels: pd.Series) -> np.ndarray:
         class_of = self._class_of()
-        y = labels.map(lambda v: class_of.get(v, -1)).to_numpy(dtype=np.int64)
+        y = labels.map(class_of).fillna(-1).to_numpy(dtype=np.int64)
         present = np.unique(y[y >= 0])
         if len(present) == 1 and len(self.class_names) > 1:
             self.warnings.append(

@@ -66,9 +66,7 @@ def type_columns(frame: pd.DataFrame, names: Sequence[str], file: str, decimal: 
         columns[name] = Column("numeric" if not np.isnan(block[:, j]).all() else "empty", block[:, j])
     for name in (n for n in names if n not in columns):
         text = as_labels(frame[name])
-        numbers = pd.to_numeric(text, errors="coerce")
-        if decimal == ",":
-            numbers = numbers.fillna(pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce"))
+        numbers = _as_numbers(text, decimal)
         stray = text.notna() & numbers.isna()
         if text.isna().all():
             columns[name] = Column("empty", np.full(len(text), np.nan))
@@ -100,6 +98,17 @@ def type_columns(frame: pd.DataFrame, names: Sequence[str], file: str, decimal: 
                 "floats, where they are infinite. Fix them or leave the cells empty."
             )
     return SiteColumns({n: columns[n] for n in names}, warnings, errors)
+
+
+def _as_numbers(text: pd.Series, decimal: str) -> pd.Series:
+    """Labels as numbers (NaN where a label is none), each distinct label converted once."""
+    codes, uniques = pd.factorize(text)
+    labels = pd.Series(uniques, dtype=object)
+    numbers = pd.to_numeric(labels, errors="coerce")
+    if decimal == ",":
+        numbers = numbers.fillna(pd.to_numeric(labels.str.replace(",", ".", regex=False), errors="coerce"))
+    values = np.append(numbers.to_numpy(np.float64), np.nan)  # code -1 (missing) takes the last
+    return pd.Series(values[codes], index=text.index)
 
 
 def beyond(values: np.ndarray, limit: float) -> np.ndarray:

@@ -22,9 +22,11 @@ What is accepted, and why:
   the file streams through (a gzip bomb or a file of ten million rows stops at the limit; nothing
   is held but the parsed table).
 
-Parsing streams twice through the (decompressed) bytes: a scan that checks the limits, NUL bytes
-and which encoding decodes every byte, then pandas' parser. PARSED, a cache of parsed tables by
-content, is off unless an application turns it on (the dashboard does: `fedcore.datasets`).
+pandas' parser reads the (decompressed) bytes through a stream that enforces the limits and finds
+NUL bytes as it goes; only a file that turns out not to be UTF-8 is streamed again, to find its
+first non-UTF-8 byte and the encoding that reads every byte, then parsed with that. PARSED, a
+cache of parsed tables by content, is off unless an application turns it on (the dashboard does:
+`fedcore.datasets`).
 """
 
 from __future__ import annotations
@@ -127,8 +129,8 @@ def parse_text_table(
 class ParsedTables:
     """Parsed tables by the sha256 of the file's bytes (and how it was read), most recent last:
     a page that checks the same uploads on every widget change parses each once. Off
-    (`max_entries` 0) until an application turns it on; a hit returns a shallow copy, which
-    copy-on-write keeps from changing the cached frame."""
+    (`max_entries` 0) until an application turns it on. The cache and every caller hold shallow
+    copies, which pandas' copy-on-write keeps apart: a caller that edits its frame edits its own."""
 
     def __init__(self, max_entries: int = 0) -> None:
         self.max_entries = max_entries
@@ -154,7 +156,7 @@ class ParsedTables:
         if key is None:
             return
         with self._lock:
-            self._tables[key] = replace(table, warnings=list(table.warnings))
+            self._tables[key] = replace(table, frame=table.frame.copy(deep=False), warnings=list(table.warnings))
             while len(self._tables) > self.max_entries:
                 self._tables.popitem(last=False)
 

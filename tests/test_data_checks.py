@@ -157,8 +157,8 @@ def test_the_parse_cache_hands_out_copies(monkeypatch):
     monkeypatch.setattr(text_tables, "PARSED", text_tables.ParsedTables(max_entries=4))
     data = b"a,b,outcome\n1,2,0\n3,4,1\n"
     first = text_tables.parse_text_table(data, "t.csv", 10_000)
-    first.frame = first.frame.rename(columns={"a": "renamed"})  # as the HAR reader does to its table
-    first.frame.loc[0, "b"] = 99
+    first.frame.loc[0, "b"] = 99  # the first caller edits the frame it was handed ...
+    first.frame = first.frame.rename(columns={"a": "renamed"})  # ... and replaces it, as the HAR reader does
     first.warnings.append("changed")
     again = text_tables.parse_text_table(data, "t.csv", 10_000)
     assert list(again.frame.columns) == ["a", "b", "outcome"] and again.frame.loc[0, "b"] == 2 and not again.warnings
