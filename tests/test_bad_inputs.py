@@ -72,9 +72,11 @@ def column(seed: int, index: int, values: Callable[[str], str]) -> bytes:
 
 def with_nul_late() -> bytes:
     """A long file whose one NUL byte (in a label) lies beyond the first 64 KB."""
-    rows = clinic(31, n=3000)
-    rows[2500][5] = "1\x00"
-    return table(rows)
+    rows = clinic(31, n=6000)
+    rows[5000][5] = "1\x00"  # on line 5002, about 110 KB into the file
+    data = table(rows)
+    assert data.index(b"\x00") > 65536
+    return data
 
 
 def gzip_bomb() -> bytes:
@@ -139,7 +141,7 @@ CASES = [
     Case("utf16_cut.txt", (codecs.BOM_UTF16_LE + table(clinic(8), encoding="utf-16-le"))[:-1], "refused",
          ("utf16_cut.txt starts with a UTF-16 little-endian byte-order mark but byte", "damaged or truncated")),
     Case("bom_then_nul.csv", codecs.BOM_UTF8 + with_nul_late(), "refused",
-         ("bom_then_nul.csv: line 2502 holds a NUL byte",)),
+         ("bom_then_nul.csv: line 5002 holds a NUL byte",)),
     # -- delimiters -----------------------------------------------------------------------------------
     Case("semicolons.csv", table([[c.replace(".", ",") for c in r] for r in clinic(9)], delimiter=";"), "warned",
          ("semicolons.csv uses semicolons between columns (detected) and decimal commas",), check=rows_read(N)),
@@ -221,7 +223,7 @@ CASES = [
          ("inf_label.csv: the target 'outcome' holds an infinite number at data row(s) 8 ('inf')",)),
     Case("bell_label.csv", changed(46, {(12, 5): "1\x07"}), "blocked",
          ("bell_label.csv: the target 'outcome' holds a control character", "data row(s) 13 ('1\\x07')")),
-    Case("nul_label_late.csv", with_nul_late(), "refused", ("nul_label_late.csv: line 2502 holds a NUL byte",)),
+    Case("nul_label_late.csv", with_nul_late(), "refused", ("nul_label_late.csv: line 5002 holds a NUL byte",)),
     Case("nul_label_early.csv", changed(47, {(30, 5): "1\x00"}), "refused",
          ("nul_label_early.csv: line 32 holds a NUL byte",)),
     Case("extra_class.csv", changed(48, {(4, 5): "2", (8, 5): "2"}), "warned",
