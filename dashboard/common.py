@@ -8,13 +8,14 @@ the store.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
 
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label
-from dashboard.registry import Lens, Page, lens_of
+from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
 from fedcore.datasets import inspect_data, load_federation
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
@@ -109,7 +110,7 @@ def stop_if_damaged(run: Run) -> None:
     damage = run.damage
     if damage:
         show_damage(damage)
-        st.page_link("views/runs.py", label="Runs: delete it or pick another", icon=":material/home:")
+        st.page_link(RUNS.path, label="Runs: delete it or pick another", icon=RUNS.icon)
         st.stop()
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +11,7 @@ import streamlit as st
 from dashboard import figures
 from dashboard.common import download_csv
 from dashboard.safe_text import code, md
-from fedcore.datasets import MISSING_CODE
+from fedcore.datasets import MISSING_CODE, unit_message
 from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}
@@ -63,8 +60,11 @@ def show_alignment(report: dict[str, Any]) -> None:
         for outlier in report["location_outliers"]:
             st.warning(f"{code(outlier['column'])} at **{md(outlier['site'])}**: median {outlier['median']:g}, other "
                        f"sites {outlier['others_median']:g} — a different unit or code?")
-        if not (report["type_conflicts"] or report["category_differences"] or report["location_outliers"]):
-            st.success("No type conflicts, category differences or far-off columns.")
+        for finding in report["unit_differences"]:
+            st.warning(md(unit_message(finding)))
+        if not (report["type_conflicts"] or report["category_differences"] or report["location_outliers"]
+                or report["unit_differences"]):
+            st.success("No type conflicts, category differences, far-off columns or unit factors.")
     show_missing(pd.DataFrame(report["missing_share"]).fillna(0.0))
 
 
@@ -138,21 +138,3 @@ def show_summary(summary: dict[str, Any]) -> None:
     if summary.get("ground_truth"):
         st.markdown("**Injected (recorded) problems**")
         st.dataframe(pd.DataFrame(summary["ground_truth"]), hide_index=True, width="stretch")
-
-
-def save_uploads(files: list, folder: Path) -> list[Path]:
-    """Write uploaded files under `folder/<digest of their contents>/` (same upload, same place),
-    keeping their names; returns the paths."""
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.name.encode())
-        digest.update(file.getvalue())
-    target = folder / digest.hexdigest()[:16]
-    target.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for file in files:
-        path = target / re.sub(r"[^A-Za-z0-9._-]+", "_", Path(file.name).name)
-        if not path.exists():
-            path.write_bytes(file.getvalue())
-        paths.append(path)
-    return paths

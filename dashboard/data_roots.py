@@ -12,7 +12,6 @@ from typing import Any
 from dashboard.common import get_store
 from fedcore import checkup_jobs, datasets
 from fedcore.checkup import Plan
-from fedcore.datasets import BUNDLED  # noqa: F401 - the settings page lists it
 from fedcore.store import Run, RunStore
 
 

@@ -83,7 +83,7 @@ def check_reference(ref: Reference) -> str | dict:
 
 
 def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:
-    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows)
+    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows, table.standardization)
 
 
 def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:

@@ -14,7 +14,17 @@ Rules (README "Data sources" repeats them for users):
 - binary columns are coded 0/1: {0, 1} keeps its meaning, otherwise the smaller (or
   alphabetically first) value -> 0;
 - rows without a target value are left out (reported); a site with a single class takes part
-  with a warning.
+  with a warning;
+- the sites' target labels must be one coding of one set of classes (`targets.py`: `yes`/`no`
+  at one site and `0`/`1` at another, an `inf` or a damaged label are refused; a class at one
+  site only is flagged);
+- numbers the model cannot compute with are refused and far-off values flagged (`columns.py`);
+  with standardization 'none' a continuous value beyond ±1.8e19 is refused too: the network's
+  BatchNorm variances (FedBN, FedHealth2) square it in 32-bit floats, which overflows;
+- two sites with the same rows are refused, much overlap is flagged (`duplicates.py`);
+- unit-like differences: with three or more sites, a site whose median of a continuous column
+  lies far from the others' (`location_outliers`); for every pair of sites, a column whose middle
+  and spread differ by a known unit factor (`units.py`, naming no culprit).
 - a server test file (csv server_test) is checked against, and encoded onto, what the sites
   decided (`server_table.py`); it never changes the features, kinds or classes.
 Nothing here fits statistics: standardisation happens after the hold-out split (`assemble`).
@@ -32,18 +42,25 @@ import pandas as pd
 
 from data_adapters.cells import as_labels, close_match, data_rows, label_order, quoted
 from data_adapters.columns import (
+    SQUARE_SAFE,
     Column,
     as_text,
+    beyond,
     coded_one,
     count_distinct,
     distinct,
+    extreme_rows,
     indicator,
+    printed,
     text_examples,
     type_columns,
 )
+from data_adapters.duplicates import duplicate_message, duplicate_sites, row_fingerprints
 from data_adapters.report_text import alignment_text
 from data_adapters.server_table import ServerTable, align_server_table
 from data_adapters.sites import RawFederation, RawSite
+from data_adapters.targets import label_problems, single_site_classes
+from data_adapters.units import unit_differences
 from fedcore.errors import DataError
 from fedcore.federation import FEATURE_KINDS
 
@@ -102,6 +119,8 @@ class AlignmentReport:
     type_conflicts: list[dict[str, Any]]  # column, numeric_at [sites], text_at {site: examples}
     category_differences: dict[str, dict[str, list[str]]]  # column -> site -> values seen there
     location_outliers: list[dict[str, Any]]  # column, site, median, others_median, spread
+    unit_differences: list[dict[str, Any]]  # column, sites, medians, factor, spread_factor, conversions
+    duplicate_sites: list[dict[str, Any]]  # sites, kind (same / overlap), shared, rows, blocking
     missing_share: dict[str, dict[str, float]]  # site -> feature column -> share of rows missing
     warnings: list[str]
     errors: list[str]
@@ -132,8 +151,10 @@ class Alignment:
         exclude: Sequence[str] = (),
         kinds: Mapping[str, str] | None = None,
         min_rows: int | None = None,
+        standardization: str = "site",
     ) -> None:
         self.sites = sites
+        self.standardization = standardization
         self.errors: list[str] = []
         self.warnings: list[str] = list(sites.warnings)
         self.exclude = list(dict.fromkeys([*sites.exclude, *exclude]))
@@ -148,8 +169,13 @@ class Alignment:
         }
         self.columns = self._typed_columns(self._common_columns())
         self.kinds = self._kinds()
+        self._check_numbers()
         self.class_names = self._class_names(labels)
         self.y = {site: self._class_index(site, values) for site, values in labels.items()}
+        if not self.label_errors:  # a class at one site only is no news when the codings disagree
+            self.warnings += single_site_classes(sites.target, self.class_names, self.y,
+                                                 {t.site: t.frame.index for t in self.tables}, self.files)
+        self.duplicates = self._duplicate_sites()
         self.server = self._server_table()
         self.report = self._report()
 
@@ -187,6 +213,7 @@ class Alignment:
 
     def _class_names(self, labels: dict[str, pd.Series]) -> list[str]:
         mapping = self.sites.class_labels
+        self.label_errors: list[str] = []
         if mapping is not None:
             for site, values in labels.items():
                 unknown = ~values.isin(list(mapping))
@@ -197,7 +224,9 @@ class Alignment:
                         f"known values: {quoted(mapping)}."
                     )
             return list(dict.fromkeys(mapping.values()))
-        seen = sorted(set().union(*(set(v) for v in labels.values())), key=label_order)
+        self.label_errors = label_problems(self.sites.target, labels, self.files)
+        self.errors += self.label_errors
+        seen = sorted(set().union(*(set(v.unique()) for v in labels.values())), key=label_order)
         if len(seen) > MAX_CLASSES:
             self.errors.append(
                 f"The target '{self.sites.target}' has {len(seen)} different values (e.g. {quoted(seen[:5])}); "
@@ -215,7 +244,7 @@ class Alignment:
 
     def _class_index(self, site: str, labels: pd.Series) -> np.ndarray:
         class_of = self._class_of()
-        y = labels.map(lambda v: class_of.get(v, -1)).to_numpy(dtype=np.int64)
+        y = labels.map(class_of).fillna(-1).to_numpy(dtype=np.int64)
         present = np.unique(y[y >= 0])
         if len(present) == 1 and len(self.class_names) > 1:
             self.warnings.append(
@@ -349,6 +378,48 @@ class Alignment:
             + ". Fix the values, exclude the column, or declare it categorical."
         )
 
+    def _check_numbers(self) -> None:
+        """Continuous columns: far-off values flagged; with standardization 'none', values whose
+        square overflows 32-bit floats refused (see the module's rules)."""
+        for name in (n for n, kind in self.kinds.items() if kind == "continuous"):
+            for table in self.tables:
+                column, rows = self.columns[name][table.site], table.frame.index
+                if column.kind != "numeric":
+                    continue
+                values = column.values
+                if self.standardization == "none":
+                    huge = beyond(values, SQUARE_SAFE)
+                    if huge.any():
+                        self.errors.append(
+                            f"{table.file}, column '{name}': value(s) beyond ±1.8e19 at data row(s) "
+                            f"{data_rows(rows[huge], printed(values, rows, huge))}; without standardisation the "
+                            "network squares them (BatchNorm) in 32-bit floats, which overflows. Standardise "
+                            "per site (the default), or fix the values."
+                        )
+                        continue
+                extreme, median = extreme_rows(values)
+                if extreme.any():
+                    self.warnings.append(
+                        f"{table.file}, column '{name}': value(s) more than 1000 interquartile ranges from the site's "
+                        f"median ({median:g}) at data row(s) {data_rows(rows[extreme], printed(values, rows, extreme))}"
+                        ": a code for 'not measured', a unit slip or a typo? Standardised with them, the column's "
+                        "other values all land near one number. Fix or empty those cells."
+                    )
+
+    def _duplicate_sites(self) -> list[dict[str, Any]]:
+        """Sites holding the same rows (`duplicates.py`): refused when identical, flagged when
+        they overlap much."""
+        if len(self.tables) < 2:
+            return []
+        fingerprints = {
+            t.site: row_fingerprints([self.columns[name][t.site].values for name in self.kinds], self.y[t.site])
+            for t in self.tables
+        }
+        findings = duplicate_sites(fingerprints)
+        for finding in findings:
+            (self.errors if finding["blocking"] else self.warnings).append(duplicate_message(finding, self.files))
+        return findings
+
     def _server_table(self) -> ServerTable | None:
         """The server's test file fitted onto the sites' features (`server_table.py`); its problems
         join the report's, so a run is refused before it starts."""
@@ -399,6 +470,11 @@ class Alignment:
             ],
             category_differences=self._category_differences(),
             location_outliers=self._location_outliers(),
+            unit_differences=unit_differences(
+                {name: {site: c.values for site, c in self.columns[name].items() if c.kind == "numeric"}
+                 for name, kind in self.kinds.items() if kind == "continuous"},
+                [t.site for t in self.tables]),
+            duplicate_sites=self.duplicates,
             missing_share={
                 t.site: {name: round(float(self.columns[name][t.site].missing.mean()), 4) for name in self.kinds}
                 for t in self.tables

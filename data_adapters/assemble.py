@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from data_adapters.columns import FLOAT32_MAX
 from data_adapters.inject import check, inject_inputs, inject_rows, parse_injection
 from data_adapters.partition import MIN_SITE_ROWS, partition
 from data_adapters.preprocessing import encode_missing, fit_standardization, standardize
@@ -94,6 +95,7 @@ def assemble(
                 x, entry = inject_inputs(injection, x, raw, standardization)
                 truth.append(entry)
             x = encode_missing(x, raw.feature_kinds)
+        check_model_inputs(site.name, x, raw.feature_names)
         built.append(make_site(site.name, x, site.y, train_idx, test_idx))
     return Federation(
         name=raw.name,
@@ -120,6 +122,21 @@ def assemble(
         server_test=server_inputs(raw, standardization, reference),
         profile=profile,
     )
+
+
+def check_model_inputs(site: str, x: np.ndarray, feature_names: Sequence[str]) -> None:
+    """DataError unless every input is a finite 32-bit float (the engine's precision). The
+    alignment refuses such values by file, column and row; this is the last guard for every
+    source, so that no NaN or infinity reaches training as if it were a number."""
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(x) | (np.abs(x) > FLOAT32_MAX)
+    if bad.any():
+        columns = np.flatnonzero(bad.any(axis=0))
+        names = ", ".join(f"'{feature_names[j]}'" if j < len(feature_names) else str(j) for j in columns[:5])
+        raise DataError(
+            f"Site '{site}': {int(bad.sum())} input value(s) of feature(s) {names} are not finite 32-bit numbers after "
+            "preprocessing (infinite, NaN, or beyond ±3.4e38); training would turn them into NaN."
+        )
 
 
 STANDARDIZATION_NOTES = {

@@ -11,11 +11,17 @@ import pandas as pd
 
 LISTED_ROWS = 8  # rows named in one message before "and N more"
 LISTED_NAMES = 12
+QUOTED_CHARS = 40  # a longer cell or name is quoted by its start and its length
 
 
 def as_labels(values: pd.Series) -> pd.Series:
-    """Cells as stripped text labels, numbers written without a trailing '.0'; NaN = missing."""
-    return values.map(label, na_action="ignore").astype(object).where(values.notna())
+    """Cells as stripped text labels, numbers written without a trailing '.0'; NaN = missing.
+    Each distinct cell is labelled once (a million-row target has a handful of values)."""
+    codes, uniques = pd.factorize(values)
+    labels = np.empty(len(uniques) + 1, dtype=object)
+    labels[:-1] = [label(value) for value in uniques]
+    labels[-1] = np.nan  # code -1: a missing cell
+    return pd.Series(labels[codes], index=values.index, dtype=object)
 
 
 def label(value: Any) -> Any:
@@ -40,7 +46,7 @@ def data_rows(index: Sequence[int], cells: pd.Series | None = None) -> str:
     """"7, 12" for 0-based data rows written 1-based (row 1 = first after the header), with each
     row's cell when `cells` is given: "7 ('high'), 12 ('n.a.')"."""
     rows = list(index)
-    shown = [f"{r + 1}" + (f" ('{cells[r]}')" if cells is not None else "") for r in rows[:LISTED_ROWS]]
+    shown = [f"{r + 1}" + (f" ({clipped(cells[r])})" if cells is not None else "") for r in rows[:LISTED_ROWS]]
     more = f" and {len(rows) - LISTED_ROWS} more" if len(rows) > LISTED_ROWS else ""
     return ", ".join(shown) + more
 
@@ -50,8 +56,17 @@ def quoted(names: Sequence[Any]) -> str:
     names = list(names)
     if not names:
         return "none"
-    shown = ", ".join(f"'{n}'" for n in names[:LISTED_NAMES])
+    shown = ", ".join(clipped(n) for n in names[:LISTED_NAMES])
     return shown + (f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else "")
+
+
+def clipped(value: Any) -> str:
+    """"'high'", or for a long value "'xxxxx…' (1,000,000 characters)": a 1 MB cell is named,
+    not repeated, in a message."""
+    text = str(value)
+    if len(text) <= QUOTED_CHARS:
+        return f"'{text}'"
+    return f"'{text[:QUOTED_CHARS]}…' ({len(text):,} characters)"
 
 
 def close_match(name: str, candidates: Sequence[str]) -> str | None:

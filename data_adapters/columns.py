@@ -4,6 +4,14 @@ A column is numeric at a site when its numbers outnumber its other cells and tho
 at most STRAY_SHARE of the filled cells, or at most STRAY_CELLS (small files); the stray cells
 are reported by data row and treated as missing. Wide numeric tables are converted in one block
 per site, so a 561-feature file costs a handful of array operations, not one per cell.
+
+Numbers the model cannot compute with are refused, by file, column and data row: infinite ones
+(`inf`, or a number too large even for 64-bit floats such as 1e309) and those beyond ±3.4e38,
+FLOAT32_MAX — the engine computes in 32-bit floats, where they become infinite (1e308 would
+silently turn into NaN, then into a column of zeros). What is merely suspicious is flagged:
+`extreme_rows` finds values more than EXTREME_IQRS interquartile ranges from their site's median
+(a code such as 99999 for 'not measured', a unit slip, a typo) — standardised with such a value,
+every other value of the column lands near the same number and the column says nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +26,10 @@ from data_adapters.cells import as_labels, data_rows, label, label_order
 
 STRAY_SHARE = 0.1
 STRAY_CELLS = 3
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # about 3.4e38
+SQUARE_SAFE = float(np.sqrt(FLOAT32_MAX))  # about 1.8e19: beyond it a value's square overflows 32-bit floats
+EXTREME_IQRS = 1000.0
+EXTREME_MIN_VALUES = 10  # fewer values give no interquartile range worth measuring against
 
 
 @dataclass
@@ -54,9 +66,7 @@ def type_columns(frame: pd.DataFrame, names: Sequence[str], file: str, decimal: 
         columns[name] = Column("numeric" if not np.isnan(block[:, j]).all() else "empty", block[:, j])
     for name in (n for n in names if n not in columns):
         text = as_labels(frame[name])
-        numbers = pd.to_numeric(text, errors="coerce")
-        if decimal == ",":
-            numbers = numbers.fillna(pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce"))
+        numbers = _as_numbers(text, decimal)
         stray = text.notna() & numbers.isna()
         if text.isna().all():
             columns[name] = Column("empty", np.full(len(text), np.nan))
@@ -71,13 +81,62 @@ def type_columns(frame: pd.DataFrame, names: Sequence[str], file: str, decimal: 
             )
         columns[name] = Column("numeric", numbers.to_numpy(np.float64))
     for name, column in columns.items():
-        infinite = np.isinf(column.values) if column.kind == "numeric" else np.zeros(0, bool)
+        if column.kind != "numeric":
+            continue
+        infinite = np.isinf(column.values)
         if infinite.any():
             errors.append(
                 f"{file}, column '{name}': infinite value(s) at data row(s) {data_rows(frame.index[infinite])}; "
-                "replace them with a number or leave the cells empty."
+                "replace them with a number or leave the cells empty (a number beyond ±1.8e308, such as 1e309, "
+                "is infinite too)."
+            )
+        huge = beyond(column.values, FLOAT32_MAX) & ~infinite
+        if huge.any():
+            errors.append(
+                f"{file}, column '{name}': value(s) beyond ±3.4e38 at data row(s) "
+                f"{data_rows(frame.index[huge], printed(column.values, frame.index, huge))}; the model computes with 32-bit "
+                "floats, where they are infinite. Fix them or leave the cells empty."
             )
     return SiteColumns({n: columns[n] for n in names}, warnings, errors)
+
+
+def _as_numbers(text: pd.Series, decimal: str) -> pd.Series:
+    """Labels as numbers (NaN where a label is none), each distinct label converted once."""
+    codes, uniques = pd.factorize(text)
+    labels = pd.Series(uniques, dtype=object)
+    numbers = pd.to_numeric(labels, errors="coerce")
+    if decimal == ",":
+        numbers = numbers.fillna(pd.to_numeric(labels.str.replace(",", ".", regex=False), errors="coerce"))
+    values = np.append(numbers.to_numpy(np.float64), np.nan)  # code -1 (missing) takes the last
+    return pd.Series(values[codes], index=text.index)
+
+
+def beyond(values: np.ndarray, limit: float) -> np.ndarray:
+    """Where a finite value's magnitude exceeds `limit` (NaN: no)."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (np.abs(values) > limit)
+
+
+def extreme_rows(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """Where a value lies more than EXTREME_IQRS interquartile ranges from the median of the
+    column's observed values, and that median; nothing is extreme in a column with fewer than
+    EXTREME_MIN_VALUES values or no spread (a mostly constant column has no scale to be far on).
+    Values refused already (infinite, beyond FLOAT32_MAX) are neither measured nor flagged."""
+    usable = np.isfinite(values) & ~beyond(values, FLOAT32_MAX)
+    observed = values[usable]
+    if observed.size < EXTREME_MIN_VALUES:
+        return np.zeros(len(values), bool), float("nan")
+    q25, median, q75 = np.percentile(observed, (25, 50, 75))
+    spread = q75 - q25
+    if not spread > 0:
+        return np.zeros(len(values), bool), float(median)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return usable & (np.abs(values - median) > EXTREME_IQRS * spread), float(median)
+
+
+def printed(values: np.ndarray, index: pd.Index, where: np.ndarray) -> pd.Series:
+    """The numbers at `where` as a message prints them ('1e+39'), by data row."""
+    return pd.Series([f"{v:g}" for v in values[where]], index=index[where], dtype=object)
 
 
 def as_text(column: Column) -> Column:

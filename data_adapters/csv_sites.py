@@ -14,10 +14,11 @@ from pathlib import Path
 
 from data_adapters.alignment import SiteTable, TableSites
 from data_adapters.cells import as_labels, close_match, data_rows, label_order
-from data_adapters.text_tables import TextTable, read_text_table
+from data_adapters.text_tables import MAX_ROWS, TextTable, read_text_table
 from fedcore.errors import DataError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".tab")
+MAX_FILE_MB = 200.0  # each file's size limit, and its size once decompressed
 
 
 def read_csv_sites(
@@ -25,10 +26,12 @@ def read_csv_sites(
     target: str,
     site_column: str | None = None,
     site_names: list[str] | None = None,
-    max_file_mb: float = 200.0,
+    max_file_mb: float = MAX_FILE_MB,
     server_test: str | None = None,
+    max_rows: int = MAX_ROWS,
 ) -> TableSites:
-    """Read every file (no alignment yet); DataError names the file that cannot be read."""
+    """Read every file (no alignment yet); DataError names the file that cannot be read.
+    `max_file_mb` limits each file's size (and its size once decompressed), `max_rows` its data rows."""
     if not files:
         raise DataError("Name at least one CSV file.")
     if not target:
@@ -38,8 +41,8 @@ def read_csv_sites(
             f"site_names gives {len(site_names)} names for {len(files)} files"
             + (" (with a site column the sites are its values)." if site_column else "; give one name per file.")
         )
-    texts = [read_text_table(path, int(max_file_mb * 1e6)) for path in files]
-    server = read_text_table(server_test, int(max_file_mb * 1e6)) if server_test else None
+    texts = [read_text_table(path, int(max_file_mb * 1e6), max_rows=max_rows) for path in files]
+    server = read_text_table(server_test, int(max_file_mb * 1e6), max_rows=max_rows) if server_test else None
     warnings = [w for text in [*texts, *([server] if server else [])] for w in text.warnings]
     if site_column:
         tables = [t for text in texts for t in split_by_column(text, site_column, str, warnings)]

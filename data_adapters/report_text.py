@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from data_adapters.text_tables import DELIMITER_NAMES
+from data_adapters.units import unit_message
 from fedcore.text import table
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ def alignment_text(report: AlignmentReport) -> str:
     for o in report.location_outliers:
         lines.append(f"  {o['column']} at {o['site']}: median {o['median']:g}, other sites {o['others_median']:g} "
                      f"(typical spread within a site {o['spread']:g})")
+    lines.append("Columns that differ by a known unit factor between two sites:"
+                 + ("" if report.unit_differences else " none"))
+    lines += [f"  {unit_message(finding)}" for finding in report.unit_differences]
     lines += _missing_lines(report.missing_share)
     lines += _messages("Warnings", report.warnings) + _messages("Errors", report.errors)
     return "\n".join(lines)

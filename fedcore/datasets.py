@@ -4,13 +4,30 @@ Pages never import the data adapters (nor the training code) themselves: they re
 and call the application layer (this module, `fedcore.runner` through `fedcore.jobs`). Keeping the
 data services in one place is also where a deployment's policy on data applies (which folders a
 browser may reach, what is read before a file is accepted).
+
+Uploads: `check_upload` parses a file's bytes while they are still in memory — with the reader's
+limits on size, decompressed size and rows enforced while it streams — and `keep_upload` writes
+only an accepted file, under a folder named by its content's hash (the same file uploaded twice is
+kept once), through a temporary file that is removed if the write fails. A refused file is never
+written. The page re-runs on every widget change: checks are remembered by content hash, and the
+reader's parse cache (turned on here, for the dashboard's process) lets the alignment read each
+kept file without parsing it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from data_adapters import (
     AlignmentReport,
@@ -21,24 +38,104 @@ from data_adapters import (
     load_federation,
     parse_reference,
 )
-from data_adapters.csv_sites import site_name
+from data_adapters.csv_sites import MAX_FILE_MB, site_name
 from data_adapters.demo import FEATURES as DEMO_FEATURES
 from data_adapters.discover import find_datasets, search_folders
 from data_adapters.preprocessing import MISSING_CODE
 from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
-from data_adapters.text_tables import read_text_table
+from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
+from data_adapters.units import unit_message
 from fedcore import jobs
+from fedcore.errors import DataError
 from fedcore.store import Run, RunStore
 
 BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site files shipped with the product
 
 __all__ = [
-    "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "AlignmentReport", "OutsideDataRoots", "SiteSummary",
-    "check_roots", "check_spec", "configured_roots", "data_kind", "data_roots", "describe_reference", "find_datasets",
-    "inspect_data", "is_flower_reference", "load_federation", "read_text_table", "rerun", "search_folders", "site_name",
-    "submit", "upload_folder", "within_roots",
+    "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
+    "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "check_roots", "check_spec",
+    "check_upload", "configured_roots", "data_kind", "data_roots", "describe_reference", "find_datasets",
+    "inspect_data", "is_flower_reference", "keep_upload", "load_federation", "read_text_table", "rerun",
+    "search_folders", "site_name", "submit", "unit_message", "upload_folder", "within_roots",
 ]
+
+UPLOAD_MAX_BYTES = int(MAX_FILE_MB * 1e6)  # as the csv reader's default, so a kept file's parse is found again
+UPLOAD_MAX_ROWS = MAX_ROWS
+PREVIEW_ROWS = 5
+REMEMBERED_CHECKS = 64
+PARSED.max_entries = 32  # the dashboard re-reads the same files on every widget change
+
+
+@dataclass(frozen=True)
+class CheckedUpload:
+    """One uploaded file after its check: accepted (rows, columns, a preview) or refused (error)."""
+
+    name: str  # the name it is kept under (the uploaded name made safe for a file system)
+    digest: str  # sha256 of its bytes
+    error: str | None = None
+    rows: int = 0
+    columns: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    preview: pd.DataFrame | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def site(self) -> str:
+        return site_name(self.name)
+
+
+_checks: OrderedDict[tuple[str, str], CheckedUpload] = OrderedDict()
+_checks_lock = threading.Lock()
+
+
+def check_upload(name: str, data: bytes) -> CheckedUpload:
+    """Parse an uploaded file's bytes as a site table, before anything is written; remembered by
+    content, so a re-run of the page does not parse it again (nor re-stream a refused one)."""
+    safe, digest = safe_file_name(name), hashlib.sha256(data).hexdigest()
+    with _checks_lock:
+        known = _checks.get((digest, safe))
+    if known is not None:
+        return known
+    try:
+        table = parse_text_table(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS)
+        checked = CheckedUpload(safe, digest, rows=len(table.frame), columns=tuple(map(str, table.frame.columns)),
+                                warnings=tuple(table.warnings), preview=table.frame.head(PREVIEW_ROWS))
+    except DataError as error:
+        checked = CheckedUpload(safe, digest, error=str(error))
+    with _checks_lock:
+        _checks[(digest, safe)] = checked
+        while len(_checks) > REMEMBERED_CHECKS:
+            _checks.popitem(last=False)
+    return checked
+
+
+def keep_upload(upload: CheckedUpload, data: bytes, folder: Path) -> Path:
+    """Write an accepted upload to `folder/<first 16 hex digits of its hash>/<name>` (once: an
+    existing copy is the same file) and return its path."""
+    if not upload.ok:
+        raise ValueError(f"{upload.name} was refused; refused uploads are never kept")
+    target = folder / upload.digest[:16] / upload.name
+    if target.is_file() and target.stat().st_size == len(data):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def safe_file_name(name: str) -> str:
+    """The uploaded name without folders, and with only letters, digits, '.', '_' and '-'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).lstrip(".") or "upload.csv"
 
 
 def data_kind(ref: Any) -> str:

@@ -113,9 +113,9 @@ def test_evaluation_on_other_per_site_sets(execution):
 
 
 def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
-    """Values beyond float32 (1e39 here; 1e305 in the CSV below) overflow to infinity and the loss
-    to NaN: the run is marked failed with the round and the site, not reported as done, and the CLI
-    exits 1."""
+    """Values beyond float32 (1e39 here) overflow to infinity and the loss to NaN: the run is marked
+    failed with the round and the site, not reported as done, and the CLI exits 1 (from a CSV, whose
+    such values the data check refuses first, the run below diverges by its learning rate)."""
     from fedcore import cli
     from fedcore.errors import TrainingError
     from fedcore.federation import Federation
@@ -130,6 +130,8 @@ def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
         sim.step()
     assert sim.round == 1
 
+    # Such numbers in a CSV are refused before any run exists (issue 18: values beyond float32,
+    # by file, column and row) ...
     csv = tmp_path / "a.csv"
     rows = ["x,y"] + [f"{v * 1e305},{v % 2}" for v in range(1, 41)]
     csv.write_text("\n".join(rows))
@@ -138,6 +140,12 @@ def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
     store = tmp_path / "runs"
     code = cli.main(["run", "-a", "fedavg", "--data", f"csv:{csv},{other}", "--target", "y", "--standardization",
                      "none", "--rounds", "2", "--lr", "0.5", "--quiet", "--store", str(store)])
+    assert code == cli.EXIT_BAD_INPUT and not RunStore(store).runs()
+    assert "a.csv, column 'x': value(s) beyond ±3.4e38 at data row(s) 1 ('1e+305')" in capsys.readouterr().err
+    # ... so from a CSV a run diverges through its settings: ordinary values, an absurd learning rate.
+    csv.write_text("\n".join(["x,y"] + [f"{v + 0.5},{v % 2}" for v in range(1, 41)]))
+    code = cli.main(["run", "-a", "fedavg", "--data", f"csv:{csv},{other}", "--target", "y", "--rounds", "2",
+                     "--lr", "1e30", "--quiet", "--store", str(store)])
     run = RunStore(store).runs()[0]
     assert code == cli.EXIT_FAILED, capsys.readouterr().err
     assert run.status["state"] == "failed" and "not a finite number" in run.status["error"]

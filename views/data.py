@@ -5,13 +5,13 @@ import streamlit as st
 
 from dashboard.auth import require
 from dashboard.common import DEMO_DATA, choose_data, chosen_data, inspect_reference, load_run_federation
-from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
-                                   show_site_preview, show_summary)
+from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
 from dashboard.data_roots import check_reference, data_roots, upload_folder
 from dashboard.registry import CHECKUP, TRAIN
 from dashboard.safe_text import md
 from fedcore.datasets import DEMO_FEATURES as FEATURES
-from fedcore.datasets import ENVIRONMENT, describe_reference, find_datasets, read_text_table, site_name
+from fedcore.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, check_upload, describe_reference, find_datasets,
+                              keep_upload)
 from fedcore.errors import DataError
 
 SOURCES = ("Synthetic demo federation", "A dataset on this machine", "Upload CSV files (one per site)")
@@ -116,27 +116,37 @@ def on_disk() -> None:
 
 def upload() -> None:
     st.markdown("One CSV per site (the file name becomes the site's name), or one file with a site column. "
-                "Comma, semicolon or tab separated; most encodings are recognised. Try the synthetic files in "
+                "Comma, semicolon or tab separated, optionally gzipped; most encodings are recognised. Each file "
+                "is checked before it is kept; a refused file is not kept at all. Try the synthetic files in "
                 "`assets/sample_sites/`.")
-    files = st.file_uploader("CSV files", type=["csv", "tsv", "txt", "data"], accept_multiple_files=True, key="files")
+    files = st.file_uploader("CSV files", type=["csv", "tsv", "txt", "data", "tab", "gz"], accept_multiple_files=True,
+                             key="files")
     if not files:
         return
-    paths = save_uploads(files, upload_folder())
-    tables = {}
-    for path in paths:
-        try:
-            tables[path] = read_text_table(str(path), 200_000_000)
-        except DataError as error:
-            st.error(md(error))
-    if len(tables) < len(paths):
-        st.info("Fix or remove the files above; nothing has been stored for training.")
-        return
-    columns = [c for c in tables[paths[0]].frame.columns if all(c in t.frame.columns for t in tables.values())]
-    everywhere = columns or list(tables[paths[0]].frame.columns)
+    contents = {file.file_id: file.getvalue() for file in files}
+    checks = {file.file_id: check_upload(file.name, contents[file.file_id]) for file in files}
+    accepted = {key: check for key, check in checks.items() if check.ok}
+    refused = [check for check in checks.values() if not check.ok]
+    for check in refused:
+        st.error(md(check.error))
+    left_out = ""
+    if refused:
+        names = ", ".join(check.name for check in refused)
+        if not st.checkbox(md(f"Leave out {names} and go on with the other {len(accepted)} file(s)"), key="leave_out",
+                           disabled=not accepted):
+            st.info(f"{len(refused)} of {len(checks)} file(s) refused and not kept. Training stays blocked until you "
+                    "fix or remove them, or leave them out explicitly: a federation silently missing a site would "
+                    "look complete.")
+            return
+        left_out = f" ({names} left out)"
+    paths = [keep_upload(check, contents[key], upload_folder()) for key, check in accepted.items()]
+    checked = list(accepted.values())
+    columns = [c for c in checked[0].columns if all(c in check.columns for check in checked)]
+    everywhere = columns or list(checked[0].columns)
     layout = st.radio("Sites", ["one file per site", "a column names the site"], horizontal=True, key="layout")
     site_column = st.selectbox("Site column", everywhere, key="site_column") if layout.startswith("a column") else None
     if site_column is None:
-        names = st.data_editor(pd.DataFrame({"file": [p.name for p in paths], "site": [site_name(p) for p in paths]}),
+        names = st.data_editor(pd.DataFrame({"file": [c.name for c in checked], "site": [c.site for c in checked]}),
                                disabled=["file"], hide_index=True, key="site_names")
     choices = [c for c in everywhere if c != site_column]
     target = st.selectbox("Target (the outcome to predict)", choices, index=len(choices) - 1, key="target")
@@ -163,10 +173,15 @@ def upload() -> None:
     st.subheader("Alignment report")
     show_alignment(report)
     with st.expander("First rows of each file"):
-        for path, table in tables.items():
-            st.caption(md(f"{path.name} ({len(table.frame)} rows)"))
-            st.dataframe(table.frame.head(5), hide_index=True)
-    use_button(ref, describe_reference(ref), ok=ok)
+        for check in checked:
+            st.caption(md(f"{check.name} ({check.rows} rows)"))
+            st.dataframe(check.preview, hide_index=True)
+    if ok and len(report["sites"]) < 2:
+        st.warning(md(f"Only one site ({report['sites'][0]['site']}): federated learning combines two or more. If you "
+                      f"chose more files, the uploader refuses any above {UPLOAD_MAX_BYTES / 1e6:g} MB before they "
+                      "reach this page; its list above says so."))
+        ok = st.checkbox("Train on this one site anyway", key="one_site")
+    use_button(ref, describe_reference(ref) + left_out, ok=ok)
     if not ok:
         st.info("Fix the errors above; nothing has been stored for training.")
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished, show_damage
-from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, TRAIN, page_of
+from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
 from dashboard.records import progress, run_label
 from dashboard.safe_text import md

@@ -5,9 +5,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import DEFAULT_GROUPS_CLAIM, PERMISSIONS, ROLES, current_access, providers, read_secrets, require
-from dashboard.data_roots import BUNDLED, data_roots, upload_folder
+from dashboard.data_roots import data_roots, upload_folder
 from dashboard.safe_text import md
-from fedcore.datasets import ENVIRONMENT, configured_roots
+from fedcore.datasets import BUNDLED, ENVIRONMENT, configured_roots
 
 require("settings")
 st.title("Access and data folders")
