@@ -73,11 +73,17 @@ def injection(dataset: str, kind: str, amount: float | None, seed: int) -> dict 
         return None
     clean = load_federation(SUITE_DATA[dataset], 0)
     rng = np.random.default_rng(derive_seed(seed, dataset, "checkup-injection"))
-    site_index = int(rng.integers(len(clean.sites)))
     profile = clean.profile
-    # A continuous feature the site records with some spread (a constant one has no unit to change).
-    usable = [j for j, k in enumerate(profile.kinds)
-              if k == "continuous" and profile.sd[site_index, j] > 0 and profile.observed[site_index, j] > 20]
+
+    def usable_features(i: int) -> list[int]:
+        # Continuous features the site records with some spread (a constant one has no unit to change).
+        return [j for j, k in enumerate(profile.kinds)
+                if k == "continuous" and profile.sd[i, j] > 0 and profile.observed[i, j] > 20]
+
+    # Among the sites with two such features (a vehicle sensor with 20 rows or fewer has none).
+    eligible = [i for i in range(len(clean.sites)) if len(usable_features(i)) >= 2]
+    site_index = eligible[int(rng.integers(len(eligible)))]
+    usable = usable_features(site_index)
     feature, other = (profile.features[j] for j in rng.choice(usable, 2, replace=False))
     site = clean.site_names[site_index]
     if kind == "flip":
