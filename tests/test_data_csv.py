@@ -142,6 +142,16 @@ def test_site_names_can_be_given_and_must_be_unique(tmp_path, two_sites):
         inspect_data(ref(two_sites[0], copy))
 
 
+@pytest.mark.parametrize("content, positions", [
+    (b"age,sex,outcome,\n1,M,0,\n2,F,1,\n", "column 4 of 4"),  # a spreadsheet's trailing empty column
+    (b"age;;sex;outcome;\n1;;M;0;\n2;;F;1;\n", "column 2, 5 of 5"),
+])
+def test_a_column_without_name_or_values_is_left_out_with_a_note(content, positions):
+    table = parse_text_table(content, "export.csv", 10_000)
+    assert list(table.frame.columns) == ["age", "sex", "outcome"] and table.frame["sex"].tolist() == ["M", "F"]
+    assert any(w.startswith(f"export.csv: {positions} has no name and no values") for w in table.warnings), table.warnings
+
+
 def test_the_same_parser_reads_bytes_of_an_upload():
     table = parse_text_table("\n".join([HEADER, *rows(3)]).encode(), "upload.csv", 10_000)
     assert list(table.frame.columns) == HEADER.split(",") and len(table.frame) == 3
@@ -159,7 +169,7 @@ def test_the_same_parser_reads_bytes_of_an_upload():
         (b"age sex outcome\n1 2 3\n", "a.csv: the first line has no comma, semicolon or tab"),
         (b"age,sex,age,outcome\n1,M,2,0\n", "a.csv: column names must be unique, but these repeat: 'age' (columns 1, 3)."),
         (b"age,,chol,outcome\n1,M,2,0\n", "a.csv: column 2 of 4 has an empty header; every column needs a name."),
-        (b"age,sex,outcome,\n1,M,0,\n", "a.csv: column 4 of 4 has an empty header; every column needs a name (a delimiter at the end"),
+        (b"age,sex,outcome,\n1,M,0,7\n", "a.csv: column 4 of 4 has an empty header; every column needs a name (a delimiter at the end"),
         (b"age,sex,chol,outcome\n1,M,2,0\n1,F,3,1\n1,F,3,1,9\n", "a.csv: line 4 has 5 fields but the header has 4"),
         (b"\x1f\x8b\x08\x00broken", "a.csv looks gzip-compressed but cannot be decompressed"),
     ],
