@@ -46,7 +46,7 @@ def parse_reference(ref: Reference) -> tuple[Source, dict[str, Any]]:
             shown = f"{name}={value}" if from_text else name
             raise DataError(f"Data source '{source.name}' does not understand '{shown}'. Options: {allowed}.")
         options[name] = _coerce(name, types_[name], value, from_text)
-    missing = [name for name in source.required() if name not in options]
+    missing = [name for name in source.required(options) if name not in options]
     if missing:
         raise DataError(f"Data source '{source.name}' needs {', '.join(missing)}"
                         + (f" (e.g. {source.name}:PATH)." if source.paths in missing else "."))
