@@ -9,14 +9,23 @@ hold-out split follows the run's seed.
     load_federation(ref, seed) the Federation
     check_reference(ref)       the checked, JSON-ready reference with absolute paths, for a run
                                spec; tables that would not combine are refused here already
+    mapping(ref, dictionary)   tables: the alignment with a data dictionary applied (the reference's
+                               file, or a dictionary's content given here) and the suggestions left
+    draft_dictionary(ref)      the reference's dictionary with every suggestion accepted
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
 
 from data_adapters.alignment import Alignment, AlignmentReport
+from data_adapters.dictionary import apply_dictionary, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.suggestions import Suggestion, suggest
 from data_adapters.assemble import assemble
 from data_adapters.flower_reference import flower_reference, is_flower_reference
 from data_adapters.references import (
@@ -28,11 +37,12 @@ from data_adapters.references import (
 )
 from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
 from data_adapters.summary import SiteSummary
+from fedcore.errors import DataError
 from fedcore.federation import Federation
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "flower_reference",
-    "inspect_data", "is_flower_reference", "load_federation",
+    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
+    "draft_dictionary", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
     "normalize_reference", "parse_reference", "reference_dict",
 ]
 
@@ -80,6 +90,45 @@ def check_reference(ref: Reference) -> str | dict:
     if source.kind == "table":
         inspect_data(normalized).raise_errors()
     return normalized
+
+
+DRAFT_PASSES = 4  # a rename can make a column common, whose units or codes are then compared
+
+
+def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tuple[Alignment, list[Suggestion]]:
+    """A table reference's alignment with `dictionary` applied (default: the reference's own
+    dictionary file, if any), and the suggestions for what is left."""
+    source, options = parse_reference(ref)
+    if source.kind != "table":
+        raise DataError(f"Data source '{source.name}' holds no tables to map.")
+    reader, table, _ = _option_groups(options)
+    path = reader.pop("dictionary", None)
+    content = dictionary if dictionary is not None else (read_dictionary(path) if path else None)
+    if "target" in inspect.signature(source.read).parameters:
+        reader["target"] = target_of(content, reader.get("target"))
+    sites = source.read(**reader)
+    if content is not None:
+        sites = apply_dictionary(sites, content, Path(path).name if path and dictionary is None else "the dictionary")
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment)
+
+
+def draft_dictionary(ref: Reference, name: str = "") -> dict[str, Any]:
+    """The reference's dictionary (or an empty one) with every suggestion accepted, the suggestions
+    looked for again after each round of them (a rename makes a column comparable)."""
+    source, options = parse_reference(ref)
+    reader, _, _ = _option_groups(options)
+    content = read_dictionary(reader["dictionary"]) if reader.get("dictionary") else empty_dictionary(name)
+    if name:
+        content["name"] = name
+    for _ in range(DRAFT_PASSES):
+        alignment, suggestions = mapping(ref, content)
+        content = merge(content, {"target": {"column": alignment.sites.target}})
+        if not suggestions:
+            break
+        for suggestion in suggestions:
+            content = merge(content, suggestion.patch)
+    return content
 
 
 def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:

@@ -15,7 +15,7 @@ each site's table as read, before the alignment (`alignment.py`) sees it.
           "drop": ["ward"],
           "missing": {"chol": [0, -1], "*": ["999"]},
           "values": {"sex": {"M": "male", "F": "female"}},
-          "convert": {"chol": {"name": "cholesterol mmol/L → mg/dL", "a": 38.67, "b": 0}},
+          "convert": {"chol": {"name": "cholesterol mg/dL ↔ mmol/L (× 38.67)", "a": 38.67, "b": 0}},
           "positive": ["yes"]
         }
       }
@@ -30,8 +30,9 @@ Every key is optional but `format`. What each does, in the order it is applied t
    matches a cell written the same way or, for numbers, the same number (0 matches '0.0').
 4. `values` (site): per column, a map from the site's codes to the study's ('M' -> 'male'); codes
    not in the map stay as they are (and the alignment reports them).
-5. `convert` (site): per column, y = a · x + b on its numbers (`name`: which conversion of the
-   catalogue, `fedcore.interpret.units`, in words); other cells stay as they are.
+5. `convert` (site): per column, y = a · x + b on its numbers; other cells stay as they are.
+   `name` says which conversion in words; a name of the unit catalogue (`fedcore.interpret.units`,
+   written as `conversion_name` writes it) must agree with a and b.
 6. `positive` (site): the site's target values that mean the positive class: they become
    `target.positive`, every other value `target.negative` ("1" and "0" unless given).
 Then `kinds` (study-wide) are the kinds the alignment uses for those columns, and
@@ -61,6 +62,7 @@ from data_adapters.alignment import SiteTable, TableSites
 from data_adapters.cells import as_labels, quoted
 from fedcore.errors import DataError
 from fedcore.federation import FEATURE_KINDS
+from fedcore.interpret.units import CONVERSIONS, Conversion
 
 FORMAT = "fedcore-data-dictionary/1"
 SUFFIX = ".dictionary.json"
@@ -201,11 +203,28 @@ def _site(entry: Any, path: list[str], problem) -> None:
             a, b = conversion.get("a"), conversion.get("b", 0)
             if not _number(a) or a == 0:
                 problem([*where, "a"], f"must be a non-zero number, not {json.dumps(a)}.")
-            if not _number(b):
+            elif not _number(b):
                 problem([*where, "b"], f"must be a number, not {json.dumps(b)}.")
+            else:
+                named = catalogue_conversion(str(conversion.get("name", "")))
+                if named is not None and not (math.isclose(a, named.a, rel_tol=1e-3)
+                                              and math.isclose(b, named.b, rel_tol=1e-3, abs_tol=1e-6)):
+                    problem(where, f"'{conversion['name']}' means a = {named.a:.4g}, b = {named.b:.4g} (the unit "
+                                   f"catalogue), not a = {a:.4g}, b = {b:.4g}: the wrong way round?")
     positive = entry.get("positive")
     if positive is not None and (not isinstance(positive, list) or not positive or not all(_is_code(v) for v in positive)):
         problem([*path, "positive"], "must be a list of the site's target values that mean the positive class.")
+
+
+def conversion_name(conversion: Conversion) -> str:
+    """How a dictionary names a catalogue conversion: its pair of units and its formula, e.g.
+    'cholesterol mg/dL ↔ mmol/L (÷ 38.67)' (the formula says which way)."""
+    return f"{conversion.pair()} ({conversion.formula()})"
+
+
+def catalogue_conversion(name: str) -> Conversion | None:
+    """The catalogue's conversion a dictionary's name stands for, if any."""
+    return next((c for c in CONVERSIONS if conversion_name(c) == name.strip()), None)
 
 
 def _is_code(value: Any) -> bool:
@@ -305,7 +324,7 @@ def _matches(values: pd.Series, codes: list[Any]) -> np.ndarray:
     texts = {str(c).strip() for c in codes}
     numbers = [float(c) for c in codes if _as_float(c) is not None]
     labels = as_labels(values)
-    hits = labels.isin(texts).to_numpy()
+    hits = labels.isin(texts).to_numpy(dtype=bool, copy=True)
     if numbers:
         parsed = pd.to_numeric(labels, errors="coerce").to_numpy(dtype=np.float64)
         hits |= np.isin(parsed, numbers)

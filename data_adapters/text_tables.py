@@ -199,6 +199,10 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
     except UnicodeDecodeError:
         codec, encoding, warning = _undecodable(data, head, label, max_bytes, codec)
         warnings.append(warning)
+        # The header as this encoding reads it: decoded as UTF-8 with errors ignored, 'Âge' in a
+        # Windows-1252 file was 'ge'.
+        header = next(csv.reader(_sniff_lines(head, codec, label)[:1], delimiter=delimiter))
+        names = _column_names(header, column_names, label)
         frame = read(codec)
     if frame.empty:
         raise DataError(f"{label} has a header row but no data rows.")

@@ -130,6 +130,7 @@ def site_unit_differences(columns: Mapping[str, Mapping[str, np.ndarray]],
             findings.append({
                 "column": name, "site": site, "others": [usable[k] for k in others],
                 "conversion": conversion.pair() if conversion else None,
+                "name": f"{conversion.pair()} ({conversion.formula()})" if conversion else None,
                 "conversions": [conversion.pair()] if conversion else [],
                 "a": match.a, "b": match.b,
                 "formula": conversion.formula() if conversion else f"× {match.a:.4g}",
