@@ -403,3 +403,10 @@ def test_a_bad_csv_creates_no_run(tmp_path, two_sites, capsys):
     assert code == 2
     assert "west.csv, column 'chol': infinite value(s) at data row(s) 1" in capsys.readouterr().err
     assert RunStore(store).runs() == []
+
+
+def test_a_windows_1252_header_keeps_its_accented_names():
+    """Its header was decoded as UTF-8 with errors ignored before the fallback: 'Âge' became 'ge'."""
+    data = "Âge;Température;outcome\n61;37,2;1\n47;36,9;0\n".encode("cp1252")
+    table = parse_text_table(data, "south.csv", 10_000)
+    assert list(table.frame.columns) == ["Âge", "Température", "outcome"] and table.encoding == "cp1252"
