@@ -46,6 +46,7 @@ from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
 from data_adapters.units import unit_message
+from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore import jobs
 from fedcore.errors import DataError
 from fedcore.store import Run, RunStore
@@ -78,6 +79,7 @@ class CheckedUpload:
     columns: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     preview: pd.DataFrame | None = field(default=None, compare=False)
+    sheets: int = 1  # a workbook's sheets with rows (one site each unless a column names the sites)
 
     @property
     def ok(self) -> bool:
@@ -101,9 +103,13 @@ def check_upload(name: str, data: bytes) -> CheckedUpload:
     if known is not None:
         return known
     try:
-        table = parse_text_table(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS)
-        checked = CheckedUpload(safe, digest, rows=len(table.frame), columns=tuple(map(str, table.frame.columns)),
-                                warnings=tuple(table.warnings), preview=table.frame.head(PREVIEW_ROWS))
+        tables = (parse_workbook(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS) if is_workbook(safe)
+                  else [parse_text_table(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS)])
+        table = tables[0]
+        checked = CheckedUpload(safe, digest, rows=sum(len(t.frame) for t in tables),
+                                columns=tuple(map(str, table.frame.columns)),
+                                warnings=tuple(w for t in tables for w in t.warnings),
+                                preview=table.frame.head(PREVIEW_ROWS), sheets=len(tables))
     except DataError as error:
         checked = CheckedUpload(safe, digest, error=str(error))
     with _checks_lock:

@@ -4,6 +4,7 @@ for every kind of bad input (written into tmp_path)."""
 import gzip
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -410,3 +411,60 @@ def test_a_windows_1252_header_keeps_its_accented_names():
     data = "Âge;Température;outcome\n61;37,2;1\n47;36,9;0\n".encode("cp1252")
     table = parse_text_table(data, "south.csv", 10_000)
     assert list(table.frame.columns) == ["Âge", "Température", "outcome"] and table.encoding == "cp1252"
+
+
+# -- workbooks ------------------------------------------------------------------------------------
+def workbook(path: Path, sheets: dict[str, list[list]]) -> str:
+    import openpyxl
+    book = openpyxl.Workbook()
+    book.remove(book.active)
+    for title, rows in sheets.items():
+        sheet = book.create_sheet(title)
+        for row in rows:
+            sheet.append(row)
+    book.save(path)
+    return str(path)
+
+
+def sheet_rows(seed: int, n: int = 30) -> list[list]:
+    rng = np.random.default_rng(seed)
+    return [["age", "sex", "chol", "outcome"]] + [[int(rng.integers(30, 80)), str(rng.choice(["M", "F"])),
+                                                    round(float(rng.normal(5, 1)), 2), int(rng.integers(0, 2))]
+                                                   for _ in range(n)]
+
+
+def test_a_workbook_with_a_sheet_per_site(tmp_path):
+    book = workbook(tmp_path / "study.xlsx", {"north": sheet_rows(0), "empty": [], "south": sheet_rows(1, 25)})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert report.ok and [(s["site"], s["rows"]) for s in report.sites] == [("north", 30), ("south", 25)]
+    assert set(report.features) == {"age", "sex", "chol"} and report.features["chol"]["kind"] == "continuous"
+    assert any("study.xlsx: sheet(s) 'empty' are empty and left out" in w for w in report.warnings)
+
+
+def test_a_workbook_sheet_with_a_site_column_and_a_csv_beside_it(tmp_path):
+    rows = sheet_rows(2, 60)
+    rows = [["hospital", *rows[0]]] + [["A" if k % 2 else "B", *r] for k, r in enumerate(rows[1:])]
+    book = workbook(tmp_path / "all.xlsx", {"export": rows})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome", "site_column": "hospital"})
+    assert report.ok and [(s["site"], s["rows"]) for s in report.sites] == [("A", 30), ("B", 30)]
+
+
+@pytest.mark.parametrize("sheets, message", [
+    ({"north": [["age", "age", "outcome"], [1, 2, 0]]},
+     "book.xlsx, sheet 'north': column names must be unique, but these repeat: 'age' (columns 1, 2)."),
+    ({"north": [["age", None, "outcome"], [1, 2, 0]]}, "book.xlsx, sheet 'north': column 2 of 3 has an empty header"),
+    ({"north": [["age", "outcome"]]}, "book.xlsx, sheet 'north' has a header row but no data rows."),
+    ({"north": []}, "book.xlsx has no sheet with rows."),
+])
+def test_a_bad_sheet_gets_the_csv_message_with_its_sheet_named(tmp_path, sheets, message):
+    book = workbook(tmp_path / "book.xlsx", sheets)
+    with pytest.raises(DataError) as error:
+        inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert message in str(error.value)
+
+
+def test_a_zip_named_xlsx_is_refused(tmp_path):
+    fake = tmp_path / "fake.xlsx"
+    fake.write_bytes(gzip.compress(b"not a workbook"))
+    with pytest.raises(DataError, match="fake.xlsx is not an Excel workbook"):
+        inspect_data({"source": "csv", "files": [str(fake)], "target": "outcome"})
