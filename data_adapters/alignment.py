@@ -491,6 +491,8 @@ class Alignment:
     def _feature_entry(self, name: str, kind: str) -> dict[str, Any]:
         if name in self.given_kinds:
             origin = "given"
+        elif name in ((self.sites.notes.get("dictionary") or {}).get("content") or {}).get("kinds", {}):
+            origin = "dictionary"  # the data dictionary's
         elif name in self.sites.kinds:
             origin = "documented"  # known from the source's documentation (e.g. heart disease)
         else:

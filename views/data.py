@@ -116,8 +116,9 @@ def on_disk() -> None:
 
 
 def upload() -> None:
-    st.markdown("One CSV per site (the file name becomes the site's name), or one file with a site column. "
-                "Comma, semicolon or tab separated, optionally gzipped; most encodings are recognised. Each file "
+    st.markdown("One CSV per site (the file name becomes the site's name), or one file with a site column; an Excel "
+                "workbook with a sheet per site, or one sheet with a site column. CSV: comma, semicolon or tab "
+                "separated, optionally gzipped; most encodings are recognised. Each file "
                 "is checked before it is kept; a refused file is not kept at all. Try the synthetic files in "
                 "`assets/sample_sites/`.")
     files = st.file_uploader("CSV or Excel files", type=["csv", "tsv", "txt", "data", "tab", "gz", "xlsx"],
