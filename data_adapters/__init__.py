@@ -23,10 +23,12 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from data_adapters.alignment import Alignment, AlignmentReport
 from data_adapters.dictionary import apply_dictionary, empty_dictionary, merge, read_dictionary, target_of
 from data_adapters.suggestions import Suggestion, suggest
-from data_adapters.assemble import assemble
+from data_adapters.assemble import assemble, moment_sums, pooled_from_sums
 from data_adapters.flower_reference import flower_reference, is_flower_reference
 from data_adapters.references import (
     Reference,
@@ -43,12 +45,14 @@ from fedcore.federation import Federation
 __all__ = [
     "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
     "draft_dictionary", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
-    "normalize_reference", "parse_reference", "reference_dict",
+    "moment_sums", "normalize_reference", "parse_reference", "pooled_from_sums", "reference_dict",
+    "standardization_sums",
 ]
 
 
-def load_federation(ref: Reference, seed: int = 0) -> Federation:
-    """The federation a data reference names, split with `seed`."""
+def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None) -> Federation:
+    """The federation a data reference names, split with `seed`. `pooled` (feature index -> mean,
+    SD): a table's federated standardisation as a real federation's server pooled it."""
     source, options = parse_reference(ref)
     if source.kind == "complete":
         federation = source.read(seed=seed, **options)
@@ -57,11 +61,27 @@ def load_federation(ref: Reference, seed: int = 0) -> Federation:
         if source.kind == "table":
             raw = _alignment(source, reader, table).encode()
             federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
-                                  missing_indicators=table.missing_indicators)
+                                  missing_indicators=table.missing_indicators,
+                                  reference=dict(pooled) if pooled is not None else None)
         else:
             federation = assemble(source.read(**reader), seed, **asdict(sites))
     federation.source = ref if isinstance(ref, str) else json.dumps(dict(ref), sort_keys=True)
     return federation
+
+
+def standardization_sums(ref: Reference, seed: int = 0) -> tuple[str, np.ndarray, list[str]]:
+    """A table reference's standardisation ('site', 'federated', ...), the summed `moment_sums`
+    of its sites' training rows (original units: [3, features]) and the feature kinds — what a
+    Flower site sends the server when the federation standardises federated."""
+    source, options = parse_reference(ref)
+    if source.kind != "table":
+        return "", np.zeros((3, 0)), []
+    reader, table, sites = _option_groups(options)
+    raw = _alignment(source, reader, table).encode()
+    sums = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
+                    missing_indicators=table.missing_indicators, sums_only=True)
+    kinds = raw.feature_kinds + (["binary"] * (sums.shape[1] - len(raw.feature_kinds)))  # missing indicators
+    return table.standardization, sums, kinds
 
 
 def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:

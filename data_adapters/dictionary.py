@@ -254,7 +254,7 @@ def apply_dictionary(sites: TableSites, content: Mapping[str, Any], label: str =
     entries = content.get("sites", {})
     names = [t.site for t in sites.tables]
     for site in entries:
-        if site not in names:
+        if site not in names and len(names) > 1:  # one site's data (a Flower site's) hold none of the others
             warnings.append(f"{label} has decisions for the site '{site}', which is not in the data "
                             f"(sites: {quoted(names)}).")
     target = content.get("target", {})
@@ -310,13 +310,17 @@ def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], lacks) -> pd.DataFr
     for source, study in rename.items():
         if not lacks("renames", source):
             sources.setdefault(study, []).append(source)
+    merged = {}
     for study, columns in sources.items():
-        merged = frame[columns[0]]
+        values = frame[columns[0]]
         for column in columns[1:]:
-            merged = merged.where(merged.notna(), frame[column])
-        frame = frame.drop(columns=[c for c in columns if c != study])
-        frame[study] = merged.to_numpy()
-    return frame
+            values = values.where(values.notna(), frame[column])
+        merged[study] = values
+    first = {columns[0]: study for study, columns in sources.items()}
+    gone = {column for columns in sources.values() for column in columns} | set(sources)
+    # every study column where its first source column was (one order at every site, one-site data too)
+    order = [first.get(column, column) for column in frame.columns if column in first or column not in gone]
+    return pd.DataFrame({name: merged[name] if name in merged else frame[name] for name in order}, index=frame.index)
 
 
 def _matches(values: pd.Series, codes: list[Any]) -> np.ndarray:

@@ -249,15 +249,17 @@ def test_applying_a_dictionary_does_each_step_and_leaves_the_source_alone():
                                             "convert": {"chol": {"a": 1 / 38.67, "b": 0}},
                                             "positive": ["yes"]},
                                   "nowhere": {"drop": ["z"]}}}, "d.json")
-    mapped = apply_dictionary(TableSites("t", "", "csv", [table], "y"), content, "d.json")
+    north = SiteTable("north", "north.csv", before.copy())
+    mapped = apply_dictionary(TableSites("t", "", "csv", [table, north], "y"), content, "d.json")
     out = mapped.tables[0].frame
     pd.testing.assert_frame_equal(frame, before)
-    assert list(out.columns) == ["sex", "chol", "y", "age"]
+    assert list(out.columns) == ["age", "sex", "chol", "y"]  # a merged column where its first source was
     assert out["age"].tolist()[0] == "61" and pd.isna(out["age"].iloc[1]) and out["age"].iloc[2] == "47"
     assert out["sex"].tolist()[:2] == ["male", "female"] and pd.isna(out["sex"].iloc[2])
     assert out["chol"].iloc[0] == pytest.approx(232 / 38.67) and out["chol"].iloc[2] == 0 and out["chol"].iloc[1] == "n/a"
     assert out["y"].tolist() == ["1", "0", "0"]
     assert any("d.json has decisions for the site 'nowhere'" in w for w in mapped.warnings)
+    assert list(mapped.tables[1].frame.columns) == ["Age", "age_months", "sex", "chol", "y"]  # only the drop
     assert mapped.notes["dictionary"]["content"] == content and len(mapped.notes["dictionary"]["sha256"]) == 64
 
 
