@@ -25,7 +25,7 @@ NAME = "Messy study"
 
 def upload_and_map(page, url: str, files: list, width: int) -> None:
     page.goto(f"{url}/data")
-    page.get_by_text("Upload CSV files (one per site)").click()
+    page.get_by_text("Upload CSV files (one per site)").click(timeout=90_000)  # the first page load may be slow
     page.locator("input[type=file]").first.set_input_files([str(f) for f in files])
     page.get_by_text("Mapping: one decision per problem").wait_for(timeout=90_000)
     page.get_by_label("Name of this data (shown wherever it is listed)").fill(NAME)
