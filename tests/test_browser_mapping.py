@@ -72,7 +72,7 @@ def test_messy_exports_are_mapped_trained_and_the_same_from_the_command_line(das
                         store.runs()[0].status
                     assert time.time() < deadline, "training did not finish in time"
                     time.sleep(1)
-                page.goto(f"{url}/runs")
+                page.goto(url)  # the Runs page is the home page
                 page.get_by_text(NAME).first.wait_for(state="attached", timeout=60_000)  # a table cell (canvas-drawn)
                 page.screenshot(path=str(ARTIFACTS / "mapping_runs_listed.png"), full_page=True)
             page.close()
