@@ -102,11 +102,17 @@ def progress(run: Run) -> dict[str, Any]:
     }
 
 
+def data_name(data: Any) -> str:
+    """What a run's data are called: the name the analyst gave them (a reference's `name`), else
+    the reference's source (a text reference as written)."""
+    if isinstance(data, str):
+        return data
+    return str((data or {}).get("name") or (data or {}).get("source", "data"))
+
+
 def run_label(run: Run) -> str:
     """A short, human name for a run in pickers and legends."""
     spec = run.spec
-    data = spec.get("data")
-    data_name = data if isinstance(data, str) else (data or {}).get("source", "data")
     params = spec.get("params") or {}
     flags = []
     if params.get("local_f_out"):
@@ -116,4 +122,4 @@ def run_label(run: Run) -> str:
     if "weight_rule" in params:
         flags.append(params["weight_rule"])
     detail = f" ({', '.join(flags)})" if flags else ""
-    return f"{spec.get('algorithm')}{detail} · {data_name} · seed {spec.get('config', {}).get('seed')} · {run.id[:15]}"
+    return f"{spec.get('algorithm')}{detail} · {data_name(spec.get('data'))} · seed {spec.get('config', {}).get('seed')} · {run.id[:15]}"

@@ -9,15 +9,26 @@ hold-out split follows the run's seed.
     load_federation(ref, seed) the Federation
     check_reference(ref)       the checked, JSON-ready reference with absolute paths, for a run
                                spec; tables that would not combine are refused here already
+    mapping(ref, dictionary)   tables: the alignment with a data dictionary applied (the reference's
+                               file, or a dictionary's content given here) and the suggestions left
+    draft_dictionary(ref)      the reference's dictionary with every suggestion accepted
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from data_adapters.alignment import Alignment, AlignmentReport
-from data_adapters.assemble import assemble
+from data_adapters.dictionary import apply_dictionary, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.suggestions import Suggestion, suggest
+from data_adapters.assemble import assemble, moment_sums, pooled_from_sums
 from data_adapters.flower_reference import flower_reference, is_flower_reference
 from data_adapters.references import (
     Reference,
@@ -28,17 +39,20 @@ from data_adapters.references import (
 )
 from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
 from data_adapters.summary import SiteSummary
+from fedcore.errors import DataError
 from fedcore.federation import Federation
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "check_reference", "describe_reference", "flower_reference",
-    "inspect_data", "is_flower_reference", "load_federation",
-    "normalize_reference", "parse_reference", "reference_dict",
+    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
+    "draft_dictionary", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
+    "moment_sums", "normalize_reference", "parse_reference", "pooled_from_sums", "reference_dict",
+    "standardization_sums",
 ]
 
 
-def load_federation(ref: Reference, seed: int = 0) -> Federation:
-    """The federation a data reference names, split with `seed`."""
+def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None) -> Federation:
+    """The federation a data reference names, split with `seed`. `pooled` (feature index -> mean,
+    SD): a table's federated standardisation as a real federation's server pooled it."""
     source, options = parse_reference(ref)
     if source.kind == "complete":
         federation = source.read(seed=seed, **options)
@@ -47,11 +61,27 @@ def load_federation(ref: Reference, seed: int = 0) -> Federation:
         if source.kind == "table":
             raw = _alignment(source, reader, table).encode()
             federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
-                                  missing_indicators=table.missing_indicators)
+                                  missing_indicators=table.missing_indicators,
+                                  reference=dict(pooled) if pooled is not None else None)
         else:
             federation = assemble(source.read(**reader), seed, **asdict(sites))
     federation.source = ref if isinstance(ref, str) else json.dumps(dict(ref), sort_keys=True)
     return federation
+
+
+def standardization_sums(ref: Reference, seed: int = 0) -> tuple[str, np.ndarray, list[str]]:
+    """A table reference's standardisation ('site', 'federated', ...), the summed `moment_sums`
+    of its sites' training rows (original units: [3, features]) and the feature kinds — what a
+    Flower site sends the server when the federation standardises federated."""
+    source, options = parse_reference(ref)
+    if source.kind != "table":
+        return "", np.zeros((3, 0)), []
+    reader, table, sites = _option_groups(options)
+    raw = _alignment(source, reader, table).encode()
+    sums = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
+                    missing_indicators=table.missing_indicators, sums_only=True)
+    kinds = raw.feature_kinds + (["binary"] * (sums.shape[1] - len(raw.feature_kinds)))  # missing indicators
+    return table.standardization, sums, kinds
 
 
 def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
@@ -80,6 +110,45 @@ def check_reference(ref: Reference) -> str | dict:
     if source.kind == "table":
         inspect_data(normalized).raise_errors()
     return normalized
+
+
+DRAFT_PASSES = 4  # a rename can make a column common, whose units or codes are then compared
+
+
+def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tuple[Alignment, list[Suggestion]]:
+    """A table reference's alignment with `dictionary` applied (default: the reference's own
+    dictionary file, if any), and the suggestions for what is left."""
+    source, options = parse_reference(ref)
+    if source.kind != "table":
+        raise DataError(f"Data source '{source.name}' holds no tables to map.")
+    reader, table, _ = _option_groups(options)
+    path = reader.pop("dictionary", None)
+    content = dictionary if dictionary is not None else (read_dictionary(path) if path else None)
+    if "target" in inspect.signature(source.read).parameters:
+        reader["target"] = target_of(content, reader.get("target"))
+    sites = source.read(**reader)
+    if content is not None:
+        sites = apply_dictionary(sites, content, Path(path).name if path and dictionary is None else "the dictionary")
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment)
+
+
+def draft_dictionary(ref: Reference, name: str = "") -> dict[str, Any]:
+    """The reference's dictionary (or an empty one) with every suggestion accepted, the suggestions
+    looked for again after each round of them (a rename makes a column comparable)."""
+    source, options = parse_reference(ref)
+    reader, _, _ = _option_groups(options)
+    content = read_dictionary(reader["dictionary"]) if reader.get("dictionary") else empty_dictionary(name)
+    if name:
+        content["name"] = name
+    for _ in range(DRAFT_PASSES):
+        alignment, suggestions = mapping(ref, content)
+        content = merge(content, {"target": {"column": alignment.sites.target}})
+        if not suggestions:
+            break
+        for suggestion in suggestions:
+            content = merge(content, suggestion.patch)
+    return content
 
 
 def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:

@@ -22,9 +22,11 @@ Rules (README "Data sources" repeats them for users):
   with standardization 'none' a continuous value beyond ±1.8e19 is refused too: the network's
   BatchNorm variances (FedBN, FedHealth2) square it in 32-bit floats, which overflows;
 - two sites with the same rows are refused, much overlap is flagged (`duplicates.py`);
-- unit-like differences: with three or more sites, a site whose median of a continuous column
-  lies far from the others' (`location_outliers`); for every pair of sites, a column whose middle
-  and spread differ by a known unit factor (`units.py`, naming no culprit).
+- unit-like differences (`units.py`, the catalogue of `fedcore.interpret.units`): with three or
+  more sites, the site whose values a known conversion maps onto the others' is named with it;
+  otherwise every pair of sites whose column's middle and spread differ by a known factor
+  (naming no culprit); and, for columns no conversion explains, with three or more sites a site
+  whose median lies far from the others' (`location_outliers`).
 - a server test file (csv server_test) is checked against, and encoded onto, what the sites
   decided (`server_table.py`); it never changes the features, kinds or classes.
 Nothing here fits statistics: standardisation happens after the hold-out split (`assemble`).
@@ -119,7 +121,7 @@ class AlignmentReport:
     type_conflicts: list[dict[str, Any]]  # column, numeric_at [sites], text_at {site: examples}
     category_differences: dict[str, dict[str, list[str]]]  # column -> site -> values seen there
     location_outliers: list[dict[str, Any]]  # column, site, median, others_median, spread
-    unit_differences: list[dict[str, Any]]  # column, sites, medians, factor, spread_factor, conversions
+    unit_differences: list[dict[str, Any]]  # a site and its conversion, or a pair of sites and the factor (units.py)
     duplicate_sites: list[dict[str, Any]]  # sites, kind (same / overlap), shared, rows, blocking
     missing_share: dict[str, dict[str, float]]  # site -> feature column -> share of rows missing
     warnings: list[str]
@@ -440,6 +442,11 @@ class Alignment:
         n_sites = len(self.columns_at)
         first = list(self.tables[0].frame.columns) if self.tables else []
         tables = {t.site: t for t in self.sites.tables}
+        units = unit_differences(
+            {name: {site: c.values for site, c in self.columns[name].items() if c.kind == "numeric"}
+             for name, kind in self.kinds.items() if kind == "continuous"},
+            [t.site for t in self.tables])
+        explained = {f["column"] for f in units if "site" in f}  # a site named with its conversion says it all
         return AlignmentReport(
             target=self.sites.target,
             class_names=self.class_names,
@@ -469,11 +476,8 @@ class Alignment:
                 if {c.kind for c in at.values()} >= {"numeric", "text"}
             ],
             category_differences=self._category_differences(),
-            location_outliers=self._location_outliers(),
-            unit_differences=unit_differences(
-                {name: {site: c.values for site, c in self.columns[name].items() if c.kind == "numeric"}
-                 for name, kind in self.kinds.items() if kind == "continuous"},
-                [t.site for t in self.tables]),
+            location_outliers=[o for o in self._location_outliers() if o["column"] not in explained],
+            unit_differences=units,
             duplicate_sites=self.duplicates,
             missing_share={
                 t.site: {name: round(float(self.columns[name][t.site].missing.mean()), 4) for name in self.kinds}
@@ -487,6 +491,8 @@ class Alignment:
     def _feature_entry(self, name: str, kind: str) -> dict[str, Any]:
         if name in self.given_kinds:
             origin = "given"
+        elif name in ((self.sites.notes.get("dictionary") or {}).get("content") or {}).get("kinds", {}):
+            origin = "dictionary"  # the data dictionary's
         elif name in self.sites.kinds:
             origin = "documented"  # known from the source's documentation (e.g. heart disease)
         else:

@@ -52,11 +52,15 @@ def assemble(
     standardization: str = "site",
     missing_indicators: bool = False,
     reference: dict[int, tuple[float, float]] | None = None,
-) -> Federation:
+    sums_only: bool = False,
+) -> Federation | np.ndarray:
     """The Federation of `raw`; `seed` sets the hold-out split (as for every source), while
     `partition_seed` fixes which rows go to which simulated site, so runs with different seeds
-    compare the same sites. `reference` (feature index -> mean, SD) with standardization
-    'reference': a data dictionary's values."""
+    compare the same sites. `reference` (feature index -> mean, SD): with standardization
+    'reference', a data dictionary's values; with 'federated', the values pooled over the sites
+    of a real federation (a Flower site holds only its own rows, the server pools every site's
+    `moment_sums`). `sums_only`: stop before standardising and return the sites' summed
+    `moment_sums` of their training rows (what a Flower site sends)."""
     if standardization == "reference" and reference is None:
         raise DataError("Standardization 'reference' needs the reference values (a data dictionary).")
     if standardization not in (*TABLE_STANDARDIZATION, "reference"):
@@ -80,7 +84,9 @@ def assemble(
         raw = with_missing_indicators(raw)
     warnings = list(raw.warnings)
     splits = [holdout_indices(site.name, site.y, seed, warnings) for site in raw.sites]
-    if raw.is_tabular and standardization == "federated":
+    if sums_only:
+        return sum(moment_sums(site.x[train]) for site, (train, _) in zip(raw.sites, splits))
+    if raw.is_tabular and standardization == "federated" and reference is None:
         reference = pooled_standardization([site.x[train] for site, (train, _) in zip(raw.sites, splits)],
                                            raw.feature_kinds)
     built = []
@@ -147,11 +153,21 @@ STANDARDIZATION_NOTES = {
 }
 
 
+def moment_sums(x: np.ndarray) -> np.ndarray:
+    """[3, features]: each feature's count of observed values, their sum and their sum of squares —
+    all a site sends for federated standardisation."""
+    return np.array([np.sum(~np.isnan(x), axis=0), np.nansum(x, axis=0), np.nansum(x**2, axis=0)], dtype=np.float64)
+
+
 def pooled_standardization(parts: Sequence[np.ndarray], kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
     """(mean, population SD) of every continuous feature over all the parts' observed values, from
     each part's count, sum and sum of squares alone: what a federation's sites can send."""
-    sums = np.array([[np.sum(~np.isnan(x), axis=0), np.nansum(x, axis=0), np.nansum(x**2, axis=0)] for x in parts])
-    count, total, squares = sums.sum(0)
+    return pooled_from_sums(sum(moment_sums(x) for x in parts), kinds)
+
+
+def pooled_from_sums(sums: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
+    """(mean, population SD) of every continuous feature from the sites' summed `moment_sums`."""
+    count, total, squares = np.asarray(sums, dtype=np.float64)
     values = {}
     for j, kind in enumerate(kinds):
         if kind != "continuous":

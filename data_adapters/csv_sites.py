@@ -1,9 +1,14 @@
 """Per-site CSV files — one file per site, or files with a site column — as tables to align.
+Excel workbooks (.xlsx) are read too (`workbooks.py`): one site per sheet (named after the sheet
+when the workbook has several), or a sheet with a site column.
 
 The site of a file is its name without extensions (`site_a.csv` -> `site_a`) unless
 `site_names` says otherwise; with `site_column`, every distinct value of that column is a site.
 `server_test` names one more file: the server's own test set (for AdaFed's server_test 'given'),
 read the same way and fitted onto the sites' features by the alignment (`server_table.py`).
+`dictionary` names a data dictionary (`dictionary.py`): applied to each site's table as read, and
+recorded with its content and hash in the federation's preprocessing (so in every run's record).
+The data's name: `name`, else the dictionary's, else made from the file names.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from pathlib import Path
 
 from data_adapters.alignment import SiteTable, TableSites
 from data_adapters.cells import as_labels, close_match, data_rows, label_order
+from data_adapters.dictionary import apply_dictionary, dictionary_name, read_dictionary, target_of
 from data_adapters.text_tables import MAX_ROWS, TextTable, read_text_table
+from data_adapters.workbooks import SUFFIXES as WORKBOOK_SUFFIXES
+from data_adapters.workbooks import is_workbook, read_workbook
 from fedcore.errors import DataError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".tab")
@@ -23,35 +31,48 @@ MAX_FILE_MB = 200.0  # each file's size limit, and its size once decompressed
 
 def read_csv_sites(
     files: list[str],
-    target: str,
+    target: str = "",
     site_column: str | None = None,
     site_names: list[str] | None = None,
     max_file_mb: float = MAX_FILE_MB,
     server_test: str | None = None,
     max_rows: int = MAX_ROWS,
+    dictionary: str | None = None,
+    name: str | None = None,
 ) -> TableSites:
     """Read every file (no alignment yet); DataError names the file that cannot be read.
-    `max_file_mb` limits each file's size (and its size once decompressed), `max_rows` its data rows."""
+    `max_file_mb` limits each file's size (and its size once decompressed), `max_rows` its data rows.
+    `dictionary`: a data dictionary file (`dictionary.py`) applied to every site's table as read;
+    `name`: what to call the data (else the dictionary's name, else one made from the files')."""
     if not files:
         raise DataError("Name at least one CSV file.")
-    if not target:
-        raise DataError("Name the target column (the class to predict).")
+    content = read_dictionary(dictionary) if dictionary else None
+    target = target_of(content, target)
     if site_names is not None and (site_column or len(site_names) != len(files)):
         raise DataError(
             f"site_names gives {len(site_names)} names for {len(files)} files"
             + (" (with a site column the sites are its values)." if site_column else "; give one name per file.")
         )
-    texts = [read_text_table(path, int(max_file_mb * 1e6), max_rows=max_rows) for path in files]
-    server = read_text_table(server_test, int(max_file_mb * 1e6), max_rows=max_rows) if server_test else None
+    limit = int(max_file_mb * 1e6)
+    read = [read_workbook(path, limit, max_rows) if is_workbook(path) else [read_text_table(path, limit, max_rows=max_rows)]
+            for path in files]
+    texts = [text for sheets in read for text in sheets]
+    server = read_text_table(server_test, limit, max_rows=max_rows) if server_test else None
     warnings = [w for text in [*texts, *([server] if server else [])] for w in text.warnings]
     if site_column:
         tables = [t for text in texts for t in split_by_column(text, site_column, str, warnings)]
     else:
         names = site_names or [site_name(path) for path in files]
+        if len(names) != len(texts):  # a workbook with several sheets: one site per sheet
+            if site_names:
+                raise DataError(f"site_names gives {len(site_names)} names, but the files hold {len(texts)} sheets "
+                                "(one site each); leave site_names out to name the sites after the sheets.")
+            names = [name if len(sheets) == 1 else _sheet_name(sheet.file) for name, sheets in zip(names, read)
+                     for sheet in sheets]
         tables = [site_table(name, text) for name, text in zip(names, texts)]
     listed = ", ".join(text.file for text in texts)
-    return TableSites(
-        name=f"CSV sites ({len(tables)})",
+    sites = TableSites(
+        name=f"{dictionary_name(files)} ({len(tables)} sites)",
         description=f"{len(tables)} sites from {listed}; target '{target}'.",
         source="csv",
         tables=tables,
@@ -59,13 +80,21 @@ def read_csv_sites(
         warnings=warnings,
         server_table=site_table("server test set", server) if server else None,
     )
+    if content is not None:
+        sites = apply_dictionary(sites, content, Path(dictionary).name)
+    return replace(sites, name=name) if name else sites
+
+
+def _sheet_name(label: str) -> str:
+    """"book.xlsx, sheet 'north'" -> 'north'."""
+    return label.rpartition(", sheet ")[2][1:-1]
 
 
 def site_name(path: str | Path) -> str:
     """`exports/site_a.csv.gz` -> `site_a`."""
     name = Path(path).name
     name = name.removesuffix(".gz")
-    for suffix in TEXT_SUFFIXES:
+    for suffix in (*TEXT_SUFFIXES, *WORKBOOK_SUFFIXES):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return name

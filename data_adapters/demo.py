@@ -113,7 +113,8 @@ def make_demo_federation(
         preprocessing={"data_seed": data_seed, "units": {f.name: f.unit for f in FEATURES if f.unit}},
     )
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
-    federation = assemble(raw, seed, inject=inject or (), standardization=standardization, reference=reference)
+    federation = assemble(raw, seed, inject=inject or (), standardization=standardization,
+                          reference=reference if standardization == "reference" else None)
     built_in = [dict(g) for g in GROUND_TRUTH if problems and site in (None, g["site"])]
     federation.ground_truth = [*built_in, *federation.ground_truth]
     return federation

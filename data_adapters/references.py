@@ -46,7 +46,7 @@ def parse_reference(ref: Reference) -> tuple[Source, dict[str, Any]]:
             shown = f"{name}={value}" if from_text else name
             raise DataError(f"Data source '{source.name}' does not understand '{shown}'. Options: {allowed}.")
         options[name] = _coerce(name, types_[name], value, from_text)
-    missing = [name for name in source.required() if name not in options]
+    missing = [name for name in source.required(options) if name not in options]
     if missing:
         raise DataError(f"Data source '{source.name}' needs {', '.join(missing)}"
                         + (f" (e.g. {source.name}:PATH)." if source.paths in missing else "."))
@@ -92,7 +92,8 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
 
 
 def describe_reference(ref: Reference) -> str:
-    """A short label for lists and titles: 'csv: a.csv, b.csv · target outcome · dirichlet:0.1'."""
+    """A short label for lists and titles: 'csv: a.csv, b.csv · target outcome · dirichlet:0.1', led
+    by the data's name when the reference gives one ('Heart study · csv: ...')."""
     if is_flower_reference(ref):
         return describe_flower(ref)
     if isinstance(ref, str) and ":" not in ref:
@@ -104,7 +105,9 @@ def describe_reference(ref: Reference) -> str:
     source = SOURCES.get(str(values.get("source")))
     paths = values.get(source.paths) if source and source.paths else None
     paths = paths if isinstance(paths, list) else [paths] if paths else []
-    parts = [f"{values.get('source')}: " + ", ".join(Path(str(p)).name for p in paths) if paths else str(values.get("source"))]
+    parts = [str(values["name"])] if values.get("name") else []  # the name the analyst gave comes first
+    parts.append(f"{values.get('source')}: " + ", ".join(Path(str(p)).name for p in paths) if paths
+                 else str(values.get("source")))
     if values.get("target"):
         parts.append(f"target {values['target']}")
     if values.get("split"):
@@ -112,7 +115,7 @@ def describe_reference(ref: Reference) -> str:
     if values.get("inject"):
         inject = values["inject"]
         parts.append(f"{len(inject) if isinstance(inject, list) else 1} injected")
-    other = {k: v for k, v in values.items() if k not in ("source", "target", "split", "sites", "inject")
+    other = {k: v for k, v in values.items() if k not in ("source", "name", "target", "split", "sites", "inject")
              and (not source or k != source.paths)}
     files = source.files if source else ()
     parts += [f"{k}={Path(str(v)).name if k in files else v}" for k, v in other.items()]

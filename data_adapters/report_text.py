@@ -57,7 +57,7 @@ def alignment_text(report: AlignmentReport) -> str:
     for o in report.location_outliers:
         lines.append(f"  {o['column']} at {o['site']}: median {o['median']:g}, other sites {o['others_median']:g} "
                      f"(typical spread within a site {o['spread']:g})")
-    lines.append("Columns that differ by a known unit factor between two sites:"
+    lines.append("Columns in another unit at one site, or differing by a known unit factor between two sites:"
                  + ("" if report.unit_differences else " none"))
     lines += [f"  {unit_message(finding)}" for finding in report.unit_differences]
     lines += _missing_lines(report.missing_share)

@@ -53,6 +53,8 @@ class Source:
     kind: str
     paths: str | None = None  # the reader's path parameter, written positionally in strings
     files: tuple[str, ...] = ()  # options naming one more file (NAME=PATH): checked and made absolute too
+    # A required option that another may stand in for (a data dictionary names the target).
+    given_by: tuple[tuple[str, str], ...] = ()
 
     def option_types(self) -> dict[str, Any]:
         """Every option name -> its type hint (reader parameters and shared groups)."""
@@ -64,9 +66,13 @@ class Source:
             reader.update({f.name: group_hints[f.name] for f in fields(group)})
         return reader
 
-    def required(self) -> list[str]:
-        return [name for name, p in inspect.signature(self.read).parameters.items()
-                if p.default is inspect.Parameter.empty and name != "seed"]
+    def required(self, options: dict[str, Any] | None = None) -> list[str]:
+        """The options a reference must give (those with no default, unless what stands in for one
+        is among `options`)."""
+        stand_ins = dict(self.given_by)
+        needed = [name for name, p in inspect.signature(self.read).parameters.items()
+                  if name != "seed" and (p.default is inspect.Parameter.empty or name in stand_ins)]
+        return [name for name in needed if stand_ins.get(name) not in (options or {})]
 
 
 SOURCES: dict[str, Source] = {
@@ -74,7 +80,7 @@ SOURCES: dict[str, Source] = {
     for source in (
         Source("demo", "the built-in synthetic demo federation", make_demo_federation, "complete"),
         Source("csv", "one CSV per site, or CSVs with a site column", read_csv_sites, "table", "files",
-               files=("server_test",)),
+               files=("server_test", "dictionary"), given_by=(("target", "dictionary"),)),
         Source("heart", "UCI heart disease, a folder with the 4 processed.*.data files", read_heart_disease,
                "table", "path"),
         Source("har", "UCI HAR: the 'UCI HAR Dataset' folder or a by-subject table", read_har, "table", "path"),

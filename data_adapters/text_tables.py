@@ -199,6 +199,10 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
     except UnicodeDecodeError:
         codec, encoding, warning = _undecodable(data, head, label, max_bytes, codec)
         warnings.append(warning)
+        # The header as this encoding reads it: decoded as UTF-8 with errors ignored, 'Âge' in a
+        # Windows-1252 file was 'ge'.
+        header = next(csv.reader(_sniff_lines(head, codec, label)[:1], delimiter=delimiter))
+        names = _column_names(header, column_names, label)
         frame = read(codec)
     if frame.empty:
         raise DataError(f"{label} has a header row but no data rows.")
@@ -208,6 +212,8 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
             "reading stopped there."
         )
     _check_delimiters(frame, label, delimiter)
+    if column_names is None:
+        frame = _without_empty_unnamed(frame, label, warnings)
     return TextTable(label, frame, delimiter, encoding, decimal, warnings)
 
 
@@ -423,19 +429,39 @@ def _column_names(header: list[str], given: Sequence[str] | None, label: str) ->
                 f"{label} has {len(header)} columns on its first line; expected {len(given)} ({', '.join(given)})."
             )
         return list(given)
-    names = [name.strip() for name in header]
-    empty = [str(k) for k, name in enumerate(names, 1) if not name]
-    if empty:
-        raise DataError(
-            f"{label}: column {', '.join(empty)} of {len(names)} has an empty header; every column needs a name"
-            + (" (a delimiter at the end of the header line?)." if empty[-1] == str(len(names)) else ".")
-        )
+    names = [name.strip() or _unnamed(k) for k, name in enumerate(header, 1)]
     repeated = [name for name, count in Counter(names).items() if count > 1]
     if repeated:
         where = {name: [str(k) for k, n in enumerate(names, 1) if n == name] for name in repeated}
         listed = "; ".join(f"'{name}' (columns {', '.join(cols)})" for name, cols in where.items())
         raise DataError(f"{label}: column names must be unique, but these repeat: {listed}.")
     return names
+
+
+def _unnamed(position: int) -> str:
+    """A column without a header, until `_without_empty_unnamed` has looked at its cells (no header
+    cell can hold a line break, so no real name is ever this)."""
+    return f"\n{position}"
+
+
+def _without_empty_unnamed(frame: pd.DataFrame, label: str, warnings: list[str]) -> pd.DataFrame:
+    """Columns without a header: left out with a note when every cell is empty too (a spreadsheet's
+    trailing empty column, a delimiter at the end of every line); refused when they hold values,
+    which no one could say what they are."""
+    unnamed = [(int(name[1:]), name) for name in frame.columns if name.startswith("\n")]
+    if not unnamed:
+        return frame
+    filled = [position for position, name in unnamed if frame[name].notna().any()]
+    if filled:
+        raise DataError(
+            f"{label}: column {', '.join(map(str, filled))} of {frame.shape[1]} has an empty header; every column "
+            "needs a name"
+            + (" (a delimiter at the end of the header line?)." if filled[-1] == frame.shape[1] else ".")
+        )
+    positions = ", ".join(str(position) for position, _ in unnamed)
+    warnings.append(f"{label}: column {positions} of {frame.shape[1]} has no name and no values (a spreadsheet's "
+                    "empty column, or a delimiter at the end of each line) and is left out.")
+    return frame.drop(columns=[name for _, name in unnamed])
 
 
 def _read_frame(data: bytes, label: str, max_bytes: int, codec: str, delimiter: str, decimal: str,

@@ -5,6 +5,10 @@ and call the application layer (this module, `fedcore.runner` through `fedcore.j
 data services in one place is also where a deployment's policy on data applies (which folders a
 browser may reach, what is read before a file is accepted).
 
+The mapping step (`map_data`, `keep_dictionary`): the alignment with a data dictionary applied
+and the suggestions left; the dictionary is kept, like an upload, under a folder named by its
+content's hash, so the data reference that names it is one fixed set of decisions.
+
 Uploads: `check_upload` parses a file's bytes while they are still in memory — with the reader's
 limits on size, decompressed size and rows enforced while it streams — and `keep_upload` writes
 only an accepted file, under a folder named by its content's hash (the same file uploaded twice is
@@ -38,7 +42,12 @@ from data_adapters import (
     load_federation,
     parse_reference,
 )
+from data_adapters import mapping
 from data_adapters.csv_sites import MAX_FILE_MB, site_name
+from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
+from data_adapters.dictionary import dictionary_bytes, dictionary_name, empty_dictionary, merge, parse_dictionary
+from data_adapters.dictionary import validate as validate_dictionary
+from data_adapters.suggestions import edited_patch
 from data_adapters.demo import FEATURES as DEMO_FEATURES
 from data_adapters.discover import find_datasets, search_folders
 from data_adapters.preprocessing import MISSING_CODE
@@ -46,20 +55,28 @@ from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
 from data_adapters.units import unit_message
+from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore import jobs
 from fedcore.errors import DataError
-from fedcore.store import Run, RunStore
+from fedcore.store import Run, RunStore, atomic_write_bytes
 
 BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site files shipped with the product
 
 __all__ = [
     "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
+    "UPLOAD_STANDARDIZATION",
     "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "check_roots", "check_spec",
-    "check_upload", "configured_roots", "data_kind", "data_roots", "describe_reference", "find_datasets",
-    "inspect_data", "is_flower_reference", "keep_upload", "load_federation", "read_text_table", "rerun",
+    "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
+    "dictionary_bytes", "edited_patch", "empty_dictionary", "find_datasets", "inspect_data",
+    "is_flower_reference", "keep_dictionary", "keep_upload", "load_federation", "map_data", "merge",
+    "parse_dictionary", "read_text_table", "rerun",
     "search_folders", "site_name", "submit", "unit_message", "upload_folder", "within_roots",
 ]
 
+# The Data page's standardisation choices for uploaded tables, its default first: chosen by measurement
+# (benchmarks/evidence/standardization.py, README "Standardisation"): with per-site standardisation a
+# unit or offset difference at one site vanishes before the model sees it.
+UPLOAD_STANDARDIZATION = ("federated", "site", "none")
 UPLOAD_MAX_BYTES = int(MAX_FILE_MB * 1e6)  # as the csv reader's default, so a kept file's parse is found again
 UPLOAD_MAX_ROWS = MAX_ROWS
 PREVIEW_ROWS = 5
@@ -78,6 +95,7 @@ class CheckedUpload:
     columns: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     preview: pd.DataFrame | None = field(default=None, compare=False)
+    sheets: int = 1  # a workbook's sheets with rows (one site each unless a column names the sites)
 
     @property
     def ok(self) -> bool:
@@ -101,9 +119,13 @@ def check_upload(name: str, data: bytes) -> CheckedUpload:
     if known is not None:
         return known
     try:
-        table = parse_text_table(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS)
-        checked = CheckedUpload(safe, digest, rows=len(table.frame), columns=tuple(map(str, table.frame.columns)),
-                                warnings=tuple(table.warnings), preview=table.frame.head(PREVIEW_ROWS))
+        tables = (parse_workbook(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS) if is_workbook(safe)
+                  else [parse_text_table(data, safe, UPLOAD_MAX_BYTES, max_rows=UPLOAD_MAX_ROWS)])
+        table = tables[0]
+        checked = CheckedUpload(safe, digest, rows=sum(len(t.frame) for t in tables),
+                                columns=tuple(map(str, table.frame.columns)),
+                                warnings=tuple(w for t in tables for w in t.warnings),
+                                preview=table.frame.head(PREVIEW_ROWS), sheets=len(tables))
     except DataError as error:
         checked = CheckedUpload(safe, digest, error=str(error))
     with _checks_lock:
@@ -136,6 +158,31 @@ def keep_upload(upload: CheckedUpload, data: bytes, folder: Path) -> Path:
 def safe_file_name(name: str) -> str:
     """The uploaded name without folders, and with only letters, digits, '.', '_' and '-'."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).lstrip(".") or "upload.csv"
+
+
+# -- the mapping step: a data dictionary built decision by decision --------------------------------
+def map_data(ref: Reference, content: Mapping[str, Any]) -> tuple[dict[str, Any], bool, list[dict[str, Any]]]:
+    """The alignment report (as a dict) of a table reference with the dictionary `content`
+    applied, whether it combines, and the suggestions left (`data_adapters.suggestions`)."""
+    alignment, suggestions = mapping(ref, validate_dictionary(dict(content), "the dictionary"))
+    return alignment.report.to_dict(), alignment.report.ok, [s.to_dict() for s in suggestions]
+
+
+def keep_dictionary(content: Mapping[str, Any], folder: Path) -> Path:
+    """Write a dictionary under `folder/<first 16 hex digits of its hash>/NAME.dictionary.json`
+    (once: the same decisions are one file), for a data reference to name."""
+    data = dictionary_bytes(content)
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", str(content.get("name") or "study")).strip("-")[:60] or "study"
+    target = folder / hashlib.sha256(data).hexdigest()[:16] / f"{name}{DICTIONARY_SUFFIX}"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, data)
+    return target
+
+
+def default_name(files: list[str]) -> str:
+    """What an upload is called until the analyst names it: made from its files' names."""
+    return dictionary_name(files)
 
 
 def data_kind(ref: Any) -> str:

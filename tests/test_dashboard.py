@@ -524,7 +524,8 @@ def test_upload_of_the_sample_csvs_shows_the_alignment_report(app, downloads):
     sites = at.dataframe[1].value  # after the editable site names
     assert len(sites) == 4 and set(sites["rows"]) == {220, 180, 260, 200}
     shown = texts(at)
-    assert "`glucose` at **synthetic_east_clinic**" in shown  # the unit difference
+    # the unit difference: the one site, its conversion (before, a location warning for the column)
+    assert "synthetic_east_clinic's glucose looks like mmol/L where the others use mg/dL (glucose)" in shown
     assert "semicolons" in shown and "'unknown'" in shown  # West's export, South's bad cells
     at.button(key="use").click().run()
     chosen = json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]

@@ -163,3 +163,48 @@ def test_the_parse_cache_hands_out_copies(monkeypatch):
     again = text_tables.parse_text_table(data, "t.csv", 10_000)
     assert list(again.frame.columns) == ["a", "b", "outcome"] and again.frame.loc[0, "b"] == 2 and not again.warnings
     assert text_tables.parse_text_table(data, "other.csv", 10_000).file == "other.csv"  # the label is part of the key
+
+
+def lab_sites(rng, n=150, median=5.2, sd=1.0):
+    return {site: positive(rng, n, median, sd) for site in ("north", "south", "east", "west")}
+
+
+def test_with_three_or_more_sites_the_one_site_in_another_unit_is_named_with_its_conversion():
+    """Cholesterol in mg/dL at 'west' only: one finding, naming west and × 1/38.67 back to mmol/L;
+    no pairwise finding for the column (it would name every pair with west)."""
+    rng = np.random.default_rng(11)
+    at = lab_sites(rng)
+    at["west"] = at["west"] * 38.67
+    findings = units.unit_differences({"cholesterol": at}, list(at))
+    assert [(f["column"], f["site"]) for f in findings] == [("cholesterol", "west")]
+    (finding,) = findings
+    assert finding["a"] == pytest.approx(1 / 38.67) and finding["b"] == 0
+    assert finding["conversion"] == "cholesterol mg/dL ↔ mmol/L"
+    assert "west's cholesterol looks like mg/dL where the others use mmol/L" in units.unit_message(finding)
+
+
+def test_sites_in_one_unit_get_no_unit_finding_and_an_unnamed_analyte_factor_is_not_named():
+    rng = np.random.default_rng(12)
+    assert units.unit_differences({"cholesterol": lab_sites(rng)}, ["north", "south", "east", "west"]) == []
+    at = lab_sites(rng)
+    at["west"] = at["west"] * 38.67
+    (finding,) = units.unit_differences({"marker": at}, list(at))  # no analyte named: a bare factor
+    assert finding["site"] == "west" and finding["conversion"] is None and "no known unit conversion" in finding["message"]
+
+
+def test_fahrenheit_at_one_of_four_sites_is_converted_affinely():
+    rng = np.random.default_rng(13)
+    at = {site: rng.normal(37.0, 0.6, 200) for site in ("a", "b", "c", "d")}
+    at["c"] = at["c"] * 1.8 + 32
+    (finding,) = units.unit_differences({"temp": at}, list(at))
+    assert finding["site"] == "c" and finding["a"] == pytest.approx(5 / 9) and finding["b"] == pytest.approx(-160 / 9)
+
+
+def test_two_sites_in_each_unit_name_no_culprit_but_the_pairs():
+    rng = np.random.default_rng(14)
+    at = lab_sites(rng)
+    at["east"], at["west"] = at["east"] * 38.67, at["west"] * 38.67
+    findings = units.unit_differences({"cholesterol": at}, list(at))
+    assert findings and all("site" not in f for f in findings)
+    assert {tuple(sorted(f["sites"])) for f in findings} == {("east", "north"), ("east", "south"), ("north", "west"),
+                                                             ("south", "west")}

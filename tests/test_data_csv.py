@@ -4,6 +4,7 @@ for every kind of bad input (written into tmp_path)."""
 import gzip
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,6 +143,16 @@ def test_site_names_can_be_given_and_must_be_unique(tmp_path, two_sites):
         inspect_data(ref(two_sites[0], copy))
 
 
+@pytest.mark.parametrize("content, positions", [
+    (b"age,sex,outcome,\n1,M,0,\n2,F,1,\n", "column 4 of 4"),  # a spreadsheet's trailing empty column
+    (b"age;;sex;outcome;\n1;;M;0;\n2;;F;1;\n", "column 2, 5 of 5"),
+])
+def test_a_column_without_name_or_values_is_left_out_with_a_note(content, positions):
+    table = parse_text_table(content, "export.csv", 10_000)
+    assert list(table.frame.columns) == ["age", "sex", "outcome"] and table.frame["sex"].tolist() == ["M", "F"]
+    assert any(w.startswith(f"export.csv: {positions} has no name and no values") for w in table.warnings), table.warnings
+
+
 def test_the_same_parser_reads_bytes_of_an_upload():
     table = parse_text_table("\n".join([HEADER, *rows(3)]).encode(), "upload.csv", 10_000)
     assert list(table.frame.columns) == HEADER.split(",") and len(table.frame) == 3
@@ -159,7 +170,7 @@ def test_the_same_parser_reads_bytes_of_an_upload():
         (b"age sex outcome\n1 2 3\n", "a.csv: the first line has no comma, semicolon or tab"),
         (b"age,sex,age,outcome\n1,M,2,0\n", "a.csv: column names must be unique, but these repeat: 'age' (columns 1, 3)."),
         (b"age,,chol,outcome\n1,M,2,0\n", "a.csv: column 2 of 4 has an empty header; every column needs a name."),
-        (b"age,sex,outcome,\n1,M,0,\n", "a.csv: column 4 of 4 has an empty header; every column needs a name (a delimiter at the end"),
+        (b"age,sex,outcome,\n1,M,0,7\n", "a.csv: column 4 of 4 has an empty header; every column needs a name (a delimiter at the end"),
         (b"age,sex,chol,outcome\n1,M,2,0\n1,F,3,1\n1,F,3,1,9\n", "a.csv: line 4 has 5 fields but the header has 4"),
         (b"\x1f\x8b\x08\x00broken", "a.csv looks gzip-compressed but cannot be decompressed"),
     ],
@@ -393,3 +404,67 @@ def test_a_bad_csv_creates_no_run(tmp_path, two_sites, capsys):
     assert code == 2
     assert "west.csv, column 'chol': infinite value(s) at data row(s) 1" in capsys.readouterr().err
     assert RunStore(store).runs() == []
+
+
+def test_a_windows_1252_header_keeps_its_accented_names():
+    """Its header was decoded as UTF-8 with errors ignored before the fallback: 'Âge' became 'ge'."""
+    data = "Âge;Température;outcome\n61;37,2;1\n47;36,9;0\n".encode("cp1252")
+    table = parse_text_table(data, "south.csv", 10_000)
+    assert list(table.frame.columns) == ["Âge", "Température", "outcome"] and table.encoding == "cp1252"
+
+
+# -- workbooks ------------------------------------------------------------------------------------
+def workbook(path: Path, sheets: dict[str, list[list]]) -> str:
+    import openpyxl
+    book = openpyxl.Workbook()
+    book.remove(book.active)
+    for title, rows in sheets.items():
+        sheet = book.create_sheet(title)
+        for row in rows:
+            sheet.append(row)
+    book.save(path)
+    return str(path)
+
+
+def sheet_rows(seed: int, n: int = 30) -> list[list]:
+    rng = np.random.default_rng(seed)
+    return [["age", "sex", "chol", "outcome"]] + [[int(rng.integers(30, 80)), str(rng.choice(["M", "F"])),
+                                                    round(float(rng.normal(5, 1)), 2), int(rng.integers(0, 2))]
+                                                   for _ in range(n)]
+
+
+def test_a_workbook_with_a_sheet_per_site(tmp_path):
+    book = workbook(tmp_path / "study.xlsx", {"north": sheet_rows(0), "empty": [], "south": sheet_rows(1, 25)})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert report.ok and [(s["site"], s["rows"]) for s in report.sites] == [("north", 30), ("south", 25)]
+    assert set(report.features) == {"age", "sex", "chol"} and report.features["chol"]["kind"] == "continuous"
+    assert any("study.xlsx: sheet(s) 'empty' are empty and left out" in w for w in report.warnings)
+
+
+def test_a_workbook_sheet_with_a_site_column_and_a_csv_beside_it(tmp_path):
+    rows = sheet_rows(2, 60)
+    rows = [["hospital", *rows[0]]] + [["A" if k % 2 else "B", *r] for k, r in enumerate(rows[1:])]
+    book = workbook(tmp_path / "all.xlsx", {"export": rows})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome", "site_column": "hospital"})
+    assert report.ok and [(s["site"], s["rows"]) for s in report.sites] == [("A", 30), ("B", 30)]
+
+
+@pytest.mark.parametrize("sheets, message", [
+    ({"north": [["age", "age", "outcome"], [1, 2, 0]]},
+     "book.xlsx, sheet 'north': column names must be unique, but these repeat: 'age' (columns 1, 2)."),
+    ({"north": [["age", None, "outcome"], [1, 2, 0]]}, "book.xlsx, sheet 'north': column 2 of 3 has an empty header"),
+    ({"north": [["age", "outcome"]]}, "book.xlsx, sheet 'north' has a header row but no data rows."),
+    ({"north": []}, "book.xlsx has no sheet with rows."),
+])
+def test_a_bad_sheet_gets_the_csv_message_with_its_sheet_named(tmp_path, sheets, message):
+    book = workbook(tmp_path / "book.xlsx", sheets)
+    with pytest.raises(DataError) as error:
+        inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert message in str(error.value)
+
+
+def test_a_zip_named_xlsx_is_refused(tmp_path):
+    fake = tmp_path / "fake.xlsx"
+    fake.write_bytes(gzip.compress(b"not a workbook"))
+    with pytest.raises(DataError, match="fake.xlsx is not an Excel workbook"):
+        inspect_data({"source": "csv", "files": [str(fake)], "target": "outcome"})

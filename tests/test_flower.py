@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from flwr.app import ConfigRecord, RecordDict
+from flwr.app import ConfigRecord, MessageType, RecordDict
 
 from data_adapters import flower_reference, load_federation
 from fedcore.algorithms import REGISTRY
@@ -55,7 +55,7 @@ class InProcessSites:
         for node, content in zip(nodes, contents):
             config = self.node_configs[node.node_id]
             seed = protocol.read_json(content[protocol.SPEC])["config"]["seed"]
-            federation = site.load_site(config, seed)
+            federation = site.load_site(config, seed, protocol.read_pooled(content))
             replies.append(site.answer(kind, federation, config, self.states[node.node_id], content))
         return replies
 
@@ -336,3 +336,81 @@ def test_a_site_can_keep_its_profile_to_itself(tmp_path):
     nodes[0]["share-profile"] = "false"
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
     assert run.status["state"] == "done" and not (run.path / "profile.npz").exists()
+
+
+# -- federated standardisation: counts, sums and sums of squares, pooled at the server ----------------
+@pytest.fixture(scope="module")
+def messy_sites(tmp_path_factory):
+    """The messy exports (tests/messy_exports.py) and their drafted data dictionary."""
+    from data_adapters import draft_dictionary
+    from data_adapters.dictionary import dictionary_bytes
+    from tests.messy_exports import write_messy_exports
+
+    folder = tmp_path_factory.mktemp("messy")
+    files = [str(p) for p in write_messy_exports(folder)]
+    dictionary = folder / "study.dictionary.json"
+    dictionary.write_bytes(dictionary_bytes(draft_dictionary({"source": "csv", "files": files, "target": "outcome"})))
+    return files, str(dictionary)
+
+
+def federated_nodes(files, dictionary, standardization="federated"):
+    return [{"site": Path(f).stem, "data": f"csv:{f},target=outcome,dictionary={dictionary},"
+                                           f"standardization={standardization}"} for f in files]
+
+
+def test_flower_sites_send_sums_and_standardise_with_the_server_pooled_mean_and_sd(messy_sites, tmp_path):
+    files, dictionary = messy_sites
+    seed = 3
+    nodes = federated_nodes(files, dictionary)
+    # the message functions: each site's sums, pooled at the server ...
+    spec = RecordDict({protocol.SPEC: protocol.json_record({"config": {"seed": seed, "device": "cpu"}})})
+    sums = [site.answer(protocol.DESCRIBE, site.load_site(n, seed), n, RecordDict(), spec) for n in nodes]
+    total = sum(protocol.read_arrays(reply[protocol.SUMS])["sums"] for reply in sums)
+    kinds = protocol.read_json(sums[0][protocol.SITE])["feature_kinds"]
+    from data_adapters import pooled_from_sums
+    pooled = pooled_from_sums(total, kinds)
+    # ... are the mean and population SD of all sites' training rows, computed here from the rows
+    whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
+                             "standardization": "none"}, seed)
+    chol = whole.feature_names.index("chol")
+    rows = np.concatenate([np.asarray(s.x_train[:, chol]) for s in whole.sites])  # missing rows hold 0 here
+    raw_profile_sd = pooled[chol][1]
+    assert set(pooled) == {j for j, k in enumerate(whole.feature_kinds) if k == "continuous"}
+    observed = rows[rows != 0]  # 'none' encodes a missing continuous value as 0; no real cholesterol is 0
+    assert pooled[chol][0] == pytest.approx(observed.mean(), rel=1e-6)  # (the tensors hold 32-bit floats)
+    assert raw_profile_sd == pytest.approx(observed.std(), rel=1e-6)
+    # a site standardised with them holds what the simulation's federated standardisation gives it
+    simulated_ = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
+                                  "standardization": "federated"}, seed)
+    for node, expected in zip(nodes, simulated_.sites):
+        alone = site.load_site(node, seed, pooled).sites[0]
+        assert alone.name == expected.name
+        assert torch.allclose(alone.x_train, expected.x_train, atol=1e-6)
+        assert torch.allclose(alone.x_test, expected.x_test, atol=1e-6)
+    # without the pooled values a federated site refuses to train (alone it would standardise per site)
+    with pytest.raises(DataError, match="the server sent no pooled mean and SD"):
+        train_spec = RecordDict({protocol.SPEC: protocol.json_record({"config": {"seed": seed}})})
+        site.answer(MessageType.TRAIN, site.load_site(nodes[0], seed), nodes[0], RecordDict(), train_spec)
+
+
+def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(messy_sites, tmp_path):
+    files, dictionary = messy_sites
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
+    assert run.status["state"] == "done", run.status
+    pooled = run.federation["flower"]["pooled_standardization"]
+    assert sorted(pooled) == ["age", "chol"] and pooled["chol"]["mean"] == pytest.approx(5.4, abs=0.1)
+    spec = run.spec
+    whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
+                             "standardization": "federated"}, 1)
+    config = TrainConfig(**{**spec["config"], "execution": "per-site"})
+    sim = Simulation(whole, build_algorithm("fedavg", spec["params"]), config)
+    sim.run()
+    model = run.load_model()
+    assert max(float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model) < TOLERANCE
+
+
+def test_sites_that_standardise_differently_are_refused(messy_sites, tmp_path):
+    files, dictionary = messy_sites
+    nodes = federated_nodes(files[:2], dictionary) + federated_nodes(files[2:], dictionary, "site")
+    with pytest.raises(DataError, match=r"Sites north, south standardise 'federated' but east, west do not"):
+        flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)

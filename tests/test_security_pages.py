@@ -232,8 +232,8 @@ def test_hostile_names_are_shown_as_text_and_exported_without_formulas(make_app,
     shown = texts(at)
     # each hostile name reaches the page, as the text it is ...
     assert IMAGE in shown and SITES[2] in shown and CATEGORIES[0] in shown
-    assert any(IMAGE in unescaped(w.value) and SITES[2] in unescaped(w.value) and "different unit" in w.value
-               for w in at.warning)
+    assert any(IMAGE in unescaped(w.value) and SITES[2] in unescaped(w.value)
+               and "looks like values 100 times the others'" in unescaped(w.value) for w in at.warning)
     assert any(CATEGORIES[0] in unescaped(w.value) and "different categories" in unescaped(w.value) for w in at.warning)
     # ... and no element carries it as Markdown or HTML: an image, a link, a tag, bold, an auto-link
     for element in elements:

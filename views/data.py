@@ -7,11 +7,12 @@ from dashboard.auth import require
 from dashboard.common import DEMO_DATA, choose_data, chosen_data, inspect_reference, load_run_federation
 from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
 from dashboard.data_roots import check_reference, data_roots, upload_folder
+from dashboard.mapping_step import mapping_step
 from dashboard.registry import CHECKUP, TRAIN
 from dashboard.safe_text import md
 from fedcore.datasets import DEMO_FEATURES as FEATURES
-from fedcore.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, check_upload, describe_reference, find_datasets,
-                              keep_upload)
+from fedcore.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, UPLOAD_STANDARDIZATION, check_upload, default_name,
+                              describe_reference, find_datasets, keep_upload)
 from fedcore.errors import DataError
 
 SOURCES = ("Synthetic demo federation", "A dataset on this machine", "Upload CSV files (one per site)")
@@ -115,12 +116,13 @@ def on_disk() -> None:
 
 
 def upload() -> None:
-    st.markdown("One CSV per site (the file name becomes the site's name), or one file with a site column. "
-                "Comma, semicolon or tab separated, optionally gzipped; most encodings are recognised. Each file "
+    st.markdown("One CSV per site (the file name becomes the site's name), or one file with a site column; an Excel "
+                "workbook with a sheet per site, or one sheet with a site column. CSV: comma, semicolon or tab "
+                "separated, optionally gzipped; most encodings are recognised. Each file "
                 "is checked before it is kept; a refused file is not kept at all. Try the synthetic files in "
                 "`assets/sample_sites/`.")
-    files = st.file_uploader("CSV files", type=["csv", "tsv", "txt", "data", "tab", "gz"], accept_multiple_files=True,
-                             key="files")
+    files = st.file_uploader("CSV or Excel files", type=["csv", "tsv", "txt", "data", "tab", "gz", "xlsx"],
+                             accept_multiple_files=True, key="files")
     if not files:
         return
     contents = {file.file_id: file.getvalue() for file in files}
@@ -145,7 +147,10 @@ def upload() -> None:
     everywhere = columns or list(checked[0].columns)
     layout = st.radio("Sites", ["one file per site", "a column names the site"], horizontal=True, key="layout")
     site_column = st.selectbox("Site column", everywhere, key="site_column") if layout.startswith("a column") else None
-    if site_column is None:
+    if site_column is None and any(check.sheets > 1 for check in checked):
+        names = None  # a workbook with several sheets: one site per sheet, named after it
+        st.caption("Sites are named after the workbook's sheets.")
+    elif site_column is None:
         names = st.data_editor(pd.DataFrame({"file": [c.name for c in checked], "site": [c.site for c in checked]}),
                                disabled=["file"], hide_index=True, key="site_names")
     choices = [c for c in everywhere if c != site_column]
@@ -154,17 +159,21 @@ def upload() -> None:
                              key="exclude")
     left, right = st.columns(2)
     standardization = left.selectbox(
-        "Standardisation", ["site", "none"], key="standardization",
-        format_func={"site": "each site on its own training rows (iFedAvg paper)",
-                     "none": "none: values as exported (unit differences stay visible)"}.get)
+        "Standardisation", UPLOAD_STANDARDIZATION, key="standardization",
+        format_func={"federated": "federated: one mean and SD over all sites (unit and offset differences stay visible)",
+                     "site": "each site on its own training rows (iFedAvg paper: affine differences vanish)",
+                     "none": "none: values as exported"}.get)
     indicators = right.checkbox("Add a missing-value indicator for every column with gaps", key="indicators")
     ref = {"source": "csv", "files": [str(p) for p in paths], "target": target, "exclude": exclude,
            "standardization": standardization, "missing_indicators": indicators}
     if site_column:
         ref["site_column"] = site_column
-    else:
+    elif names is not None:
         ref["site_names"] = list(names["site"])
+    ref["name"] = st.text_input("Name of this data (shown wherever it is listed)", default_name([c.name for c in checked]),
+                                key="data_name").strip() or default_name([c.name for c in checked])
     try:
+        ref = mapping_step(ref, ref["name"])
         check_reference(ref)
         report, ok = inspect_reference(ref)
     except DataError as error:

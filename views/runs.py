@@ -7,6 +7,7 @@ from dashboard.auth import allowed, require
 from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished, show_damage
 from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
+from dashboard.records import data_name
 from dashboard.records import progress, run_label
 from dashboard.safe_text import md
 from fedcore import jobs
@@ -68,7 +69,7 @@ def runs_table() -> None:
         rows.append({
             "state": STATE_LABELS.get(info["state"], info["state"]),
             "algorithm": run_label(run).split(" · ")[0],
-            "data": spec.get("data") if isinstance(spec.get("data"), str) else (spec.get("data") or {}).get("source"),
+            "data": data_name(spec.get("data")),
             "progress": info["fraction"],
             "round": f"{info['round']}/{info['total']}",
             "mean F1": info["mean"].get("f1"),

@@ -4,6 +4,7 @@
     python -m fedcore run --spec myrun.json --seed 3
     python -m fedcore run -a ifedavg --data csv:site_a.csv,site_b.csv --target outcome --rounds 100
     python -m fedcore inspect --data heart:../shared/data/heart_disease/canonical
+    python -m fedcore inspect --data csv:a.csv,b.csv,target=outcome --draft-dictionary study.dictionary.json
     python -m fedcore checkup --data demo [--train] [--json]
     python -m fedcore list
     python -m fedcore show RUN_ID [--json]
@@ -18,8 +19,10 @@ import argparse
 import json
 import sys
 from dataclasses import fields
+from pathlib import Path
 
-from data_adapters import describe_reference, inspect_data, normalize_reference
+from data_adapters import describe_reference, draft_dictionary, inspect_data, normalize_reference, reference_dict
+from data_adapters.dictionary import dictionary_bytes
 from fedcore.algorithms import REGISTRY
 from fedcore.checkup import plans
 from fedcore.checkup_jobs import start_checkup
@@ -28,7 +31,7 @@ from fedcore.cli.formatting import ProgressBar, format_report, format_summary, f
 from fedcore.cli.specs import data_reference, raw_specs
 from fedcore.errors import Cancelled, FedcoreError, TrainingError, cancel_on_sigterm
 from fedcore.runner import execute, resolve_spec
-from fedcore.store import RunStore
+from fedcore.store import RunStore, atomic_write_bytes
 from fedcore.text import table as text_table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
@@ -95,7 +98,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    report = inspect_data(normalize_reference(data_reference(args)))
+    ref = normalize_reference(data_reference(args))
+    if args.draft_dictionary:
+        out = Path(args.draft_dictionary)
+        content = draft_dictionary(ref)
+        atomic_write_bytes(out, dictionary_bytes(content))
+        decisions = sum(len(v) for entry in content.get("sites", {}).values() for v in entry.values())
+        print(f"Wrote the draft data dictionary {out} ({decisions} site decision(s), {len(content.get('drop', []))} "
+              f"column(s) dropped, {len(content.get('kinds', {}))} kind(s)); use it as dictionary={out}.",
+              file=sys.stderr)
+        ref = {**reference_dict(ref), "dictionary": str(out.resolve())}
+    report = inspect_data(ref)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_text())
     return 0 if report.ok else EXIT_BAD_INPUT
 

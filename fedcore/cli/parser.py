@@ -48,6 +48,10 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     )
     inspect.add_argument("--data", "-d", required=True, help="Data reference, e.g. heart:PATH or csv:a.csv,b.csv.")
     inspect.add_argument("--json", action="store_true", help="The report as JSON.")
+    inspect.add_argument("--draft-dictionary", metavar="OUT",
+                         help="Tables: write a data dictionary (OUT, e.g. study.dictionary.json) with every suggestion "
+                              "of the mapping step filled in (the reference's own dictionary, if any, extended); "
+                              "read it, edit it, then use it as csv:...,dictionary=OUT.")
     _add_data_flags(inspect)
     inspect.set_defaults(handler=handlers["inspect"])
 
@@ -87,6 +91,9 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--target", help="Target column of CSV sites.")
     group.add_argument("--site-column", dest="site_column", help="Column whose values are the sites (one CSV, all sites).")
     group.add_argument("--site-names", dest="site_names", type=_names, help="Site names, one per CSV file: a,b,c.")
+    group.add_argument("--dictionary", help="A data dictionary (NAME.dictionary.json) mapping each site's columns, "
+                                            "units, codes and target onto the study's (README 'The data dictionary').")
+    group.add_argument("--name", help="What to call the data in lists and titles.")
     group.add_argument("--exclude", type=_names, help="Columns that are not features: id,ward.")
     group.add_argument("--kind", dest="kinds", action="append", type=_kind, metavar="COLUMN=KIND",
                        help="Feature kind instead of the inferred one (continuous, binary, categorical); repeatable.")

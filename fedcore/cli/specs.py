@@ -14,7 +14,7 @@ from fedcore.algorithms import REGISTRY, get_algorithm
 from fedcore.config import TrainConfig
 from fedcore.errors import FedcoreError
 
-DATA_FLAGS = ("target", "site_column", "site_names", "exclude", "kinds", "missing_indicators",
+DATA_FLAGS = ("target", "dictionary", "name", "site_column", "site_names", "exclude", "kinds", "missing_indicators",
               "standardization", "split", "sites", "inject")
 
 

@@ -23,7 +23,8 @@ from fedcore.flower import protocol, site
 from fedcore.flower.server import GridSites, serve
 from fedcore.store import Run
 
-SiteLoader = Callable[[Context, int], Federation]  # (context, run seed) -> that site's federation
+# (context, run seed, the server's pooled standardisation or None) -> that site's federation
+SiteLoader = Callable[[Context, int, "dict[int, tuple[float, float]] | None"], Federation]
 SITE_ERROR = 1  # Error code of a reply whose site refused the message (the reason says why)
 
 
@@ -43,7 +44,7 @@ def make_client_app(load: SiteLoader) -> ClientApp:
     def handle(message: Message, context: Context) -> Message:
         try:
             spec = protocol.read_json(message.content[protocol.SPEC])
-            federation = load(context, int(spec["config"]["seed"]))
+            federation = load(context, int(spec["config"]["seed"]), protocol.read_pooled(message.content))
             content = site.answer(message.metadata.message_type, federation, dict(context.node_config),
                                   context.state, message.content)
             return Message(content, reply_to=message)
@@ -66,4 +67,4 @@ def _run_from_config(context: Context) -> Run:
 
 
 server_app = make_server_app(_run_from_config)
-client_app = make_client_app(lambda context, seed: site.load_site(dict(context.node_config), seed))
+client_app = make_client_app(lambda context, seed, pooled: site.load_site(dict(context.node_config), seed, pooled))

@@ -11,6 +11,12 @@
                       algorithm sets them)            SCORES: the received model's scores on its
                                                       hold-out (when ROUND asks to evaluate first)
     evaluate          SPEC, ROUND, MODEL        SCORES
+A site that standardises 'federated' adds SUMS to its describe reply: the count, sum and sum of
+squares of each feature over its training rows (original units), nothing else. When every site
+does, the server pools the sums into each continuous
+feature's mean and SD and sends them in SPEC (its POOLED entry) with every later message: a site
+standardises its rows with them, as the simulation does with the same values
+(`data_adapters.assemble`).
 
 SPEC is the run's spec (algorithm, params, engine config), sent each time because a site keeps
 nothing but its own tensors between rounds. Tensors travel as numpy arrays (never pickled).
@@ -25,8 +31,8 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 
-SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES, PROFILE = (
-    "spec", "site", "round", "model", "class_weights", "train", "scores", "profile",
+SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES, PROFILE, SUMS, POOLED = (
+    "spec", "site", "round", "model", "class_weights", "train", "scores", "profile", "sums", "pooled",
 )
 # Message types a site answers (Flower's train / evaluate / query actions).
 DESCRIBE = "query.describe"
@@ -60,3 +66,17 @@ def read_tensors(record: ArrayRecord) -> dict[str, torch.Tensor]:
 
 def metric_record(values: dict[str, float]) -> MetricRecord:
     return MetricRecord({name: float(value) for name, value in values.items()})
+
+
+def with_pooled(spec: dict[str, Any], pooled: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    """The spec sent to the sites, carrying the pooled mean and SD of each standardised feature
+    (JSON keeps every float exactly)."""
+    return {**spec, POOLED: {str(j): [m, s] for j, (m, s) in pooled.items()}}
+
+
+def read_pooled(content: Any) -> dict[int, tuple[float, float]] | None:
+    """The pooled standardisation a message's SPEC carries, if any (feature index -> mean, SD)."""
+    if SPEC not in content:
+        return None
+    pooled = read_json(content[SPEC]).get(POOLED)
+    return None if pooled is None else {int(j): (float(m), float(s)) for j, (m, s) in pooled.items()}

@@ -2,8 +2,10 @@
 the sites' messages, writing the run into the run store.
 
     1. wait for the SuperNodes, ask each to describe its data (name, sizes, features, classes)
-       and check that the sites can train one model together; ask each for its federated
-       statistics (the check-up's data lens, `fedcore.interpret.profile`), stored as profile.npz;
+       and check that the sites can train one model together; when they standardise 'federated'
+       (each sends its counts, sums and sums of squares with its description), pool each
+       feature's mean and SD and send it with every later message; ask each for its federated statistics (the check-up's data
+       lens, `fedcore.interpret.profile`), stored as profile.npz;
     2. every round: send each site the model it receives (its row of the stacked shared tensors:
        the same for all sites under FedAvg, its own under FedHealth2) and, if the algorithm sets
        them, its class weights; take back the trained shared tensors, and the local ones the
@@ -25,7 +27,7 @@ import torch
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
-from data_adapters import load_federation
+from data_adapters import load_federation, pooled_from_sums
 from fedcore.algorithms import build_algorithm
 from fedcore.algorithms.base import Algorithm
 from fedcore.engine import FederatedModels, TrainConfig, round_record
@@ -94,9 +96,12 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     algorithm = build_algorithm(spec["algorithm"], spec["params"])
     site_spec = {key: spec[key] for key in ("algorithm", "params", "config")}
     run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
-    nodes, descriptions = _described_sites(sites, reference, site_spec)
+    nodes, descriptions, sums = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
-    run.write_federation(_federation_record(federation, descriptions, reference))
+    pooled = _pooled_standardization(nodes, descriptions, sums)
+    if pooled is not None:  # every later message carries it: each site standardises with it
+        site_spec = protocol.with_pooled(site_spec, pooled)
+    run.write_federation(_federation_record(federation, descriptions, reference, pooled))
     profile = _profiles(sites, nodes, site_spec, reference["wait_s"])
     if profile is not None:
         run.save_profile(profile.to_npz())
@@ -110,17 +115,35 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     run.mark_finished("done")
 
 
-def _described_sites(sites: Sites, reference: dict, site_spec: dict) -> tuple[list[Node], list[dict]]:
-    """The connected sites and their descriptions, in the order of the sites' names (whichever
-    node ids Flower gave them)."""
+def _described_sites(sites: Sites, reference: dict, site_spec: dict) -> tuple[list[Node], list[dict], list]:
+    """The connected sites, their descriptions and their standardisation sums (None where a site
+    does not standardise 'federated'), in the order of the sites' names (whichever node ids
+    Flower gave them)."""
     nodes = sites.connect(reference["sites"], reference["wait_s"])
     contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
     replies = sites.exchange(nodes, contents, protocol.DESCRIBE, 0, reference["wait_s"])
     descriptions = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
+    sums = [protocol.read_arrays(reply[protocol.SUMS])["sums"] if protocol.SUMS in reply else None for reply in replies]
     for node, description in zip(nodes, descriptions):
         node.name = description["site"]["name"]
-    ordered = sorted(zip(nodes, descriptions), key=lambda pair: pair[0].name)
-    return [node for node, _ in ordered], [description for _, description in ordered]
+    ordered = sorted(zip(nodes, descriptions, sums), key=lambda triple: triple[0].name)
+    return [n for n, _, _ in ordered], [d for _, d, _ in ordered], [s for _, _, s in ordered]
+
+
+def _pooled_standardization(nodes: list[Node], descriptions: list[dict],
+                            sums: list) -> dict[int, tuple[float, float]] | None:
+    """When every site standardises 'federated': each continuous feature's mean and SD over all
+    sites' training rows, from the count, sum and sum of squares each sent with its description
+    (no row moves). None when no site does; DataError when some do and some do not (their
+    inputs would not be on one scale)."""
+    federated = [node.name for node, part in zip(nodes, sums) if part is not None]
+    if not federated:
+        return None
+    if len(federated) < len(nodes):
+        others = ", ".join(node.name for node in nodes if node.name not in federated)
+        raise DataError(f"Sites {', '.join(federated)} standardise 'federated' but {others} do not: every site "
+                        "needs the same standardization in its data reference.")
+    return pooled_from_sums(sum(sums), descriptions[0]["feature_kinds"])
 
 
 def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) -> Profile | None:
@@ -223,12 +246,16 @@ def _server_test(reference: dict[str, Any], site: dict[str, Any], seed: int) -> 
             torch.cat([t for s in own.sites for t in (s.y_train, s.y_test)]))
 
 
-def _federation_record(federation: Federation, descriptions: list[dict], reference: dict) -> dict[str, Any]:
-    """federation.json: as for a simulated run, with each site's sizes as the site reported them."""
+def _federation_record(federation: Federation, descriptions: list[dict], reference: dict,
+                       pooled: dict[int, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """federation.json: as for a simulated run, with each site's sizes as the site reported them
+    (and the pooled standardisation the server sent, by feature)."""
     return {
         **federation.describe(),
         "sites": [d["site"] for d in descriptions],
         "flower": {
+            **({"pooled_standardization": {federation.feature_names[j]: {"mean": m, "sd": s}
+                                           for j, (m, s) in pooled.items()}} if pooled else {}),
             "superlink": reference["superlink"],
             "sites": {d["site"]["name"]: {"share_local": d["share_local"], "version": d["version"],
                                           "device": d["device"]} for d in descriptions},

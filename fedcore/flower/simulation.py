@@ -34,7 +34,8 @@ def run_flower_simulation(
     run.mark_started(spec["config"]["rounds"])
     seed = spec["config"]["seed"]
 
-    def one_site(context: Any, run_seed: int) -> Federation:
+    def one_site(context: Any, run_seed: int, pooled: Any = None) -> Federation:
+        # (the federation in memory is standardised already, over all its sites: nothing to pool)
         if run_seed != seed:
             raise ValueError(f"The federation in memory was split with seed {seed}, not {run_seed}.")
         site = federation.sites[int(context.node_config["partition-id"])]

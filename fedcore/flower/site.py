@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from flwr.app import MessageType, RecordDict
 
-from data_adapters import SOURCES, load_federation, normalize_reference
+from data_adapters import SOURCES, load_federation, normalize_reference, reference_dict, standardization_sums
 from fedcore.algorithms import build_algorithm
 from fedcore.algorithms.base import AtSite
 from fedcore.engine import Simulation, TrainConfig, resolve_device
@@ -40,24 +40,16 @@ from fedcore.outcome import code_version
 MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
 
 
-def load_site(node_config: dict[str, Any], seed: int) -> Federation:
-    """The federation of this site alone, split with the run's seed. DataError says what is wrong
-    with the node config or the data."""
+def load_site(node_config: dict[str, Any], seed: int, pooled: dict[int, tuple[float, float]] | None = None
+              ) -> Federation:
+    """The federation of this site alone, split with the run's seed (and, for a federated
+    standardisation, standardised with the server's `pooled` mean and SD). DataError says what
+    is wrong with the node config or the data."""
 
     name = str(node_config.get("site") or "") or None
     data = str(node_config.get("data") or "")
-    if not data:
-        raise DataError("This SuperNode's --node-config names no data: add data='FILE.csv' (with "
-                        "target='COLUMN') or a data reference such as data='demo:site=Alder General'.")
-    if data.partition(":")[0] in SOURCES:
-        reference: Any = data
-    else:  # a bare file: one CSV site
-        if not node_config.get("target"):
-            raise DataError(f"This SuperNode's data is the file {data}; name its target column in "
-                            "--node-config (target='COLUMN').")
-        reference = {"source": "csv", "files": [data], "target": str(node_config["target"]),
-                     **({"site_names": [name]} if name else {})}
-    federation = load_federation(normalize_reference(reference), seed)
+    reference = site_reference(node_config)
+    federation = load_federation(normalize_reference(reference), seed, pooled)
     names = federation.site_names
     if name is None and len(names) > 1:
         raise DataError(f"{data} holds the sites {', '.join(names)}; say which one this is with site='...'.")
@@ -68,6 +60,22 @@ def load_site(node_config: dict[str, Any], seed: int) -> Federation:
         return federation
     return replace(federation, sites=[s for s in federation.sites if s.name == chosen],
                    ground_truth=[g for g in federation.ground_truth if g.get("site") == chosen])
+
+
+def site_reference(node_config: dict[str, Any]) -> Any:
+    """The data reference the node config names (a bare CSV file becomes one)."""
+    name = str(node_config.get("site") or "") or None
+    data = str(node_config.get("data") or "")
+    if not data:
+        raise DataError("This SuperNode's --node-config names no data: add data='FILE.csv' (with "
+                        "target='COLUMN') or a data reference such as data='demo:site=Alder General'.")
+    if data.partition(":")[0] in SOURCES:
+        return data
+    if not node_config.get("target"):  # a bare file: one CSV site
+        raise DataError(f"This SuperNode's data is the file {data}; name its target column in "
+                        "--node-config (target='COLUMN').")
+    return {"source": "csv", "files": [data], "target": str(node_config["target"]),
+            **({"site_names": [name]} if name else {})}
 
 
 def share_local(node_config: dict[str, Any]) -> bool:
@@ -99,6 +107,10 @@ def answer(kind: str, federation: Federation, node_config: dict[str, Any], state
         return describe(federation, node_config, content)
     if kind == protocol.PROFILE_QUERY:
         return profile(federation, node_config)
+    if (kind in (MessageType.TRAIN, MessageType.EVALUATE) and needs_pooled(federation, node_config)
+            and protocol.read_pooled(content) is None):
+        raise DataError("This site standardises 'federated', but the server sent no pooled mean and SD; do the "
+                        "site and the server run the same fedcore version?")
     if kind == MessageType.TRAIN:
         return train(federation, node_config, state, content)
     if kind == MessageType.EVALUATE:
@@ -112,7 +124,30 @@ def describe(federation: Federation, node_config: dict[str, Any], content: Recor
     description = federation.describe()
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
                        version=code_version(), device=str(resolve_device(spec["config"]["device"])))
-    return RecordDict({protocol.SITE: protocol.json_record(description)})
+    reply = RecordDict({protocol.SITE: protocol.json_record(description)})
+    if needs_pooled(federation, node_config):  # what the server pools the standardisation from
+        sums = standardization_sums(_only(site_reference(node_config), federation.site_names[0]),
+                                    int(spec["config"]["seed"]))[1]
+        reply[protocol.SUMS] = protocol.arrays_record({"sums": sums})
+    return reply
+
+
+def needs_pooled(federation: Federation, node_config: dict[str, Any]) -> bool:
+    """A site read from its own data (`load_site`) that standardises 'federated': alone it would
+    pool over itself, which is per-site standardisation. (A federation in Flower's simulation
+    engine is standardised in memory, over all its sites, already.)"""
+    return (bool(node_config.get("data"))
+            and str(federation.preprocessing.get("standardization", "")).startswith("federated"))
+
+
+def _only(reference: Any, site: str) -> Any:
+    """A reference narrowed to one of its sites, where it holds several (a CSV with a site column
+    or several files): the sums are this site's alone."""
+    values = reference_dict(reference)
+    if values.get("source") != "csv" or (len(values.get("files", [])) <= 1 and not values.get("site_column")):
+        return reference
+    raise DataError(f"Federated standardisation over Flower needs one file per site; this SuperNode's data hold "
+                    f"several sites (site '{site}' among them).")
 
 
 def profile(federation: Federation, node_config: dict[str, Any]) -> RecordDict:

@@ -82,6 +82,13 @@ EXPLAIN_BELOW = 0.01  # p-value under which a shifted or wider feature is tried 
 MAX_PERMUTED_CLASSES = 6  # 720 orders; beyond, only swaps of two classes are tried
 
 
+def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """[sites, features] robust SD from quantiles [sites, PROBABILITIES, features]: the mean of the
+    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0."""
+    central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
+    return np.where(central_sd > 0, central_sd, sd)
+
+
 def check_profile(profile: Profile) -> list[Finding]:
     """Every check's findings (not yet decided: `findings.decide` sets q-values)."""
     checks = Checks(profile)
@@ -95,9 +102,7 @@ class Checks:
         self.sites = profile.sites
         self.n = len(profile.sites)
         self.continuous = profile.continuous
-        quantiles = profile.quantiles  # [sites, probabilities, features]
-        central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
-        self.robust_sd = np.where(central_sd > 0, central_sd, profile.sd)  # [sites, features]
+        self.robust_sd = robust_sd(profile.quantiles, profile.sd)  # [sites, features]
         with np.errstate(invalid="ignore"):
             positive = np.where(self.robust_sd > 0, self.robust_sd, np.nan)
         self.yardstick = np.nanmedian(positive, axis=0) if self.n else np.array([])  # [features]

@@ -18,6 +18,10 @@ Rules:
   ("× 7.5, no known conversion"), or named when a catalogue factor lies within 5 % of it.
 - The map goes from the site to the others: "Elm Regional's temperature × 5/9 - 17.8 matches the
   other sites: looks like °F where the others use °C".
+
+This is the product's one catalogue of conversions: the alignment's pairwise unit check
+(`data_adapters.units`: `KNOWN_FACTORS` is the catalogue's factors, named by `Conversion.pair`)
+and the mapping step's suggestions (`data_adapters.suggestions`) read it too.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class Conversion:
     b: float = 0.0
     analytes: tuple[str, ...] = ()  # words of a column name it applies to (empty: any column)
     note: str = ""  # how to say it when source and target are no single units
+    pair_note: str = ""  # the pair of units in words, where source and target are no single units
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         return self.a * np.asarray(x, dtype=np.float64) + self.b
@@ -53,6 +58,20 @@ class Conversion:
         what = f" ({self.analytes[0]})" if self.analytes else ""
         return f"{self.source} where the others use {self.target}{what}"
 
+    def pair(self) -> str:
+        """The two units in words, as a pairwise check names them ('cholesterol mg/dL ↔ mmol/L')."""
+        if self.pair_note:
+            return self.pair_note
+        what = f"{self.analytes[0]} " if self.analytes else ""
+        return f"{what}{UNIT_WORDS.get(self.source, self.source)} ↔ {UNIT_WORDS.get(self.target, self.target)}"
+
+    @property
+    def factor(self) -> float | None:
+        """The factor between the two units when they differ by one (no offset), at least 1."""
+        if self.b != 0 or self.a == 1:
+            return None
+        return self.a if self.a > 1 else 1 / self.a
+
     def formula(self) -> str:
         if self.b == 0:
             return f"× {_number(self.a)}" if self.a >= 1 else f"÷ {_number(1 / self.a)}"
@@ -60,7 +79,13 @@ class Conversion:
 
 
 def _both_ways(source: str, target: str, a: float, b: float = 0.0, analytes: tuple[str, ...] = ()) -> list[Conversion]:
-    return [Conversion(source, target, a, b, analytes), Conversion(target, source, 1 / a, -b / a, analytes)]
+    """Both directions; each names the pair in the order written here."""
+    pair = Conversion(source, target, a, b, analytes).pair()
+    return [Conversion(source, target, a, b, analytes, pair_note=pair),
+            Conversion(target, source, 1 / a, -b / a, analytes, pair_note=pair)]
+
+
+UNIT_WORDS = {"lb": "pounds", "kg": "kilograms", "inch": "inches", "cm": "centimetres"}
 
 
 GLUCOSE = ("glucose", "glu", "blood sugar", "fbs", "fasting glucose")
@@ -78,22 +103,31 @@ MAGNESIUM = ("magnesium", "mg")
 HBA1C = ("hba1c", "a1c", "glycated haemoglobin", "glycated hemoglobin")
 TEMPERATURE = ("temperature", "temp", "body temperature")
 
+FACTOR_10 = "a factor of 10 (g/dL ↔ g/L, cm ↔ mm)"
+FACTOR_100 = "a factor of 100 (percent ↔ fraction, cm ↔ m)"
+FACTOR_1000 = "a factor of 1000 (g ↔ kg, mL ↔ L, mg ↔ g)"
+
 CONVERSIONS: tuple[Conversion, ...] = (
     *_both_ways("°F", "°C", 5 / 9, -32 * 5 / 9),
     *_both_ways("K", "°C", 1.0, -273.15, TEMPERATURE),
     *_both_ways("lb", "kg", 0.45359237),
     *_both_ways("inch", "cm", 2.54),
     Conversion("", "", 100.0, note="values a hundredth of the others' (e.g. fractions where the others use %, m "
-                                  "where they use cm)"),
+                                  "where they use cm)", pair_note=FACTOR_100),
     Conversion("", "", 0.01, note="values 100 times the others' (e.g. % where the others use fractions, cm where "
-                                 "they use m)"),
+                                 "they use m)", pair_note=FACTOR_100),
     Conversion("", "", 0.001, note="values 1000 times the others' (e.g. mL where the others use L, cells per µL "
-                                 "where they count per nL)"),
-    Conversion("", "", 1000.0, note="values a thousandth of the others' (e.g. L where the others use mL)"),
-    Conversion("", "", 0.1, note="values 10 times the others' (e.g. g/L where the others use g/dL, mm where cm)"),
-    Conversion("", "", 10.0, note="values a tenth of the others' (e.g. g/dL where the others use g/L, cm where mm)"),
-    *_both_ways("months", "years", 1 / 12),
+                                 "where they count per nL)", pair_note=FACTOR_1000),
+    Conversion("", "", 1000.0, note="values a thousandth of the others' (e.g. L where the others use mL)",
+               pair_note=FACTOR_1000),
+    Conversion("", "", 0.1, note="values 10 times the others' (e.g. g/L where the others use g/dL, mm where cm)",
+               pair_note=FACTOR_10),
+    Conversion("", "", 10.0, note="values a tenth of the others' (e.g. g/dL where the others use g/L, cm where mm)",
+               pair_note=FACTOR_10),
+    *_both_ways("years", "months", 12),
+    *_both_ways("days", "hours", 24),
     *_both_ways("minutes", "hours", 1 / 60),
+    *_both_ways("seconds", "minutes", 1 / 60),
     *_both_ways("kPa", "mmHg", 7.50062),
     *_both_ways("mg/dL", "mmol/L", 1 / 18.016, 0.0, GLUCOSE),
     *_both_ways("mg/dL", "mmol/L", 1 / 38.67, 0.0, CHOLESTEROL),
