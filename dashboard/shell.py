@@ -7,8 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import registry
-from dashboard.common import format_duration, get_store, is_active
-from dashboard.records import progress, run_label
+from dashboard.common import format_duration, get_store, is_active, literal
+from dashboard.records import progress, round_text, run_name
 from fedcore import jobs
 
 
@@ -28,10 +28,11 @@ def active_runs() -> None:
     st.markdown("**Training now**")
     for run in active:
         info = progress(run)
+        where = round_text(info)
+        where = f"round {where}" if "/" in where else where  # 'queued', 'starting'
         left = f", ~{format_duration(info['eta_s'])} left" if info["eta_s"] is not None else ""
         score = f" · mean F1 {info['mean']['f1']:.3f}" if info["mean"].get("f1") is not None else ""
-        st.progress(min(1.0, info["fraction"]),
-                    text=f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}")
+        st.progress(min(1.0, info["fraction"]), text=f"{literal(run_name(run))}: {where}{left}{score}")
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import torch
 
 from data_adapters.inject import check, inject_inputs, inject_rows, parse_injection
 from data_adapters.partition import MIN_SITE_ROWS, partition
-from data_adapters.preprocessing import encode_missing, fit_standardization, standardize
+from data_adapters.preprocessing import encode_missing, fit_standardization, scales_record, standardize
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
@@ -64,13 +64,14 @@ def assemble(
     if missing_indicators and raw.is_tabular:
         raw = with_missing_indicators(raw)
     warnings = list(raw.warnings)
-    built = []
+    built, scales = [], {}
     for site in raw.sites:
         train_idx, test_idx = holdout_indices(site.name, site.y, seed, warnings)
         x = site.x
         if raw.is_tabular:
             if standardization == "site":
-                x = standardize(x, raw.feature_kinds, "reference", fit_standardization(x[train_idx], raw.feature_kinds))
+                scales[site.name] = fit_standardization(x[train_idx], raw.feature_kinds)
+                x = standardize(x, raw.feature_kinds, "reference", scales[site.name])
             for injection in (i for i in injections if i.site == site.name and not i.before_standardisation):
                 x, entry = inject_inputs(injection, x, raw, standardization)
                 truth.append(entry)
@@ -95,6 +96,7 @@ def assemble(
                 if standardization == "site" else "none",
                 "missing": "continuous -> 0 after standardisation, binary / categorical -> 0.5",
                 "missing_indicators": missing_indicators} if raw.is_tabular else {}),
+            **({"scales": scales_record(scales, raw.feature_names)} if scales else {}),
             **({"server_test_standardization": "its own rows' mean and SD (as a site's)"}
                if raw.is_tabular and raw.server_test is not None and standardization == "site" else {}),
         },

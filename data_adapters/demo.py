@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data_adapters.preprocessing import encode_missing, standardize
+from data_adapters.preprocessing import encode_missing, fit_standardization, scales_record, standardize
 from fedcore.errors import DataError
 from fedcore.federation import Federation, split_site
 
@@ -92,10 +92,12 @@ def make_demo_federation(
     rng = np.random.default_rng(data_seed)
     kinds = [f.kind for f in FEATURES]
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
-    sites, warnings = [], []
+    sites, warnings, scales = [], [], {}
     for name, n_rows, prevalence in SITES:
         x, y = _patients(rng, n_rows, prevalence)
         x, y = _inject(name, x, y)
+        # what each site subtracts and divides by, kept so that values can be read in °C, years, ...
+        scales[name] = {"reference": reference, "site": fit_standardization(x, kinds)}.get(standardization, {})
         x = encode_missing(standardize(x, kinds, standardization, reference), kinds)
         sites.append(split_site(name, x, y, seed, warnings))
     # Every site is generated, so that each one's patients come from the same random stream.
@@ -119,6 +121,7 @@ def make_demo_federation(
             "missing": "continuous -> 0 after standardisation, binary -> 0.5",
             "data_seed": data_seed,
             "units": {f.name: f.unit for f in FEATURES if f.unit},
+            "scales": scales_record({s: v for s, v in scales.items() if site in (None, s)}, [f.name for f in FEATURES]),
         },
     )
 

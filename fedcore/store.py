@@ -7,6 +7,7 @@
         rounds.jsonl       one JSON line per evaluated round, append-only
         arrays/r000010.npz per-round arrays (b_in, w_in, marks, similarity matrices, ...)
         summary.json       final per-site metrics, mean and worst site (written at the end)
+        identity.json      what people call it: a number in its store, a name and tags (editable)
         model.npz          Flower runs: each site's final shared parameters, as the server holds them
 
 Every whole-file write goes to a temporary file that is renamed into place, so a killed worker
@@ -25,16 +26,17 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedcore.errors import RunNotFound
+from fedcore.errors import RunNotFound, SpecError
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+NAME_LENGTH, TAG_LENGTH, MAX_TAGS = 80, 32, 12
 FINISHED = frozenset({"done", "failed", "cancelled", "interrupted"})
 
 
@@ -201,6 +203,39 @@ class Run:
     def load_model(self) -> dict[str, np.ndarray]:
         return _load_npz(self.path / "model.npz")
 
+    # -- identity: what people call the run --------------------------------------------------
+    @property
+    def identity(self) -> dict[str, Any]:
+        """{'number': its place in the store's sequence (None for runs from before identities),
+        'name': a name a person gave it (None: none yet), 'tags': [...]}, whatever the file holds."""
+        try:
+            stored = read_json(self.path / "identity.json", {})
+        except ValueError:  # a damaged file: the run keeps its place, without a name
+            stored = {}
+        stored = stored if isinstance(stored, dict) else {}
+        number, name, tags = stored.get("number"), stored.get("name"), stored.get("tags")
+        return {
+            "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
+            "name": name if isinstance(name, str) and name.strip() else None,
+            "tags": [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+        }
+
+    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> dict[str, Any]:
+        """Rename and / or retag the run (None leaves that part as it is; an empty name removes
+        the name). Names and tags are single lines, trimmed; tags are kept once each, in order.
+        Raises SpecError for a name or tag too long, or too many tags."""
+        identity = self.identity
+        if name is not None:
+            identity["name"] = _one_line(name, NAME_LENGTH, "A run's name") or None
+        if tags is not None:
+            cleaned = [_one_line(tag, TAG_LENGTH, "A tag") for tag in tags]
+            cleaned = list(dict.fromkeys(tag for tag in cleaned if tag))
+            if len(cleaned) > MAX_TAGS:
+                raise SpecError(f"A run takes at most {MAX_TAGS} tags, not {len(cleaned)}.")
+            identity["tags"] = cleaned
+        atomic_write_json(self.path / "identity.json", identity)
+        return identity
+
 
 class RunStore:
     """A folder of runs."""
@@ -208,12 +243,19 @@ class RunStore:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
 
-    def create(self, spec: Mapping[str, Any]) -> Run:
+    def create(self, spec: Mapping[str, Any], name: str | None = None, tags: Sequence[str] = ()) -> Run:
+        """A new queued run; it takes the next number of this store (one more than the highest
+        so far), which names it until a person gives it a name."""
         self.root.mkdir(parents=True, exist_ok=True)
+        numbers = [r.identity["number"] for r in self.runs()]
+        number = max([n for n in numbers if n is not None], default=len(numbers)) + 1
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_id = f"{stamp}-{spec.get('algorithm', 'run')}-{secrets.token_hex(2)}"
         run = Run(self.root / run_id)
         run.path.mkdir()
+        atomic_write_json(run.path / "identity.json", {"number": number, "name": None, "tags": []})
+        if name is not None or tags:
+            run.set_identity(name, list(tags))
         atomic_write_json(run.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})
         run.update_status(state="queued", round=0)
         return run
@@ -243,6 +285,13 @@ class RunStore:
 
     def delete(self, run_id: str) -> None:
         shutil.rmtree(self.get(run_id).path)
+
+
+def _one_line(text: str, limit: int, what: str) -> str:
+    cleaned = " ".join(str(text).split())  # newlines and runs of spaces become one space
+    if len(cleaned) > limit:
+        raise SpecError(f"{what} has at most {limit} characters; this one has {len(cleaned)}.")
+    return cleaned
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ from fedcore import jobs
 from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
+from fedcore.units import number
 from tests.conftest import make_federation, remove_started_runs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -346,6 +347,31 @@ def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads)
         shown = values.loc[values["site"] == site.name, f"{feature} (preprocessed)"]
         assert np.allclose(shown, np.concatenate([site.x_train[:, j].numpy(), site.x_test[:, j].numpy()]), atol=1e-6)
     assert set(values["class"]) == set(federation.class_names)
+
+
+def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(app, downloads):
+    """The demo standardises with its data dictionary (temperature: mean 37.3 °C, SD 0.8 °C): the data
+    behind a cell come back in °C (Elm Regional's, recorded in °F, near 99), and each cell's hover
+    gives its correction in °C first and the technical value second."""
+    at, store, ids = app
+    open_page(at, "views/feature_shifts.py", ids["ifedavg"])
+    at.selectbox(key="dist_site").set_value("Elm Regional")
+    at.selectbox(key="dist_feature").set_value("temperature").run()
+    assert not at.exception, at.exception
+    run = store.get(ids["ifedavg"])
+    values = downloaded(downloads, f"{run.id}-values-of-temperature.csv")
+    assert np.allclose(values["temperature (°C)"], 37.3 + 0.8 * values["temperature (preprocessed)"])
+    means = values.groupby("site")["temperature (°C)"].mean()
+    assert means["Elm Regional"] > 95 and means.drop("Elm Regional").between(36.5, 38.5).all()
+    distribution = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert distribution["layout"]["xaxis"]["title"]["text"] == "temperature (°C, as each site recorded it)"
+    heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
+    notes = {(x, y): note[0] for x, y, note in zip(heatmap["data"][1]["x"], heatmap["data"][1]["y"],
+                                                    heatmap["data"][1]["customdata"])}
+    b_in = run.load_arrays(run.array_rounds()[-1])["b_in"]
+    elm, temperature = 3, run.federation["feature_names"].index("temperature")
+    note = notes[("temperature", "Elm Regional")]
+    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (b_in = " in note  # 1 SD = 0.8 °C
 
 
 def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):

@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store, inspect_reference, load_run_federation
+from dashboard.common import DEMO_DATA, choose_data, chosen_data, get_store
+from dashboard.data_cache import inspect_reference, load_run_federation
 from dashboard.data_report import (encoded_missing_share, save_uploads, show_alignment, show_missing,
                                    show_site_preview, show_summary)
 from dashboard.registry import TRAIN

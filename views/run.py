@@ -5,7 +5,7 @@ import json
 import streamlit as st
 
 from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
-                              run_colors, spec_summary)
+                              site_colors_of, spec_summary)
 from dashboard.registry import RUN_DETAILS, TRAIN, page_of
 from dashboard.figures import site_curves, site_lines
 from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
@@ -41,11 +41,11 @@ def details() -> None:
     metrics = site_metrics(run)
     if not metrics.empty:
         metric = st.radio("Metric", list(METRIC_LABELS), format_func=METRIC_LABELS.get, horizontal=True)
-        st.plotly_chart(site_curves(metrics, metric, run_colors(run)), width="stretch", key="curves")
+        st.plotly_chart(site_curves(metrics, metric, site_colors_of(run)), width="stretch", key="curves")
         download_csv(metrics, f"{run.id}-site-metrics", "Download every round's per-site scores (CSV)")
     alpha = per_site_series(run, "alpha")
     if not alpha.empty:
-        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", run_colors(run)),
+        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", site_colors_of(run)),
                         width="stretch", key="alpha")
         download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
                      "Download every round's α per site (CSV)")

@@ -3,18 +3,17 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished
+from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, dashboard_setting, get_store, identity_editor, is_active,
+                              literal, save_dashboard_setting, settle_when_finished)
+from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
 from dashboard.registry import FEATURE_SHIFTS, RUN_DETAILS, page_of
-from dashboard.records import progress, run_label
 from fedcore import jobs
+from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 
-QUICK_START = {
-    "algorithm": "ifedavg",
-    "data": "demo",
-    "params": {"local_f_out": True, "scalar_w_out": True},
-    "config": {"rounds": 150},
-}
+# iFedAvg with its declared parameters (the Train page's too): a local f_out, so the flipped labels
+# show as well as the feature problems; 150 rounds keep it to about a minute.
+QUICK_START = {"algorithm": "ifedavg", "data": "demo", "config": {"rounds": 150}}
 
 store = get_store()
 st.title("Federated interoperability dashboard")
@@ -37,64 +36,110 @@ with st.container(border=True):
         st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
 runs = store.runs()
-
-
 was_active = any(is_active(r) for r in runs)
+COLUMNS = ("name", "tags", "state", "algorithm", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
+           "worst site", "started", "run id")
+DEFAULT_COLUMNS = ("name", "tags", "state", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
+                   "started")
+COLUMN_HELP = {
+    "name": "A name you gave the run, else its algorithm and number in this store",
+    "settings": "What this run does differently from the other runs of its algorithm on the same data",
+    "worst site": "The site with the lowest F1 at the end of the run",
+}
+
+
+def chosen_columns() -> list[str]:
+    stored = dashboard_setting("runs_columns", list(DEFAULT_COLUMNS))
+    return [c for c in stored if c in COLUMNS] if isinstance(stored, list) else list(DEFAULT_COLUMNS)
+
+
+def table_rows(runs: list) -> pd.DataFrame:
+    settings = differing_settings(runs)
+    rows = []
+    for run in runs:
+        info, spec = progress(run), run.spec
+        worst_site = ((run.summary or {}).get("worst_site") or {}).get("f1") if info["state"] == "done" else None
+        rows.append({
+            "name": run_name(run),
+            "tags": ", ".join(run.identity["tags"]),
+            "state": STATE_LABELS.get(info["state"], info["state"]),
+            "algorithm": algorithm_detail(spec),
+            "data": data_label(spec.get("data")),
+            "settings": settings.get(run.id, ""),
+            "progress": info["fraction"],
+            "round": round_text(info),
+            "mean F1": info["mean"].get("f1"),
+            "worst-site F1": info["worst"].get("f1"),
+            "worst site": worst_site,
+            "started": (run.status.get("started") or "")[:19].replace("T", " ") or None,
+            "run id": run.id,
+        })
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 @st.fragment(run_every=2 if was_active else None)
 def runs_table() -> None:
     runs = store.runs()
     settle_when_finished(was_active, any(is_active(r) for r in runs))
-    st.subheader(f"Runs ({len(runs)})")
+    heading, chooser = st.columns([3, 2], vertical_alignment="bottom")
+    heading.subheader(f"Runs ({len(runs)})")
     if not runs:
         st.info("No runs yet. Start the demo above, or choose data and algorithms under **Set up**.")
         return
-    rows = []
-    for run in runs:
-        info, spec = progress(run), run.spec
-        rows.append({
-            "state": STATE_LABELS.get(info["state"], info["state"]),
-            "algorithm": run_label(run).split(" · ")[0],
-            "data": spec.get("data") if isinstance(spec.get("data"), str) else (spec.get("data") or {}).get("source"),
-            "progress": info["fraction"],
-            "round": f"{info['round']}/{info['total']}",
-            "mean F1": info["mean"].get("f1"),
-            "worst-site F1": info["worst"].get("f1"),
-            "started": (run.status.get("started") or "")[:19].replace("T", " "),
-            "run id": run.id,
-        })
+    with chooser.popover("Columns", icon=":material/view_column:"):
+        shown = st.multiselect("Columns of the table", COLUMNS, default=chosen_columns(), key="runs_columns")
+        if shown != chosen_columns():
+            save_dashboard_setting("runs_columns", shown)
+    # The actions go above the table, filled in once the table says which row is selected: below a
+    # long table they would fall out of sight.
+    actions = st.container()
     event = st.dataframe(
-        pd.DataFrame(rows), hide_index=True, width="stretch", on_select="rerun",
-        selection_mode="single-row", key="runs_table",
+        table_rows(runs), hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+        key="runs_table", column_order=shown or ["name"], placeholder="–",
+        # Every run in view, without a scroll bar inside the page (up to 20 rows).
+        height=TABLE_ROW_PX * (min(len(runs), 20) + 1) + 3,
         column_config={
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
-            "mean F1": st.column_config.NumberColumn(format="%.3f"),
-            "worst-site F1": st.column_config.NumberColumn(format="%.3f"),
+            "name": st.column_config.TextColumn("name", width="medium", help=COLUMN_HELP["name"]),
+            "data": st.column_config.TextColumn("data", width="medium"),
+            "settings": st.column_config.TextColumn("settings", width="medium", help=COLUMN_HELP["settings"]),
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
+                                                        width="small"),
+            "mean F1": st.column_config.NumberColumn(format="%.3f", width="small"),
+            "worst-site F1": st.column_config.NumberColumn(format="%.3f", width="small"),
+            "worst site": st.column_config.TextColumn(help=COLUMN_HELP["worst site"]),
+            "run id": st.column_config.TextColumn("run id", width="large"),
         },
     )
     selected = event.selection.rows
-    if not selected:
-        st.caption("Select a row to open, re-run, cancel or delete that run.")
-        return
-    run = runs[selected[0]]
-    columns = st.columns(5)
+    with actions:
+        if not selected:
+            st.caption("Select a row to open, rename, re-run, cancel or delete that run.")
+            return
+        run_actions(runs[selected[0]])
+
+
+def run_actions(run) -> None:
+    """The selected run's name and what can be done with it."""
+    st.markdown(f"Selected: **{literal(run_name(run))}** ({literal(run.id)})")
+    columns = st.columns([1, 1, 2, 1, 1, 1])
     if columns[0].button("Open", type="primary", key="open"):
         st.switch_page(page_of(run).path, query_params={"run": run.id})
     if columns[1].button("Details", key="details"):
         st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
     if columns[2].button("Re-run with the same settings", key="rerun"):
         again = jobs.rerun(store, run)
-        st.toast(f"Queued {again.id}")
+        st.toast(f"Queued {run_name(again)}")
         st.rerun()
+    with columns[3].popover("Rename"):
+        identity_editor(run, key=f"identity-{run.id}")
     if is_active(run):
-        if columns[3].button("Cancel", key="cancel"):
+        if columns[4].button("Cancel", key="cancel"):
             jobs.cancel(run)
-            st.toast(f"Cancelling {run.id}; what it recorded so far is kept.")
+            st.toast(f"Cancelling {run_name(run)}; what it recorded so far is kept.")
             st.rerun()
     else:
-        with columns[4].popover("Delete"):
-            st.write(f"Delete run **{run.id}** and everything it recorded?")
+        with columns[5].popover("Delete"):
+            st.markdown(f"Delete run **{literal(run_name(run))}** ({literal(run.id)}) and everything it recorded?")
             if st.button("Yes, delete it", key="confirm_delete"):
                 try:
                     jobs.delete(store, run)
