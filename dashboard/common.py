@@ -34,8 +34,12 @@ TABLE_ROW_PX = 35  # the height of a row of st.dataframe, to size tables that sh
 
 def literal(text: str) -> str:
     """User-supplied text (a run's name, a tag, a file name) for a place Streamlit reads as
-    Markdown: every Markdown character escaped, so it shows as typed and formats nothing."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~:$=^&])", r"\\\1", " ".join(str(text).split()))
+    Markdown: on one line, with every character that could format something (emphasis, links,
+    code, HTML, entities, emoji and colour directives, maths, a leading list or heading mark)
+    escaped, so it shows as typed."""
+    line = re.sub(r"([\\`*_\[\]<>|~$:&])", r"\\\1", " ".join(str(text).split()))
+    line = re.sub(r"^(\d+)([.)])", r"\1\\\2", line)  # '1. ' would start a numbered list
+    return re.sub(r"^([-+#>=])", r"\\\1", line)
 
 
 def get_store() -> RunStore:

@@ -40,13 +40,15 @@ def site_colors(site_names: Sequence[str]) -> dict[str, str]:
     return {name: palette[i % len(palette)] for i, name in enumerate(site_names)}
 
 
-RUN_PALETTE = pc.qualitative.D3  # ten colours far apart; sites have their own palette (Safe)
+# Eight colours far apart (D3's, without its grey and olive, which read as 'inactive' next to the
+# others); sites have their own palette (Safe).
+RUN_PALETTE = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
 
 
 def run_colors(numbers: Mapping[str, int | None]) -> dict[str, str]:
     """A colour per run (run id -> number in its store), kept wherever the run is drawn: the
     number picks it, so consecutive runs differ; among the runs given, one whose colour another
-    already has takes the first colour none of them uses (runs ten apart would look alike)."""
+    already has takes the first colour none of them uses (runs eight apart would look alike)."""
     taken: dict[str, str] = {}
     colours = {}
     for run_id, number in sorted(numbers.items(), key=lambda item: (item[1] is None, item[1] or 0, item[0])):

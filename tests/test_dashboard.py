@@ -140,6 +140,51 @@ def test_runs_page_reruns_a_run_with_its_settings(app):
     assert again.id in set(at.dataframe[0].value["run id"])  # the page shows the new run at once
 
 
+def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
+    at, store, ids = app
+    select_run(at, ids["fedavg"])
+    key = f"identity-{ids['fedavg']}"
+    at.text_input(key=f"{key}-name").set_value("**Baseline** [x](y)")
+    at.multiselect(key=f"{key}-tags").set_value(["pilot", "sweep"])
+    at.button(key=f"{key}-save").click().run()
+    assert not at.exception, at.exception
+    run = store.get(ids["fedavg"])
+    assert run.identity["name"] == "**Baseline** [x](y)" and run.identity["tags"] == ["pilot", "sweep"]
+    table = at.dataframe[0].value.set_index("run id")
+    assert table.loc[run.id, "name"] == "**Baseline** [x](y)" and table.loc[run.id, "tags"] == "pilot, sweep"
+    assert "Selected: **\\*\\*Baseline\\*\\* \\[x\\](y)**" in texts(at)  # the name as typed, not as Markdown
+    at.button(key="rerun").click().run()
+    (again,) = [r for r in store.runs() if r.id not in ids.values()]
+    assert again.identity["name"] == "**Baseline** [x](y) (re-run)" and again.identity["tags"] == ["pilot", "sweep"]
+    run.set_identity(name="", tags=[])
+
+
+def test_runs_page_columns_are_chosen_and_kept(app):
+    at, store, ids = app
+    at.run()
+    assert list(at.dataframe[0].proto.column_order) == ["name", "tags", "state", "data", "settings", "round",
+                                                         "mean F1", "worst-site F1"]
+    at.multiselect(key="runs_columns").set_value(["name", "run id", "worst site"]).run()
+    assert list(at.dataframe[0].proto.column_order) == ["name", "run id", "worst site"]
+    fresh = AppTest.from_file(APP, default_timeout=60)  # a reload: the choice is kept with the store
+    fresh.run()
+    assert list(fresh.dataframe[0].proto.column_order) == ["name", "run id", "worst site"]
+    worst = fresh.dataframe[0].value.set_index("run id")["worst site"]
+    assert worst[ids["ifedavg"]] == store.get(ids["ifedavg"]).summary["worst_site"]["f1"]
+    (store.root / ".dashboard.json").unlink()
+
+
+def test_runs_that_differ_only_in_settings_are_told_apart(app):
+    at, store, ids = app
+    other = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
+    at.run()
+    table = at.dataframe[0].value.set_index("run id")
+    assert table.loc[other.id, "settings"] == "lr 0.01" and table.loc[ids["fedavg"], "settings"] == "lr 0.002"
+    assert table.loc[other.id, "name"] != table.loc[ids["fedavg"], "name"]
+    assert table.loc[ids["adafed"], "settings"] == ""  # the only AdaFed run: nothing to tell apart
+    jobs.cancel(other)
+
+
 def test_runs_page_cancels_a_training_run(app):
     at, store, ids = app
     run = jobs.submit(store, {"algorithm": "fedavg", "config": {"rounds": 5000}})

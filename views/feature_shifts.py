@@ -69,8 +69,7 @@ def lens() -> None:
                               selection_mode="points")
     exports = st.columns(3)
     with exports[0]:
-        download_csv(view.table, f"{run.id}-{layer}-round{round_}",
-                     "Heatmap: every cell's value, z and meaning (CSV)")
+        download_csv(view.table, f"{run.id}-{layer}-round{round_}", "Heatmap cells (CSV)")
     with exports[1]:
         download_csv(view.site_deviation, f"{run.id}-{layer}-round{round_}-site-deviation",
                      "Per-site deviation bars (CSV)")
@@ -84,13 +83,14 @@ def lens() -> None:
         st.subheader("Did the marks find the injected problems?")
         st.caption("This federation is synthetic and records what was injected where, so the marks can be checked.")
         # wide rows so that the evidence wraps instead of being cut off
-        st.dataframe(table, hide_index=True, width="stretch", row_height=84, column_config={
-            "site": st.column_config.TextColumn(width="small"),
-            "feature": st.column_config.TextColumn(width="small"),
-            "injected problem": st.column_config.TextColumn(width="medium"),
-            "caught": st.column_config.TextColumn(width="small"),
-            "evidence": st.column_config.TextColumn(width="large"),
-        })
+        st.dataframe(table, hide_index=True, width="stretch", row_height=84, height=84 * len(table) + 38,
+                     column_config={
+                         "site": st.column_config.TextColumn(width=125),
+                         "feature": st.column_config.TextColumn(width=100),
+                         "injected problem": st.column_config.TextColumn(width=190),
+                         "caught": st.column_config.TextColumn(width=75),
+                         "evidence": st.column_config.TextColumn(width="large"),
+                     })
         if false_positives:
             st.caption(f"{len(false_positives)} other cells are marked without an injected problem: "
                        + ", ".join(f"{f['site']} / {f['column']} ({f['layer']})" for f in false_positives))

@@ -4,16 +4,24 @@ import json
 
 import streamlit as st
 
-from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
-                              site_colors_of, spec_summary)
+from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, literal, live,
+                              pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import RUN_DETAILS, TRAIN, page_of
 from dashboard.figures import site_curves, site_lines
-from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
+from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, per_site_series, run_label,
+                               run_name, settings_table, site_metrics)
 from dashboard.report import html_report
 from fedcore import jobs
+from fedcore.data_labels import data_label
 
 st.title("Run details")
 run = pick_run_or_explain(None, TRAIN, "Train something")
+
+
+st.caption(f"{literal(run_name(run))} · {literal(algorithm_detail(run.spec))} on {literal(data_label(run.spec.get('data')))}"
+           + (f" · tags: {literal(', '.join(run.identity['tags']))}" if run.identity["tags"] else ""))
+with st.expander("Name and tags"):
+    identity_editor(run, key=f"details-identity-{run.id}")
 
 
 @live(run)
@@ -54,6 +62,16 @@ def details() -> None:
         st.warning(warning)
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
+        others = [r for r in get_store().runs() if r.id != run.id]
+        if others:
+            other = st.selectbox("Compare the settings with", [None, *others], key="settings_other",
+                                 format_func=lambda r: "another run…" if r is None else run_label(r))
+            if other is not None:
+                diff = settings_table([run, other])
+                if diff.empty:
+                    st.caption("Both runs have the same settings.")
+                else:
+                    st.dataframe(diff, hide_index=True, width="stretch")
         # runs record how their executor trained them (older runs only its name)
         trained = status.get("execution_description") or status.get("execution")
         st.caption(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"

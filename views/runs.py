@@ -39,8 +39,8 @@ runs = store.runs()
 was_active = any(is_active(r) for r in runs)
 COLUMNS = ("name", "tags", "state", "algorithm", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
            "worst site", "started", "run id")
-DEFAULT_COLUMNS = ("name", "tags", "state", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
-                   "started")
+# What fits beside the sidebar at 1280 px; the others are a click away (Columns).
+DEFAULT_COLUMNS = ("name", "tags", "state", "data", "settings", "round", "mean F1", "worst-site F1")
 COLUMN_HELP = {
     "name": "A name you gave the run, else its algorithm and number in this store",
     "settings": "What this run does differently from the other runs of its algorithm on the same data",
@@ -99,15 +99,18 @@ def runs_table() -> None:
         # Every run in view, without a scroll bar inside the page (up to 20 rows).
         height=TABLE_ROW_PX * (min(len(runs), 20) + 1) + 3,
         column_config={
-            "name": st.column_config.TextColumn("name", width="medium", help=COLUMN_HELP["name"]),
-            "data": st.column_config.TextColumn("data", width="medium"),
-            "settings": st.column_config.TextColumn("settings", width="medium", help=COLUMN_HELP["settings"]),
+            "name": st.column_config.TextColumn("name", width=170, help=COLUMN_HELP["name"]),
+            "tags": st.column_config.TextColumn("tags", width=90),
+            "state": st.column_config.TextColumn("state", width=80),
+            "data": st.column_config.TextColumn("data", width=150),
+            "settings": st.column_config.TextColumn("settings", width=100, help=COLUMN_HELP["settings"]),
+            "round": st.column_config.TextColumn("round", width=70),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
                                                         width="small"),
-            "mean F1": st.column_config.NumberColumn(format="%.3f", width="small"),
-            "worst-site F1": st.column_config.NumberColumn(format="%.3f", width="small"),
+            "mean F1": st.column_config.NumberColumn(format="%.3f", width=70),
+            "worst-site F1": st.column_config.NumberColumn(format="%.3f", width=95),
             "worst site": st.column_config.TextColumn(help=COLUMN_HELP["worst site"]),
-            "run id": st.column_config.TextColumn("run id", width="large"),
+            "run id": st.column_config.TextColumn("run id", width=230),
         },
     )
     selected = event.selection.rows
@@ -121,24 +124,24 @@ def runs_table() -> None:
 def run_actions(run) -> None:
     """The selected run's name and what can be done with it."""
     st.markdown(f"Selected: **{literal(run_name(run))}** ({literal(run.id)})")
-    columns = st.columns([1, 1, 2, 1, 1, 1])
-    if columns[0].button("Open", type="primary", key="open"):
+    bar = st.container(horizontal=True)
+    if bar.button("Open", type="primary", key="open"):
         st.switch_page(page_of(run).path, query_params={"run": run.id})
-    if columns[1].button("Details", key="details"):
+    if bar.button("Details", key="details"):
         st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
-    if columns[2].button("Re-run with the same settings", key="rerun"):
+    if bar.button("Re-run with the same settings", key="rerun"):
         again = jobs.rerun(store, run)
         st.toast(f"Queued {run_name(again)}")
         st.rerun()
-    with columns[3].popover("Rename"):
+    with bar.popover("Name and tags"):
         identity_editor(run, key=f"identity-{run.id}")
     if is_active(run):
-        if columns[4].button("Cancel", key="cancel"):
+        if bar.button("Cancel", key="cancel"):
             jobs.cancel(run)
             st.toast(f"Cancelling {run_name(run)}; what it recorded so far is kept.")
             st.rerun()
     else:
-        with columns[5].popover("Delete"):
+        with bar.popover("Delete"):
             st.markdown(f"Delete run **{literal(run_name(run))}** ({literal(run.id)}) and everything it recorded?")
             if st.button("Yes, delete it", key="confirm_delete"):
                 try:

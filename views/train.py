@@ -4,12 +4,14 @@ from dataclasses import fields
 
 import streamlit as st
 
-from dashboard.common import chosen_data, get_store, is_active, settle_when_finished, show_progress
+from dashboard.common import chosen_data, get_store, is_active, literal, settle_when_finished, show_progress
+from dashboard.lenses import LAYER_GUIDE
 from dashboard.registry import DATA, page_of
 from dashboard.forms import field_input, params_inputs
 from dashboard.records import run_label
 from fedcore import jobs
 from fedcore.config import TrainConfig
+from fedcore.data_labels import data_label
 from fedcore.datasets import data_kind
 from fedcore.errors import FedcoreError
 from fedcore.runner import algorithms, runs_over_flower
@@ -26,7 +28,7 @@ where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, k
 if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
-    left.markdown(f"**Data:** {data['label']}")
+    left.markdown(f"**Data:** {literal(data.get('label') or data_label(data['ref']))}")
     right.page_link(DATA.path, label="Change the data", icon=DATA.icon)
     images = data_kind(data["ref"]) == "image"
     kind = "image" if images else "table"
@@ -79,7 +81,7 @@ for name in chosen:
         continue
     with st.expander(f"{cls.title} parameters", expanded=name == "ifedavg"):
         if name == "ifedavg":
-            st.caption("Tip: keep f_out local (with a scalar w_out) to also see label problems such as a flip.")
+            st.markdown(LAYER_GUIDE)
         if cls.config_defaults:
             st.caption(f"Its paper changes these training settings, applied unless you changed them above: "
                        f"{cls.config_defaults}")
@@ -114,7 +116,7 @@ def launched_progress() -> None:
     current = [r for r in get_store().runs() if r.id in st.session_state.get("launched", [])]
     settle_when_finished(was_active, any(is_active(r) for r in current))
     for run in current:
-        st.markdown(f"**{run_label(run)}**")
+        st.markdown(f"**{literal(run_label(run))}**")
         show_progress(run)
         page = page_of(run)
         st.page_link(page.path, label=f"Open {page.title} →", query_params={"run": run.id})

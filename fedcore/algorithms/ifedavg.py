@@ -66,7 +66,7 @@ class IFedAvgParams(FedAvgParams):
 class IFedAvg(Algorithm):
     name = "ifedavg"
     title = "iFedAvg"
-    summary = "FedAvg plus per-site affine input (and optionally output) layers that show shifts."
+    summary = "FedAvg plus per-site affine input and output layers that show feature and label problems."
     Params = IFedAvgParams
     Record = FeatureShifts
     inputs = ("table",)  # f_in corrects each feature of a table
