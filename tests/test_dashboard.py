@@ -409,7 +409,7 @@ def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(
     means = values.groupby("site")["temperature (°C)"].mean()
     assert means["Elm Regional"] > 95 and means.drop("Elm Regional").between(36.5, 38.5).all()
     distribution = json.loads(at.get("plotly_chart")[1].proto.spec)
-    assert distribution["layout"]["xaxis"]["title"]["text"] == "temperature (°C, as each site recorded it)"
+    assert distribution["layout"]["xaxis"]["title"]["text"] == "temperature as each site recorded it (expected unit: °C)"
     heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
     notes = {(x, y): note[0] for x, y, note in zip(heatmap["data"][1]["x"], heatmap["data"][1]["y"],
                                                     heatmap["data"][1]["customdata"])}
@@ -664,3 +664,17 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     at.button(key="use").click().run()
     assert json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]["source"] == "heart"
     (store.root / ".dashboard.json").unlink()
+
+
+def test_each_run_keeps_one_colour_and_runs_shown_together_never_share_one():
+    from dashboard.figures import RUN_PALETTE, run_colors
+
+    # the run's number picks its colour, whatever else is drawn with it
+    assert run_colors({"a": 1, "b": 2}) == {"a": RUN_PALETTE[0], "b": RUN_PALETTE[1]}
+    assert run_colors({"b": 2, "c": 3})["b"] == RUN_PALETTE[1]
+    # runs eight apart would share a colour: the later one takes the first colour nobody uses
+    together = run_colors({"first": 1, "ninth": 9, "second": 2})
+    assert together == {"first": RUN_PALETTE[0], "ninth": RUN_PALETTE[2], "second": RUN_PALETTE[1]}
+    many = run_colors({f"r{i}": i for i in range(1, 9)})
+    assert len(set(many.values())) == 8
+    assert run_colors({"old run": None})["old run"] in RUN_PALETTE  # runs from before numbers

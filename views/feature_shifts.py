@@ -83,13 +83,13 @@ def lens() -> None:
         st.subheader("Did the marks find the injected problems?")
         st.caption("This federation is synthetic and records what was injected where, so the marks can be checked.")
         # wide rows so that the evidence wraps instead of being cut off
-        st.dataframe(table, hide_index=True, width="stretch", row_height=84, height=84 * len(table) + 38,
-                     column_config={
-                         "site": st.column_config.TextColumn(width=125),
-                         "feature": st.column_config.TextColumn(width=100),
-                         "injected problem": st.column_config.TextColumn(width=190),
-                         "caught": st.column_config.TextColumn(width=75),
-                         "evidence": st.column_config.TextColumn(width="large"),
+        st.dataframe(table, hide_index=True, width="stretch", row_height=96, height=96 * len(table) + 38,
+                     column_config={  # the widths add up to what fits beside the sidebar at 1280 px
+                         "site": st.column_config.TextColumn(width=120),
+                         "feature": st.column_config.TextColumn(width=95),
+                         "injected problem": st.column_config.TextColumn(width=175),
+                         "caught": st.column_config.TextColumn(width=70),
+                         "evidence": st.column_config.TextColumn(width=340),
                      })
         if false_positives:
             st.caption(f"{len(false_positives)} other cells are marked without an injected problem: "
@@ -144,8 +144,9 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
                 "value": scales[s.name][feature].value(model_values) if translated else model_values}))
     values = pd.concat(rows, ignore_index=True)
     unit = next(iter(scales.values()), {}).get(feature).unit if translated else ""
-    axis = (f"{feature} ({unit}, as each site recorded it)" if unit else
-            f"{feature} (in the data's units, as each site recorded it)" if translated else
+    # The unit is the one the data say the feature has; a site that records another (°F) shows so.
+    axis = (f"{feature} as each site recorded it (expected unit: {unit})" if unit else
+            f"{feature} as each site recorded it" if translated else
             f"{feature} (standardised: as the model sees it)")
     st.plotly_chart(feature_distribution(values, site, feature, site_colors_of(run), axis), width="stretch",
                     key="distribution")
