@@ -145,9 +145,14 @@ def run_label(run: Run) -> str:
 
 
 def distinct_names(runs: list[Run]) -> list[str]:
-    """The runs' names, with the start of the id added where two runs share a name."""
+    """The runs' names, with the run's number (else its id) added where two runs share a name."""
     names = [run_name(run) for run in runs]
-    return [f"{name} ({run.id[:15]})" if names.count(name) > 1 else name for name, run in zip(names, runs)]
+    return [f"{name} ({_number_or_id(run)})" if names.count(name) > 1 else name for name, run in zip(names, runs)]
+
+
+def _number_or_id(run: Run) -> str:
+    number = run.identity["number"]
+    return f"#{number}" if number is not None else run.id
 
 
 def settings_table(runs: list[Run], differing_only: bool = True) -> pd.DataFrame:
@@ -158,9 +163,8 @@ def settings_table(runs: list[Run], differing_only: bool = True) -> pd.DataFrame
     keys = list(dict.fromkeys(key for flat in specs.values() for key in flat))
     rows = []
     for key in keys:
-        values = [flat[key] for flat in specs.values() if key in flat]
-        if differing_only and (len({json.dumps(v, sort_keys=True, default=str) for v in values}) <= 1
-                               or (len(values) < 2 and "." in key)):
+        values = [flat[key] for flat in specs.values() if key in flat]  # the runs that have the setting
+        if differing_only and len({json.dumps(v, sort_keys=True, default=str) for v in values}) <= 1:
             continue
         rows.append({"setting": key, **{name: _setting_text(flat[key]) if key in flat else MISSING_SETTING
                                         for name, flat in specs.items()}})

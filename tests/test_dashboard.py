@@ -678,3 +678,20 @@ def test_each_run_keeps_one_colour_and_runs_shown_together_never_share_one():
     many = run_colors({f"r{i}": i for i in range(1, 9)})
     assert len(set(many.values())) == 8
     assert run_colors({"old run": None})["old run"] in RUN_PALETTE  # runs from before numbers
+
+
+def test_the_settings_that_differ_between_runs(tmp_path):
+    from dashboard.records import settings_table
+
+    store = RunStore(tmp_path)
+    slow = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}}))
+    fast = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
+    adafed = store.create(resolve_spec({"algorithm": "adafed", "config": {"rounds": 2}}))
+    table = settings_table([slow, fast])
+    assert table.to_dict("records") == [{"setting": "config.lr", "fedavg #1": "0.002", "fedavg #2": "0.01"}]
+    # a parameter only one of the runs' algorithms has is no difference between them
+    rows = settings_table([slow, adafed])["setting"].tolist()
+    assert rows[0] == "algorithm" and not any(r.startswith("params.") for r in rows)
+    assert settings_table([slow, slow]).empty
+    fast.set_identity(name="fedavg #1")  # two runs called alike stay apart
+    assert list(settings_table([slow, fast]).columns) == ["setting", "fedavg #1 (#1)", "fedavg #1 (#2)"]
