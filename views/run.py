@@ -5,20 +5,29 @@ import json
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
-                              run_colors, spec_summary)
+from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, live,
+                              pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
-from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
+from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, per_site_series, run_label,
+                               run_name, settings_table, site_metrics)
 from dashboard.report import html_report
 from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 
 require("view")
 st.title("Run details")
 run = pick_run_or_explain(None, TRAIN, "Train something")
+
+
+st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.get('data'))}"
+              + (f" · tags: {', '.join(run.identity['tags'])}" if run.identity["tags"] else "")))
+if allowed("train"):  # a name and tags change the store: who may train may name
+    with st.expander("Name and tags"):
+        identity_editor(run, key=f"details-identity-{run.id}")
 
 
 @live(run)
@@ -34,7 +43,7 @@ def details() -> None:
         except FedcoreError as error:
             st.error(md(error))
         else:
-            st.toast(md(f"Queued {again.id}"))
+            st.toast(md(f"Queued {run_name(again)}"))
     if allowed("train") and status.get("state") == "done":
         actions[3].page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
                              icon=CHECKUP.icon)
@@ -53,11 +62,11 @@ def details() -> None:
     metrics = site_metrics(run)
     if not metrics.empty:
         metric = st.radio("Metric", list(METRIC_LABELS), format_func=METRIC_LABELS.get, horizontal=True)
-        st.plotly_chart(site_curves(metrics, metric, run_colors(run)), width="stretch", key="curves")
+        st.plotly_chart(site_curves(metrics, metric, site_colors_of(run)), width="stretch", key="curves")
         download_csv(metrics, f"{run.id}-site-metrics", "Download every round's per-site scores (CSV)")
     alpha = per_site_series(run, "alpha")
     if not alpha.empty:
-        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", run_colors(run)),
+        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", site_colors_of(run)),
                         width="stretch", key="alpha")
         download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
                      "Download every round's α per site (CSV)")
@@ -66,6 +75,16 @@ def details() -> None:
         st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
+        others = [r for r in get_store().runs() if r.id != run.id]
+        if others:
+            other = st.selectbox("Compare the settings with", [None, *others], key="settings_other",
+                                 format_func=lambda r: "another run…" if r is None else run_label(r))
+            if other is not None:
+                diff = settings_table([run, other])
+                if diff.empty:
+                    st.caption("Both runs have the same settings.")
+                else:
+                    st.dataframe(diff, hide_index=True, width="stretch")
         # runs record how their executor trained them (older runs only its name)
         trained = status.get("execution_description") or status.get("execution")
         st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
