@@ -34,22 +34,23 @@ if allowed("train"):  # a name and tags change the store: who may train may name
 def details() -> None:
     status = run.status
     page = page_of(run)
-    actions = st.columns(4)
+    # one row that wraps as the page narrows (four fixed columns cut the labels short at 1280 px)
+    actions = st.container(horizontal=True)
     if page != RUN_DETAILS:
-        actions[0].page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
-    if allowed("train") and actions[1].button("Re-run with the same settings"):
+        actions.page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
+    if allowed("train") and actions.button("Re-run with the same settings"):
         try:
             again = rerun(get_store(), run)
         except FedcoreError as error:
             st.error(md(error))
         else:
             st.toast(md(f"Queued {run_name(again)}"))
-    if allowed("train") and status.get("state") == "done":
-        actions[3].page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
-                             icon=CHECKUP.icon)
-    if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
+    if is_active(run) and allowed("cancel") and actions.button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
+    if allowed("train") and status.get("state") == "done":
+        actions.page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
+                          icon=CHECKUP.icon)
     if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:
