@@ -189,9 +189,14 @@ def feature_distribution(values: pd.DataFrame, site: str, feature: str, colors: 
         category_orders={"group": [site, "all other sites"]},
     )
     fig.update_layout(title=dict(text=f"{feature}: {site} against all other sites", x=0), legend_title_text="")
-    fig.update_xaxes(title_text=axis_title or f"{feature} (standardised: as the model sees it)")
     fig.for_each_annotation(lambda a: a.update(text=a.text.replace("class=", "outcome: ")))
-    return _style(fig, height=360)
+    # One axis title under both outcomes' panels (each panel's own ran into the next one's), with
+    # the axis titles' style.
+    fig.update_xaxes(title_text=None)
+    fig.add_annotation(text=axis_title or f"{feature} (standardised: as the model sees it)", name="x title",
+                       x=0.5, xref="paper", y=0, yref="paper", yshift=-32, yanchor="top", showarrow=False,
+                       font=dict(size=14, color="#5b6b7b"))
+    return _style(fig, height=380, bottom=56)
 
 
 def matrix_heatmap(matrix: np.ndarray, sites: Sequence[str], title: str, colorscale: str,
