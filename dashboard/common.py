@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -18,6 +19,7 @@ from dashboard.figures import site_colors
 from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
+from fedcore.checkup import CheckUp, Plan
 from fedcore.errors import FedcoreError
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
 from fedcore.store import MAX_TAGS, NAME_LENGTH, Run, RunStore, atomic_write_json, read_json
@@ -40,6 +42,19 @@ TABLE_ROW_PX = 35  # the height of a row of st.dataframe, to size tables that sh
 
 def get_store() -> RunStore:
     return RunStore()
+
+
+@st.cache_data(show_spinner="Checking every site against the others…", max_entries=8)
+def _evaluated(path: str, fingerprint: str) -> CheckUp:
+    return Plan(Path(path)).evaluate(get_store())
+
+
+def checkup_result(plan: Plan) -> CheckUp:
+    """A check-up's result, computed again only when its plan or one of its runs' states changes."""
+    runs = plan.runs(get_store())
+    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.get("state")) for r in found]
+                                              for role, found in runs.items()}], sort_keys=True, default=str)
+    return _evaluated(str(plan.path), fingerprint)
 
 
 def dashboard_setting(key: str, default: Any = None) -> Any:

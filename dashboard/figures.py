@@ -8,8 +8,10 @@ everywhere (sites top to bottom in federation order unless a page reorders them 
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.records import METRIC_LABELS
+from fedcore.checkup import format_q
+from fedcore.interpret.findings import FDR, KINDS, Finding
 
 NEUTRAL = {"b_in": 0.0, "b_out": 0.0, "w_in": 1.0, "w_out": 1.0}
 LAYER_TITLES = {  # what a reader sees first, the technical name after
@@ -32,6 +36,62 @@ LAYER_LABELS = {  # short, for a choice between the layers
     "b_out": "Output shift (b_out)", "w_out": "Output scale (w_out)",
 }
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+# What the heatmap's marks mean, by who sets them.
+PAPER_MARKS = ("O: this site's value lies unusually far from the feature's mean across sites · "
+               "x: the feature's values vary unusually across sites")
+CALIBRATED_MARKS = (f"O: the site check-up finds this site's correction stands out from the other sites' "
+                    f"(q below {FDR:g} over every cell it tested, and large enough to matter)")
+CALIBRATED_LAYERS = ("b_in", "w_in", "w_out")  # what the check-up tests (b_out: nothing)
+
+
+@dataclass(frozen=True)
+class CalibratedCells:
+    """A check-up's verdict on every cell of one iFedAvg layer's heatmap (sites x columns)."""
+
+    marked: np.ndarray  # bool: the check-up reports a finding there
+    q: np.ndarray  # NaN where the check-up tested nothing
+    p: np.ndarray
+    notes: np.ndarray  # one line of hover text per cell
+
+
+def calibrated_cells(findings: Sequence[Finding], layer: str, sites: Sequence[str],
+                     columns: Sequence[str]) -> CalibratedCells:
+    """Where a check-up's model findings (`fedcore.checkup.CheckUp.findings`, every cell tested)
+    lie on a layer's heatmap: b_in and w_in cell by cell (lens 'feature shifts', the finding's
+    layer); w_out a site's whole row (the check-up tests each site's output weight, the mean over
+    its classes: lens 'labels'). A cell is marked where the check-up reports the finding
+    (`Finding.significant`: q below the false discovery rate and large enough to matter); every
+    tested cell's hover says its q and p."""
+    shape = (len(sites), len(columns))
+    marked, q, p = np.zeros(shape, dtype=bool), np.full(shape, np.nan), np.full(shape, np.nan)
+    notes = np.full(shape, "not tested by the check-up", dtype=object)
+    rows, places = {site: i for i, site in enumerate(sites)}, {column: j for j, column in enumerate(columns)}
+    for finding in findings:
+        if finding.site not in rows:
+            continue
+        if layer.endswith("_in") and finding.kind == "feature_shift" and finding.evidence.get("layer") == layer:
+            cells = [places[finding.feature]] if finding.feature in places else []
+        elif layer == "w_out" and finding.kind == "output_shift":
+            cells = list(range(len(columns)))
+        else:
+            continue
+        i = rows[finding.site]
+        for j in cells:
+            marked[i, j], q[i, j], p[i, j] = finding.significant, finding.q, finding.p
+            notes[i, j] = _verdict(finding)
+    return CalibratedCells(marked, q, p, notes)
+
+
+def _verdict(finding: Finding) -> str:
+    if finding.significant:
+        verdict = "marked O: a finding"
+    elif math.isfinite(finding.q) and finding.q < FDR:
+        verdict = "not marked: unlikely chance, but too small to matter"
+    else:
+        verdict = "not marked"
+    exact = (f" (the check-up names it more exactly: {KINDS.get(finding.explained_by, finding.explained_by)})"
+             if finding.explained_by else "")
+    return f"check-up: q = {format_q(finding.q)}, p = {format_q(finding.p)} · {verdict}{exact}"
 
 
 def site_colors(site_names: Sequence[str]) -> dict[str, str]:
@@ -101,12 +161,14 @@ def shift_heatmap(
     feature_deviation: np.ndarray,
     centre: str = "neutral",
     notes: np.ndarray | None = None,
+    marks_meaning: str = PAPER_MARKS,
 ) -> go.Figure:
     """Sites x features heatmap with 'O' on significant cells, 'x' above significant features,
     and the per-site / per-feature sums of |value - feature mean| (given, so that the page
     exports the very numbers drawn) as bars beside and below. `notes` (sites x features text) is
     what each cell's hover says: the correction in the data's units, how far it lies from the
-    other sites (`dashboard.lenses.shift_view` writes them)."""
+    other sites, a check-up's q (`dashboard.lenses.shift_view` writes them); `marks_meaning` what
+    the marks are (the paper's rule, or a check-up's calibrated findings)."""
     matrix = np.asarray(matrix, dtype=float)
     column_mean = matrix.mean(axis=0)
     name = layer.replace("_", "<sub>") + "</sub>"
@@ -166,8 +228,7 @@ def shift_heatmap(
     fig.update_yaxes(nticks=3, tickfont_size=10, row=2, col=1)
     fig.update_layout(
         showlegend=False, clickmode="event+select",
-        title=dict(text=f"{LAYER_TITLES[layer]}<br><sup>O: this site's value lies unusually far from the "
-                        "feature's mean across sites · x: the feature's values vary unusually across sites<br>"
+        title=dict(text=f"{LAYER_TITLES[layer]}<br><sup>{marks_meaning}<br>"
                         "grey bars: total |value − feature mean| of each site (right) and feature (below)</sup>",
                    x=0),
     )

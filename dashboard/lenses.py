@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,7 @@ import plotly.graph_objects as go
 from dashboard import figures
 from dashboard.records import per_class_series, per_site_series
 from fedcore.interpret.detection import detection_report
+from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run, check_array
@@ -50,14 +52,22 @@ def layers(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd: float = 2.0,
-               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd") -> ShiftView:
-    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule."""
+               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd",
+               checkup: Sequence[Finding] | None = None, calibrated: bool = False) -> ShiftView:
+    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule; with
+    `checkup` (every cell a check-up including this run tested) each cell's q and p on hover and in
+    the table, and with `calibrated` the check-up's findings as the marks instead of the rule's."""
+    if calibrated and (checkup is None or layer not in figures.CALIBRATED_LAYERS):
+        raise ValueError(f"calibrated marks of {layer} need a check-up that tests it")
     run.require("federation.json")
     federation = run.federation
     sites = [s["name"] for s in federation["sites"]]
     matrix = layer_matrix(run, round_, run.load_arrays(round_), layer, federation)
     columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
     marks = significance_marks(matrix, n_sd, sd_floor, rule)
+    calibration = figures.calibrated_cells(checkup, layer, sites, columns) if checkup is not None else None
+    cells, features_marked = (calibration.marked, np.zeros(matrix.shape[1], dtype=bool)) if calibrated \
+        else (marks.cells, marks.features)
     scales = feature_scales(federation)
     meanings = np.array([[correction_text(layer, matrix[i, j], scales.get(site, {}).get(columns[j]))
                           for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
@@ -69,13 +79,17 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
         "O": marks.cells.ravel(),
         "x": np.tile(marks.features, len(sites)),
         "meaning": meanings.ravel(),
+        **({"check-up q": calibration.q.ravel(), "check-up p": calibration.p.ravel(),
+            "check-up O": calibration.marked.ravel()} if calibration is not None else {}),
     })
     # plotly reads hover text as HTML: names escaped
     notes = np.array([[f"<b>{html.escape(site)}</b> · {html.escape(str(columns[j]))}<br>{html.escape(meanings[i, j])}<br>"
                        + distance_text(marks.z[i, j], rule)
-                       + ("<br><b>O</b>: unusually far from the other sites" if marks.cells[i, j] else "")
+                       + ("" if not marks.cells[i, j] else "<br>the paper's 2-SD rule marks it" if calibrated
+                          else "<br><b>O</b>: unusually far from the other sites")
+                       + (f"<br>{html.escape(calibration.notes[i, j])}" if calibration is not None else "")
                        for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
-    marked = marks.cells.any(axis=0) | marks.features
+    marked = cells.any(axis=0) | features_marked
     # A constant column has no z (NaN): it ranks last, not first.
     largest_z = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
     keep = np.arange(matrix.shape[1])
@@ -92,11 +106,12 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
     shown = [columns[j] for j in keep]
     feature_deviation, site_deviation = deviation_sums(matrix[:, keep])
     figure = figures.shift_heatmap(
-        matrix[:, keep], marks.z[:, keep], marks.cells[:, keep], marks.features[keep],
+        matrix[:, keep], marks.z[:, keep], cells[:, keep], features_marked[keep],
         sites, shown, layer, site_deviation, feature_deviation, centre, notes[:, keep],
+        figures.CALIBRATED_MARKS if calibrated else figures.PAPER_MARKS,
     )
     return ShiftView(
-        figure, table, int(marks.cells.sum()), int(marks.features.sum()),
+        figure, table, int(cells.sum()), int(features_marked.sum()),
         site_deviation=pd.DataFrame({"site": sites, DEVIATION: site_deviation}),
         feature_deviation=pd.DataFrame({"feature": shown, DEVIATION: feature_deviation,
                                         "largest |z|": largest_z[keep], "x": marks.features[keep]}),

@@ -4,13 +4,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import download_csv, is_active, live, pick_run_or_explain, site_colors_of
-from dashboard.figures import LAYER_LABELS, feature_distribution
+from dashboard.auth import allowed, require
+from dashboard.checkup_view import plan_fed_by
+from dashboard.common import checkup_result, download_csv, is_active, live, pick_run_or_explain, site_colors_of
+from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
-from dashboard.registry import LENSES, RUNS
+from dashboard.registry import CHECKUP, LENSES, RUNS
 from dashboard.safe_text import md
 from fedcore.interpret.significance import RULES
+from fedcore.interpret.findings import FDR, Finding
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
 from fedcore.units import feature_scales
@@ -21,8 +23,10 @@ st.markdown(
     "Each site learns its own small correction of every feature — a shift, then a scale — while the "
     "rest of the model is shared. A site whose data differ needs a correction the others do not: its "
     "cell stands out. **O** marks a site's correction far from the other sites'; **x** marks a feature "
-    "whose corrections vary unusually across sites. Hover over a cell for the correction in the "
-    "feature's own units."
+    "whose corrections vary unusually across sites (the paper's 2-SD rule). Hover over a cell for the "
+    "correction in the feature's own units. *Marks: calibrated* puts a site check-up's findings in place of "
+    "the 2-SD rule's: each site's correction against the other sites' without itself, over replicate runs "
+    "with other seeds, at a controlled false discovery rate (q-values)."
 )
 with st.expander("Which layer shows which kind of problem"):
     st.markdown(LAYER_GUIDE)
@@ -63,11 +67,21 @@ def lens() -> None:
                          0.1, key="n_sd")
         sd_floor = t2.slider("Minimum spread of a feature across sites", 0.0, 0.5,
                              float(spec_params.get("sd_floor", 0.05)), 0.01, key="sd_floor")
-    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule)
+    calibrated = st.radio("Marks", ["paper", "calibrated"], horizontal=True, key="marks",
+                          format_func={"paper": "the paper's 2-SD rule",
+                                       "calibrated": "calibrated by a site check-up (q-values)"}.get) == "calibrated"
+    checkup = calibration(layer, calibrated, round_, rounds[-1])
+    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule, checkup,
+                      calibrated and checkup is not None)
     record = next((r for r in run.rounds() if r["round"] == round_), {})
     if record.get("algorithm", {}).get("warning") and rule == "sd":
         st.warning(md(record["algorithm"]["warning"]))
-    st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
+    if calibrated and checkup is not None:
+        st.caption(f"Round {round_}: the check-up reports {view.marked_cells} cells (q < {FDR:g}); every tested "
+                   "cell's q is on hover and in the cells' CSV.")
+    else:
+        st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x"
+                   + (" · each cell's check-up q is on hover" if checkup is not None else "") + ".")
     clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
                               selection_mode="points")
     exports = st.columns(3)
@@ -102,6 +116,49 @@ def lens() -> None:
     if layer.endswith("_in"):
         points = clicked.selection.points if clicked else []
         distribution(view.table, (points[0]["y"], points[0]["x"]) if points else None, rule)
+
+
+def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[Finding] | None:
+    """Every cell the newest check-up that includes this run tested (None: no such check-up has
+    finished this run's lens); with `wanted`, says why the marks stay the paper's where they must,
+    or what the calibrated ones are. Never a q the check-up did not compute."""
+    plan = plan_fed_by(run, "feature_shifts")
+    result = checkup_result(plan) if plan is not None else None
+    # the check-up reads its finished runs only: this one is among them once it is done
+    ready = result is not None and "feature shifts" in result.sources and run.status.get("state") == "done"
+    if not wanted:
+        return result.findings if ready else None
+    if plan is None:
+        st.info("Calibrated marks come from a **site check-up** that includes this run: it compares each site's "
+                "correction with the other sites' (without itself), over replicate runs with other seeds, and "
+                f"controls the false discovery rate over every cell it tests (q-values; marked where q < {FDR:g} "
+                "and the correction is large enough to matter). This run belongs to no check-up yet, so the marks "
+                "shown are the paper's.")
+        if allowed("train"):
+            st.page_link(CHECKUP.path, label="Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
+                         query_params={"run": run.id} if run.status.get("state") == "done" else None)
+        else:
+            st.caption("Someone with the analyst role can start one on the Site check-up page.")
+        return None
+    if not ready:
+        why = ("its iFedAvg runs are still training" if "feature_shifts" in result.pending
+               else "this run has not finished" if run.status.get("state") != "done"
+               else "its iFedAvg runs did not finish")
+        st.info(md(f"This run belongs to check-up {plan.id}, but {why}: no q-values yet, so the marks shown are "
+                   "the paper's."))
+        st.page_link(CHECKUP.path, label="Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
+        return None
+    if layer not in CALIBRATED_LAYERS:
+        st.info("The check-up tests the input layers cell by cell and the output scale w_out per site; the output "
+                "shift b_out has no calibrated test, so its marks are the paper's.")
+        return None
+    st.caption(md(f"Calibrated marks from check-up {plan.id}: {result.sources['feature shifts']}; "
+                  + ("each site's mean output weight (w_out, the labels lens) against the other sites'. "
+                     if layer == "w_out" else "the mean over these runs at their last evaluated rounds. ")
+                  + f"q: Benjamini–Hochberg over all {len(result.findings)} cells the check-up tested, every lens."))
+    if round_ != last_round:
+        st.caption(f"The values drawn are round {round_}'s; the check-up judged the runs' last rounds.")
+    return result.findings
 
 
 def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str) -> None:
