@@ -91,7 +91,13 @@ def _verdict(finding: Finding) -> str:
         verdict = "not marked"
     exact = (f" (the check-up names it more exactly: {KINDS.get(finding.explained_by, finding.explained_by)})"
              if finding.explained_by else "")
-    return f"check-up: q = {format_q(finding.q)}, p = {format_q(finding.p)} · {verdict}{exact}"
+    return f"check-up: {_value('q', finding.q)}, {_value('p', finding.p)} · {verdict}{exact}"
+
+
+def _value(name: str, value: float) -> str:
+    """'q = 0.012', or 'q < 0.001' (`format_q`'s precision)."""
+    text = format_q(value)
+    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
 
 
 def site_colors(site_names: Sequence[str]) -> dict[str, str]:

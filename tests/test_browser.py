@@ -86,7 +86,7 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard):
         # The page refreshes itself while the run trains, then settles on the final round.
         page.get_by_text("No training running.").wait_for(timeout=30_000)
         page.get_by_text("Round 150:").first.wait_for(timeout=30_000)
-        page.get_by_text("Did the marks find the injected problems?").wait_for()
+        page.get_by_text("Did the paper's 2-SD marks find the injected problems?").wait_for()
         assert _marks(page) >= 2
         # The detection table (its cells are drawn on a canvas; AppTest checks their contents).
         assert page.locator('[data-testid="stDataFrame"]').count() >= 1

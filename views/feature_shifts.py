@@ -97,7 +97,7 @@ def lens() -> None:
     detection = detection_table(run, round_, n_sd, sd_floor, rule)
     if detection is not None:
         table, false_positives = detection
-        st.subheader("Did the marks find the injected problems?")
+        st.subheader("Did the paper's 2-SD marks find the injected problems?")
         st.caption("This federation is synthetic and records what was injected where, so the marks can be checked.")
         # wide rows so that the evidence wraps instead of being cut off
         st.dataframe(table, hide_index=True, width="stretch", row_height=96, height=96 * len(table) + 38,
