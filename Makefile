@@ -2,8 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-RUN_ARGS ?= --algorithm ifedavg --data demo --rounds 200 --local-f-out --scalar-w-out
-FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10 --local-f-out --scalar-w-out
+RUN_ARGS ?= --algorithm ifedavg --data demo --rounds 200
+FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10
 
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1

@@ -29,7 +29,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.figures import FONT, site_colors
 from dashboard.report_sections import figures_html
-from fedcore.checkup import ROLE_LENSES, CheckUp, format_q, plans
+from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
 from fedcore.interpret.profile import PROBABILITIES, Profile
 from fedcore.store import Run, RunStore
@@ -358,10 +358,10 @@ def evidence_text(finding: Finding) -> str:
 
 # -- HTML ---------------------------------------------------------------------------------------
 def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: dict[str, str], level: int = 2,
-                  first: bool = False, evidence: int = 12, tested: int = 500) -> list[str]:
+                  evidence: int = 12, tested: int = 500) -> list[str]:
     """The check-up as HTML under a heading of `level`: what it checked, the grid, the ranked
     findings (the first `evidence` data findings with their figure), and the tested cells with the
-    smallest q-values (`tested`); `first`: its grid is the document's first figure (carries plotly.js)."""
+    smallest q-values (`tested`)."""
     heading, sub = f"h{level}", f"h{level + 1}"
     out = [f"<{heading}>Check-up: {html.escape(result.label or str(result.data))}</{heading}>",
            f"<p>{len(result.sites)} sites · {len(result.findings)} cells tested · "
@@ -374,7 +374,7 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     notes = lens_notes(result, kind, profile)
     if notes:
         out.append("".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes))
-    out.append(figures_html([grid_figure(grid(result, kind))], first=first))
+    out.append(figures_html([grid_figure(grid(result, kind))]))
     out.append(f"<{sub}>Findings, strongest first</{sub}>")
     if not result.reported:
         out.append("<p>No site stands out from the others in any lens checked.</p>")
@@ -415,11 +415,20 @@ def lens_notes(result: CheckUp, kind: str, profile: Profile | None) -> list[str]
     return notes
 
 
-def checkup_sections(run: Run, first: bool = False) -> list[str]:
-    """The newest check-up that `run` feeds, as a section of the run's HTML report (none: nothing)."""
+def plan_fed_by(run: Run, role: str | None = None) -> Plan | None:
+    """The newest check-up that `run` feeds (in `role`, or in any), if any."""
     store = RunStore(run.path.parent)  # a run's folder lies in its store's root
     for plan in plans(store):
-        if any(run.id in ids for ids in (plan.contents.get("runs") or {}).values() if isinstance(ids, list)):
-            result = plan.evaluate(store)
-            return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), level=2, first=first)
-    return []
+        runs = plan.contents.get("runs") or {}
+        if any(isinstance(ids, list) and run.id in ids for fed, ids in runs.items() if role in (None, fed)):
+            return plan
+    return None
+
+
+def checkup_sections(run: Run) -> list[str]:
+    """The newest check-up that `run` feeds, as a section of the run's HTML report (none: nothing)."""
+    plan = plan_fed_by(run)
+    if plan is None:
+        return []
+    result = plan.evaluate(RunStore(run.path.parent))
+    return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), level=2)

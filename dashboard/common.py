@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
+from dashboard import figures
 from dashboard.figures import site_colors
-from dashboard.records import progress, run_label
+from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
-from fedcore.datasets import inspect_data, load_federation
+from fedcore.checkup import CheckUp, Plan
+from fedcore.errors import FedcoreError
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
-from fedcore.store import Run, RunStore, atomic_write_json, read_json
+from fedcore.store import MAX_TAGS, NAME_LENGTH, Run, RunStore, atomic_write_json, read_json
 
 STATE_LABELS = {
     "queued": "queued",
@@ -31,48 +34,49 @@ STATE_LABELS = {
     "damaged": "damaged",
 }
 DEMO_DATA = {"ref": "demo", "label": "Synthetic sepsis triage (demo, 8 hospitals)"}
-# <store>/.dashboard.json; when damaged, the dashboard starts again from the demo data.
+# <store>/.dashboard.json (the chosen data, the Runs table's columns, ...); when damaged, the
+# dashboard starts again from its defaults (the demo data).
 SETTINGS = Record({"data": Record({"ref": required(Either(TEXT, MapOf(ANY))), "label": required(TEXT)})})
+TABLE_ROW_PX = 35  # the height of a row of st.dataframe, to size tables that should not scroll
 
 
 def get_store() -> RunStore:
     return RunStore()
 
 
-@st.cache_resource(show_spinner="Loading the data…", max_entries=8)
-def cached_federation(ref_json: str, seed: int = 0):
-    """A federation loaded once per (data reference, seed); the reference as JSON text so that
-    dict references can be cache keys."""
-    return load_federation(json.loads(ref_json), seed)
+@st.cache_data(show_spinner="Checking every site against the others…", max_entries=8)
+def _evaluated(path: str, fingerprint: str) -> CheckUp:
+    return Plan(Path(path)).evaluate(get_store())
 
 
-def load_run_federation(ref: Any, seed: int = 0):
-    return cached_federation(json.dumps(ref, sort_keys=True), seed)
+def checkup_result(plan: Plan) -> CheckUp:
+    """A check-up's result, computed again only when its plan or one of its runs' states changes."""
+    runs = plan.runs(get_store())
+    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.get("state")) for r in found]
+                                              for role, found in runs.items()}], sort_keys=True, default=str)
+    return _evaluated(str(plan.path), fingerprint)
 
 
-@st.cache_data(show_spinner="Checking the data…", max_entries=16)
-def cached_inspection(ref_json: str) -> tuple[dict[str, Any], bool]:
-    """`inspect_data` once per data reference (as JSON text), as (report dict, ok): every widget
-    on the Data page reruns it, and a 30-site table takes seconds to align."""
-    report = inspect_data(json.loads(ref_json))
-    return report.to_dict(), report.ok
+def dashboard_setting(key: str, default: Any = None) -> Any:
+    """A choice the dashboard keeps across reloads and restarts, from `<store>/.dashboard.json`."""
+    value = read_json(get_store().root / ".dashboard.json", {}, SETTINGS).get(key)
+    return default if value is None else value
 
 
-def inspect_reference(ref: Any) -> tuple[dict[str, Any], bool]:
-    return cached_inspection(json.dumps(ref, sort_keys=True))
+def save_dashboard_setting(key: str, value: Any) -> None:
+    path = get_store().root / ".dashboard.json"
+    settings = {**read_json(path, {}, SETTINGS), key: value}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, settings)
 
 
 def chosen_data() -> dict[str, Any]:
     """The data the Train page will use: {'ref': data reference, 'label': what to call it}."""
-    return read_json(get_store().root / ".dashboard.json", {}, SETTINGS).get("data") or DEMO_DATA
+    return dashboard_setting("data") or DEMO_DATA
 
 
 def choose_data(ref: Any, label: str) -> None:
-    path = get_store().root / ".dashboard.json"
-    settings = read_json(path, {}, SETTINGS)
-    settings["data"] = {"ref": ref, "label": label}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, settings)
+    save_dashboard_setting("data", {"ref": ref, "label": label})
 
 
 def pick_run(lens: Lens | None = None, label: str = "Run", key: str = "run_picker") -> Run | None:
@@ -139,8 +143,38 @@ def live(run: Run, interval: float = 3.0):
     return decorate
 
 
-def run_colors(run: Run) -> dict[str, str]:
-    return site_colors([s["name"] for s in run.federation.get("sites", [])])
+def site_colors_of(run: Run) -> dict[str, str]:
+    """The run's sites' colours (one per site of its federation, the same on every chart)."""
+    return site_colors(site_names(run))
+
+
+def run_colors(runs: list[Run]) -> dict[str, str]:
+    """Run id -> the run's colour, the same on every chart that draws these runs."""
+    return figures.run_colors({run.id: run.identity["number"] for run in runs})
+
+
+def site_names(run: Run) -> list[str]:
+    """The run's sites in federation order; none before its data are loaded (a queued run)."""
+    sites = run.federation.get("sites")
+    return [str(s.get("name")) for s in sites if isinstance(s, dict)] if isinstance(sites, list) else []
+
+
+def identity_editor(run: Run, key: str) -> None:
+    """Name and tags of a run, editable; stored with the run (identity.json)."""
+    identity = run.identity
+    name = st.text_input("Name", value=identity["name"] or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
+                         key=f"{key}-name", help="Empty: the run is called by its algorithm and number.")
+    known = sorted({tag for other in get_store().runs() for tag in other.identity["tags"]} | set(identity["tags"]))
+    tags = st.multiselect("Tags", known, default=identity["tags"], accept_new_options=True, max_selections=MAX_TAGS,
+                          key=f"{key}-tags", help="Type a new tag and press Enter, or pick one other runs have.")
+    if st.button("Save name and tags", key=f"{key}-save"):
+        try:
+            run.set_identity(name, tags)
+        except FedcoreError as error:
+            st.error(md(error))
+        else:
+            st.toast("Saved.")
+            st.rerun()
 
 
 def format_duration(seconds: float | None) -> str:
@@ -154,12 +188,17 @@ def show_progress(run: Run) -> None:
     """State, a progress bar with round / ETA / latest mean and worst-site F1, or the error."""
     info = progress(run)
     state = info["state"]
-    scores = "".join(f" · {name} F1 {info[key]['f1']:.3f}" for key, name in (("mean", "mean"), ("worst", "worst site"))
-                     if info[key].get("f1") is not None)
-    text = f"{STATE_LABELS.get(state, state)} · round {info['round']} of {info['total']}{scores}"
-    if state == "running":
-        starting = f" · {info['phase']}" if info["round"] == 0 and info["phase"] else " · starting"
-        text += f" · about {format_duration(info['eta_s'])} left" if info["eta_s"] is not None else starting
+    text = f"{STATE_LABELS.get(state, state)}"
+    if state == "queued":
+        text += " · waiting for a free training slot"
+    elif state == "running" and info["round"] == 0:
+        text += f" · {info['phase'] or 'starting'}"
+    elif info["total"]:
+        text += f" · round {info['round']} of {info['total']}"
+    text += "".join(f" · {name} F1 {info[key]['f1']:.3f}" for key, name in (("mean", "mean"), ("worst", "worst site"))
+                    if info[key].get("f1") is not None)
+    if state == "running" and info["eta_s"] is not None:
+        text += f" · about {format_duration(info['eta_s'])} left"
     st.progress(min(1.0, info["fraction"]), text=md(text))
     if state in ("failed", "interrupted", "damaged") and info["error"]:
         what = {"failed": "This run failed", "interrupted": "This run was interrupted", "damaged": "This run is damaged"}

@@ -21,12 +21,19 @@ THUMBNAILS = 6
 THUMBNAIL_WIDTH = 88
 
 
+ONE_SITE = ("Only one site: there is nothing to federate and nobody to compare it with. It can still train "
+            "(as a single local model), but the lenses need several sites — iFedAvg marks a site only among "
+            "three or more. Upload one file per site, or choose the column that names the site.")
+
+
 def show_alignment(report: dict[str, Any]) -> None:
     """The alignment report of table sites: problems first, then the per-site details."""
     for error in report["errors"]:
         st.error(md(error))
     for warning in report["warnings"]:
         st.warning(md(warning))
+    if len(report["sites"]) == 1:
+        st.warning(ONE_SITE)
     classes = report["class_names"]
     sites = pd.DataFrame([
         {"site": s["site"], "file": s["file"], "rows": s["rows"], "rows used": s["rows_used"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,18 +13,32 @@ import plotly.graph_objects as go
 from dashboard import figures
 from dashboard.records import per_class_series, per_site_series
 from fedcore.interpret.detection import detection_report
+from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run, check_array
+from fedcore.units import correction_text, feature_scales
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
+CENTRE_WORD = {"sd": "mean", "robust": "median"}  # what a rule's z is measured from
+LAYER_WORDS = {"b_in": "the input shift", "w_in": "the input scale", "b_out": "the output shift",
+               "w_out": "the output scale"}
+# Which layer shows which kind of problem (iFedAvg's docstring says why), for the pages.
+LAYER_GUIDE = (
+    "**Input layers** (shift b_in, scale w_in) show a problem with *one feature at one site*: another unit "
+    "(°F for °C), an offset (ages 20 years too high), a feature recorded only for some patients. "
+    "**Output layers** (shift b_out, scale w_out) show a problem with *a site's labels*: flipped or differently "
+    "defined outcomes — a flipped site's scale w_out turns negative. They exist only with a local f_out "
+    "(the default); with a shared f_out, label problems push the flipped site's input layers instead and "
+    "mark features that are fine."
+)
 
 
 @dataclass
 class ShiftView:
     figure: go.Figure
-    table: pd.DataFrame  # site, feature, value, z, O, x: the figure's numbers
+    table: pd.DataFrame  # site, feature, value, z, O, x, meaning: the figure's numbers (meaning: in the data's units)
     marked_cells: int
     marked_features: int
     # The grey bars, over the features shown in the order shown: site, DEVIATION / feature,
@@ -36,14 +52,25 @@ def layers(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd: float = 2.0,
-               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd") -> ShiftView:
-    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule."""
+               sd_floor: float = 0.05, features_view: str = FEATURE_VIEWS[0], rule: str = "sd",
+               checkup: Sequence[Finding] | None = None, calibrated: bool = False) -> ShiftView:
+    """iFedAvg's heatmap of one layer at one round, marks recomputed with the given rule; with
+    `checkup` (every cell a check-up including this run tested) each cell's q and p on hover and in
+    the table, and with `calibrated` the check-up's findings as the marks instead of the rule's."""
+    if calibrated and (checkup is None or layer not in figures.CALIBRATED_LAYERS):
+        raise ValueError(f"calibrated marks of {layer} need a check-up that tests it")
     run.require("federation.json")
     federation = run.federation
     sites = [s["name"] for s in federation["sites"]]
     matrix = layer_matrix(run, round_, run.load_arrays(round_), layer, federation)
     columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
     marks = significance_marks(matrix, n_sd, sd_floor, rule)
+    calibration = figures.calibrated_cells(checkup, layer, sites, columns) if checkup is not None else None
+    cells, features_marked = (calibration.marked, np.zeros(matrix.shape[1], dtype=bool)) if calibrated \
+        else (marks.cells, marks.features)
+    scales = feature_scales(federation)
+    meanings = np.array([[correction_text(layer, matrix[i, j], scales.get(site, {}).get(columns[j]))
+                          for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
     table = pd.DataFrame({
         "site": np.repeat(sites, matrix.shape[1]),
         "feature": np.tile(columns, len(sites)),
@@ -51,8 +78,18 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
         "z": marks.z.ravel(),
         "O": marks.cells.ravel(),
         "x": np.tile(marks.features, len(sites)),
+        "meaning": meanings.ravel(),
+        **({"check-up q": calibration.q.ravel(), "check-up p": calibration.p.ravel(),
+            "check-up O": calibration.marked.ravel()} if calibration is not None else {}),
     })
-    marked = marks.cells.any(axis=0) | marks.features
+    # plotly reads hover text as HTML: names escaped
+    notes = np.array([[f"<b>{html.escape(site)}</b> · {html.escape(str(columns[j]))}<br>{html.escape(meanings[i, j])}<br>"
+                       + distance_text(marks.z[i, j], rule)
+                       + ("" if not marks.cells[i, j] else "<br>the paper's 2-SD rule marks it" if calibrated
+                          else "<br><b>O</b>: unusually far from the other sites")
+                       + (f"<br>{html.escape(calibration.notes[i, j])}" if calibration is not None else "")
+                       for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
+    marked = cells.any(axis=0) | features_marked
     # A constant column has no z (NaN): it ranks last, not first.
     largest_z = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
     keep = np.arange(matrix.shape[1])
@@ -69,11 +106,12 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
     shown = [columns[j] for j in keep]
     feature_deviation, site_deviation = deviation_sums(matrix[:, keep])
     figure = figures.shift_heatmap(
-        matrix[:, keep], marks.z[:, keep], marks.cells[:, keep], marks.features[keep],
-        sites, shown, layer, site_deviation, feature_deviation, centre,
+        matrix[:, keep], marks.z[:, keep], cells[:, keep], features_marked[keep],
+        sites, shown, layer, site_deviation, feature_deviation, centre, notes[:, keep],
+        figures.CALIBRATED_MARKS if calibrated else figures.PAPER_MARKS,
     )
     return ShiftView(
-        figure, table, int(marks.cells.sum()), int(marks.features.sum()),
+        figure, table, int(cells.sum()), int(features_marked.sum()),
         site_deviation=pd.DataFrame({"site": sites, DEVIATION: site_deviation}),
         feature_deviation=pd.DataFrame({"feature": shown, DEVIATION: feature_deviation,
                                         "largest |z|": largest_z[keep], "x": marks.features[keep]}),
@@ -90,6 +128,15 @@ def layer_matrix(run: Run, round_: int, arrays: dict[str, np.ndarray], layer: st
         columns = 1 if matrix.ndim == 2 and matrix.shape[1] == 1 else len(federation["class_names"])
     check_array(run, round_, layer, matrix, len(federation["sites"]), columns)
     return matrix
+
+
+def distance_text(z: float, rule: str = "sd") -> str:
+    """How far a site's value lies from the other sites', in words first ('2.6 SD below the
+    sites' mean (z = −2.58)')."""
+    if not np.isfinite(z):
+        return "no spread across sites to compare with"
+    side = "above" if z > 0 else "below"
+    return f"{abs(z):.1f} SD {side} the sites' {CENTRE_WORD.get(rule, 'mean')} (z = {z:+.2f})"
 
 
 def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
@@ -114,16 +161,31 @@ def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 
         matrix = layer_matrix(run, round_, stored, layer, federation)
         marks = significance_marks(matrix, n_sd, sd_floor, rule)
         arrays.update({layer: matrix, f"{layer}_O": marks.cells, f"{layer}_z": marks.z})
-    report = detection_report(federation["ground_truth"], [s["name"] for s in federation["sites"]],
-                              federation["feature_names"], arrays)
+    sites = [s["name"] for s in federation["sites"]]
+    report = detection_report(federation["ground_truth"], sites, federation["feature_names"], arrays)
+    scales = feature_scales(federation)
+
+    def column(layer: str, j: int) -> str:
+        return federation["feature_names"][j] if layer.endswith("_in") else _output_columns(federation, arrays[layer])[j]
+
+    def evidence(entry: dict) -> str:
+        if entry["caught"] is None:  # no output layers: the labels cannot be checked
+            return "; ".join(entry["evidence"])
+        return "; ".join(
+            f"marked in {LAYER_WORDS[m['layer']]}: {correction_text(m['layer'], m['value'], scales.get(entry['site'], {}).get(column(m['layer'], m['column'])))}"
+            + (f", {distance_text(m['z'], rule)}" if m.get("z") is not None else "")
+            for m in entry["marks"]) or "no mark"
+
     rows = [{
         "site": e["site"],
         "feature": e["feature"] or "(labels)",
         "injected problem": e["detail"],
         "caught": {True: "caught", False: "missed", None: "not checkable"}[e["caught"]],
-        "evidence": "; ".join(e["evidence"]) or "no mark",
+        "evidence": evidence(e),
     } for e in report["injected"]]
-    return pd.DataFrame(rows), report["false_positives"]
+    false_positives = [{**f, "column": column(f["layer"], f["column"]) if isinstance(f["column"], int) else f["column"]}
+                       for f in report["false_positives"]]
+    return pd.DataFrame(rows), false_positives
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """inDISCO's lens from stored runs: prototype boxes drawn on a site's own images, local against
-global, the per-site overlap of boxes and stamp, and the bias preset. Pure numpy and PIL (no
-torch): the page fetches, these draw.
+global, and the per-site overlap of boxes and stamp. Pure numpy and PIL (no torch): the page
+fetches, these draw. (The bias experiment's preset, which looks for data on this machine, is in
+`dashboard.bias_experiment`: the HTML report imports this module on every page.)
 
 A comparison has two sides, each one kind of prototypes of one run at its last evaluated round:
 'local' from an LM run (each site alone, as in the paper's figures) or the local prototypes a GM /
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,6 @@ import plotly.graph_objects as go
 from PIL import Image, ImageDraw
 
 from dashboard.figures import _style
-from fedcore.datasets import find_datasets
 from fedcore.interpret.prototypes import ON_STAMP_SHARE
 from fedcore.records import Prototypes, record_kind
 from fedcore.store import Run
@@ -234,28 +233,3 @@ def top_table(side: Side, site: int, shown: int, classes: list[str]) -> pd.DataF
                      "class": classes[int(side.arrays["prototype_class"][proto])],
                      "similarity": float(similarity), f"connection to '{classes[pred]}'": float(last[pred, proto])})
     return pd.DataFrame(rows)
-
-
-# -- the bias preset ---------------------------------------------------------------------------
-SYNTHETIC = {"source": "synthetic_scans", "images": 1200}
-PRESET_SITES = {"split": "iid", "sites": 4, "inject": ["stamp:site1"]}
-PRESET_CONFIG = {"rounds": 6, "local_epochs": 5, "seed": 0}
-PRESET_ALGORITHMS = ("indisco-gm", "indisco-pm", "indisco-lm")
-BINARY_MEDMNIST = ("pneumoniamnist", "breastmnist")
-
-
-def preset_choices() -> dict[str, tuple[dict[str, Any], bool]]:
-    """Label -> (data reference, synthetic) for the bias experiment: the declared-synthetic scans
-    first, then every binary MedMNIST file found on this machine (four IID sites, a stamp on
-    site1's last, positive class)."""
-    choices = {"SYNTHETIC scans made up in code (an oval, a faint spot in class 'spot')": ({**SYNTHETIC, **PRESET_SITES},
-                                                                                         True)}
-    for _, ref in find_datasets():
-        path = Path(ref["path"])
-        if ref["source"] == "npz" and path.stem.lower() in BINARY_MEDMNIST:
-            choices[f"{path.name} found on this machine ({path.parent})"] = ({**ref, **PRESET_SITES}, False)
-    return choices
-
-
-def preset_specs(data: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"algorithm": name, "data": data, "config": PRESET_CONFIG} for name in PRESET_ALGORITHMS]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pandas as pd
 
-from fedcore.metrics import METRICS
+from fedcore.data_labels import data_label
+from fedcore.metric_names import METRICS
 from fedcore.shapes import NUMBER, ListOf, MapOf, Nullable, fits
 from fedcore.store import Run
 
@@ -102,17 +104,31 @@ def progress(run: Run) -> dict[str, Any]:
     }
 
 
-def data_name(data: Any) -> str:
-    """What a run's data are called: the name the analyst gave them (a reference's `name`), else
-    the reference's source (a text reference as written)."""
-    if isinstance(data, str):
-        return data
-    return str((data or {}).get("name") or (data or {}).get("source", "data"))
+def round_text(info: dict[str, Any]) -> str:
+    """Where a run is, for tables and progress bars: 'queued', 'starting', or 'round / total'."""
+    if info["state"] == "queued":
+        return "queued"
+    if info["state"] == "running" and info["round"] == 0:
+        return "starting"
+    if not info["total"]:  # stopped before it started
+        return "–"
+    return f"{info['round']}/{info['total']}"
 
 
-def run_label(run: Run) -> str:
-    """A short, human name for a run in pickers and legends."""
-    spec = run.spec
+def run_name(run: Run) -> str:
+    """What a run is called: the name a person gave it, else its algorithm and its number in the
+    store ('ifedavg #7'); runs from before numbers by their algorithm and start time."""
+    identity = run.identity
+    if identity["name"]:
+        return identity["name"]
+    algorithm = run.spec.get("algorithm") or "run"
+    if identity["number"] is not None:
+        return f"{algorithm} #{identity['number']}"
+    return f"{algorithm} {str(run.spec.get('created') or run.id)[:16].replace('T', ' ')}"
+
+
+def algorithm_detail(spec: dict[str, Any]) -> str:
+    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'."""
     params = spec.get("params") or {}
     flags = []
     if params.get("local_f_out"):
@@ -120,6 +136,79 @@ def run_label(run: Run) -> str:
     if "variant" in params and params["variant"] != "pretrained":
         flags.append(f"{params['variant']}-variant")
     if "weight_rule" in params:
-        flags.append(params["weight_rule"])
-    detail = f" ({', '.join(flags)})" if flags else ""
-    return f"{spec.get('algorithm')}{detail} · {data_name(spec.get('data'))} · seed {spec.get('config', {}).get('seed')} · {run.id[:15]}"
+        flags.append(str(params["weight_rule"]))
+    return f"{spec.get('algorithm')}" + (f" ({', '.join(flags)})" if flags else "")
+
+
+def run_label(run: Run) -> str:
+    """A run in pickers: its name, what trained (when the name does not say it), its data and seed."""
+    spec, identity = run.spec, run.identity
+    detail = algorithm_detail(spec)
+    if identity["name"]:
+        head = f"{identity['name']} · {detail}"
+    else:  # 'ifedavg #7 (local f_out)'
+        head = run_name(run) + detail[len(str(spec.get("algorithm"))):]
+    return f"{head} · {data_label(spec.get('data'))} · seed {(spec.get('config') or {}).get('seed')}"
+
+
+def distinct_names(runs: list[Run]) -> list[str]:
+    """The runs' names, with the run's number (else its id) added where two runs share a name."""
+    names = [run_name(run) for run in runs]
+    return [f"{name} ({_number_or_id(run)})" if names.count(name) > 1 else name for name, run in zip(names, runs)]
+
+
+def _number_or_id(run: Run) -> str:
+    number = run.identity["number"]
+    return f"#{number}" if number is not None else run.id
+
+
+def settings_table(runs: list[Run], differing_only: bool = True) -> pd.DataFrame:
+    """Every setting (algorithm, data, each parameter and engine setting) as a row, one column per
+    run (by name). With `differing_only`, the settings whose values differ between the runs that
+    have them — a parameter only one of the runs' algorithms has is no difference to read."""
+    specs = dict(zip(distinct_names(runs), (_flat_settings(run.spec) for run in runs)))
+    keys = list(dict.fromkeys(key for flat in specs.values() for key in flat))
+    rows = []
+    for key in keys:
+        values = [flat[key] for flat in specs.values() if key in flat]  # the runs that have the setting
+        if differing_only and len({json.dumps(v, sort_keys=True, default=str) for v in values}) <= 1:
+            continue
+        rows.append({"setting": key, **{name: _setting_text(flat[key]) if key in flat else MISSING_SETTING
+                                        for name, flat in specs.items()}})
+    return pd.DataFrame(rows, columns=["setting", *specs])
+
+
+MISSING_SETTING = "(not set)"
+
+
+def differing_settings(runs: list[Run]) -> dict[str, str]:
+    """Run id -> the settings in which it differs from the other runs of its algorithm on the same
+    data ('lr 0.01 · rounds 60'); empty where they all agree, or it is the only such run."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        key = json.dumps([run.spec.get("algorithm"), run.spec.get("data")], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    out = {}
+    for group in groups.values():
+        flats = [_flat_settings(run.spec) for run in group]
+        keys = [k for k in dict.fromkeys(k for flat in flats for k in flat)
+                if len({json.dumps(flat.get(k), sort_keys=True, default=str) for flat in flats}) > 1]
+        for run, flat in zip(group, flats):
+            out[run.id] = " · ".join(f"{k.split('.', 1)[-1]} {_setting_text(flat.get(k))}" for k in keys)
+    return out
+
+
+def _flat_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {"algorithm": spec.get("algorithm"), "data": data_label(spec.get("data"))}
+    for part in ("params", "config"):
+        for key, value in (spec.get(part) or {}).items():
+            flat[f"{part}.{key}"] = value
+    return flat
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

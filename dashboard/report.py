@@ -7,13 +7,16 @@ import html
 import json
 
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
 
 from dashboard import figures
 from dashboard.checkup_view import checkup_sections, html_sections
-from dashboard.records import final_site_metrics, site_metrics
+from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, progress, round_text, run_name,
+                               site_metrics)
 from dashboard.registry import lens_of
 from dashboard.report_sections import figures_html
 from fedcore.checkup import Plan
+from fedcore.data_labels import data_label
 from fedcore.shapes import RunDamaged
 from fedcore.store import Run, RunStore
 
@@ -29,22 +32,25 @@ pre { background: #f5f7fa; padding: 1rem; overflow-x: auto; }
 
 def html_report(run: Run) -> str:
     spec, status, federation = run.spec, run.status, run.federation
+    tags = run.identity["tags"]
     sections = [
-        f"<h1>Run {html.escape(run.id)}</h1>",
-        f"<p>{html.escape(str(spec.get('algorithm')))} on {html.escape(json.dumps(spec.get('data')))} · "
-        f"state <b>{html.escape(str(status.get('state')))}</b> · round {status.get('round')} of "
-        f"{status.get('total_rounds')} · code {html.escape(str(spec.get('version')))}</p>",
+        f"<h1>{html.escape(run_name(run))}</h1>",
+        f"<p>{html.escape(algorithm_detail(spec))} on {html.escape(data_label(spec.get('data')))} · "
+        f"state <b>{html.escape(str(status.get('state')))}</b> · {html.escape(round_text(progress(run)))} · "
+        f"run {html.escape(run.id)} · code {html.escape(str(spec.get('version')))}"
+        + (f" · tags: {html.escape(', '.join(tags))}" if tags else "") + "</p>",
     ]
     if federation.get("synthetic"):
         sections.append(f"<p class='note'>{html.escape(federation.get('description', ''))}</p>")
     sections.append("<h2>Scores at the last evaluated round (each site on its own hold-out)</h2>")
-    sections.append(final_site_metrics(run).to_html(index=False, float_format="%.3f", na_rep="–"))
+    scores = final_site_metrics(run).rename(columns=METRIC_LABELS)
+    sections.append(scores.to_html(index=False, float_format="%.3f", na_rep="–"))
     colors = figures.site_colors([s["name"] for s in federation.get("sites", [])])
     plots: list[go.Figure] = []
     metrics = site_metrics(run)
     if not metrics.empty:
         plots.append(figures.site_curves(metrics, "f1", colors))
-    sections.append(figures_html(plots, first=True))
+    sections.append(figures_html(plots))
     damage = run.damage
     lens = lens_of(run)
     try:
@@ -55,22 +61,25 @@ def html_report(run: Run) -> str:
     except RunDamaged as error:
         sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
                         + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")
-    sections.extend(checkup_sections(run, first=metrics.empty))
+    sections.extend(checkup_sections(run))
     sections.append("<h2>Settings</h2><pre>" + html.escape(json.dumps(
         {k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)) + "</pre>")
-    return document(f"Run {run.id}", sections)
+    return document(run_name(run), sections)
 
 
 def document(title: str, sections: list[str]) -> str:
-    """A self-contained HTML page of the report's style around `sections`."""
+    """A self-contained HTML page of the report's style around `sections`; plotly.js once, inline
+    (the report opens offline), and only where there is a figure to draw."""
+    body = "".join(sections)
+    script = f"<script type='text/javascript'>{get_plotlyjs()}</script>" if "Plotly.newPlot" in body else ""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>")
+            f"<style>{STYLE}</style>{script}</head><body>{body}</body></html>")
 
 
 def checkup_report(plan: Plan, store: RunStore) -> str:
     """A check-up's findings, grid and evidence (`dashboard.checkup_view`)."""
     result = plan.evaluate(store)
-    sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), level=1, first=True)
+    sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), level=1)
     if result.pending:
         sections.insert(1, "<p class='note'>Still training when this report was made: "
                            f"{html.escape(', '.join(result.pending))}.</p>")

@@ -1,12 +1,13 @@
 """The HTML report's section for each lens (the registry, `dashboard.registry`, says which is whose):
 each takes the run and its sites' colours and gives HTML, with the last evaluated round's figures
-inline (plotly.js travels once, in the report's first figure)."""
+inline (plotly.js travels once, in the document's head: `report.document`)."""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
+import re
 
 import plotly.graph_objects as go
 from PIL import Image
@@ -24,12 +25,14 @@ def feature_shifts(run: Run, colors: dict[str, str]) -> list[str]:
         return []
     last = rounds[-1]
     arrays = run.load_arrays(last)
-    params = run.spec["params"]
-    views = [lenses.shift_view(run, last, layer, n_sd=params["n_sd"], sd_floor=params["sd_floor"],
-                               rule=params.get("rule", "sd"))
+    params = run.spec.get("params") or {}
+    n_sd, sd_floor, rule = params.get("n_sd", 2.0), params.get("sd_floor", 0.05), params.get("rule", "sd")
+    views = [lenses.shift_view(run, last, layer, n_sd=n_sd, sd_floor=sd_floor, rule=rule)
              for layer in lenses.layers(arrays)]
-    out = [f"<h2>Feature shifts at round {last}</h2>", figures_html([v.figure for v in views])]
-    detection = lenses.detection_table(run, last, params["n_sd"], params["sd_floor"], params.get("rule", "sd"))
+    out = [f"<h2>Feature shifts at round {last}</h2>", f"<p class='note'>{markdown_html(lenses.LAYER_GUIDE)} "
+           "Hover over a cell for the correction in the feature's own units.</p>",
+           figures_html([v.figure for v in views])]
+    detection = lenses.detection_table(run, last, n_sd, sd_floor, rule)
     if detection is not None:
         out += ["<h2>Injected problems and the marks</h2>", detection[0].to_html(index=False)]
     return out
@@ -96,9 +99,12 @@ def png(picture: Image.Image) -> str:
     return f"<img alt='' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
 
 
-def figures_html(plots: list[go.Figure], first: bool = False) -> str:
-    """Figures as HTML; the report's first figure carries plotly.js inline (no network)."""
-    return "".join(
-        fig.to_html(full_html=False, include_plotlyjs="inline" if first and i == 0 else False)
-        for i, fig in enumerate(plots)
-    )
+def figures_html(plots: list[go.Figure]) -> str:
+    """Figures as HTML, without plotly.js (the report carries it once, inline: no network)."""
+    return "".join(fig.to_html(full_html=False, include_plotlyjs=False) for fig in plots)
+
+
+def markdown_html(text: str) -> str:
+    """The little Markdown the lenses' guides use (**bold**, *italic*) as HTML, the rest escaped."""
+    escaped = html.escape(text)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped))

@@ -10,7 +10,7 @@ import streamlit as st
 from dashboard import registry
 from dashboard.auth import gate
 from dashboard.common import format_duration, get_store, is_active
-from dashboard.records import progress, run_label
+from dashboard.records import progress, round_text, run_name
 from dashboard.safe_text import md
 from fedcore import jobs
 
@@ -31,10 +31,11 @@ def active_runs() -> None:
     st.markdown("**Training now**")
     for run in active:
         info = progress(run)
+        where = round_text(info)
+        where = f"round {where}" if "/" in where else where  # 'queued', 'starting'
         left = f", ~{format_duration(info['eta_s'])} left" if info["eta_s"] is not None else ""
         score = f" · mean F1 {info['mean']['f1']:.3f}" if info["mean"].get("f1") is not None else ""
-        st.progress(min(1.0, info["fraction"]),
-                    text=md(f"{run_label(run).split(' · ')[0]}: round {info['round']}/{info['total']}{left}{score}"))
+        st.progress(min(1.0, info["fraction"]), text=f"{md(run_name(run))}: {where}{left}{score}")
 
 
 SECTIONS = {

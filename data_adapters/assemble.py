@@ -28,7 +28,7 @@ import torch
 from data_adapters.columns import FLOAT32_MAX
 from data_adapters.inject import check, inject_inputs, inject_rows, parse_injection
 from data_adapters.partition import MIN_SITE_ROWS, partition
-from data_adapters.preprocessing import encode_missing, fit_standardization, standardize
+from data_adapters.preprocessing import encode_missing, fit_standardization, scales_record, standardize
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
@@ -89,13 +89,15 @@ def assemble(
     if raw.is_tabular and standardization == "federated" and reference is None:
         reference = pooled_standardization([site.x[train] for site, (train, _) in zip(raw.sites, splits)],
                                            raw.feature_kinds)
-    built = []
+    built, scales = [], {}  # scales: what each site subtracted and divided by (values back in °C, years, ...)
     for site, (train_idx, test_idx) in zip(raw.sites, splits):
         x = site.x
         if raw.is_tabular:
             if standardization == "site":
-                x = standardize(x, raw.feature_kinds, "reference", fit_standardization(x[train_idx], raw.feature_kinds))
+                scales[site.name] = fit_standardization(x[train_idx], raw.feature_kinds)
+                x = standardize(x, raw.feature_kinds, "reference", scales[site.name])
             elif standardization in ("federated", "reference"):
+                scales[site.name] = reference
                 x = standardize(x, raw.feature_kinds, "reference", reference)
             for injection in (i for i in injections if i.site == site.name and not i.before_standardisation):
                 x, entry = inject_inputs(injection, x, raw, standardization)
@@ -121,6 +123,7 @@ def assemble(
             **({"standardization": STANDARDIZATION_NOTES[standardization],
                 "missing": "continuous -> 0 after standardisation, binary / categorical -> 0.5",
                 "missing_indicators": missing_indicators} if raw.is_tabular else {}),
+            **({"scales": scales_record(scales, raw.feature_names)} if scales else {}),
             **({"server_test_standardization": "its own rows' mean and SD (as a site's)" if standardization == "site"
                 else "the same values as the sites'"}
                if raw.is_tabular and raw.server_test is not None and standardization != "none" else {}),

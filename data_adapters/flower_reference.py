@@ -65,15 +65,6 @@ def flower_options(ref: str | Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def describe_flower(ref: str | Mapping[str, Any]) -> str:
-    """A short label: 'Flower federation at 127.0.0.1:9093 (3 sites)'."""
-    try:
-        values = flower_reference(ref)
-    except SpecError:
-        return str(ref)
-    return f"Flower federation at {values['superlink']} ({values['sites']} sites)"
-
-
 def _address(value: Any) -> str:
     host, _, port = str(value or "").rpartition(":")
     if not host or not port.isdigit():

@@ -9,7 +9,7 @@ for iFedAvg's heatmaps, to see).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -56,6 +56,16 @@ def fit_standardization(x: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[
         sd = float(observed.std()) if observed.size > 1 else 0.0
         values[j] = (mean, sd)
     return values
+
+
+def scales_record(
+    values: Mapping[str, Mapping[int, tuple[float, float]]], feature_names: Sequence[str]
+) -> dict[str, dict[str, list[float]]]:
+    """For the federation's preprocessing record: per site, every standardised feature's [mean, sd]
+    as applied (an SD of 0 divides by 1) — what turns a standardised value, or a correction the
+    model learned, back into the data's own units (`fedcore.units`)."""
+    return {site: {feature_names[j]: [float(mean), float(sd if sd > 0 else 1.0)] for j, (mean, sd) in by_column.items()}
+            for site, by_column in values.items()}
 
 
 def encode_missing(x: np.ndarray, kinds: Sequence[str]) -> np.ndarray:

@@ -21,9 +21,10 @@ from typing import Any
 
 from data_adapters.inject import parse_injection
 from data_adapters.partition import parse_split
-from data_adapters.sources import SOURCES, SiteOptions, Source
+from data_adapters.sources import SOURCES, Source
+from fedcore.data_labels import data_label
 from fedcore.errors import DataError
-from data_adapters.flower_reference import describe_flower, flower_reference, is_flower_reference
+from data_adapters.flower_reference import flower_reference, is_flower_reference
 
 Reference = str | Mapping[str, Any]
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -92,34 +93,9 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
 
 
 def describe_reference(ref: Reference) -> str:
-    """A short label for lists and titles: 'csv: a.csv, b.csv · target outcome · dirichlet:0.1', led
-    by the data's name when the reference gives one ('Heart study · csv: ...')."""
-    if is_flower_reference(ref):
-        return describe_flower(ref)
-    if isinstance(ref, str) and ":" not in ref:
-        return ref
-    try:
-        values = reference_dict(ref)
-    except DataError:
-        return str(ref)
-    source = SOURCES.get(str(values.get("source")))
-    paths = values.get(source.paths) if source and source.paths else None
-    paths = paths if isinstance(paths, list) else [paths] if paths else []
-    parts = [str(values["name"])] if values.get("name") else []  # the name the analyst gave comes first
-    parts.append(f"{values.get('source')}: " + ", ".join(Path(str(p)).name for p in paths) if paths
-                 else str(values.get("source")))
-    if values.get("target"):
-        parts.append(f"target {values['target']}")
-    if values.get("split"):
-        parts.append(f"{values['split']} × {values.get('sites', SiteOptions().sites)} sites")
-    if values.get("inject"):
-        inject = values["inject"]
-        parts.append(f"{len(inject) if isinstance(inject, list) else 1} injected")
-    other = {k: v for k, v in values.items() if k not in ("source", "name", "target", "split", "sites", "inject")
-             and (not source or k != source.paths)}
-    files = source.files if source else ()
-    parts += [f"{k}={Path(str(v)).name if k in files else v}" for k, v in other.items()]
-    return " · ".join(parts)
+    """A short label for lists and titles: 'csv: a.csv, b.csv · target outcome · dirichlet:0.1'
+    (`fedcore.data_labels`, which the dashboard uses too: one label for a reference everywhere)."""
+    return data_label(ref)
 
 
 def _split_text(ref: str) -> tuple[Source, dict[str, Any]]:

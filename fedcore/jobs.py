@@ -19,13 +19,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from fedcore.errors import Cancelled, FedcoreError, cancel_on_sigterm
-from fedcore.store import Run, RunStore
+from fedcore.store import NAME_LENGTH, Run, RunStore
 
 ACTIVE = ("queued", "running")
 
@@ -38,21 +38,25 @@ def max_jobs() -> int:
     return max(1, int(os.environ.get("FEDCORE_MAX_JOBS") or os.cpu_count() or 1))
 
 
-def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
-    """Validate a spec, queue it as a new run and start it if a worker slot is free."""
+def submit(store: RunStore, spec: Mapping[str, Any], name: str | None = None, tags: Sequence[str] = ()) -> Run:
+    """Validate a spec, queue it as a new run (with a name and tags, if given) and start it if a
+    worker slot is free."""
     from fedcore.runner import resolve_spec
 
-    run = store.create(resolve_spec(spec))
+    run = store.create(resolve_spec(spec), name=name, tags=tags)
     pump(store)
     return run
 
 
 def rerun(store: RunStore, run: Run) -> Run:
-    """Queue a new run with exactly the same specification (FedcoreError if it is damaged)."""
+    """Queue a new run with exactly the same specification (and tags; a named run's name, marked);
+    FedcoreError if it is damaged."""
     from fedcore.runner import SPEC_KEYS
 
     run.require("spec.json")
-    return submit(store, {key: run.spec[key] for key in SPEC_KEYS if key in run.spec})
+    identity = run.identity
+    name = f"{identity['name']} (re-run)"[:NAME_LENGTH] if identity["name"] else None
+    return submit(store, {key: run.spec[key] for key in SPEC_KEYS if key in run.spec}, name, identity["tags"])
 
 
 def pump(store: RunStore) -> list[str]:

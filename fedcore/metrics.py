@@ -18,8 +18,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-METRICS = ("f1", "roc_auc", "balanced_accuracy", "accuracy", "loss", "sensitivity", "specificity")
-LOWER_IS_BETTER = frozenset({"loss"})
+from fedcore.metric_names import LOWER_IS_BETTER, METRICS
+
+__all__ = ["LOWER_IS_BETTER", "METRICS", "classification_metrics", "confusion_matrix", "mean_and_worst",
+           "pad_sites", "per_class_f1", "site_metrics"]
 
 
 def confusion_matrix(y: torch.Tensor, pred: torch.Tensor, n_classes: int) -> torch.Tensor:

@@ -8,6 +8,7 @@
         rounds.jsonl       one JSON line per evaluated round, append-only
         arrays/r000010.npz per-round arrays (b_in, w_in, marks, similarity matrices, ...)
         summary.json       final per-site metrics, mean and worst site (written at the end)
+        identity.json      what people call it: a number in its store, a name and tags (editable)
         model.npz          Flower runs: each site's final shared parameters, as the server holds them
         profile.npz        every site's federated statistics (tables; the check-up's data lens)
 
@@ -44,7 +45,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,12 +53,13 @@ from typing import Any
 
 import numpy as np
 
-from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.errors import FedcoreError, RunNotFound, SpecError
 from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
                             OneOf, Record, RunDamaged, Scalar, Shape, npz_damage, read_json_lines, read_npz, required)
 from fedcore.shapes import read_json as read_json_shaped
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+NAME_LENGTH, TAG_LENGTH, MAX_TAGS = 80, 32, 12
 FINISHED = frozenset({"done", "failed", "cancelled", "interrupted"})
 
 
@@ -529,6 +531,36 @@ class Run:
             return None
         return read_npz(self.path / "profile.npz", "profile.npz", text=("meta",))
 
+    # -- identity: what people call the run --------------------------------------------------
+    @property
+    def identity(self) -> dict[str, Any]:
+        """{'number': its place in the store's sequence (None for runs from before identities),
+        'name': a name a person gave it (None: none yet), 'tags': [...]}, whatever the file holds."""
+        stored = read_json(self.path / "identity.json", {})  # damaged: its place, without a name
+        stored = stored if isinstance(stored, dict) else {}
+        number, name, tags = stored.get("number"), stored.get("name"), stored.get("tags")
+        return {
+            "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
+            "name": name if isinstance(name, str) and name.strip() else None,
+            "tags": [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+        }
+
+    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> dict[str, Any]:
+        """Rename and / or retag the run (None leaves that part as it is; an empty name removes
+        the name). Names and tags are single lines, trimmed; tags are kept once each, in order.
+        Raises SpecError for a name or tag too long, or too many tags."""
+        identity = self.identity
+        if name is not None:
+            identity["name"] = _one_line(name, NAME_LENGTH, "A run's name") or None
+        if tags is not None:
+            cleaned = [_one_line(tag, TAG_LENGTH, "A tag") for tag in tags]
+            cleaned = list(dict.fromkeys(tag for tag in cleaned if tag))
+            if len(cleaned) > MAX_TAGS:
+                raise SpecError(f"A run takes at most {MAX_TAGS} tags, not {len(cleaned)}.")
+            identity["tags"] = cleaned
+        atomic_write_json(self.path / "identity.json", identity)
+        return identity
+
 
 def check_array(run: Run, round_: int, name: str, array: np.ndarray, rows: int, columns: int | None = None) -> None:
     """RunDamaged unless a stored array is a [rows, columns] matrix (sites x features, say), as
@@ -542,18 +574,23 @@ def check_array(run: Run, round_: int, name: str, array: np.ndarray, rows: int, 
 
 
 
+
 class RunStore:
     """A folder of runs."""
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
 
-    def create(self, spec: Mapping[str, Any]) -> Run:
+    def create(self, spec: Mapping[str, Any], name: str | None = None, tags: Sequence[str] = ()) -> Run:
         """A new queued run under a fresh id. It is written in a hidden folder and renamed into
-        place, so no reader sees it half made and no two runs ever share an id."""
+        place, so no reader sees it half made and no two runs ever share an id. It takes the next
+        number of this store (one more than the highest so far), which names it until a person
+        gives it a name."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             _remove_stale_staging(self.root)
+            numbers = [r.identity["number"] for r in self.runs()]
+            number = max([n for n in numbers if n is not None], default=len(numbers)) + 1
             for _ in range(ID_ATTEMPTS):
                 run_id = new_run_id(spec.get("algorithm"))
                 if (self.root / run_id).exists():
@@ -561,6 +598,9 @@ class RunStore:
                 staging = Run(Path(tempfile.mkdtemp(dir=self.root, prefix=".new-")))
                 try:
                     staging.update_status(state="queued", round=0)
+                    atomic_write_json(staging.path / "identity.json", {"number": number, "name": None, "tags": []})
+                    if name is not None or tags:
+                        staging.set_identity(name, list(tags))
                     atomic_write_json(staging.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})
                     _reserve_space(staging.path)
                     os.rename(staging.path, self.root / run_id)
@@ -628,6 +668,13 @@ def _remove_stale_staging(root: Path) -> None:
 def _is_run_folder(path: Path) -> bool:
     return (bool(RUN_ID.fullmatch(path.name)) and not path.is_symlink() and path.is_dir()
             and ((path / "spec.json").exists() or (path / "status.json").exists()))
+
+
+def _one_line(text: str, limit: int, what: str) -> str:
+    cleaned = " ".join(str(text).split())  # newlines and runs of spaces become one space
+    if len(cleaned) > limit:
+        raise SpecError(f"{what} has at most {limit} characters; this one has {len(cleaned)}.")
+    return cleaned
 
 
 def _worker_alive(status: Mapping[str, Any]) -> bool:

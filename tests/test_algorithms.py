@@ -32,20 +32,21 @@ def test_fedavg_sites_share_every_parameter():
     assert len(history) == 3 and set(history[-1]["sites"]) == {"site0", "site1", "site2"}
 
 
-def test_ifedavg_shares_everything_but_f_in():
-    sim, _ = simulate("ifedavg")
+def test_ifedavg_with_a_shared_f_out_shares_everything_but_f_in():
+    sim, _ = simulate("ifedavg", {"local_f_out": False})  # the authors' code's setting
     assert differing(sim) == {"f_in.b", "f_in.w"}
+    assert sim.algorithm.params.scalar_w_out is False  # a shared f_out keeps one weight per class
+    assert sim.models[0].f_out.w.numel() == 2
 
 
-def test_ifedavg_with_local_scalar_f_out_records_marks():
-    sim, history = simulate("ifedavg", {"local_f_out": True, "scalar_w_out": True})
+def test_ifedavg_keeps_a_scalar_f_out_local_by_default_and_records_marks():
+    sim, history = simulate("ifedavg")  # the declared defaults: what the quick start and the Train page run
+    assert (sim.algorithm.params.local_f_out, sim.algorithm.params.scalar_w_out) == (True, True)
     assert differing(sim) == {"f_in.b", "f_in.w", "f_out.b", "f_out.w"}
     scalars, arrays = sim.algorithm.record(sim)
     assert arrays["b_in"].shape == (3, 5) and arrays["w_out"].shape == (3, 1)
     assert arrays["w_in_O"].dtype == bool and arrays["w_in_x"].shape == (5,)
     assert scalars.warning  # 3 sites: the 2-SD rule cannot fire, and the record says so
-    with pytest.raises(SpecError, match="local_f_out"):
-        build_algorithm("ifedavg", {"scalar_w_out": True})
 
 
 def test_fedbn_sites_differ_only_in_batch_norm():

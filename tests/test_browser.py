@@ -86,7 +86,7 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard):
         # The page refreshes itself while the run trains, then settles on the final round.
         page.get_by_text("No training running.").wait_for(timeout=30_000)
         page.get_by_text("Round 150:").first.wait_for(timeout=30_000)
-        page.get_by_text("Did the marks find the injected problems?").wait_for()
+        page.get_by_text("Did the paper's 2-SD marks find the injected problems?").wait_for()
         assert _marks(page) >= 2
         # The detection table (its cells are drawn on a canvas; AppTest checks their contents).
         assert page.locator('[data-testid="stDataFrame"]').count() >= 1
@@ -144,3 +144,94 @@ def test_prototypes_page_draws_local_and_global_boxes(dashboard):
         page.locator("[data-testid=\"stDataFrame\"]").nth(2).wait_for(timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "prototypes_one_image.png"), full_page=True)
         browser.close()
+
+
+# Every figure of a report: tick labels and axis titles must lie inside the figure, and no axis
+# title may cover a tick label (each returned problem names the figure, the text and where it is).
+READABILITY = """() => {
+  const problems = [];
+  const inside = (b, f) => b.left >= f.left - 1 && b.right <= f.right + 1 && b.top >= f.top - 1 && b.bottom <= f.bottom + 1;
+  const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const heatmaps = [];
+  document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
+    const figure = plot.getBoundingClientRect();
+    const title = (plot.querySelector('.gtitle') || {}).textContent || `figure ${i}`;
+    const ticks = [...plot.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text')].filter(t => t.textContent.trim());
+    const titles = [...plot.querySelectorAll('text[class$="title"]:not(.gtitle)')].filter(t => t.textContent.trim());
+    if (plot.querySelector('.heatmaplayer .hm, .heatmaplayer image')) heatmaps.push({title, ticks: ticks.length});
+    for (const t of [...ticks, ...titles]) {
+      const b = t.getBoundingClientRect();
+      if (!inside(b, figure)) problems.push(`${title}: '${t.textContent}' at x ${Math.round(b.left - figure.left)}..${Math.round(b.right - figure.left)}, y ${Math.round(b.top - figure.top)}..${Math.round(b.bottom - figure.top)} of ${Math.round(figure.width)}x${Math.round(figure.height)}`);
+    }
+    for (const a of titles) for (const t of ticks) {
+      if (overlap(a.getBoundingClientRect(), t.getBoundingClientRect())) problems.push(`${title}: axis title '${a.textContent}' covers tick '${t.textContent}'`);
+    }
+  });
+  return {problems, heatmaps};
+}"""
+
+
+@pytest.fixture(scope="module")
+def readable_report_runs(tmp_path_factory):
+    """iFedAvg, FedHealth2 and AdaFed on four CSV sites with long hospital names and a long first
+    feature name (a rotated label of the first column reaches left, under the site names)."""
+    import pandas as pd
+
+    from fedcore.runner import execute, resolve_spec
+
+    folder = tmp_path_factory.mktemp("long_names")
+    names = {"north": "St Mary's University Hospital North", "south": "Royal Infirmary South (Teaching)",
+             "east": "Eastern District General Hospital", "west": "West Valley Community Clinic"}
+    files = []
+    for short, long in names.items():
+        table = pd.read_csv(ROOT / "assets" / "sample_sites" / f"synthetic_{short}_clinic.csv", sep=None,
+                            engine="python", decimal="," if short == "west" else ".")
+        table = table.rename(columns={"age": "age_at_admission_in_completed_years", "systolic_bp": "systolic_blood_pressure"})
+        path = folder / f"{long}.csv"
+        table.to_csv(path, index=False)
+        files.append(str(path))
+    store = RunStore(folder / "runs")
+    data = {"source": "csv", "files": files, "target": "diabetes", "exclude": ["glucose"]}
+    runs = []
+    for spec in ({"algorithm": "ifedavg", "config": {"rounds": 3}},
+                 {"algorithm": "fedhealth2", "params": {"pretrain_epochs": 2}, "config": {"rounds": 2}},
+                 {"algorithm": "adafed", "config": {"rounds": 3}}):
+        run = store.create(resolve_spec({**spec, "data": data}))
+        execute(run)
+        runs.append(run)
+    return runs
+
+
+def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
+    """What a clinician shares: every heatmap's site and feature labels inside the figure, no axis
+    title over tick labels; screenshots at both widths in test-artifacts/ for a person to look at."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
+        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.report import html_report
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    problems = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for run in readable_report_runs:
+            path = ARTIFACTS / f"report-{run.spec['algorithm']}.html"
+            path.write_text(html_report(run), encoding="utf-8")
+            for width in (1280, 1920):
+                page = browser.new_page(viewport={"width": width, "height": 1000})
+                page.goto(path.as_uri())
+                page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0 && "
+                                       "[...document.querySelectorAll('.js-plotly-plot')].every(p => p._fullLayout)")
+                page.wait_for_timeout(500)
+                found = page.evaluate(READABILITY)
+                page.screenshot(path=str(ARTIFACTS / f"report-{run.spec['algorithm']}-{width}.png"), full_page=True)
+                page.close()
+                problems += [f"{run.spec['algorithm']} at {width} px: {p}" for p in found["problems"]]
+                expected = {"ifedavg": 4, "fedhealth2": 2, "adafed": 0}[run.spec["algorithm"]]
+                assert len(found["heatmaps"]) == expected, found["heatmaps"]
+                assert all(h["ticks"] >= 8 for h in found["heatmaps"]), found["heatmaps"]  # 4 sites and features
+        browser.close()
+    assert not problems, "\n".join(problems)

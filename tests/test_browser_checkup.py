@@ -4,6 +4,8 @@ behind the strongest findings drawn too. Screenshots go to test-artifacts/ for a
 
 import re
 
+from dashboard.checkup_view import DATA_LENS, evidence_figure
+from dashboard.figures import site_colors
 from fedcore.checkup_jobs import start_checkup
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 - the fixture
 
@@ -17,6 +19,10 @@ def test_the_demos_checkup_in_a_browser(dashboard):  # noqa: F811 - the fixture 
 
     url, store = dashboard
     plan = start_checkup(store, "demo", train=False)
+    result = plan.evaluate(store)
+    shown_evidence = sum(evidence_figure(f, plan.profile, site_colors(result.sites)) is not None
+                         for f in result.reported[:3] if f.lens == DATA_LENS)
+    assert shown_evidence == 2  # Fir Valley's confusion by class, Elm Regional's temperature (Oak's labels: none)
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -50,7 +56,10 @@ def test_the_demos_checkup_in_a_browser(dashboard):  # noqa: F811 - the fixture 
             assert [cells[(site, "data profile")] for site, _, _ in ticks["y"] if site not in INJECTED] \
                 == ["nothing found"] * 4
             assert {text for (_, lens), text in cells.items() if lens != "data profile"} == {"not checked"}
-            assert page.locator(".js-plotly-plot").count() >= 4  # the grid and the first findings' data
+            # the grid and the data behind the first three findings (those a figure can show: not a site's labels)
+            page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {1 + shown_evidence}",
+                                   timeout=30_000)
+            assert page.locator(".js-plotly-plot").count() == 1 + shown_evidence
             page.get_by_text(re.compile("Elm Regional's temperature looks like °F")).first.wait_for()
             page.wait_for_timeout(1500)  # let the last figures settle
             page.screenshot(path=str(ARTIFACTS / f"checkup-{width}.png"), full_page=True)

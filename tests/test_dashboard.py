@@ -16,10 +16,12 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.lenses import DEVIATION, FEATURE_VIEWS, shift_view
 from dashboard.records import per_site_series
+from dashboard.safe_text import md
 from fedcore import jobs
 from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
+from fedcore.units import number
 from tests.helpers import SHARED_DATA, make_federation, remove_started_runs, unescaped
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -138,6 +140,53 @@ def test_runs_page_reruns_a_run_with_its_settings(app):
     assert {k: again.spec[k] for k in ("algorithm", "data", "params", "config")} == \
            {k: original.spec[k] for k in ("algorithm", "data", "params", "config")}
     assert again.id in set(at.dataframe[0].value["run id"])  # the page shows the new run at once
+
+
+def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
+    at, store, ids = app
+    select_run(at, ids["fedavg"])
+    key = f"identity-{ids['fedavg']}"
+    at.text_input(key=f"{key}-name").set_value("**Baseline** [x](y)")
+    at.multiselect(key=f"{key}-tags").set_value(["pilot", "sweep"])
+    at.button(key=f"{key}-save").click().run()
+    assert not at.exception, at.exception
+    run = store.get(ids["fedavg"])
+    assert run.identity["name"] == "**Baseline** [x](y)" and run.identity["tags"] == ["pilot", "sweep"]
+    table = at.dataframe[0].value.set_index("run id")
+    assert table.loc[run.id, "name"] == "**Baseline** [x](y)" and table.loc[run.id, "tags"] == "pilot, sweep"
+    # the name as typed, not as Markdown: every character that could format it escaped
+    assert any(m.value.startswith(f"Selected: **{md('**Baseline** [x](y)')}** (") for m in at.markdown)
+    assert "**Baseline** [x](y)" in texts(at)
+    at.button(key="rerun").click().run()
+    (again,) = [r for r in store.runs() if r.id not in ids.values()]
+    assert again.identity["name"] == "**Baseline** [x](y) (re-run)" and again.identity["tags"] == ["pilot", "sweep"]
+    run.set_identity(name="", tags=[])
+
+
+def test_runs_page_columns_are_chosen_and_kept(app):
+    at, store, ids = app
+    at.run()
+    assert list(at.dataframe[0].proto.column_order) == ["name", "tags", "state", "data", "settings", "round",
+                                                         "mean F1", "worst-site F1"]
+    at.multiselect(key="runs_columns").set_value(["name", "run id", "worst site"]).run()
+    assert list(at.dataframe[0].proto.column_order) == ["name", "run id", "worst site"]
+    fresh = AppTest.from_file(APP, default_timeout=60)  # a reload: the choice is kept with the store
+    fresh.run()
+    assert list(fresh.dataframe[0].proto.column_order) == ["name", "run id", "worst site"]
+    worst = fresh.dataframe[0].value.set_index("run id")["worst site"]
+    assert worst[ids["ifedavg"]] == store.get(ids["ifedavg"]).summary["worst_site"]["f1"]
+    (store.root / ".dashboard.json").unlink()
+
+
+def test_runs_that_differ_only_in_settings_are_told_apart(app):
+    at, store, ids = app
+    other = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
+    at.run()
+    table = at.dataframe[0].value.set_index("run id")
+    assert table.loc[other.id, "settings"] == "lr 0.01" and table.loc[ids["fedavg"], "settings"] == "lr 0.002"
+    assert table.loc[other.id, "name"] != table.loc[ids["fedavg"], "name"]
+    assert table.loc[ids["adafed"], "settings"] == ""  # the only AdaFed run: nothing to tell apart
+    jobs.cancel(other)
 
 
 def test_runs_page_cancels_a_training_run(app):
@@ -347,6 +396,34 @@ def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads)
         shown = values.loc[values["site"] == site.name, f"{feature} (preprocessed)"]
         assert np.allclose(shown, np.concatenate([site.x_train[:, j].numpy(), site.x_test[:, j].numpy()]), atol=1e-6)
     assert set(values["class"]) == set(federation.class_names)
+
+
+def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(app, downloads):
+    """The demo standardises with its data dictionary (temperature: mean 37.3 °C, SD 0.8 °C): the data
+    behind a cell come back in °C (Elm Regional's, recorded in °F, near 99), and each cell's hover
+    gives its correction in °C first and the technical value second."""
+    at, store, ids = app
+    open_page(at, "views/feature_shifts.py", ids["ifedavg"])
+    at.selectbox(key="dist_site").set_value("Elm Regional")
+    at.selectbox(key="dist_feature").set_value("temperature").run()
+    assert not at.exception, at.exception
+    run = store.get(ids["ifedavg"])
+    values = downloaded(downloads, f"{run.id}-values-of-temperature.csv")
+    assert np.allclose(values["temperature (°C)"], 37.3 + 0.8 * values["temperature (preprocessed)"])
+    means = values.groupby("site")["temperature (°C)"].mean()
+    assert means["Elm Regional"] > 95 and means.drop("Elm Regional").between(36.5, 38.5).all()
+    distribution = json.loads(at.get("plotly_chart")[1].proto.spec)
+    (axis_title,) = [a["text"] for a in distribution["layout"]["annotations"] if a.get("name") == "x title"]
+    assert axis_title == "temperature as each site recorded it (expected unit: °C)"  # once, under both panels
+    assert not any((axis.get("title") or {}).get("text") for key, axis in distribution["layout"].items()
+                   if key.startswith("xaxis"))
+    heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
+    notes = {(x, y): note[0] for x, y, note in zip(heatmap["data"][1]["x"], heatmap["data"][1]["y"],
+                                                    heatmap["data"][1]["customdata"])}
+    b_in = run.load_arrays(run.array_rounds()[-1])["b_in"]
+    elm, temperature = 3, run.federation["feature_names"].index("temperature")
+    note = notes[("temperature", "Elm Regional")]
+    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (b_in = " in note  # 1 SD = 0.8 °C
 
 
 def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):
@@ -594,3 +671,34 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     at.button(key="use").click().run()
     assert json.loads((store.root / ".dashboard.json").read_text())["data"]["ref"]["source"] == "heart"
     (store.root / ".dashboard.json").unlink()
+
+
+def test_each_run_keeps_one_colour_and_runs_shown_together_never_share_one():
+    from dashboard.figures import RUN_PALETTE, run_colors
+
+    # the run's number picks its colour, whatever else is drawn with it
+    assert run_colors({"a": 1, "b": 2}) == {"a": RUN_PALETTE[0], "b": RUN_PALETTE[1]}
+    assert run_colors({"b": 2, "c": 3})["b"] == RUN_PALETTE[1]
+    # runs eight apart would share a colour: the later one takes the first colour nobody uses
+    together = run_colors({"first": 1, "ninth": 9, "second": 2})
+    assert together == {"first": RUN_PALETTE[0], "ninth": RUN_PALETTE[2], "second": RUN_PALETTE[1]}
+    many = run_colors({f"r{i}": i for i in range(1, 9)})
+    assert len(set(many.values())) == 8
+    assert run_colors({"old run": None})["old run"] in RUN_PALETTE  # runs from before numbers
+
+
+def test_the_settings_that_differ_between_runs(tmp_path):
+    from dashboard.records import settings_table
+
+    store = RunStore(tmp_path)
+    slow = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}}))
+    fast = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
+    adafed = store.create(resolve_spec({"algorithm": "adafed", "config": {"rounds": 2}}))
+    table = settings_table([slow, fast])
+    assert table.to_dict("records") == [{"setting": "config.lr", "fedavg #1": "0.002", "fedavg #2": "0.01"}]
+    # a parameter only one of the runs' algorithms has is no difference between them
+    rows = settings_table([slow, adafed])["setting"].tolist()
+    assert rows[0] == "algorithm" and not any(r.startswith("params.") for r in rows)
+    assert settings_table([slow, slow]).empty
+    fast.set_identity(name="fedavg #1")  # two runs called alike stay apart
+    assert list(settings_table([slow, fast]).columns) == ["setting", "fedavg #1 (#1)", "fedavg #1 (#2)"]

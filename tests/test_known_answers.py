@@ -364,14 +364,18 @@ def test_fedper_keeps_its_last_layers_and_f_out(path, personal_layers):
     assert_state(sim, mix(trained, shared, uniform(3)))
 
 
-@pytest.mark.parametrize("params", [{}, {"local_f_out": True, "scalar_w_out": True}], ids=["f_in", "f_in-f_out"])
+# The authors' shared f_out, the product's defaults (a local f_out with a scalar w_out) and that
+# setting spelled out.
+@pytest.mark.parametrize("params", [{"local_f_out": False}, {}, {"local_f_out": True, "scalar_w_out": True}],
+                         ids=["f_in", "defaults", "f_in-f_out"])
 @pytest.mark.parametrize("path", SUPPORTED["ifedavg"])
 def test_ifedavg_keeps_f_in_at_the_site_and_averages_the_rest(path, params):
     """f_in(x) = (x + b) * w with each site's own b and w (started apart from the identity), never
-    averaged; with local_f_out also f_out (a scalar w_out)."""
+    averaged; with local_f_out (the default) also f_out (a scalar w_out)."""
     sim = simulation("ifedavg", path, params)
     trained, _, losses = local_round(sim, start_apart(sim), plain(sim))
-    shared, local = split_tensors(sim, lambda name: name.startswith(("f_in.", "f_out.") if params else "f_in."))
+    local_f_out = params.get("local_f_out", True)
+    shared, local = split_tensors(sim, lambda name: name.startswith(("f_in.", "f_out.") if local_f_out else "f_in."))
     assert_losses(sim.step(), losses, sim.site_names)
     assert_state(sim, mix(trained, shared, uniform(3)))
     assert all(not torch.equal(trained[0][n], trained[1][n]) for n in local)  # local, and apart

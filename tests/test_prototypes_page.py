@@ -126,7 +126,7 @@ def test_the_bias_preset_starts_lm_gm_and_pm_on_declared_synthetic_data(app):
 
 
 def test_the_bias_preset_offers_the_medmnist_files_on_this_machine(app, shared_data, monkeypatch):
-    from dashboard.prototypes import preset_choices
+    from dashboard.bias_experiment import preset_choices
 
     monkeypatch.setenv("FEDCORE_DATA_DIRS", str(shared_data / "medmnist"))
     found = {label: data for label, (data, synthetic) in preset_choices().items() if not synthetic}

@@ -100,3 +100,38 @@ def test_json_safe_converts_numpy_and_non_finite_values():
 def test_store_reader_does_not_need_torch():
     code = "import sys, fedcore.store, fedcore.interpret.significance, fedcore.interpret.detection, fedcore.interpret.similarity; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_runs_are_numbered_in_their_store_and_keep_their_number(store):
+    first, second = store.create({"algorithm": "fedavg"}), store.create({"algorithm": "ifedavg"})
+    assert (first.identity["number"], second.identity["number"]) == (1, 2)
+    store.delete(first.id)
+    assert store.create({"algorithm": "fedavg"}).identity["number"] == 3  # one more than the highest
+    assert store.get(second.id).identity == {"number": 2, "name": None, "tags": []}
+
+
+def test_a_run_is_renamed_and_tagged_and_bad_names_are_refused(store):
+    from fedcore.errors import SpecError
+
+    run = store.create({"algorithm": "fedavg"}, name="  Baseline\n lr 0.01 ", tags=["pilot"])
+    assert run.identity == {"number": 1, "name": "Baseline lr 0.01", "tags": ["pilot"]}
+    run.set_identity(tags=[" sweep ", "pilot", "sweep", ""])  # the name stays; tags trimmed, once each
+    assert run.identity == {"number": 1, "name": "Baseline lr 0.01", "tags": ["sweep", "pilot"]}
+    run.set_identity(name="")  # an empty name: called by algorithm and number again
+    assert run.identity["name"] is None
+    with pytest.raises(SpecError, match="at most 80 characters"):
+        run.set_identity(name="x" * 81)
+    with pytest.raises(SpecError, match="at most 12 tags"):
+        run.set_identity(tags=[f"t{i}" for i in range(13)])
+    assert run.identity["tags"] == ["sweep", "pilot"]  # nothing stored by a refused change
+
+
+def test_a_run_from_before_identities_or_with_a_damaged_identity_still_reads(store):
+    run = store.create({"algorithm": "fedavg"})
+    (run.path / "identity.json").unlink()
+    assert run.identity == {"number": None, "name": None, "tags": []}
+    (run.path / "identity.json").write_text("{not json")
+    assert run.identity == {"number": None, "name": None, "tags": []}
+    (run.path / "identity.json").write_text(json.dumps({"number": "7", "name": 3, "tags": ["a", 4]}))
+    assert run.identity == {"number": None, "name": None, "tags": ["a"]}
+    assert store.create({"algorithm": "fedavg"}).identity["number"] == 2  # counts the runs without a number

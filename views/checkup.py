@@ -5,16 +5,14 @@ statistics) is there as soon as it starts; the model lenses fill in as their run
 page redraws itself while they train. The chosen check-up is the `checkup` query parameter.
 """
 
-import json
-from pathlib import Path
-
 import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, evidence_figure,
                                     evidence_text, findings_frame, grid, grid_figure, lens_notes, q_label,
                                     reported_frame, strength)
-from dashboard.common import STATE_LABELS, chosen_data, download_csv, get_store, is_active, settle_when_finished
+from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, get_store, is_active,
+                              settle_when_finished)
 from dashboard.data_roots import check_up_run, start_checkup
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label
@@ -36,18 +34,6 @@ st.markdown(
     "grid says what a lens found at a site; below it, the findings in plain words, strongest first, each with the "
     "evidence behind it."
 )
-
-
-@st.cache_data(show_spinner="Checking every site against the others…", max_entries=8)
-def evaluated(path: str, fingerprint: str):
-    """A check-up's result, computed again only when its plan or a run's state changes."""
-    return Plan(Path(path)).evaluate(store)
-
-
-def fingerprint(plan: Plan) -> str:
-    runs = plan.runs(store)
-    return json.dumps([plan.contents, {role: [(r.id, r.status.get("state")) for r in found]
-                                       for role, found in runs.items()}], sort_keys=True, default=str)
 
 
 def show(plan: Plan) -> None:
@@ -149,7 +135,7 @@ def training(plan: Plan) -> None:
 def checkup() -> None:
     runs = plan.runs(store)
     settle_when_finished(was_active, any(is_active(r) for found_runs in runs.values() for r in found_runs))
-    result = evaluated(str(plan.path), fingerprint(plan))
+    result = checkup_result(plan)
     profile = plan.profile
     kind = plan.kind
     colors = site_colors(result.sites)

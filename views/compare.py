@@ -6,10 +6,12 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import download_csv, get_store, run_colors
+from dashboard.common import TABLE_ROW_PX, download_csv, get_store, run_colors, site_colors_of
 from dashboard.figures import learning_curves, per_site_spread
-from dashboard.records import METRIC_LABELS, run_label, site_metrics, summary_metrics
+from dashboard.records import (METRIC_LABELS, distinct_names, run_label, settings_table, site_metrics,
+                               summary_metrics)
 from dashboard.registry import TRAIN
+from fedcore.data_labels import data_label
 
 require("view")
 st.title("Compare algorithms")
@@ -25,7 +27,8 @@ if not runs:
 by_data: dict[str, list] = {}
 for run in runs:
     by_data.setdefault(json.dumps(run.spec.get("data"), sort_keys=True), []).append(run)
-data_key = st.selectbox("Data", list(by_data), format_func=lambda k: f"{json.loads(k)} ({len(by_data[k])} runs)")
+data_key = st.selectbox("Data", list(by_data),
+                        format_func=lambda k: f"{data_label(json.loads(k))} ({len(by_data[k])} runs)")
 candidates = by_data[data_key]
 labels = {r.id: run_label(r) for r in candidates}
 # By default the newest run of each distinct setting (runs are listed newest first), at most six.
@@ -36,41 +39,52 @@ chosen_ids = st.multiselect("Runs", list(labels), default=list(newest.values())[
 chosen = [r for r in candidates if r.id in chosen_ids]
 if not chosen:
     st.stop()
-short = {r.id: run_label(r).rsplit(" · ", 3)[0] + (f" · seed {r.spec['config']['seed']}"
-         if len({c.spec["config"]["seed"] for c in chosen}) > 1 else "") for r in chosen}
-if len(set(short.values())) < len(short):  # the same settings twice: tell them apart by id
-    short = {r.id: f"{short[r.id]} · {r.id[9:15]}" for r in chosen}
+names = dict(zip((r.id for r in chosen), distinct_names(chosen)))
+colours = {names[run_id]: colour for run_id, colour in run_colors(chosen).items()}  # one per run, on every chart
 
 metric = st.radio("Metric", ["f1", "roc_auc", "balanced_accuracy"], format_func=METRIC_LABELS.get, horizontal=True)
 
 rows = []
 for run in chosen:
     last = run.rounds()[-1]
-    row = {"run": short[run.id], "state": run.status.get("state"), "round": last["round"]}
+    row = {"run": names[run.id], "state": run.status.get("state"), "round": last.get("round")}
     for m in ("f1", "roc_auc", "balanced_accuracy"):
-        row[f"mean {METRIC_LABELS[m]}"] = last["mean"].get(m)
-        row[f"worst site {METRIC_LABELS[m]}"] = last["worst"].get(m)
-    row["worst site (F1)"] = last.get("worst_site", {}).get("f1")
+        row[f"mean {METRIC_LABELS[m]}"] = (last.get("mean") or {}).get(m)
+        row[f"worst site {METRIC_LABELS[m]}"] = (last.get("worst") or {}).get(m)
+        row[f"worst site for {METRIC_LABELS[m]}"] = (last.get("worst_site") or {}).get(m)
     rows.append(row)
 table = pd.DataFrame(rows)
-numeric = [c for c in table if c.startswith(("mean", "worst site ")) and c != "worst site (F1)"]
-st.dataframe(table.style.highlight_max(subset=numeric, color="#d5ecd4").format("{:.3f}", subset=numeric, na_rep="–"),
-             hide_index=True, width="stretch")
-download_csv(table, "compare-table", "Download the table (CSV)")
+# On screen the chosen metric (mean, worst site, and which site that is), so that no column is cut;
+# the download holds all three metrics.
+shown = ["run", "state", "round", f"mean {METRIC_LABELS[metric]}", f"worst site {METRIC_LABELS[metric]}",
+         f"worst site for {METRIC_LABELS[metric]}"]
+numeric = shown[3:5]
+st.dataframe(table[shown].style.highlight_max(subset=numeric, color="#d5ecd4").format("{:.3f}", subset=numeric,
+                                                                                      na_rep="–"),
+             hide_index=True, width="stretch", height=TABLE_ROW_PX * (len(table) + 1) + 3,
+             column_config={shown[-1]: st.column_config.TextColumn("worst site (which)", width="medium")})
+download_csv(table, "compare-table", "Download the table, all three metrics (CSV)")
+
+differing = settings_table(chosen)
+with st.expander(f"What differs between these runs ({len(differing)} settings)", expanded=0 < len(differing) <= 8):
+    if differing.empty:
+        st.caption("These runs have the same settings: they differ only by chance (or were re-run).")
+    else:
+        st.dataframe(differing, hide_index=True, width="stretch")
 
 final = pd.concat([
-    site_metrics(run).query("round == round.max()").assign(run=short[run.id]) for run in chosen
+    site_metrics(run).query("round == round.max()").assign(run=names[run.id]) for run in chosen
 ], ignore_index=True)
 style = st.radio("Per-site distribution", ["strip", "violin"], horizontal=True)
-st.plotly_chart(per_site_spread(final, metric, style, run_colors(chosen[0])), width="stretch", key="spread")
+st.plotly_chart(per_site_spread(final, metric, style, site_colors_of(chosen[0])), width="stretch", key="spread")
 download_csv(final, "compare-per-site", "Download per-site scores (CSV)")
 
-shown = st.radio("Curves", ["mean and worst site", "mean", "worst site"], horizontal=True)
-statistics = {"mean and worst site": ["mean", "worst"], "mean": ["mean"], "worst site": ["worst"]}[shown]
+curves_shown = st.radio("Curves", ["mean and worst site", "mean", "worst site"], horizontal=True)
+statistics = {"mean and worst site": ["mean", "worst"], "mean": ["mean"], "worst site": ["worst"]}[curves_shown]
 curves = pd.concat([
-    summary_metrics(run).query("metric == @metric and statistic in @statistics").assign(run=short[run.id])
+    summary_metrics(run).query("metric == @metric and statistic in @statistics").assign(run=names[run.id])
     for run in chosen
 ], ignore_index=True)
 st.plotly_chart(learning_curves(curves, metric, f"Learning curves: mean (solid) and worst site (dotted) "
-                                f"{METRIC_LABELS[metric]}"), width="stretch", key="curves")
+                                f"{METRIC_LABELS[metric]}", colours), width="stretch", key="curves")
 download_csv(curves, "compare-curves", "Download the learning curves (CSV)")

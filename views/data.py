@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import DEMO_DATA, choose_data, chosen_data, inspect_reference, load_run_federation
+from dashboard.common import DEMO_DATA, choose_data, chosen_data
+from dashboard.data_cache import inspect_reference, load_run_federation
 from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
 from dashboard.data_roots import check_reference, data_roots, upload_folder
 from dashboard.mapping_step import mapping_step
@@ -59,8 +60,17 @@ def demo() -> None:
                      "share with sepsis": counts[1] / sum(counts),
                      "injected problem (ground truth)": injected.get(site.name, "none")})
     st.markdown("**Sites and class balance**")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"share with sepsis": st.column_config.NumberColumn(format="%.2f")})
+    # Narrow number columns and rows tall enough (over 64 px) for the injected problem to wrap,
+    # all rows in view: a problem cut off mid-sentence reads as a different one.
+    narrow = {"rows": ("rows", 55), "training rows": ("train", 55), "hold-out rows": ("hold-out", 70),
+              "share with sepsis": ("share sepsis", 85)}
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", row_height=66, height=66 * len(rows) + 38,
+                 column_config={
+                     "site": st.column_config.TextColumn(width=135),
+                     **{c: st.column_config.NumberColumn(label, width=w) for c, (label, w) in narrow.items()},
+                     "share with sepsis": st.column_config.NumberColumn("share sepsis", format="%.2f", width=85),
+                     **{f"'{c}'": st.column_config.NumberColumn(width=70) for c in classes},
+                     "injected problem (ground truth)": st.column_config.TextColumn(width=260)})
     left, right = st.columns([1, 2])
     with left:
         st.markdown("**Features**")

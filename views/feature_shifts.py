@@ -4,28 +4,39 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import download_csv, is_active, live, load_run_federation, pick_run_or_explain, run_colors
-from dashboard.figures import LAYER_TITLES, feature_distribution
-from dashboard.lenses import FEATURE_VIEWS, detection_table, layers, shift_view
-from dashboard.registry import LENSES, RUNS
+from dashboard.auth import allowed, require
+from dashboard.checkup_view import plan_fed_by
+from dashboard.common import checkup_result, download_csv, is_active, live, pick_run_or_explain, site_colors_of
+from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
+from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
+from dashboard.registry import CHECKUP, LENSES, RUNS
 from dashboard.safe_text import md
 from fedcore.interpret.significance import RULES
+from fedcore.interpret.findings import FDR, Finding
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
+from fedcore.units import feature_scales
 
 require("view")
 st.title("Feature shifts (iFedAvg)")
 st.markdown(
-    "Each site learns its own small correction of every feature, *(x + b_in) · w_in*, while the "
-    "rest of the model is shared. A site whose data differ — another unit, an offset, a feature "
-    "recorded differently — needs a correction the others do not: its cell stands out. "
-    "**O** marks a site's value far from that feature's mean across sites; **x** marks a feature "
-    "whose corrections vary unusually across sites."
+    "Each site learns its own small correction of every feature — a shift, then a scale — while the "
+    "rest of the model is shared. A site whose data differ needs a correction the others do not: its "
+    "cell stands out. **O** marks a site's correction far from the other sites'; **x** marks a feature "
+    "whose corrections vary unusually across sites (the paper's 2-SD rule). Hover over a cell for the "
+    "correction in the feature's own units. *Marks: calibrated* puts a site check-up's findings in place of "
+    "the 2-SD rule's: each site's correction against the other sites' without itself, over replicate runs "
+    "with other seeds, at a controlled false discovery rate (q-values)."
 )
+with st.expander("Which layer shows which kind of problem"):
+    st.markdown(LAYER_GUIDE)
 run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click demo on the Runs page")
 
-spec_params = run.spec["params"]
+spec_params = run.spec.get("params") or {}
+if spec_params and not spec_params.get("local_f_out", True):
+    st.warning("This run shares f_out (the authors' setting), so it has no output layers: problems with a site's "
+               "labels cannot show, and push the site's input layers instead — its features may be marked "
+               "although they are fine. The default keeps f_out at each site.")
 
 @live(run)
 def lens() -> None:
@@ -35,8 +46,7 @@ def lens() -> None:
         return
     arrays = run.load_arrays(rounds[-1])
     controls = st.columns([2, 3, 2, 3])  # wide enough for the longest "Features" option
-    layer = controls[0].radio("Layer", layers(arrays), format_func=lambda l: LAYER_TITLES[l].split(" (")[0],
-                              key="layer")
+    layer = controls[0].radio("Layer", layers(arrays), format_func=LAYER_LABELS.get, key="layer")
     follow = is_active(run) and controls[1].checkbox("Follow the latest round", value=True, key="follow")
     if follow or len(rounds) == 1:
         round_ = rounds[-1]
@@ -53,20 +63,30 @@ def lens() -> None:
         rule = t0.radio("Rule", RULES, index=RULES.index(spec_params.get("rule", "sd")), key="rule",
                         format_func={"sd": "mean and SD (the paper's)",
                                      "robust": "median and MAD (robust to other far-off sites)"}.get)
-        n_sd = t1.slider("SDs from the feature's centre for a mark", 1.0, 4.0, float(spec_params["n_sd"]), 0.1,
-                         key="n_sd")
+        n_sd = t1.slider("SDs from the feature's centre for a mark", 1.0, 4.0, float(spec_params.get("n_sd", 2.0)),
+                         0.1, key="n_sd")
         sd_floor = t2.slider("Minimum spread of a feature across sites", 0.0, 0.5,
-                             float(spec_params["sd_floor"]), 0.01, key="sd_floor")
-    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule)
+                             float(spec_params.get("sd_floor", 0.05)), 0.01, key="sd_floor")
+    calibrated = st.radio("Marks", ["paper", "calibrated"], horizontal=True, key="marks",
+                          format_func={"paper": "the paper's 2-SD rule",
+                                       "calibrated": "calibrated by a site check-up (q-values)"}.get) == "calibrated"
+    checkup = calibration(layer, calibrated, round_, rounds[-1])
+    view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule, checkup,
+                      calibrated and checkup is not None)
     record = next((r for r in run.rounds() if r["round"] == round_), {})
     if record.get("algorithm", {}).get("warning") and rule == "sd":
         st.warning(md(record["algorithm"]["warning"]))
-    st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x.")
+    if calibrated and checkup is not None:
+        st.caption(f"Round {round_}: the check-up reports {view.marked_cells} cells (q < {FDR:g}); every tested "
+                   "cell's q is on hover and in the cells' CSV.")
+    else:
+        st.caption(f"Round {round_}: {view.marked_cells} cells marked O, {view.marked_features} features marked x"
+                   + (" · each cell's check-up q is on hover" if checkup is not None else "") + ".")
     clicked = st.plotly_chart(view.figure, width="stretch", key="heatmap", on_select="rerun",
                               selection_mode="points")
     exports = st.columns(3)
     with exports[0]:
-        download_csv(view.table, f"{run.id}-{layer}-round{round_}", "Heatmap: every cell's value and z (CSV)")
+        download_csv(view.table, f"{run.id}-{layer}-round{round_}", "Heatmap cells (CSV)")
     with exports[1]:
         download_csv(view.site_deviation, f"{run.id}-{layer}-round{round_}-site-deviation",
                      "Per-site deviation bars (CSV)")
@@ -77,9 +97,17 @@ def lens() -> None:
     detection = detection_table(run, round_, n_sd, sd_floor, rule)
     if detection is not None:
         table, false_positives = detection
-        st.subheader("Did the marks find the injected problems?")
+        st.subheader("Did the paper's 2-SD marks find the injected problems?")
         st.caption("This federation is synthetic and records what was injected where, so the marks can be checked.")
-        st.dataframe(table, hide_index=True, width="stretch")
+        # wide rows so that the evidence wraps instead of being cut off
+        st.dataframe(table, hide_index=True, width="stretch", row_height=96, height=96 * len(table) + 38,
+                     column_config={  # the widths add up to what fits beside the sidebar at 1280 px
+                         "site": st.column_config.TextColumn(width=120),
+                         "feature": st.column_config.TextColumn(width=95),
+                         "injected problem": st.column_config.TextColumn(width=175),
+                         "caught": st.column_config.TextColumn(width=70),
+                         "evidence": st.column_config.TextColumn(width=340),
+                     })
         if false_positives:
             st.caption(f"{len(false_positives)} other cells are marked without an injected problem: "
                        + md(", ".join(f"{f['site']} / {f['column']} ({f['layer']})" for f in false_positives)))
@@ -87,10 +115,53 @@ def lens() -> None:
 
     if layer.endswith("_in"):
         points = clicked.selection.points if clicked else []
-        distribution(view.table, (points[0]["y"], points[0]["x"]) if points else None)
+        distribution(view.table, (points[0]["y"], points[0]["x"]) if points else None, rule)
 
 
-def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
+def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[Finding] | None:
+    """Every cell the newest check-up that includes this run tested (None: no such check-up has
+    finished this run's lens); with `wanted`, says why the marks stay the paper's where they must,
+    or what the calibrated ones are. Never a q the check-up did not compute."""
+    plan = plan_fed_by(run, "feature_shifts")
+    result = checkup_result(plan) if plan is not None else None
+    # the check-up reads its finished runs only: this one is among them once it is done
+    ready = result is not None and "feature shifts" in result.sources and run.status.get("state") == "done"
+    if not wanted:
+        return result.findings if ready else None
+    if plan is None:
+        st.info("Calibrated marks come from a **site check-up** that includes this run: it compares each site's "
+                "correction with the other sites' (without itself), over replicate runs with other seeds, and "
+                f"controls the false discovery rate over every cell it tests (q-values; marked where q < {FDR:g} "
+                "and the correction is large enough to matter). This run belongs to no check-up yet, so the marks "
+                "shown are the paper's.")
+        if allowed("train"):
+            st.page_link(CHECKUP.path, label="Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
+                         query_params={"run": run.id} if run.status.get("state") == "done" else None)
+        else:
+            st.caption("Someone with the analyst role can start one on the Site check-up page.")
+        return None
+    if not ready:
+        why = ("its iFedAvg runs are still training" if "feature_shifts" in result.pending
+               else "this run has not finished" if run.status.get("state") != "done"
+               else "its iFedAvg runs did not finish")
+        st.info(md(f"This run belongs to check-up {plan.id}, but {why}: no q-values yet, so the marks shown are "
+                   "the paper's."))
+        st.page_link(CHECKUP.path, label="Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
+        return None
+    if layer not in CALIBRATED_LAYERS:
+        st.info("The check-up tests the input layers cell by cell and the output scale w_out per site; the output "
+                "shift b_out has no calibrated test, so its marks are the paper's.")
+        return None
+    st.caption(md(f"Calibrated marks from check-up {plan.id}: {result.sources['feature shifts']}; "
+                  + ("each site's mean output weight (w_out, the labels lens) against the other sites'. "
+                     if layer == "w_out" else "the mean over these runs at their last evaluated rounds. ")
+                  + f"q: Benjamini–Hochberg over all {len(result.findings)} cells the check-up tested, every lens."))
+    if round_ != last_round:
+        st.caption(f"The values drawn are round {round_}'s; the check-up judged the runs' last rounds.")
+    return result.findings
+
+
+def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str) -> None:
     """The data behind a cell: the chosen site's values of a feature against the other sites'.
     The cell is the one last clicked in the heatmap, else the most significant mark."""
     st.subheader("Look at the data behind a cell")
@@ -112,25 +183,43 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None) -> None:
         st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
                 "Each site can look at its own values of this feature.")
         return
+    # Imported here, not at the top: loading data rows brings in the data adapters and torch
+    # (seconds on a cold start), and the heatmap above should not wait for them.
+    from dashboard.data_cache import load_run_federation
+
     try:
         federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))
     except FedcoreError as error:
         st.info(f"The data of this run are not available on this machine ({md(error)}).")
         return
     j = features.index(feature)
+    scales = feature_scales(federation_info)
+    translated = all(feature in scales.get(s.name, {}) for s in federation.sites)
     rows = []
     for s in federation.sites:
         for x, y in ((s.x_train, s.y_train), (s.x_test, s.y_test)):
-            rows.append(pd.DataFrame({"site": s.name, "class": np.array(federation.class_names)[y.numpy()],
-                                      "value": x[:, j].numpy()}))
+            model_values = x[:, j].numpy().astype(float)
+            rows.append(pd.DataFrame({
+                "site": s.name, "class": np.array(federation.class_names)[y.numpy()], "model input": model_values,
+                "value": scales[s.name][feature].value(model_values) if translated else model_values}))
     values = pd.concat(rows, ignore_index=True)
-    st.plotly_chart(feature_distribution(values, site, feature, run_colors(run)), width="stretch",
+    unit = next(iter(scales.values()), {}).get(feature).unit if translated else ""
+    # The unit is the one the data say the feature has; a site that records another (°F) shows so.
+    axis = (f"{feature} as each site recorded it (expected unit: {unit})" if unit else
+            f"{feature} as each site recorded it" if translated else
+            f"{feature} (standardised: as the model sees it)")
+    st.plotly_chart(feature_distribution(values, site, feature, site_colors_of(run), axis), width="stretch",
                     key="distribution")
-    download_csv(values.rename(columns={"value": f"{feature} (preprocessed)"}), f"{run.id}-values-of-{feature}",
-                 f"Every site's values of {md(feature)} (CSV)")
+    exported = values.rename(columns={"model input": f"{feature} (preprocessed)"})
+    exported = (exported.rename(columns={"value": f"{feature} ({unit or 'data units'})"}) if translated
+                else exported.drop(columns="value"))
+    download_csv(exported, f"{run.id}-values-of-{feature}", f"Every site's values of {md(feature)} (CSV)")
+    if translated:
+        st.caption("A missing value was filled with the mean it was standardised by before training, so it shows "
+                   "at that mean here.")
     cell = table[(table["site"] == site) & (table["feature"] == feature)].iloc[0]
-    st.caption(f"{md(site)}'s learned value for {md(feature)}: {cell['value']:+.3f} (z {cell['z']:+.2f}"
-               f"{', marked O' if cell['O'] else ''}).")
+    st.caption(f"{md(site)}'s correction of {md(feature)}: {md(cell['meaning'])} · "
+               f"{md(distance_text(cell['z'], rule))}{' · marked O' if cell['O'] else ''}.")
 
 
 lens()

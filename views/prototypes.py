@@ -5,8 +5,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import download_csv, get_store, is_active, live, pick_run, stop_if_damaged
+from dashboard.bias_experiment import preset_choices, preset_specs
+from dashboard.common import download_csv, get_store, is_active, live, pick_run, site_names, stop_if_damaged
 from dashboard.data_roots import submit
+from dashboard.records import run_name
 from dashboard.registry import LENSES, TRAIN
 from dashboard.prototypes import (
     ALGORITHMS,
@@ -17,10 +19,9 @@ from dashboard.prototypes import (
     local_choices,
     overlap_figure,
     overlap_table,
-    preset_choices,
-    preset_specs,
     holdout_panel,
     render,
+    side_title,
     siblings,
     stamp_and_scale,
     top_table,
@@ -99,14 +100,19 @@ local_label = st.radio("Local prototypes", list(locals_), key="local_source", ho
 
 @live(run)
 def lens() -> None:
-    sides = [side for side in (load_side(*locals_[local_label]) if local_label else None,
-                               load_side(global_run, "global")) if side is not None]
+    wanted = ([locals_[local_label]] if local_label else []) + ([(global_run, "global")] if global_run else [])
+    sides = [side for side in (load_side(*pair) for pair in wanted) if side is not None]
+    for waiting, kind in wanted:  # a side whose run has not recorded a round yet (queued, starting, ...)
+        if all(side.run.id != waiting.id or side.kind != kind for side in sides):
+            st.info(f"{side_title(waiting, kind)} from {md(run_name(waiting))} "
+                    f"({waiting.status.get('state')}): waiting for the first evaluated round…")
     if not sides:
-        st.info("Waiting for the first evaluated round…")
         return
     first = sides[0]
-    sites = [s["name"] for s in run.federation["sites"]]
-    classes = run.federation["class_names"]
+    # The sites and classes of the run the boxes come from: the picked run may still be queued
+    # (runs compare on the same data and seed, so every side has the same sites).
+    sites = site_names(first.run)
+    classes = first.run.federation["class_names"]
     stamp, scale = stamp_and_scale(first.arrays)
     st.caption(" · ".join(f"{side.title}: {side.run.spec['algorithm']} round {side.record['round']}" + (
         " (still training)" if is_active(side.run) else "") for side in sides)

@@ -5,15 +5,17 @@ import json
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, download_csv, get_store, is_active, live, pick_run_or_explain,
-                              run_colors, spec_summary)
+from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, live,
+                              pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
-from dashboard.records import METRIC_LABELS, final_site_metrics, per_site_series, site_metrics
+from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, per_site_series, run_label,
+                               run_name, settings_table, site_metrics)
 from dashboard.report import html_report
 from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 
 require("view")
@@ -21,26 +23,34 @@ st.title("Run details")
 run = pick_run_or_explain(None, TRAIN, "Train something")
 
 
+st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.get('data'))}"
+              + (f" · tags: {', '.join(run.identity['tags'])}" if run.identity["tags"] else "")))
+if allowed("train"):  # a name and tags change the store: who may train may name
+    with st.expander("Name and tags"):
+        identity_editor(run, key=f"details-identity-{run.id}")
+
+
 @live(run)
 def details() -> None:
     status = run.status
     page = page_of(run)
-    actions = st.columns(4)
+    # one row that wraps as the page narrows (four fixed columns cut the labels short at 1280 px)
+    actions = st.container(horizontal=True)
     if page != RUN_DETAILS:
-        actions[0].page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
-    if allowed("train") and actions[1].button("Re-run with the same settings"):
+        actions.page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
+    if allowed("train") and actions.button("Re-run with the same settings"):
         try:
             again = rerun(get_store(), run)
         except FedcoreError as error:
             st.error(md(error))
         else:
-            st.toast(md(f"Queued {again.id}"))
-    if allowed("train") and status.get("state") == "done":
-        actions[3].page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
-                             icon=CHECKUP.icon)
-    if is_active(run) and allowed("cancel") and actions[2].button("Cancel this run"):
+            st.toast(md(f"Queued {run_name(again)}"))
+    if is_active(run) and allowed("cancel") and actions.button("Cancel this run"):
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
+    if allowed("train") and status.get("state") == "done":
+        actions.page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
+                          icon=CHECKUP.icon)
     if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:
@@ -53,11 +63,11 @@ def details() -> None:
     metrics = site_metrics(run)
     if not metrics.empty:
         metric = st.radio("Metric", list(METRIC_LABELS), format_func=METRIC_LABELS.get, horizontal=True)
-        st.plotly_chart(site_curves(metrics, metric, run_colors(run)), width="stretch", key="curves")
+        st.plotly_chart(site_curves(metrics, metric, site_colors_of(run)), width="stretch", key="curves")
         download_csv(metrics, f"{run.id}-site-metrics", "Download every round's per-site scores (CSV)")
     alpha = per_site_series(run, "alpha")
     if not alpha.empty:
-        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", run_colors(run)),
+        st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", site_colors_of(run)),
                         width="stretch", key="alpha")
         download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
                      "Download every round's α per site (CSV)")
@@ -66,6 +76,16 @@ def details() -> None:
         st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):
         st.code(spec_summary(run), language="json")
+        others = [r for r in get_store().runs() if r.id != run.id]
+        if others:
+            other = st.selectbox("Compare the settings with", [None, *others], key="settings_other",
+                                 format_func=lambda r: "another run…" if r is None else run_label(r))
+            if other is not None:
+                diff = settings_table([run, other])
+                if diff.empty:
+                    st.caption("Both runs have the same settings.")
+                else:
+                    st.dataframe(diff, hide_index=True, width="stretch")
         # runs record how their executor trained them (older runs only its name)
         trained = status.get("execution_description") or status.get("execution")
         st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"

@@ -4,21 +4,19 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import STATE_LABELS, get_store, is_active, settle_when_finished, show_damage
+from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, dashboard_setting, get_store, identity_editor, is_active,
+                              save_dashboard_setting, settle_when_finished, show_damage)
 from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
-from dashboard.records import data_name
-from dashboard.records import progress, run_label
+from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
 from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 
-QUICK_START = {
-    "algorithm": "ifedavg",
-    "data": "demo",
-    "params": {"local_f_out": True, "scalar_w_out": True},
-    "config": {"rounds": 150},
-}
+# iFedAvg with its declared parameters (the Train page's too): a local f_out, so the flipped labels
+# show as well as the feature problems; 150 rounds keep it to about a minute.
+QUICK_START = {"algorithm": "ifedavg", "data": "demo", "config": {"rounds": 150}}
 
 require("view")
 store = get_store()
@@ -49,75 +47,127 @@ if allowed("train"):
                 st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
 runs = store.runs()
-
-
 was_active = any(is_active(r) for r in runs)
+COLUMNS = ("name", "tags", "state", "algorithm", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
+           "worst site", "started", "run id")
+# What fits beside the sidebar at 1280 px; the others are a click away (Columns).
+DEFAULT_COLUMNS = ("name", "tags", "state", "data", "settings", "round", "mean F1", "worst-site F1")
+COLUMN_HELP = {
+    "name": "A name you gave the run, else its algorithm and number in this store",
+    "settings": "What this run does differently from the other runs of its algorithm on the same data",
+    "worst site": "The site with the lowest F1 at the end of the run",
+}
+
+
+def chosen_columns() -> list[str]:
+    stored = dashboard_setting("runs_columns", list(DEFAULT_COLUMNS))
+    return [c for c in stored if c in COLUMNS] if isinstance(stored, list) else list(DEFAULT_COLUMNS)
+
+
+def table_rows(runs: list) -> pd.DataFrame:
+    settings = differing_settings(runs)
+    rows = []
+    for run in runs:
+        info, spec = progress(run), run.spec
+        worst_site = ((run.summary or {}).get("worst_site") or {}).get("f1") if info["state"] == "done" else None
+        rows.append({
+            "name": run_name(run),
+            "tags": ", ".join(run.identity["tags"]),
+            "state": STATE_LABELS.get(info["state"], info["state"]),
+            "algorithm": algorithm_detail(spec),
+            "data": data_label(spec.get("data")),
+            "settings": settings.get(run.id, ""),
+            "progress": info["fraction"],
+            "round": round_text(info),
+            "mean F1": info["mean"].get("f1"),
+            "worst-site F1": info["worst"].get("f1"),
+            "worst site": worst_site,
+            "started": (run.status.get("started") or "")[:19].replace("T", " ") or None,
+            "run id": run.id,
+        })
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 @st.fragment(run_every=2 if was_active else None)
 def runs_table() -> None:
     runs = store.runs()
     settle_when_finished(was_active, any(is_active(r) for r in runs))
-    st.subheader(f"Runs ({len(runs)})")
+    heading, chooser = st.columns([3, 2], vertical_alignment="bottom")
+    heading.subheader(f"Runs ({len(runs)})")
     if not runs:
         st.info("No runs yet. Start the demo above, or choose data and algorithms under **Set up**." if allowed("train")
                 else "No runs yet.")
         return
-    rows = []
-    for run in runs:
-        info, spec = progress(run), run.spec
-        rows.append({
-            "state": STATE_LABELS.get(info["state"], info["state"]),
-            "algorithm": run_label(run).split(" · ")[0],
-            "data": data_name(spec.get("data")),
-            "progress": info["fraction"],
-            "round": f"{info['round']}/{info['total']}",
-            "mean F1": info["mean"].get("f1"),
-            "worst-site F1": info["worst"].get("f1"),
-            "started": (run.status.get("started") or "")[:19].replace("T", " "),
-            "run id": run.id,
-        })
+    with chooser.popover("Columns", icon=":material/view_column:"):
+        shown = st.multiselect("Columns of the table", COLUMNS, default=chosen_columns(), key="runs_columns")
+        if shown != chosen_columns() and allowed("train"):  # kept in the store for everyone; a viewer's for a visit
+            save_dashboard_setting("runs_columns", shown)
+    # The actions go above the table, filled in once the table says which row is selected: below a
+    # long table they would fall out of sight.
+    actions = st.container()
     event = st.dataframe(
-        pd.DataFrame(rows), hide_index=True, width="stretch", on_select="rerun",
-        selection_mode="single-row", key="runs_table",
+        table_rows(runs), hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+        key="runs_table", column_order=shown or ["name"], placeholder="–",
+        # Every run in view, without a scroll bar inside the page (up to 20 rows).
+        height=TABLE_ROW_PX * (min(len(runs), 20) + 1) + 3,
         column_config={
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
-            "mean F1": st.column_config.NumberColumn(format="%.3f"),
-            "worst-site F1": st.column_config.NumberColumn(format="%.3f"),
+            "name": st.column_config.TextColumn("name", width=150, help=COLUMN_HELP["name"]),
+            "tags": st.column_config.TextColumn("tags", width=85),
+            "state": st.column_config.TextColumn("state", width=72),
+            "data": st.column_config.TextColumn("data", width=140),
+            "settings": st.column_config.TextColumn("settings", width=90, help=COLUMN_HELP["settings"]),
+            "round": st.column_config.TextColumn("round", width=68),
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
+                                                        width="small"),
+            "mean F1": st.column_config.NumberColumn(format="%.3f", width=68),
+            "worst-site F1": st.column_config.NumberColumn(format="%.3f", width=92),
+            "worst site": st.column_config.TextColumn(help=COLUMN_HELP["worst site"]),
+            "run id": st.column_config.TextColumn("run id", width=230),
         },
     )
     selected = [row for row in event.selection.rows if row < len(runs)]  # a row deleted since is gone
-    if not selected:
-        actions = ["open", *(["re-run", "cancel"] if allowed("train") else []), *(["delete"] if allowed("delete") else [])]
-        st.caption(f"Select a row to {', '.join(actions[:-1]) + ' or ' if len(actions) > 1 else ''}{actions[-1]} that run.")
-        return
-    run = runs[selected[0]]
+    with actions:
+        if not selected:
+            verbs = ["open", *(["rename", "re-run", "cancel"] if allowed("train") else []),
+                     *(["delete"] if allowed("delete") else [])]
+            st.caption(f"Select a row to {', '.join(verbs[:-1]) + ' or ' if len(verbs) > 1 else ''}{verbs[-1]} "
+                       "that run.")
+            return
+        run_actions(runs[selected[0]])
+
+
+def run_actions(run) -> None:
+    """The selected run's name, what is wrong with it if anything, and what can be done with it."""
+    st.markdown(f"Selected: **{md(run_name(run))}** ({md(run.id)})")
     damage = run.damage
     if damage:
         show_damage(damage, "This run's records are damaged (the other runs are not); delete it, or re-run it if its "
                             "spec.json is sound")
-    columns = st.columns(5)
-    if columns[0].button("Open", type="primary", key="open"):
+    bar = st.container(horizontal=True)
+    if bar.button("Open", type="primary", key="open"):
         st.switch_page(page_of(run).path, query_params={"run": run.id})
-    if columns[1].button("Details", key="details"):
+    if bar.button("Details", key="details"):
         st.switch_page(RUN_DETAILS.path, query_params={"run": run.id})
-    if allowed("train") and columns[2].button("Re-run with the same settings", key="rerun",
-                                              disabled=any(d.file == "spec.json" for d in damage)):
+    if allowed("train") and bar.button("Re-run with the same settings", key="rerun",
+                                       disabled=any(d.file == "spec.json" for d in damage)):
         try:
             again = rerun(store, run)
         except FedcoreError as error:
             st.error(md(error))
         else:
-            st.toast(md(f"Queued {again.id}"))
+            st.toast(md(f"Queued {run_name(again)}"))
             st.rerun()
+    if allowed("train"):
+        with bar.popover("Name and tags"):
+            identity_editor(run, key=f"identity-{run.id}")
     if is_active(run):
-        if allowed("cancel") and columns[3].button("Cancel", key="cancel"):
+        if allowed("cancel") and bar.button("Cancel", key="cancel"):
             jobs.cancel(run)
-            st.toast(md(f"Cancelling {run.id}; what it recorded so far is kept."))
+            st.toast(md(f"Cancelling {run_name(run)}; what it recorded so far is kept."))
             st.rerun()
     elif allowed("delete"):
-        with columns[4].popover("Delete"):
-            st.markdown(f"Delete run **{md(run.id)}** and everything it recorded?")
+        with bar.popover("Delete"):
+            st.markdown(f"Delete run **{md(run_name(run))}** ({md(run.id)}) and everything it recorded?")
             if st.button("Yes, delete it", key="confirm_delete"):
                 try:
                     jobs.delete(store, run)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import download_csv, live, pick_run_or_explain, run_colors
+from dashboard.common import download_csv, live, pick_run_or_explain, site_colors_of
 from dashboard.figures import class_lines, site_lines
 from dashboard.lenses import weights_view
 from dashboard.registry import LENSES, TRAIN
@@ -38,7 +38,7 @@ def lens() -> None:
             format="%.3f")})
     else:
         st.success("No site fell near zero weight in any evaluated round.")
-    colors = run_colors(run)
+    colors = site_colors_of(run)
     rule = params["weight_rule"]
     formula = view.formula or f"the {rule} rule"  # runs recorded before the formula was
     shown = st.segmented_control(

@@ -6,12 +6,14 @@ import streamlit as st
 
 from dashboard.auth import require
 from dashboard.common import chosen_data, get_store, is_active, settle_when_finished, show_progress
+from dashboard.lenses import LAYER_GUIDE
 from dashboard.registry import DATA, page_of
 from dashboard.forms import field_input, params_inputs
 from dashboard.data_roots import submit
 from dashboard.records import run_label
 from dashboard.safe_text import md
 from fedcore.config import TrainConfig
+from fedcore.data_labels import data_label
 from fedcore.datasets import data_kind
 from fedcore.errors import FedcoreError
 from fedcore.runner import algorithms, runs_over_flower
@@ -29,7 +31,7 @@ where = st.radio("Where the sites train", ("here", "flower"), horizontal=True, k
 if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
-    left.markdown(f"**Data:** {md(data['label'])}")
+    left.markdown(f"**Data:** {md(data.get('label') or data_label(data['ref']))}")
     right.page_link(DATA.path, label="Change the data", icon=DATA.icon)
     images = data_kind(data["ref"]) == "image"
     kind = "image" if images else "table"
@@ -82,7 +84,7 @@ for name in chosen:
         continue
     with st.expander(f"{cls.title} parameters", expanded=name == "ifedavg"):
         if name == "ifedavg":
-            st.caption("Tip: keep f_out local (with a scalar w_out) to also see label problems such as a flip.")
+            st.markdown(LAYER_GUIDE)
         if cls.config_defaults:
             st.caption(f"Its paper changes these training settings, applied unless you changed them above: "
                        f"{cls.config_defaults}")

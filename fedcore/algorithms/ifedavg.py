@@ -4,6 +4,14 @@ Each site's model is f_out ∘ f_shared ∘ f_in with f_in(x) = (x + b_in) * w_i
 leaves the site (f_out too, when `local_f_out`); the server averages the rest as FedAvg does.
 The learned b_in / w_in of all sites form the sites x features heatmaps; cells more than
 `n_sd` SDs from their feature's mean get an 'O', features with unusual spread an 'x'.
+
+Which layer shows which problem: f_in (b_in, w_in) a feature a site records differently — another
+unit, an offset, a different scale, missing not at random; f_out (b_out, w_out) the labels — a
+flip, another outcome definition or prevalence. Only a local f_out can show the latter, so it is
+local by default, with one scalar w_out per site (a flipped site's turns negative). The authors'
+code shares f_out (`local_f_out=False`), which then corrects label problems through the shared
+layers and the f_in of the flipped site — marking its features instead; the paper benchmarks set
+it so.
 """
 
 from dataclasses import dataclass
@@ -26,10 +34,15 @@ from fedcore.interpret.significance import (
 @dataclass
 class IFedAvgParams(FedAvgParams):
     local_f_out: bool = param(
-        False, "Keep the output layer f_out at each site too (shows label problems, e.g. a flip)."
+        True,
+        "Keep the output layer f_out at each site too: label problems (a flip, another outcome "
+        "definition) then show in b_out / w_out instead of in the flipped site's features. Off: "
+        "f_out is shared, as in the authors' code.",
     )
     scalar_w_out: bool = param(
-        False, "With local f_out: one scalar w_out per site instead of one weight per class."
+        True,
+        "With a local f_out: one scalar w_out per site (a flipped site's turns negative) instead of "
+        "one weight per class. Only for a local f_out: with a shared one it is stored as off.",
     )
     n_sd: float = param(DEFAULT_N_SD, "Significance: SDs from the feature's mean for a mark.")
     sd_floor: float = param(
@@ -43,8 +56,9 @@ class IFedAvgParams(FedAvgParams):
     )
 
     def __post_init__(self) -> None:
-        if self.scalar_w_out and not self.local_f_out:
-            raise SpecError("iFedAvg: scalar_w_out needs local_f_out (a shared f_out shows no site).")
+        # A scalar w_out is a per-site reading aid; a shared f_out shows no site, so it keeps its
+        # weight per class (and the stored spec says so).
+        self.scalar_w_out = self.scalar_w_out and self.local_f_out
         if self.n_sd <= 0 or self.sd_floor < 0:
             raise SpecError("iFedAvg: n_sd must be positive and sd_floor non-negative.")
 
@@ -52,7 +66,7 @@ class IFedAvgParams(FedAvgParams):
 class IFedAvg(Algorithm):
     name = "ifedavg"
     title = "iFedAvg"
-    summary = "FedAvg plus per-site affine input (and optionally output) layers that show shifts."
+    summary = "FedAvg plus per-site affine input and output layers that show feature and label problems."
     Params = IFedAvgParams
     Record = FeatureShifts
     inputs = ("table",)  # f_in corrects each feature of a table

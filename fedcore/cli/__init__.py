@@ -1,6 +1,6 @@
 """`python -m fedcore`: train, list and inspect runs from the command line.
 
-    python -m fedcore run --algorithm ifedavg --data demo --rounds 300 --local-f-out --scalar-w-out
+    python -m fedcore run --algorithm ifedavg --data demo --rounds 300
     python -m fedcore run --spec myrun.json --seed 3
     python -m fedcore run -a ifedavg --data csv:site_a.csv,site_b.csv --target outcome --rounds 100
     python -m fedcore inspect --data heart:../shared/data/heart_disease/canonical

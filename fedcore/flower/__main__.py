@@ -5,7 +5,7 @@ reading only its own hospital (`data='demo:site=NAME'`); trains through them exa
 launches a Flower run (`python -m fedcore run --data flower:ADDRESS ...`, whose flags it passes
 on); then stops every process it started. The run lands in the run store like any other.
 
-    python -m fedcore.flower demo --sites 8 --rounds 5 --local-epochs 10 --local-f-out --scalar-w-out
+    python -m fedcore.flower demo --sites 8 --rounds 5 --local-epochs 10
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="a SuperLink and one SuperNode per demo site, one run, then stop",
                                description="Other flags go to `python -m fedcore run` (e.g. --rounds, "
-                                           "--local-f-out); the data are the Flower federation started here.")
+                                           "--no-local-f-out); the data are the Flower federation started here.")
     demo.add_argument("--sites", type=int, default=len(SITES), choices=range(2, len(SITES) + 1), metavar="N",
                       help=f"how many of the demo's {len(SITES)} hospitals take part (default all)")
     demo.add_argument("-a", "--algorithm", default="ifedavg")

@@ -32,24 +32,23 @@ def detection_report(
         entry = dict(truth)
         if truth.get("feature") is None:
             flipped_sites.add(i)
-            evidence = [
-                f"{layer} marked (value {_value(arrays[layer], i, j):+.2f})"
-                for layer in out_layers
-                for j in np.flatnonzero(arrays[f"{layer}_O"][i])
-            ]
+            marks = [(layer, int(j)) for layer in out_layers for j in np.flatnonzero(arrays[f"{layer}_O"][i])]
+            evidence = [f"{layer} marked (value {_value(arrays[layer], i, j):+.2f})" for layer, j in marks]
             entry["caught"] = bool(evidence) if out_layers else None
             if not out_layers:
                 evidence = ["not checkable: label problems show in f_out; run iFedAvg with local_f_out"]
         else:
             j = feature_index[truth["feature"]]
             expected_cells.add((i, j))
-            evidence = [
-                f"{layer} marked (value {arrays[layer][i, j]:+.2f}, z {arrays[f'{layer}_z'][i, j]:+.1f})"
-                for layer in INPUT_LAYERS
-                if f"{layer}_O" in arrays and arrays[f"{layer}_O"][i, j]
-            ]
+            marks = [(layer, j) for layer in INPUT_LAYERS if f"{layer}_O" in arrays and arrays[f"{layer}_O"][i, j]]
+            evidence = [f"{layer} marked (value {arrays[layer][i, j]:+.2f}, z {arrays[f'{layer}_z'][i, j]:+.1f})"
+                        for layer, j in marks]
             entry["caught"] = bool(evidence)
         entry["evidence"] = evidence
+        # the same marks as numbers, for readers that word them their own way (the dashboard, in units)
+        entry["marks"] = [{"layer": layer, "column": int(j), "value": _value(arrays[layer], i, j),
+                           "z": _value(arrays[f"{layer}_z"], i, j) if f"{layer}_z" in arrays else None}
+                          for layer, j in marks]
         injected.append(entry)
 
     false_positives = []

@@ -1,0 +1,105 @@
+"""Standardised numbers back in the data's own units, from a run's preprocessing record.
+
+Continuous features reach the model standardised: x_std = (x − mean) / sd, with each site's own
+mean and SD, or with reference values every site shares (the demo's data dictionary). The data
+adapters record what they used (`preprocessing.scales`: site -> feature -> [mean, sd], and
+`units`: feature -> unit where the data say it), so a reader can undo it:
+
+    a value          x = mean + sd · x_std
+    iFedAvg's b_in   f_in computes (x_std + b_in) · w_in, i.e. it treats the site's x as x + sd · b_in:
+                     a shift of sd · b_in in the feature's units ('+1.8 °C')
+    iFedAvg's w_in   the same as mean + w_in · (x + sd · b_in − mean): deviations from the mean scaled
+                     by w_in, a pure factor ('×0.56 around 37.3 °C')
+
+Without standardisation (`standardization: none`) the values are the data's own already; binary
+and one-hot features are 0/1 and never standardised. Where the record says nothing (older runs,
+Flower sites that keep their statistics) there is no scale and values stay standardised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How one feature was standardised at one site."""
+
+    mean: float  # the value that became 0
+    sd: float  # what one standardised unit is in the feature's units
+    unit: str  # '°C', or '' where the data do not say
+
+    def value(self, standardised: float) -> float:
+        return self.mean + self.sd * standardised
+
+    def shift(self, b_in: float) -> float:
+        """b_in as a shift in the feature's own units."""
+        return self.sd * b_in
+
+
+def feature_scales(description: Mapping[str, Any]) -> dict[str, dict[str, Scale]]:
+    """site -> feature -> Scale, for every continuous feature the run's preprocessing record lets
+    us translate (a run's federation.json); features or sites it cannot are absent."""
+    preprocessing = description.get("preprocessing") or {}
+    units = preprocessing.get("units") or {}
+    units = units if isinstance(units, Mapping) else {}
+    sites = [s.get("name") for s in description.get("sites") or [] if isinstance(s, Mapping)]
+    kinds = dict(zip(description.get("feature_names") or [], description.get("feature_kinds") or []))
+    stored = preprocessing.get("scales")
+    if isinstance(stored, Mapping):
+        out = {}
+        for site, by_feature in stored.items():
+            if not isinstance(by_feature, Mapping):
+                continue
+            out[site] = {feature: Scale(float(pair[0]), float(pair[1]), str(units.get(feature, "")))
+                         for feature, pair in by_feature.items() if _pair(pair)}
+        return out
+    if str(preprocessing.get("standardization", "")).startswith("none"):  # the data's own values
+        continuous = [f for f, kind in kinds.items() if kind == "continuous"]
+        return {site: {f: Scale(0.0, 1.0, str(units.get(f, ""))) for f in continuous} for site in sites}
+    return {}
+
+
+def number(value: float, signed: bool = False) -> str:
+    """Two significant digits for a reader ('+1.8', '20', '0.056'); whole numbers from 10 up."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    sign = "+" if signed else ""
+    magnitude = abs(value)
+    if magnitude >= 10:
+        return f"{value:{sign}.0f}"
+    if magnitude >= 1:
+        return f"{value:{sign}.1f}"
+    return f"{value:{sign}.2g}"
+
+
+def with_unit(text: str, unit: str) -> str:
+    if not unit:
+        return f"{text} (the data's units)"
+    return f"{text}{'' if unit == '%' else ' '}{unit}"
+
+
+def correction_text(layer: str, value: float, scale: Scale | None) -> str:
+    """What a learned iFedAvg value does, in words and, where known, in the feature's units; the
+    technical name and value come after ('+1.8 °C (b_in = +2.25)')."""
+    technical = f"{layer} = {number(value, signed=layer.startswith('b'))}"
+    if layer == "b_in":
+        if scale is None:
+            return f"shifted by {number(value, True)} SD ({technical})"
+        return f"shifted by {with_unit(number(scale.shift(value), True), scale.unit)} ({technical})"
+    if layer == "w_in":
+        if scale is None:
+            return f"scaled ×{number(value)} ({technical})"
+        return f"scaled ×{number(value)} around {with_unit(number(scale.mean), scale.unit)} ({technical})"
+    if layer == "w_out":
+        reversed_ = " — negative: the site's outcome scores run against the others' (flipped labels?)"
+        return f"class scores scaled ×{number(value)} ({technical}){reversed_ if value < 0 else ''}"
+    return f"class score shifted by {number(value, True)} ({technical})"
+
+
+def _pair(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value))
