@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.figures import FONT, site_colors
+from dashboard.safe_text import plot_text
 from dashboard.report_sections import figures_html
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
@@ -75,9 +76,7 @@ def strength(q: float) -> str:
     return "very strong" if q < 0.001 else "strong" if q < 0.01 else "moderate"
 
 
-def escaped(value: object) -> str:
-    """A user-supplied name for a plotly text (plotly renders <a>, <b>, <br>, ... in its texts)."""
-    return html.escape(str(value))
+escaped = plot_text  # a user-supplied name in a plotly text
 
 
 # -- the grid -----------------------------------------------------------------------------------

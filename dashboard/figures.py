@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.records import METRIC_LABELS
+from dashboard.safe_text import plot_text
 from fedcore.checkup import format_q
 from fedcore.interpret.findings import FDR, KINDS, Finding
 
@@ -135,6 +136,32 @@ def _style(fig: go.Figure, height: int, top: int = 60, left: int = 10, bottom: i
     # margins (`label_margins`) are what keeps long names inside a figure of any width.
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
+    return plain_labels(fig)
+
+
+def plain_labels(fig: go.Figure) -> go.Figure:
+    """Every category (site, feature, class, run name) and trace name drawn as written: plotly reads
+    HTML in them, so `<a href=...>` in a site's name would be a link (`safe_text.plot_text`).
+    Annotations placed at a category move with it; the texts this module writes itself (titles,
+    marks) are built from escaped names where they quote one."""
+    for trace in fig.data:
+        for axis in ("x", "y"):
+            values = getattr(trace, axis, None)
+            if values is not None and len(values) and any(isinstance(v, str) for v in values):
+                trace.update({axis: [plot_text(v) if isinstance(v, str) else v for v in values]})
+        if isinstance(getattr(trace, "name", None), str):
+            original, trace.name = trace.name, plot_text(trace.name)
+            template = getattr(trace, "hovertemplate", None)
+            if isinstance(template, str) and original != trace.name:  # plotly express writes the name in
+                trace.hovertemplate = template.replace(original, trace.name)
+        if isinstance(getattr(trace, "legendgroup", None), str):
+            trace.legendgroup = plot_text(trace.legendgroup)
+    fig.for_each_xaxis(_plain_categories)
+    fig.for_each_yaxis(_plain_categories)
+    for annotation in fig.layout.annotations:
+        for axis in ("x", "y"):
+            if isinstance(annotation[axis], str):
+                annotation[axis] = plot_text(annotation[axis])
     return fig
 
 
@@ -153,6 +180,11 @@ def label_margins(rows: Sequence[str], columns: Sequence[str], angle: float, row
     reach_left = text_px(columns[0], size) * slant if len(columns) and angle else 0
     below = max((text_px(c, size) for c in columns), default=0) * np.sin(np.radians(abs(angle))) + size
     return int(max(rows_px, reach_left) + 16), int(below + 16)
+
+
+def _plain_categories(axis) -> None:
+    if axis.categoryarray is not None and any(isinstance(v, str) for v in axis.categoryarray):
+        axis.categoryarray = [plot_text(v) if isinstance(v, str) else v for v in axis.categoryarray]
 
 
 def shift_heatmap(
@@ -255,12 +287,13 @@ def feature_distribution(values: pd.DataFrame, site: str, feature: str, colors: 
         color_discrete_map={site: colors.get(site, "#d62728"), "all other sites": "#9aa5b1"},
         category_orders={"group": [site, "all other sites"]},
     )
-    fig.update_layout(title=dict(text=f"{feature}: {site} against all other sites", x=0), legend_title_text="")
+    fig.update_layout(title=dict(text=plot_text(f"{feature}: {site} against all other sites"), x=0),
+                      legend_title_text="")
     fig.for_each_annotation(lambda a: a.update(text=a.text.replace("class=", "outcome: ")))
     # One axis title under both outcomes' panels (each panel's own ran into the next one's), with
     # the axis titles' style.
     fig.update_xaxes(title_text=None)
-    fig.add_annotation(text=axis_title or f"{feature} (standardised: as the model sees it)", name="x title",
+    fig.add_annotation(text=plot_text(axis_title or f"{feature} (standardised: as the model sees it)"), name="x title",
                        x=0.5, xref="paper", y=0, yref="paper", yshift=-32, yanchor="top", showarrow=False,
                        font=dict(size=14, color="#5b6b7b"))
     return _style(fig, height=380, bottom=56)

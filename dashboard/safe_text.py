@@ -10,6 +10,9 @@
   escapes are read, so an invisible WORD JOINER (U+2060) goes where it breaks them: after `www`
   and a scheme, before `@`. Every file, site, column, category, run or data name and every error message that
   quotes one goes through it; tables (st.dataframe) show their cells as text already.
+- In a plotly figure, texts (tick labels, legend names, titles, hover) are a subset of HTML:
+  `<a href=...>` is a link, `<b>` bold. `plot_text()` escapes `&`, `<` and `>` so a name is drawn
+  as written; `dashboard.figures` applies it to every category and trace name it draws.
 - In a CSV file, a spreadsheet runs a text cell that starts with `=`, `+`, `-`, `@`, a tab or a
   carriage return as a formula (OWASP, "CSV injection"). `csv_bytes()` prefixes such text cells,
   and such column names, with `'`. Numbers stay numbers: numeric columns are left alone, and so
@@ -18,6 +21,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import string
 from typing import Any
@@ -34,6 +38,11 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 def md(value: Any) -> str:
     """`value` as text that Markdown shows literally."""
     return _PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + WORD_JOINER, str(value)))
+
+
+def plot_text(value: Any) -> str:
+    """`value` as plotly text that shows literally (plotly reads <a>, <b>, <br>, ... in its texts)."""
+    return html.escape(str(value), quote=False)
 
 
 def code(value: Any) -> str:

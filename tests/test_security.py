@@ -2,6 +2,7 @@
 launcher that refuses to serve other machines without sign-in. Pages: test_security_pages.py;
 in a browser with a real OpenID provider: test_browser_auth.py."""
 
+import json
 import os
 import re
 import subprocess
@@ -372,3 +373,48 @@ def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypat
     monkeypatch.setenv("FEDCORE_FLOWER_CA_CERT", str(tmp_path / "ca.crt"))
     tls = tomllib.loads(connection_config("superlink.hospital.test:9093"))["superlink"]["fedcore"]
     assert tls == {"address": "superlink.hospital.test:9093", "root-certificates": str(tmp_path / "ca.crt")}
+
+
+# -- names inside plotly figures ---------------------------------------------------------------
+HOSTILE_SITE = "<a href='https://attacker.example/x'>Oak</a>"
+HOSTILE_FEATURE = "temp<img src=https://attacker.example/p.png>"
+
+
+def _figures_with_hostile_names():
+    import numpy as np
+
+    from dashboard import figures
+
+    sites, features = ["Alder", HOSTILE_SITE], ["age", HOSTILE_FEATURE]
+    colors = figures.site_colors(sites)
+    curves = pd.DataFrame({"round": [1, 2, 1, 2], "site": [sites[0], sites[0], sites[1], sites[1]],
+                           "f1": [0.5, 0.6, 0.4, 0.5]})
+    values = pd.DataFrame({"site": [sites[0], sites[1]] * 10, "class": ["yes", "no"] * 10,
+                           "value": np.arange(20.0)})
+    return {
+        "shift heatmap": figures.shift_heatmap(np.ones((2, 2)), np.zeros((2, 2)), np.eye(2, dtype=bool),
+                                               np.array([True, False]), sites, features, "w_in", np.ones(2),
+                                               np.ones(2)),
+        "matrix heatmap": figures.matrix_heatmap(np.eye(2), sites, "distances", "Blues"),
+        "site curves": figures.site_curves(curves, "f1", colors),
+        "missing heatmap": figures.missing_heatmap(pd.DataFrame([[0.1, 0.0], [0.0, 0.2]], index=features,
+                                                                columns=sites)),
+        "feature distribution": figures.feature_distribution(values, HOSTILE_SITE, HOSTILE_FEATURE, colors),
+    }
+
+
+@pytest.mark.parametrize("name", ["shift heatmap", "matrix heatmap", "site curves", "missing heatmap",
+                                  "feature distribution"])
+def test_site_and_feature_names_are_drawn_as_text_in_figures(name):
+    """Plotly reads HTML in tick labels, legend names and titles: a site called <a href=...> would
+    be a link on every heatmap. Each figure carries the names escaped, and its marks still sit on
+    the escaped categories."""
+    figure = json.loads(_figures_with_hostile_names()[name].to_json())
+    text = json.dumps(figure, ensure_ascii=False)  # plotly's JSON writes '<' as \u003c
+    assert "<a href" not in text and "<img" not in text
+    assert "&lt;a href" in text or "&lt;img" in text
+    categories = {str(v) for trace in figure["data"] for axis in ("x", "y") for v in (trace.get(axis) or [])}
+    for annotation in figure["layout"].get("annotations", []):
+        for axis in ("x", "y"):
+            if isinstance(annotation.get(axis), str) and annotation.get(f"{axis}ref", axis) in ("x", "y"):
+                assert annotation[axis] in categories
