@@ -112,3 +112,17 @@ def unescaped(markdown: str) -> str:
     """What a person reads of Markdown that dashboard.safe_text.md escaped: without the backslashes
     before punctuation and the invisible word joiners."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
+
+
+def open_page(at, page: str, run_id: str | None = None, **query: str):
+    """A dashboard page in the AppTest `at`: the app run once, the run (when given) and other query
+    parameters set, the page switched to and run, with no exception."""
+    at.run()
+    if run_id:
+        at.query_params["run"] = run_id
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, (page, run_id, query, at.exception)
+    return at

@@ -31,7 +31,7 @@ from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore, atomic_write_json
-from tests.helpers import remove_started_runs, unescaped
+from tests.helpers import open_page, remove_started_runs, unescaped
 from tests.test_dashboard import plotted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,15 +97,7 @@ def downloads(monkeypatch):
 
 
 def open_checkup(at, checkup_id=None, **query):
-    at.run()
-    if checkup_id:
-        at.query_params["checkup"] = checkup_id
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(PAGE)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(at, PAGE, **({"checkup": checkup_id} if checkup_id else {}), **query)
 
 
 def texts(at):

@@ -22,7 +22,7 @@ from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from fedcore.units import number
-from tests.helpers import SHARED_DATA, make_federation, remove_started_runs, unescaped
+from tests.helpers import SHARED_DATA, make_federation, open_page, remove_started_runs, unescaped
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUICK_RUNS = {
@@ -54,16 +54,6 @@ def app(finished_store, monkeypatch):
     at = AppTest.from_file(APP, default_timeout=60)
     yield at, store, ids
     remove_started_runs(store, list(ids.values()))  # stop and remove anything a test started
-
-
-def open_page(at, page, run_id=None):
-    at.run()
-    if run_id:
-        at.query_params["run"] = run_id
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def plotted(value):

@@ -16,7 +16,7 @@ from fedcore.checkup import Plan
 from fedcore.records import record_kind
 from fedcore.store import RunStore
 from tests import store_states
-from tests.helpers import unescaped
+from tests.helpers import open_page, unescaped
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -57,16 +57,7 @@ def progress_texts(at):
 
 def render(at, page, run_id=None, **query):
     """The page for the run (or what `query` names), in a new session (as a link or a reload opens it)."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    if run_id:
-        at.query_params["run"] = run_id
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, (page, run_id, query, at.exception)
-    return at
+    return open_page(AppTest.from_file(APP, default_timeout=120), page, run_id, **query)
 
 
 def test_every_lens_page_renders_its_runs_in_every_state(app):

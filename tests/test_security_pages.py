@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.helpers import remove_started_runs, unescaped
+from tests.helpers import open_page, remove_started_runs, unescaped
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -66,16 +66,6 @@ def texts(at):
 
 def labels(at):
     return [b.label for b in at.button]
-
-
-def open_page(at, page, **query):
-    at.run()
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def test_a_signed_out_visitor_sees_only_the_sign_in(make_app):

@@ -30,6 +30,7 @@ from fedcore.errors import FedcoreError, RunNotFound
 from fedcore.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
 from fedcore.store import RESERVE, Run, RunStore, new_run_id
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -338,14 +339,7 @@ def damaged_app(copied, monkeypatch):
 
 
 def open_page(page, run_id=None):
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    if run_id:
-        at.query_params["run"] = run_id
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return helpers.open_page(AppTest.from_file(APP, default_timeout=60), page, run_id)
 
 
 def errors(at):
