@@ -13,11 +13,13 @@ Roles of the runs (each trained like any run, and shown by its own lens page too
     similarity      FedHealth2: how far each site's statistics lie from the others'
     prototypes      inDISCO (images): where each site's prototypes look
 
-`evaluate` reads the plan, the profile and whichever runs have finished, runs every check
-(`fedcore.interpret.data_checks`, `.model_checks`), and controls the false discovery rate over
-all findings together (`fedcore.interpret.findings.decide`). What is shown as a finding is
-significant at a 5 % false discovery rate and large enough to matter; everything tested stays in
-the report with its p- and q-value.
+`evaluate` reads the plan, the profile and whichever runs have finished, runs every check of the
+registry (`fedcore.interpret.checks`: computed by `.data_checks` and `.model_checks`), and controls
+the false discovery rate within each family of checks (`fedcore.interpret.findings.decide`). What
+is shown as a finding is significant at a 5 % false discovery rate and large enough to matter;
+everything tested stays in the report with its p- and q-value, and every cell that could not be
+tested stays with its reason. A model lens's finding that a data finding explains (the same site
+and feature) is shown in its own cell as agreeing with that lens.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from fedcore.interpret import model_checks
+from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import FDR, LENSES, Finding, decide
 from fedcore.interpret.profile import Profile
@@ -73,6 +76,16 @@ class CheckUp:
         """The strongest finding of one lens at one site (None: nothing found, or not checked)."""
         return next((f for f in self.reported if f.site == site and f.lens == lens), None)
 
+    def agreeing(self, site: str, lens: str) -> list[Finding]:
+        """This lens's significant findings at the site that another lens's finding explains: the
+        lens agrees with that lens (shown in its cell as such, never as 'nothing found')."""
+        return [f for f in self.findings if f.site == site and f.lens == lens and f.significant
+                and f.explained_by is not None and BY_KIND[f.explained_by].lens != lens]
+
+    def untestable(self, site: str | None = None, lens: str | None = None) -> list[Finding]:
+        """The cells that could not be tested (of one site and lens, when given), each with its reason."""
+        return [f for f in self.findings if f.untestable and site in (None, f.site) and lens in (None, f.lens)]
+
     def grid(self) -> dict[str, dict[str, Finding | None]]:
         return {site: {lens: self.cell(site, lens) for lens in LENSES} for site in self.sites}
 
@@ -84,20 +97,34 @@ class CheckUp:
             "data": self.data, "label": self.label, "sites": self.sites, "fdr": FDR,
             "lenses": {lens: self.sources.get(lens) for lens in LENSES}, "pending": self.pending,
             "findings": [f.to_dict() for f in self.reported],
-            "tested": len(self.findings),
+            "tested": sum(f.tested for f in self.findings),
+            "not_testable": [f.to_dict() for f in self.untestable()],
+            "agreeing": [f.to_dict() for f in self.findings if f.significant and f.explained_by is not None
+                         and BY_KIND[f.explained_by].lens != f.lens],
             "grid": {site: {lens: (f.kind if f else None) for lens, f in row.items()} for site, row in self.grid().items()},
         }
 
     def to_text(self) -> str:
-        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {len(self.findings)} cells tested, "
-                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate"]
+        tested = sum(f.tested for f in self.findings)
+        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {tested} cells tested, "
+                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate (within each family of checks)"]
         lines.append("Lenses: " + "; ".join(f"{lens}: {self.sources[lens]}" for lens in self.lenses_checked())
                      + (f"; still training: {', '.join(self.pending)}" if self.pending else ""))
         if not self.reported:
             lines.append("No site stands out from the others in any lens checked.")
         for f in self.reported:
             where = f" / {f.feature}" if f.feature else ""
-            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {format_q(f.q)})")
+            agree = [a for a in self.findings if a.site == f.site and a.feature == f.feature and a.significant
+                     and a.explained_by == f.kind and a.lens != f.lens]
+            also = f"; {', '.join(sorted({a.lens for a in agree}))} agree" if agree else ""
+            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {format_q(f.q)}{also})")
+        untestable = self.untestable()
+        if untestable:
+            reasons: dict[str, int] = {}
+            for f in untestable:
+                reasons[f.untestable] = reasons.get(f.untestable, 0) + 1
+            lines.append(f"Not testable: {len(untestable)} cells (" + "; ".join(
+                f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])) + ")")
         return "\n".join(lines)
 
 
