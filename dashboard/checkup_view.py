@@ -5,8 +5,12 @@ the reports draw the very same things.
 
 A grid cell is one of:
     a finding      its title and q-value, coloured by strength (the smaller q, the darker);
-                   "+n more" when the lens found several things at that site
-    nothing found  the lens looked at the site and nothing passed the calibration
+                   "+n more" when the lens found several things at that site; a model lens's
+                   finding that another lens's explains says "agrees with the data lens"
+    nothing found  the lens looked at the site and nothing passed the calibration ("n not
+                   testable" below it when some of its cells could not be tested)
+    not testable   the lens could test nothing at the site (its statistics withheld, too few
+                   sites): the reason in the hover
     training       the runs that feed the lens are still queued or training
     not checked    no run feeds the lens (or it failed); "no data lens" for images, or where
                    the sites kept their statistics to themselves
@@ -31,6 +35,7 @@ from dashboard.figures import FONT, site_colors
 from dashboard.safe_text import plot_text
 from dashboard.report_sections import figures_html
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
+from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
 from fedcore.interpret.profile import PROBABILITIES, Profile
 from fedcore.store import Run, RunStore
@@ -39,8 +44,9 @@ DATA_LENS = LENSES[0]
 IMAGE_LENSES = (DATA_LENS, "labels", "prototypes")
 TABLE_LENSES = tuple(lens for lens in LENSES if lens != "prototypes")
 NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS = "not checked", "nothing found", "training…", "no data lens"
+NOT_TESTABLE = "not testable"
 # Cells' colour values: states below the findings' -log10(q) scale, which starts at -log10(FDR).
-STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
+STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOT_TESTABLE: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
 Z_MIN, Z_MAX, Q_FLOOR = -1.0, 4.0, 1e-4
 QUANTILE_KINDS = ("location", "spread", "shape", "unit", "swapped_columns", "missing_code")
 MISSING_KINDS = ("missingness", "missing_by_class")
@@ -60,8 +66,11 @@ CALIBRATION_DETAILS = (
     "with variances moderated across features, binomial or χ² counts). The model lenses compare what trained models "
     "record per site the same way: iFedAvg's input and output layers averaged over the replicate runs, a shared "
     "model's ROC AUC on each site's hold-out, AdaFed's score of each site's model, FedHealth2's distances. "
-    "Benjamini–Hochberg then sets the q-values over every cell tested, all lenses together. The README's "
-    "Check-up section has each check's statistic and its threshold for a material finding."
+    "Benjamini–Hochberg then sets the q-values within each family of checks (values, recording, missing values, "
+    "labels, correlations, and each model lens on its own), so one broken site's many findings of one kind do not "
+    "make other sites' small differences reportable. A cell that could not be tested (a statistic withheld, too few "
+    "sites) says so, with the reason. The README's Check-up section has each check's statistic and its threshold "
+    "for a material finding."
 )
 
 
@@ -82,26 +91,41 @@ escaped = plot_text  # a user-supplied name in a plotly text
 # -- the grid -----------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS
-    # the reported findings of this lens at this site, strongest first
+    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS, NOT_TESTABLE
+    # the reported findings of this lens at this site, strongest first; where it has none, its
+    # significant findings another lens explains (it agrees with that lens)
     findings: list[Finding] = field(default_factory=list)
+    untestable: list[Finding] = field(default_factory=list)  # its cells that could not be tested
+
+    @property
+    def agrees(self) -> str:
+        """The lens the cell's finding agrees with, in words ('' when it is a finding of its own)."""
+        top = self.findings[0] if self.findings else None
+        if top is None or top.explained_by not in BY_KIND:
+            return ""
+        lens = BY_KIND[top.explained_by].lens
+        return "the data lens" if lens == DATA_LENS else f"the {lens} lens"
 
     @property
     def text(self) -> str:
         if self.state != "finding":
-            return self.state
+            more = f" ({len(self.untestable)} not testable)" if self.untestable and self.state == NOTHING_FOUND else ""
+            return self.state + more
         top = self.findings[0]
         more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
-        return f"{top.title}, {q_label(top.q)}{more}"
+        agrees = f", agrees with {self.agrees}" if self.agrees else ""
+        return f"{top.title}, {q_label(top.q)}{more}{agrees}"
 
     def lines(self, width: int = 16) -> tuple[list[str], list[str]]:
         """The text drawn in the grid's cell, as (title, the rest): the finding's title wrapped, then
         its q-value and how many more the lens found here (a state: its words, nothing else)."""
         if self.state != "finding":
-            return [], textwrap.wrap(self.state, width)
+            more = [f"{len(self.untestable)} not testable"] if self.untestable and self.state == NOTHING_FOUND else []
+            return [], [*textwrap.wrap(self.state, width), *more]
         top = self.findings[0]
         more = [f"+{len(self.findings) - 1} more"] if len(self.findings) > 1 else []
-        return textwrap.wrap(top.title, width), [q_label(top.q), *more]
+        agrees = textwrap.wrap(f"agrees with {self.agrees}", width) if self.agrees else []
+        return textwrap.wrap(top.title, width), [q_label(top.q), *more, *agrees]
 
     @property
     def z(self) -> float:
@@ -134,15 +158,24 @@ def grid(result: CheckUp, kind: str) -> Grid:
     by_cell: dict[tuple[str, str], list[Finding]] = {}
     for finding in result.reported:
         by_cell.setdefault((finding.site, finding.lens), []).append(finding)
+    untestable: dict[tuple[str, str], list[Finding]] = {}
+    tested: set[tuple[str, str]] = set()
+    for finding in result.findings:
+        if finding.untestable:
+            untestable.setdefault((finding.site, finding.lens), []).append(finding)
+        else:
+            tested.add((finding.site, finding.lens))
     cells = []
     for site in result.sites:
         row = []
         for lens in lenses:
-            found = by_cell.get((site, lens), [])
+            found = by_cell.get((site, lens), []) or result.agreeing(site, lens)
+            missed = untestable.get((site, lens), [])
             if found:
-                row.append(Cell("finding", found))
+                row.append(Cell("finding", found, missed))
             elif lens in result.sources:
-                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND))
+                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND if (site, lens) in tested or not missed
+                                else NOT_TESTABLE, untestable=missed))
             elif lens in training:
                 row.append(Cell(TRAINING))
             else:
@@ -196,11 +229,16 @@ def grid_figure(table: Grid) -> go.Figure:
 
 
 def _hover(site: str, lens: str, cell: Cell) -> str:
+    missed = [textwrap.shorten(f"not testable: {f.title}{' (' + f.feature + ')' if f.feature else ''}: {f.untestable}",
+                               110) for f in cell.untestable[:6]]
+    if len(cell.untestable) > 6:
+        missed.append(f"… and {len(cell.untestable) - 6} more not testable")
     if cell.state != "finding":
-        return f"{site} · {lens}: {cell.state}"
-    return f"{site} · {lens}:<br>" + "<br>".join(
+        return "<br>".join([f"{site} · {lens}: {cell.state}", *missed])
+    agrees = [f"agrees with {cell.agrees} ({KINDS.get(cell.findings[0].explained_by, '')})"] if cell.agrees else []
+    return f"{site} · {lens}:<br>" + "<br>".join([*(
         textwrap.shorten(f"{f.title}{' (' + f.feature + ')' if f.feature else ''}, {q_label(f.q)}", 90)
-        for f in cell.findings[:8])
+        for f in cell.findings[:8]), *agrees, *missed])
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -216,10 +254,10 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
         "q": f.q, "p": f.p, "effect": f.effect, "effect unit": f.effect_unit, "large enough to matter": f.material,
         "reported": f.significant and f.explained_by is None,
         "explained by": KINDS.get(f.explained_by, f.explained_by) if f.explained_by else "",
-        "source": source_of(f),
+        "not testable": f.untestable, "source": source_of(f),
     } for f in findings]
     columns = ["site", "lens", "finding", "feature", "message", "q", "p", "effect", "effect unit",
-               "large enough to matter", "reported", "explained by", "source"]
+               "large enough to matter", "reported", "explained by", "not testable", "source"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -227,7 +265,7 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     """The reported findings, ranked (the CSV export of the findings)."""
     frame = findings_frame(result.reported)
     frame.insert(0, "rank", range(1, len(frame) + 1))
-    return frame.drop(columns=["reported", "explained by"])
+    return frame.drop(columns=["reported", "explained by", "not testable"])
 
 
 # -- evidence of a data-lens finding -------------------------------------------------------------
@@ -350,7 +388,7 @@ def evidence_text(finding: Finding) -> str:
     if finding.kind == "feature_shift" and e.get("replicates", 1) > 1 and np.isfinite(e.get("replicate_sd", np.nan)):
         return (f"Across the {e['replicates']} replicate runs this cell varied with an SD of {e['replicate_sd']:.2f}; "
                 f"its mean {e['value']:+.2f} against {e['others']:+.2f} at the other sites.")
-    if finding.kind == "labels_permuted" and "positives" in e:
+    if finding.kind == "shared_model_reversed" and "positives" in e:
         return f"Hold-out at this site: {e['positives']} of the last class, {e['negatives']} of the first."
     return ""
 
@@ -363,7 +401,7 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     smallest q-values (`tested`)."""
     heading, sub = f"h{level}", f"h{level + 1}"
     out = [f"<{heading}>Check-up: {html.escape(result.label or str(result.data))}</{heading}>",
-           f"<p>{len(result.sites)} sites · {len(result.findings)} cells tested · "
+           f"<p>{len(result.sites)} sites · {result.tested} cells tested · "
            f"<b>{len(result.reported)} findings</b> "
            f"at a {FDR:.0%} false discovery rate.</p>",
            "<p class='note'>" + html.escape(CALIBRATION.replace("**", "").replace("*", "")) + "</p>",

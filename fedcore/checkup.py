@@ -68,6 +68,11 @@ class CheckUp:
     label: str = ""
 
     @property
+    def tested(self) -> int:
+        """How many cells were tested (those that could not be are findings too, `untestable`)."""
+        return sum(f.tested for f in self.findings)
+
+    @property
     def reported(self) -> list[Finding]:
         """The findings shown: significant and material, not explained by a more specific one."""
         return [f for f in self.findings if f.significant and f.explained_by is None]
@@ -81,6 +86,11 @@ class CheckUp:
         lens agrees with that lens (shown in its cell as such, never as 'nothing found')."""
         return [f for f in self.findings if f.site == site and f.lens == lens and f.significant
                 and f.explained_by is not None and BY_KIND[f.explained_by].lens != lens]
+
+    def agreeing_with(self, finding: Finding) -> list[Finding]:
+        """Other lenses' significant findings at the finding's site (and feature) that it explains."""
+        return [f for f in self.findings if f.site == finding.site and f.feature == finding.feature and f.significant
+                and f.explained_by == finding.kind and f.lens != finding.lens]
 
     def untestable(self, site: str | None = None, lens: str | None = None) -> list[Finding]:
         """The cells that could not be tested (of one site and lens, when given), each with its reason."""
@@ -97,7 +107,7 @@ class CheckUp:
             "data": self.data, "label": self.label, "sites": self.sites, "fdr": FDR,
             "lenses": {lens: self.sources.get(lens) for lens in LENSES}, "pending": self.pending,
             "findings": [f.to_dict() for f in self.reported],
-            "tested": sum(f.tested for f in self.findings),
+            "tested": self.tested,
             "not_testable": [f.to_dict() for f in self.untestable()],
             "agreeing": [f.to_dict() for f in self.findings if f.significant and f.explained_by is not None
                          and BY_KIND[f.explained_by].lens != f.lens],
@@ -105,32 +115,41 @@ class CheckUp:
         }
 
     def to_text(self) -> str:
-        tested = sum(f.tested for f in self.findings)
-        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {tested} cells tested, "
+        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {self.tested} cells tested, "
                  f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate (within each family of checks)"]
         lines.append("Lenses: " + "; ".join(f"{lens}: {self.sources[lens]}" for lens in self.lenses_checked())
                      + (f"; still training: {', '.join(self.pending)}" if self.pending else ""))
         if not self.reported:
             lines.append("No site stands out from the others in any lens checked.")
         for f in self.reported:
-            where = f" / {f.feature}" if f.feature else ""
-            agree = [a for a in self.findings if a.site == f.site and a.feature == f.feature and a.significant
-                     and a.explained_by == f.kind and a.lens != f.lens]
-            also = f"; {', '.join(sorted({a.lens for a in agree}))} agree" if agree else ""
-            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {format_q(f.q)}{also})")
-        untestable = self.untestable()
-        if untestable:
-            reasons: dict[str, int] = {}
-            for f in untestable:
-                reasons[f.untestable] = reasons.get(f.untestable, 0) + 1
-            lines.append(f"Not testable: {len(untestable)} cells (" + "; ".join(
-                f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])) + ")")
-        return "\n".join(lines)
+            agree = sorted({a.lens for a in self.agreeing_with(f)})
+            lines.append(f"  [{f.lens}] {finding_line(f)}" + (f" — {', '.join(agree)} agree" if agree else ""))
+        summary = untestable_summary(self.untestable())
+        return "\n".join(lines + ([summary] if summary else []))
 
 
 def format_q(q: float) -> str:
     """A q-value as people read it: "< 0.001", else three decimals."""
     return "< 0.001" if q < 0.001 else f"{q:.3f}"
+
+
+def finding_line(finding: Finding | Mapping[str, Any]) -> str:
+    """One finding (or its `to_dict`) as a line: site / feature: message (q)."""
+    values = finding.to_dict() if isinstance(finding, Finding) else finding
+    where = f" / {values['feature']}" if values.get("feature") else ""
+    return f"{values['site']}{where}: {values['message']} (q {format_q(values['q'])})"
+
+
+def untestable_summary(findings: Sequence[Finding | Mapping[str, Any]]) -> str:
+    """How many cells could not be tested, by reason ('' when none)."""
+    reasons: dict[str, int] = {}
+    for finding in findings:
+        reason = finding.untestable if isinstance(finding, Finding) else finding["untestable"]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return ""
+    return (f"Not testable: {sum(reasons.values())} cells ("
+            + "; ".join(f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])) + ")")
 
 
 def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: Sequence[str] | None = None) -> CheckUp:

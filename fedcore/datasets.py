@@ -54,7 +54,6 @@ from data_adapters.preprocessing import MISSING_CODE
 from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
-from data_adapters.units import unit_message
 from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore import jobs
 from fedcore.errors import DataError
@@ -70,7 +69,7 @@ __all__ = [
     "dictionary_bytes", "edited_patch", "empty_dictionary", "find_datasets", "inspect_data",
     "is_flower_reference", "keep_dictionary", "keep_upload", "load_federation", "map_data", "merge",
     "parse_dictionary", "read_text_table", "rerun",
-    "search_folders", "site_name", "submit", "unit_message", "upload_folder", "within_roots",
+    "search_folders", "site_name", "submit", "upload_folder", "within_roots",
 ]
 
 # The Data page's standardisation choices for uploaded tables, its default first: chosen by measurement
@@ -165,7 +164,8 @@ def map_data(ref: Reference, content: Mapping[str, Any]) -> tuple[dict[str, Any]
     """The alignment report (as a dict) of a table reference with the dictionary `content`
     applied, whether it combines, and the suggestions left (`data_adapters.suggestions`)."""
     alignment, suggestions = mapping(ref, validate_dictionary(dict(content), "the dictionary"))
-    return alignment.report.to_dict(), alignment.report.ok, [s.to_dict() for s in suggestions]
+    report = alignment.checked()
+    return report.to_dict(), report.ok, [s.to_dict() for s in suggestions]
 
 
 def keep_dictionary(content: Mapping[str, Any], folder: Path) -> Path:

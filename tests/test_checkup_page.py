@@ -183,7 +183,7 @@ def test_the_data_lens_names_the_demos_four_problems_at_their_sites_and_nothing_
     shown = texts(at)
     result = next(p for p in plans(store) if p.id == ids["data only"]).evaluate(store)
     assert (f"**{len(result.reported)} findings** at a 5% false discovery rate · 8 sites · "
-            f"{len(result.findings)} cells tested") in shown
+            f"{result.tested} cells tested") in shown
     # the ranked list: every finding's site, title and message, strongest first
     ranked = [m for m in (unescaped(m.value) for m in at.markdown) if re.match(r"\*\*\d+\. ", m)]
     assert len(ranked) == len(result.reported) == 4
@@ -228,9 +228,13 @@ def test_every_tested_cell_is_listed_with_p_and_q(app):
     assert every["reported"].sum() == len(result.reported)
     assert (every.loc[every["reported"], "q"] < 0.05).all()
     assert set(every.loc[~every["reported"], "site"]) >= {"Alder General", "Pine County"}  # what was not found, too
-    assert every["q"].between(0, 1).all() and (every["q"] >= every["p"] - 1e-12).all()
-    assert np.allclose(every["q"], [f.q for f in result.findings])
-    assert np.allclose(every["p"], [f.p for f in result.findings])
+    tested = every["not testable"] == ""
+    assert tested.sum() == result.tested
+    assert every.loc[tested, "q"].between(0, 1).all() and (every.loc[tested, "q"] >= every.loc[tested, "p"] - 1e-12).all()
+    # a cell that could not be tested is listed with its reason, never with a p-value that looks like a pass
+    assert every.loc[~tested, "p"].isna().all() and every.loc[~tested, "q"].isna().all()
+    assert np.allclose(every["q"], [f.q for f in result.findings], equal_nan=True)
+    assert np.allclose(every["p"], [f.p for f in result.findings], equal_nan=True)
 
 
 # -- every lens, from small finished runs --------------------------------------------------------
@@ -245,7 +249,9 @@ def test_finished_runs_fill_every_lens_and_link_to_their_pages(app):
         assert cells[(site, "data profile")].startswith(KINDS[kind]), (site, cells[(site, "data profile")])
     # the flipped labels at Oak District: a shared model scores worse than guessing there, and AdaFed's
     # server scores its model lowest
-    assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])
+    # (the data lens found the swap too: the labels lens's cell says it agrees, and stays visible)
+    assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])
+    assert "agrees with the data lens" in cells[("Oak District", "labels")]
     assert cells[("Oak District", "contribution")].startswith(KINDS["low_contribution"])
     assert all(cells[(site, "labels")] == NOTHING_FOUND for site in truth if site != "Oak District")
     # the drill-downs: each model-lens finding links to its run's lens page
@@ -273,7 +279,7 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
     try:
         cells = grid_cells(at)
         assert {cells[(site, "similarity")] for site in demo_truth()} == {TRAINING}
-        assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])  # the other lenses stay
+        assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])  # the other lenses stay
         assert "Still training for: similarity" in texts(at)
         assert any("fedhealth2 for the similarity lens: running" in unescaped(p.proto.text) for p in at.get("progress"))
     finally:
@@ -352,7 +358,8 @@ def test_a_flower_run_whose_sites_kept_their_statistics_has_no_data_lens(demo_st
     at.button(key="checkup_from_run").click().run()
     cells = grid_cells(at)
     assert {cells[(site, "data profile")] for site in demo_truth()} == {NO_DATA_LENS}
-    assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])
+    assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])
+    assert "agrees" not in cells[("Oak District", "labels")]  # no data lens to agree with: a finding of its own
     assert "No data lens: the sites did not share their statistics" in texts(at)
 
 

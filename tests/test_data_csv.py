@@ -385,13 +385,14 @@ def test_columns_spelled_differently_are_pointed_out(tmp_path, two_sites):
     assert any("'Age' (west), 'age' (north)" in w for w in report.warnings)
 
 
-def test_a_unit_difference_shows_as_a_location_outlier(tmp_path):
+def test_a_unit_difference_is_named_with_its_conversion(tmp_path):
     files = [write(tmp_path, f"s{k}.csv", rows(40, k)) for k in range(3)]
     mmol = [",".join([a, s, str(round(float(c) / 38.67, 2)), m, o]) for a, s, c, m, o in
             (line.split(",") for line in rows(40, 9))]
     files.append(write(tmp_path, "s3.csv", mmol))
-    outliers = inspect_data(ref(*files)).location_outliers
-    assert [(o["column"], o["site"]) for o in outliers] == [("chol", "s3")]
+    findings = inspect_data(ref(*files)).findings
+    assert [(f["feature"], f["site"], f["kind"]) for f in findings] == [("chol", "s3", "unit")]
+    assert "mmol/L where the others use mg/dL (cholesterol)" in findings[0]["message"]
 
 
 def test_a_bad_csv_creates_no_run(tmp_path, two_sites, capsys):

@@ -148,7 +148,8 @@ def checkup() -> None:
         st.info(md(note))
     st.markdown(f"**{len(result.reported)} findings** at a {FDR:.0%} false discovery rate · "
                 f"{len(result.sites)} sites · "
-                f"{len(result.findings)} cells tested")
+                f"{result.tested} cells tested" + (f", {len(result.untestable())} not testable"
+                                                    if result.untestable() else ""))
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
     with st.expander("How the check-up decides (calibration)"):
@@ -167,10 +168,11 @@ def checkup() -> None:
     with exports[2]:
         st.download_button("A self-contained HTML report", lambda: checkup_report(plan, store).encode("utf-8"),
                            file_name=f"checkup-{plan.id}.html", mime="text/html", key="checkup_report")
-    with st.expander(f"Every tested cell ({len(result.findings)}), with its p- and q-value"):
+    with st.expander(f"Every tested cell ({result.tested}), with its p- and q-value"
+                     + (", and every cell that could not be tested, with the reason" if result.untestable() else "")):
         st.caption("What was not significant, or too small to matter, is a result too. p: the chance of a value at "
                    "least this extreme if the site were like the others; q: the false discovery rate at which the "
-                   "cell would be reported (Benjamini–Hochberg over every cell).")
+                   "cell would be reported (Benjamini–Hochberg over the cells of its family of checks).")
         every = findings_frame(result.findings)
         # the messages only in the CSV: tens of thousands of sentences (HAR) would make the page slow
         st.dataframe(every.drop(columns=["message"]), hide_index=True, width="stretch", column_config={
@@ -204,6 +206,10 @@ def findings(result, profile, colors) -> None:
                     st.plotly_chart(figure, width="stretch", key=f"evidence-figure-{rank}")
             else:
                 drill_down(finding, rank)
+            for agree in result.agreeing_with(finding):  # other lenses that see the same
+                st.markdown(f"Agrees: **{md(agree.lens)}** · {md(agree.title)} · {q_label(agree.q)} — "
+                            f"{md(agree.message)}")
+                drill_down(agree, rank)
 
 
 def drill_down(finding, rank: int) -> None:

@@ -155,7 +155,8 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
     st.caption(md(f"Calibrated marks from check-up {plan.id}: {result.sources['feature shifts']}; "
                   + ("each site's mean output weight (w_out, the labels lens) against the other sites'. "
                      if layer == "w_out" else "the mean over these runs at their last evaluated rounds. ")
-                  + f"q: Benjamini–Hochberg over all {len(result.findings)} cells the check-up tested, every lens."))
+                  + f"q: Benjamini–Hochberg over the {sum(f.tested and f.lens in ('feature shifts', 'labels') for f in result.findings)} "
+                  "cells the iFedAvg lenses tested (each lens's family on its own: no data finding loosens it)."))
     if round_ != last_round:
         st.caption(f"The values drawn are round {round_}'s; the check-up judged the runs' last rounds.")
     return result.findings

@@ -61,7 +61,13 @@ NOT_RECORDED = "not in this profile (recorded before this statistic was shared)"
 
 def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
     """One site's summary of its rows x [rows, features] (NaN = missing, original units) with class
-    indices y; `continuous`: the features whose correlations are kept."""
+    indices y; `continuous`: the features whose correlations are kept. Values so large that their
+    sums overflow (1e308) give infinite or NaN moments: statistics the check-up cannot test."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _site_profile(x, y, n_classes, continuous)
+
+
+def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     n_rows, n_features = x.shape
