@@ -589,7 +589,7 @@ class Alignment:
             return all(c.kind != "text" and not np.isinf(c.values.astype(np.float64)).any() for c in at)
         if kind == "binary":
             return count_distinct(at) <= 2 and len({c.kind for c in at} - {"empty"}) <= 1
-        return True
+        return count_distinct(at) <= MAX_CATEGORIES  # beyond: an identifier or free text (an error)
 
     def checked(self) -> AlignmentReport:
         """The report with the check-up's data-lens findings for these files (the reported ones,

@@ -218,7 +218,7 @@ CHECKS: tuple[Check, ...] = (
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
           "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",
-          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.3),)),
+          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),)),
     Check("feature_shift", "learned input correction stands out", "feature shifts", "feature shifts",
           "iFedAvg's b_in and w_in per cell, the mean over replicate runs with other seeds", LOO,
           "b_in ≥ {b_in}, w_in ≥ {w_in}", "lens_page", scope="feature", function="feature_shifts",

@@ -68,9 +68,10 @@ COULD_NOT = "the other sites' statistics needed to compare it are missing or wit
 
 def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """[sites, features] robust SD from quantiles [sites, PROBABILITIES, features]: the mean of the
-    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0."""
+    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0 (NaN
+    where the quantiles are: withheld or no values)."""
     central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
-    return np.where(central_sd > 0, central_sd, sd)
+    return np.where(central_sd > 0, central_sd, np.where(central_sd == 0, sd, np.nan))  # no quantiles: no SD
 
 
 def check_profile(profile: Profile) -> list[Finding]:
@@ -170,10 +171,10 @@ class Checks:
         unavailable = self._unavailable(check)
         found = []
         for finding in getattr(self, check.function)():
-            if not finding.tested:  # its statistic is NaN: say why, in place of a message about NaN
+            withheld = unavailable.get((finding.site, finding.feature))
+            if withheld or not finding.tested:  # a statistic it needs is missing, or NaN: say why
                 finding = self.not_testable(check, finding.site, finding.feature,
-                                            unavailable.get((finding.site, finding.feature)) or finding.untestable
-                                            or COULD_NOT)
+                                            withheld or finding.untestable or COULD_NOT)
             found.append(finding)
         if unavailable:
             covered = {(f.site, f.feature) for f in found}
@@ -477,14 +478,17 @@ class Checks:
                 pairs.setdefault(int(b), []).append(pair)
             for i, found in sorted(pairs.items()):
                 site = self.sites[i]
-                partners = [pair["sites"][1] if pair["sites"][0] == site else pair["sites"][0] for pair in found]
                 strongest = min(found, key=lambda pair: pair["p"])
+                (larger, smaller), others = strongest["sites"], [
+                    pair["sites"][1] if pair["sites"][0] == site else pair["sites"][0] for pair in found
+                    if pair is not strongest]
                 yield Finding(site, LENS, "unit_pair", name,
-                              f"{name}: values at {site} differ from those at {', '.join(partners)} by about "
-                              f"{strongest['factor']:.3g} times (medians {strongest['medians'][0]:.4g} and "
-                              f"{strongest['medians'][1]:.4g}, spreads ×{strongest['spread_factor']:.3g}), as a unit "
-                              f"difference would make them ({'; '.join(strongest['conversions'])}?). The data cannot "
-                              "tell which site's unit is the intended one",
+                              f"{name}: values at {larger} are about {strongest['factor']:.3g} times those at {smaller} "
+                              f"(medians {strongest['medians'][0]:.4g} and {strongest['medians'][1]:.4g}, spreads "
+                              f"×{strongest['spread_factor']:.3g}), as a unit difference would make them "
+                              f"({'; '.join(strongest['conversions'])}?)"
+                              + (f"; {site} differs so from {', '.join(others)} too" if others else "")
+                              + ". The data cannot tell which site's unit is the intended one",
                               min(1.0, strongest["p"] * (len(usable) - 1)), float(strongest["factor"]), "factor",
                               evidence={"pairs": found})
 
