@@ -480,3 +480,13 @@ def test_the_readme_check_table_is_the_registry():
     assert checks.check_table() in readme, "regenerate the README's check table: checks.check_table()"
     for check in checks.CHECKS:
         assert re.search(re.escape(f"| {check.title} |"), readme)
+
+
+# -- the demo -------------------------------------------------------------------------------------------
+def test_the_demo_data_lens_finds_its_four_problems_and_nothing_else():
+    truth = {("Fir Valley", "missing_by_class", "confusion"), ("Oak District", "labels_permuted", None),
+             ("Elm Regional", "unit", "temperature"), ("Cedar Community", "location", "age")}
+    result = check_up(load_federation("demo").profile, {})
+    assert {(f.site, f.kind, f.feature) for f in result.reported} == truth
+    for data_seed in (1, 2):  # the same hospitals without their problems: nothing
+        assert check_up(load_federation(f"demo:problems=false,data_seed={data_seed}").profile, {}).reported == []

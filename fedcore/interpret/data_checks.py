@@ -237,10 +237,12 @@ class Checks:
         available = np.logical_and.reduce([self._available(name) for name in check.needs])
         out = {}
         for item in self.items(check.scope):
+            if item.members:
+                missing = ~available[:, list(item.members)].all(1)
+            else:  # the site as a whole: over the features it has them for, untestable without any
+                missing = ~available.any(1)
             members = list(item.members) or list(range(len(self.profile.features)))
-            if not members:
-                continue
-            for i in np.flatnonzero(~available[:, members].all(1)):
+            for i in np.flatnonzero(missing):
                 out[(self.sites[i], item.name)] = self._reason(int(i), members, check.needs)
         return out
 
@@ -252,8 +254,14 @@ class Checks:
             withheld = self.profile.withheld.get(site, {}).get(name)
             if withheld:
                 return withheld
-            if STATISTICS[name][0] not in ("site", "class") and not (self.profile.observed[i, members] > 0).any():
+            group = STATISTICS[name][0]
+            if group not in ("site", "class") and not (self.profile.observed[i, members] > 0).any():
                 return "no values of it at this site"
+            if group == "feature × class":
+                empty = [c for k, c in enumerate(self.profile.classes)
+                         if not (self.profile.observed_by_class[i, k, members] > 1).all()]
+                if empty:
+                    return f"too few values of it in class {', '.join(map(repr, empty))} at this site"
             return "too few values at this site to compute it"
         return COULD_NOT
 
