@@ -23,7 +23,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from data_adapters import load_federation
-from dashboard.checkup_view import NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from dashboard.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from fedcore.interpret import checks
 from dashboard.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
 from fedcore.checkup_jobs import start_checkup
@@ -254,8 +255,17 @@ def test_finished_runs_fill_every_lens_and_link_to_their_pages(app):
     assert "agrees with the data lens" in cells[("Oak District", "labels")]
     assert cells[("Oak District", "contribution")].startswith(KINDS["low_contribution"])
     assert all(cells[(site, "labels")] == NOTHING_FOUND for site in truth if site != "Oak District")
-    # the drill-downs: each model-lens finding links to its run's lens page
     plan = next(p for p in plans(store) if p.id == ids["full"])
+    # a lens with a significant finding at a site never says 'nothing found' there: a finding another
+    # lens explains stays visible in its own cell, agreeing (the calibrated heatmap marks the same cells)
+    result = plan.evaluate(store)
+    for (site, lens), text in cells.items():
+        mine = [f for f in result.findings if (f.site, f.lens) == (site, lens) and f.significant]
+        assert not mine or not text.startswith(NOTHING_FOUND), (site, lens, text)
+        if mine and all(f.explained_by for f in mine) and {checks.BY_KIND[f.explained_by].lens for f in mine} == {
+                DATA_LENS}:
+            assert "agrees with the data lens" in text, (site, lens, text)
+    # the drill-downs: each model-lens finding links to its run's lens page
     roles = plan.contents["runs"]
     shown = links(at)
     fedavg, adafed = roles["shared_model"][0], roles["contribution"][0]

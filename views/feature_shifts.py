@@ -12,6 +12,7 @@ from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distan
 from dashboard.registry import CHECKUP, LENSES, RUNS
 from dashboard.safe_text import md
 from fedcore.interpret.significance import RULES
+from fedcore.interpret import checks
 from fedcore.interpret.findings import FDR, Finding
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
@@ -152,11 +153,13 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
         st.info("The check-up tests the input layers cell by cell and the output scale w_out per site; the output "
                 "shift b_out has no calibrated test, so its marks are the paper's.")
         return None
+    family = checks.family("output_shift" if layer == "w_out" else "feature_shift")
+    cells = sum(f.tested and f.family == family for f in result.findings)
     st.caption(md(f"Calibrated marks from check-up {plan.id}: {result.sources['feature shifts']}; "
                   + ("each site's mean output weight (w_out, the labels lens) against the other sites'. "
                      if layer == "w_out" else "the mean over these runs at their last evaluated rounds. ")
-                  + f"q: Benjamini–Hochberg over the {sum(f.tested and f.lens in ('feature shifts', 'labels') for f in result.findings)} "
-                  "cells the iFedAvg lenses tested (each lens's family on its own: no data finding loosens it)."))
+                  + f"q: Benjamini–Hochberg within the lens's own family ({cells} cells tested): no finding of "
+                  "another lens loosens it."))
     if round_ != last_round:
         st.caption(f"The values drawn are round {round_}'s; the check-up judged the runs' last rounds.")
     return result.findings

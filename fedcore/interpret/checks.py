@@ -129,10 +129,12 @@ CHECKS: tuple[Check, ...] = (
           "point_mass", ("top_share", "observed"), "feature", "constant", min_sites=2,
           limits=(("share", 0.95), ("others", 0.8), ("count", 5))),
     Check("unit", "unit or scale", "values", DATA,
-          "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, %, …) "
+          "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
+          "%, …) "
           "or a clean factor mapping the site's quantiles onto the others' mean quantiles, tried where the location or "
           "spread differs materially with p < {tried}", "the shift's or spread's p, × 2",
-          "the quantiles land within {fit} SD and {closer} × closer", "quantiles", QUANTILES, "continuous", "unit_conversions",
+          "the quantiles land within {fit} SD and {closer} × closer", "quantiles", QUANTILES, "continuous",
+          "unit_conversions",
           limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5))),
     Check("unit_pair", "a unit factor between two sites", "values", DATA,
           "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
@@ -143,12 +145,14 @@ CHECKS: tuple[Check, ...] = (
           limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE))),
     Check("missing_code", "value used as a missing code", "recording", DATA,
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
-          "binomial against the others' rate", "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD",
+          "binomial against the others' rate",
+          "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD",
           "quantiles", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
           limits=(("share", 0.02), ("count", 5))),
     Check("point_mass", "many values at one value", "recording", DATA,
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
-          "clipping, zero-fill, dropouts, a code outside the usual list)", SHARE_LOO + ", the largest of the three × 3",
+          "clipping, zero-fill, dropouts, a code outside the usual list)",
+          SHARE_LOO + ", the largest of the three × 3",
           "≥ {excess:pt} more and {ratio} × the others'", "point_mass",
           ("top_share", "min_share", "max_share", "observed"), "continuous", "point_mass",
           limits=(("excess", 0.05), ("ratio", 3))),
@@ -161,9 +165,11 @@ CHECKS: tuple[Check, ...] = (
           "both fit within {fit} SD, {closer} × closer than to their own column", "quantiles", QUANTILES, "continuous",
           "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT))),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
-          "over the features the others show related to the label (a class difference of {informative} SD or more either way): how often "
+          "over the features the others show related to the label (a class difference of {informative} SD or "
+          "more either way): how often "
           "renaming the site's classes fits the others better; two classes also a reversal projection",
-          "binomial, × the renamings tried", "≥ {features} features and {share:%} of them, or a negative correlation "
+          "binomial, × the renamings tried",
+          "≥ {features} features and {share:%} of them, or a negative correlation "
           "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
           explains=("label_relation", "labels_weak", "class_balance", "output_shift", "shared_model_reversed"),
           limits=(("informative", 0.2), ("features", 3), ("share", 0.75))),
@@ -192,7 +198,8 @@ CHECKS: tuple[Check, ...] = (
           limits=(("more", 0.05), ("odds", 2))),
     Check("duplicates", "rows repeated", "recording", DATA,
           "the share of the site's rows that repeat an earlier row exactly (counted at the site)", OVER_DISPERSED,
-          "≥ {share:%} and ≥ {count} rows, {ratio} × the others'", "duplicates", ("duplicate_rows", "rows"), "site",
+          "≥ {share:%} and ≥ {count} rows, {ratio} × the others'", "duplicates", ("duplicate_rows", "rows"),
+          "site",
           "duplicates", min_sites=2, limits=(("share", 0.02), ("count", 5), ("ratio", 3))),
     Check("shape", "different shape", "values", DATA,
           "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
@@ -200,10 +207,12 @@ CHECKS: tuple[Check, ...] = (
           limits=(("skew", 0.15), ("tails", 1.3))),
     Check("spread", "different spread", "values", DATA,
           "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %)", LOO,
-          "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread", limits=(("ratio", 1.25),)),
+          "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
+          limits=(("ratio", 1.25),)),
     Check("location", "values shifted", "values", DATA,
           "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
-          "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location", limits=(("shift", 0.25),)),
+          "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
+          limits=(("shift", 0.25),)),
     Check("range", "implausible values", "values", DATA,
           "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
           SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",
@@ -211,7 +220,8 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.01), ("count", 5), ("ratio", 4))),
     Check("correlation", "relations between features differ", "correlations", DATA,
           "the site's correlations of the feature with the others, projected on the other sites' median "
-          "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, 0 vanished, < 0 reversed",
+          "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "
+          "0 vanished, < 0 reversed",
           LOO + ", one-sided (lower)", "projection ≤ {projection} and the correlations {gap} apart on average",
           "correlations", ("correlation",), "continuous", "correlation",
           limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),

@@ -371,7 +371,8 @@ class Checks:
                 yield Finding(site, LENS, "distribution", name,
                               f"{site}'s {name} is distributed differently from the other sites' (its quantiles lie "
                               f"{distance[i, c]:.2f} within-site SDs from theirs on average; the other sites lie "
-                              f"{typical[i, c]:.2f} from each other)", float(p[i, c]), float(distance[i, c]), "within-site SDs",
+                              f"{typical[i, c]:.2f} from each other)", float(p[i, c]), float(distance[i, c]),
+                              "within-site SDs",
                               evidence=self._evidence(i, c), material=bool(distance[i, c] >= at_least))
 
     # -- explanations: units and swapped columns -------------------------------------------------
@@ -541,7 +542,8 @@ class Checks:
         p, j = self.profile, item.members[0]
         if p.kinds[j] == "categorical":
             top = int(np.nanargmax(p.mean[i, list(item.members)]))
-            return f"'{Checks._category(p.features[item.members[top]], item.name or '')}'", "not recorded, or a default?"
+            category = Checks._category(p.features[item.members[top]], item.name or "")
+            return f"'{category}'", "not recorded, or a default?"
         if p.kinds[j] != "continuous" or not (share > 0.5 and np.isfinite(p.quantiles[i, MEDIAN, j])):
             return "", "not recorded, a default, or a dead sensor?"
         value = float(p.quantiles[i, MEDIAN, j])
@@ -568,7 +570,8 @@ class Checks:
             for c, j in enumerate(cols):
                 k = best[i, c]
                 share, rate, p_value = float(shares[k, i, c]), float(others[k, i, c]), float(p_values[k, i, c])
-                yield Finding(site, LENS, "point_mass", p.features[j], self._mass_words(i, j, where[k], share, rate, repeated[i, c]),
+                words = self._mass_words(i, j, where[k], share, rate, repeated[i, c])
+                yield Finding(site, LENS, "point_mass", p.features[j], words,
                               min(1.0, 3 * p_value), share - rate, "share of values",
                               evidence={"where": where[k], "share": share, "others_share": rate,
                                         "shares": {w: float(s) for w, s in zip(where, shares[:, i, c])}},
@@ -607,7 +610,8 @@ class Checks:
             rate = max(float(np.nan_to_num(others_rate[i, v, j])), 0.5 / max(float(others_rows[i, j]), 1.0))
             yield Finding(site, LENS, "missing_code", name,
                           f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
-                          f"sites' values lie between {self.value(j, lowest[i, j])} and {self.value(j, highest[i, j])}: "
+                          f"sites' values lie between {self.value(j, lowest[i, j])} and "
+                          f"{self.value(j, highest[i, j])}: "
                           f"{code:g} looks like a code for 'missing'",
                           float(stats.binom.sf(count - 1, n_site, min(rate, 1.0))), count / n_site,
                           "share of values", evidence={"code": float(code), "count": count},
@@ -655,7 +659,8 @@ class Checks:
                           f"{int(count[i, 0])} of {site}'s {int(rows[i, 0])} rows ({share:.1%}) repeat another row "
                           f"exactly, against {float(rate[i, 0]):.1%} at the other sites: exported twice, or merged "
                           "with a copy?", float(p_more[i, 0]), share, "share of rows",
-                          evidence={"count": int(count[i, 0]), "rows": int(rows[i, 0]), "others_share": float(rate[i, 0])},
+                          evidence={"count": int(count[i, 0]), "rows": int(rows[i, 0]),
+                                    "others_share": float(rate[i, 0])},
                           material=bool(share >= at_least and count[i, 0] >= fewest and share >= ratio * rate[i, 0]))
 
     def implausible_values(self) -> Iterator[Finding]:
@@ -789,7 +794,8 @@ class Checks:
                             f"{relation[i, j]:+.2f} against {others:+.2f} along the others' class pattern")
                     ratio = relation[i, j] / others if others else float("nan")
                     weaker = abs(others) >= informative and 0 <= ratio < weaker_than
-                    named = p.features[j] if len(item.members) == 1 else f"{item.name} ('{self._category(p.features[j], item.name or '')}')"
+                    named = (p.features[j] if len(item.members) == 1
+                             else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
                     cells.append(Finding(site, LENS, "label_relation", item.name,
                                          f"{site}'s {named} relates to the label differently from the other sites "
                                          f"({how}; {what})", float(p2[i, j]), float(deviation[i, j]), "SDs",
