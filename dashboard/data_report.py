@@ -65,16 +65,16 @@ def show_alignment(report: dict[str, Any]) -> None:
         for column, values in report["category_differences"].items():
             st.warning(f"{code(column)} has different categories: "
                        + md("; ".join(f"{site}: {', '.join(v)}" for site, v in values.items())))
-        findings = report.get("findings") or []
-        for finding in findings:
-            st.warning(md(finding_line(finding)))
-        if not (report["type_conflicts"] or report["category_differences"] or findings):
-            st.success("No type conflicts or category differences, and the site check-up finds no site whose values "
-                       "differ from the others'." if report.get("findings") is not None else
-                       "No type conflicts or category differences.")
-        if findings:
-            st.caption("Found by the site check-up's data lens (each site's statistics against the other sites'; "
-                       "the same checks as a check-up of these files).")
+        if not (report["type_conflicts"] or report["category_differences"]):
+            st.success("No type conflicts or category differences.")
+        findings = report.get("findings")
+        if findings is not None:  # the check-up's data lens on these files
+            st.markdown("**What the site check-up finds** (each site's statistics against the other sites'; the same "
+                        "checks as a check-up of these files)")
+            for finding in findings:
+                st.warning(md(finding_line(finding)))
+            if not findings:
+                st.success("No site's values differ from the others' beyond what they differ among themselves.")
         untestable = untestable_summary(report.get("not_testable") or [])
         if untestable:
             st.caption(md(untestable))
