@@ -307,7 +307,8 @@ def test_two_sites_in_two_units_name_the_pair_at_both():
     found = reported(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
     assert [(f.site, f.kind) for f in found] == [("east", "unit_pair"), ("north", "unit_pair")] or \
         [(f.site, f.kind) for f in found] == [("north", "unit_pair"), ("east", "unit_pair")]
-    assert all("values at east are about" in f.message and "cholesterol mg/dL ↔ mmol/L" in f.message for f in found)
+    assert all("values of cholesterol at east are about" in f.message and "cholesterol mg/dL ↔ mmol/L" in f.message
+               for f in found)
     # the checks that compare a site with the spread of the others cannot with two: not testable, and why
     untestable = [f for f in check_profile(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"],
                                                               ["a", "b"])) if f.kind == "location"]
@@ -490,3 +491,18 @@ def test_the_demo_data_lens_finds_its_four_problems_and_nothing_else():
     assert {(f.site, f.kind, f.feature) for f in result.reported} == truth
     for data_seed in (1, 2):  # the same hospitals without their problems: nothing
         assert check_up(load_federation(f"demo:problems=false,data_seed={data_seed}").profile, {}).reported == []
+
+
+def test_a_share_against_sites_that_tie_counts_its_own_sampling_by_hand():
+    """Five sites with no far-out value of 400 (their logits tie: no spread), one with 2: the
+    leave-one-out t is the logit's difference over the site's own binomial SD alone, never
+    infinite. logit = log((c + 0.5) / (n - c + 0.5)); dev = log(2.5 / 398.5) - log(0.5 / 400.5);
+    var = 1 / 2.5 + 1 / 398.5; t with 4 degrees of freedom (5 other sites), one-sided."""
+    from scipy import stats
+
+    from fedcore.interpret.data_checks import share_excess
+    count = np.array([[0.0], [0.0], [2.0], [0.0], [0.0], [0.0]])
+    p, others = share_excess(count, np.full((6, 1), 400.0))
+    t = (np.log(2.5 / 398.5) - np.log(0.5 / 400.5)) / np.sqrt(1 / 2.5 + 1 / 398.5)
+    assert p[2, 0] == pytest.approx(stats.t.sf(t, 4)) and 0.01 < p[2, 0] < 0.05
+    assert p[0, 0] > 0.5 and others[2, 0] == 0.0  # below the others: never an excess

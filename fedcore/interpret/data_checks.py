@@ -492,8 +492,8 @@ class Checks:
                     pair["sites"][1] if pair["sites"][0] == site else pair["sites"][0] for pair in found
                     if pair is not strongest]
                 yield Finding(site, LENS, "unit_pair", name,
-                              f"{name}: values at {larger} are about {strongest['factor']:.3g} times those at {smaller} "
-                              f"(medians {strongest['medians'][0]:.4g} and {strongest['medians'][1]:.4g}, spreads "
+                              f"values of {name} at {larger} are about {strongest['factor']:.3g} times those at "
+                              f"{smaller} (medians {strongest['medians'][0]:.4g} and {strongest['medians'][1]:.4g}, spreads "
                               f"×{strongest['spread_factor']:.3g}), as a unit difference would make them "
                               f"({'; '.join(strongest['conversions'])}?)"
                               + (f"; {site} differs so from {', '.join(others)} too" if others else "")
