@@ -655,7 +655,8 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     assert not at.exception
     sites = at.dataframe[0].value
     assert list(sites["rows"]) == [303, 294, 123, 200]
-    assert "`chol` at **switzerland**" in texts(at)
+    assert "switzerland / chol: switzerland's chol is 0 in 100% of its rows" in texts(at)  # the check-up's finding
+    assert "not measured?" in texts(at)
     preview = at.dataframe[-1].value  # the first rows of each hospital, as the model sees them
     assert list(preview["site"].value_counts(sort=False)) == [5] * 4 and {"site", "class", "age"} <= set(preview)
     at.button(key="use").click().run()
