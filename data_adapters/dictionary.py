@@ -50,6 +50,7 @@ import copy
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -67,6 +68,11 @@ from fedcore.interpret.units import CONVERSIONS, Conversion
 FORMAT = "fedcore-data-dictionary/1"
 SUFFIX = ".dictionary.json"
 MAX_BYTES = 2_000_000
+MAX_DEPTH = 16  # a dictionary nests 6 deep (sites → site → convert → column → {a, b}); room for edits
+MAX_NUMBER_CHARACTERS = 40  # a conversion factor with 17 significant digits and an exponent fits many times
+MAX_PROBLEMS = 20  # listed in one message; the rest are counted
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+OPENING, CLOSING = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
 EVERY_COLUMN = "*"
 TOP_KEYS = ("format", "name", "description", "target", "drop", "kinds", "sites")
 SITE_KEYS = ("rename", "drop", "missing", "values", "convert", "positive")
@@ -82,20 +88,56 @@ def read_dictionary(path: str | Path) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise DataError(f"The data dictionary {file} does not exist or is not a file.")
-    if file.stat().st_size > MAX_BYTES:
-        raise DataError(f"{file.name} is larger than {MAX_BYTES / 1e6:g} MB: not a data dictionary.")
+    check_size(file.stat().st_size, file.name)
     return parse_dictionary(file.read_bytes(), file.name)
 
 
+def check_size(size: int, label: str) -> None:
+    """DataError unless `size` bytes may be a data dictionary: every path checks this before it
+    reads a byte (a file's size on disk, an upload's announced size)."""
+    if size > MAX_BYTES:
+        raise DataError(f"{label} is {size / 1e6:.3g} MB, larger than {MAX_BYTES / 1e6:g} MB: not a data dictionary.")
+
+
 def parse_dictionary(data: bytes, label: str) -> dict[str, Any]:
-    """A dictionary from a file's bytes (e.g. an upload), validated; `label` names it in messages."""
+    """A dictionary from a file's bytes (e.g. an upload), validated; `label` names it in messages.
+    Before JSON is parsed: its size, and how deep it nests (a recursive parser's stack is no
+    limit to meet); while it is parsed: the length of its numbers (a 5,000-digit integer takes
+    Python's int conversion past its own limit)."""
+    check_size(len(data), label)
     try:
-        content = json.loads(data.decode("utf-8-sig"))
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{label} is not UTF-8 text: not a data dictionary.") from None
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise DataError(f"{label} nests objects and lists {depth:,} deep; a data dictionary nests at most {MAX_DEPTH} "
+                        "(not a data dictionary).")
+
+    def number(kind: type) -> Any:
+        def parse(literal: str) -> Any:
+            if len(literal) > MAX_NUMBER_CHARACTERS:
+                raise DataError(f"{label} holds a number written with {len(literal):,} characters ('{literal[:20]}…'); "
+                                f"a data dictionary's numbers have at most {MAX_NUMBER_CHARACTERS}.")
+            return kind(literal)
+        return parse
+
+    try:
+        content = json.loads(text, parse_int=number(int), parse_float=number(float))
     except json.JSONDecodeError as error:
         raise DataError(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}.") from None
+    except RecursionError:  # the depth check above is meant to make this unreachable
+        raise DataError(f"{label} nests too deep to be a data dictionary.") from None
     return validate(content, label)
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the JSON text's objects and lists nest, counted without parsing it (brackets
+    inside strings left out)."""
+    brackets = JSON_STRING.sub("", text).encode("utf-8", errors="replace")
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.isin(codes, OPENING).astype(np.int64) - np.isin(codes, CLOSING).astype(np.int64)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 def dictionary_bytes(content: Mapping[str, Any]) -> bytes:
@@ -153,7 +195,9 @@ def validate(content: Any, label: str) -> dict[str, Any]:
     for site, entry in sites.items():
         _site(entry, ["sites", repr(site)], problem)
     if problems:
-        raise DataError("The data dictionary cannot be used:\n- " + "\n- ".join(problems))
+        more = len(problems) - MAX_PROBLEMS
+        raise DataError("The data dictionary cannot be used:\n- " + "\n- ".join(problems[:MAX_PROBLEMS])
+                        + (f"\n- and {more:,} more problem(s)." if more > 0 else ""))
     return dict(content)
 
 
