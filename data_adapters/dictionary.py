@@ -50,7 +50,6 @@ import copy
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +61,7 @@ import pandas as pd
 from data_adapters.alignment import SiteTable, TableSites
 from data_adapters.cells import as_labels, quoted
 from fedcore.errors import DataError
+from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.federation import FEATURE_KINDS
 from fedcore.interpret.units import CONVERSIONS, Conversion
 
@@ -69,10 +69,7 @@ FORMAT = "fedcore-data-dictionary/1"
 SUFFIX = ".dictionary.json"
 MAX_BYTES = 2_000_000
 MAX_DEPTH = 16  # a dictionary nests 6 deep (sites → site → convert → column → {a, b}); room for edits
-MAX_NUMBER_CHARACTERS = 40  # a conversion factor with 17 significant digits and an exponent fits many times
 MAX_PROBLEMS = 20  # listed in one message; the rest are counted
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-OPENING, CLOSING = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
 EVERY_COLUMN = "*"
 TOP_KEYS = ("format", "name", "description", "target", "drop", "kinds", "sites")
 SITE_KEYS = ("rename", "drop", "missing", "values", "convert", "positive")
@@ -101,43 +98,20 @@ def check_size(size: int, label: str) -> None:
 
 def parse_dictionary(data: bytes, label: str) -> dict[str, Any]:
     """A dictionary from a file's bytes (e.g. an upload), validated; `label` names it in messages.
-    Before JSON is parsed: its size, and how deep it nests (a recursive parser's stack is no
-    limit to meet); while it is parsed: the length of its numbers (a 5,000-digit integer takes
-    Python's int conversion past its own limit)."""
+    Its size, how deep it nests and how long its numbers are bound it before and while it is
+    parsed (`fedcore.shapes.bounded_json`)."""
     check_size(len(data), label)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{label} is not UTF-8 text: not a data dictionary.") from None
-    depth = nesting_depth(text)
-    if depth > MAX_DEPTH:
-        raise DataError(f"{label} nests objects and lists {depth:,} deep; a data dictionary nests at most {MAX_DEPTH} "
-                        "(not a data dictionary).")
-
-    def number(kind: type) -> Any:
-        def parse(literal: str) -> Any:
-            if len(literal) > MAX_NUMBER_CHARACTERS:
-                raise DataError(f"{label} holds a number written with {len(literal):,} characters ('{literal[:20]}…'); "
-                                f"a data dictionary's numbers have at most {MAX_NUMBER_CHARACTERS}.")
-            return kind(literal)
-        return parse
-
     try:
-        content = json.loads(text, parse_int=number(int), parse_float=number(float))
+        content = bounded_json(text, MAX_DEPTH)
+    except JsonLimit as error:
+        raise DataError(f"{label} {error}: not a data dictionary.") from None
     except json.JSONDecodeError as error:
         raise DataError(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}.") from None
-    except RecursionError:  # the depth check above is meant to make this unreachable
-        raise DataError(f"{label} nests too deep to be a data dictionary.") from None
     return validate(content, label)
-
-
-def nesting_depth(text: str) -> int:
-    """How deep the JSON text's objects and lists nest, counted without parsing it (brackets
-    inside strings left out)."""
-    brackets = JSON_STRING.sub("", text).encode("utf-8", errors="replace")
-    codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.isin(codes, OPENING).astype(np.int64) - np.isin(codes, CLOSING).astype(np.int64)
-    return int(np.cumsum(steps).max(initial=0))
 
 
 def dictionary_bytes(content: Mapping[str, Any]) -> bytes:

@@ -209,3 +209,17 @@ def test_numbers_that_are_not_finite_or_out_of_range_are_refused_before_a_run_ex
 def test_a_spec_file_with_such_numbers_is_refused_too(config, params):
     with pytest.raises(SpecError):
         resolve_spec({"algorithm": "fedprox", "config": config, "params": params})
+
+
+@pytest.mark.parametrize(("suffix", "text", "message"), [
+    (".json", '{"a":' * 100_000 + "1" + "}" * 100_000, "nests objects and lists 100,000 deep (at most 64): not a spec."),
+    (".json", '{"algorithm": "fedavg", "config": {"rounds": ' + "9" * 5_000 + "}}",
+     "holds a number written with 5,000 characters (at most 40): not a spec."),
+    (".toml", "algorithm = 'fedavg'\nrounds = " + "9" * 5_000 + "\n", "cannot be read as a spec (ValueError)"),
+    (".toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "cannot be read as a spec (RecursionError)"),
+])
+def test_a_hostile_spec_file_gets_a_message_and_exit_2_not_a_traceback(tmp_path, capsys, suffix, text, message):
+    spec = tmp_path / f"spec{suffix}"
+    spec.write_text(text)
+    assert cli(tmp_path, "run", "--spec", str(spec)) == 2
+    assert message in capsys.readouterr().err

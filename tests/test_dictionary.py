@@ -314,7 +314,7 @@ def test_the_messy_exports_harmonise_with_the_drafted_dictionary(messy, tmp_path
 def test_a_deep_or_long_numbered_or_large_dictionary_is_refused_by_its_shape():
     from tests.hostile_files import deep_json, long_number_json
 
-    cases = [(deep_json(100_000), "deep.json nests objects and lists 100,000 deep; a data dictionary nests at most 16"),
+    cases = [(deep_json(100_000), "deep.json nests objects and lists 100,000 deep (at most 16): not a data dictionary."),
              (long_number_json(5_000), "long.json holds a number written with 5,000 characters"),
              (b" " * 2_000_001, "large.json is 2 MB, larger than 2 MB: not a data dictionary")]
     for data, message in cases:
