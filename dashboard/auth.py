@@ -17,6 +17,9 @@ Rules:
   named by `groups_claim` (default `groups`), `sub:ID` for a subject identifier, or `*` for
   everyone who signs in. E-mail entries match only when the provider has not marked the address
   unverified (`email_verified = false`). A signed-in person with no matching entry gets no access.
+- Claims are read by their type: a claim of another (`email_verified` as text, `groups` as a
+  number or an object) refuses with a message and grants nothing.
+- A sign-in ends on sign-out everywhere and after `[sessions] max_hours` (dashboard/sessions.py).
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from typing import Any
 
 import streamlit as st
 
+from dashboard import sessions
 from dashboard.safe_text import md
+from dashboard.sessions import ClaimError, described
+from fedcore.store import RunStore
 
 ROLES = ("viewer", "analyst", "admin")
 # What each role adds to the ones before it.
@@ -56,13 +62,17 @@ def least_role(action: str) -> str:
 
 
 def role_for(claims: Mapping[str, Any], roles: Mapping[str, Any]) -> str | None:
-    """The highest role whose `[roles]` entries match the signed-in person's claims, or None."""
-    email = str(claims.get("email") or "").strip().lower()
-    if claims.get("email_verified") is False:
+    """The highest role whose `[roles]` entries match the signed-in person's claims, or None.
+    Each claim is read by its type (`ClaimError` for one of another type: it refuses)."""
+    email = _text_claim(claims, "email").lower()
+    verified = claims.get("email_verified")
+    if verified is not None and not isinstance(verified, bool):
+        raise ClaimError(f"the claim 'email_verified' is {described(verified)}, not true or false")
+    if verified is False:
         email = ""
-    groups = claims.get(str(roles.get("groups_claim") or DEFAULT_GROUPS_CLAIM)) or []
-    groups = {str(g) for g in ([groups] if isinstance(groups, str) else groups)}
-    subject = str(claims.get("sub") or "")
+    groups_claim = str(roles.get("groups_claim") or DEFAULT_GROUPS_CLAIM)
+    groups = _groups_claim(claims.get(groups_claim), groups_claim)
+    subject = _text_claim(claims, "sub")
 
     def matches(entry: str) -> bool:
         entry = entry.strip()
@@ -84,6 +94,30 @@ def role_for(claims: Mapping[str, Any], roles: Mapping[str, Any]) -> str | None:
     return granted
 
 
+def _text_claim(claims: Mapping[str, Any], name: str) -> str:
+    value = claims.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ClaimError(f"the claim '{name}' is {described(value)}, not text")
+    return value.strip()
+
+
+def _groups_claim(value: Any, name: str) -> set[str]:
+    """A groups claim: a list of names (or one name); anything else refuses, so that no shape of
+    claim can be read as a membership it does not state."""
+    if value is None:
+        return set()
+    if isinstance(value, str):
+        return {value}
+    if not isinstance(value, list):
+        raise ClaimError(f"the claim '{name}' is {described(value)}, not a list of group names")
+    odd = next((item for item in value if not isinstance(item, str)), None)
+    if odd is not None:
+        raise ClaimError(f"the claim '{name}' holds {described(odd)}, not only group names")
+    return set(value)
+
+
 def auth_problem(secrets: Mapping[str, Any]) -> str | None:
     """None when `secrets` set up sign-in completely, else what is missing. No `[auth]` at all is
     reported too (as local mode's reason)."""
@@ -97,6 +131,10 @@ def auth_problem(secrets: Mapping[str, Any]) -> str | None:
         return "[auth] redirect_uri must end with /oauth2callback"
     if not providers(auth):
         return f"[auth] names no provider with {', '.join(PROVIDER_KEYS)}"
+    try:
+        sessions.max_hours(secrets)
+    except ValueError as error:
+        return str(error)
     return None
 
 
@@ -124,8 +162,9 @@ def is_loopback(address: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Access:
-    """This session's access: `mode` is 'local', 'signed in', 'signed out', 'no role', 'exposed'
-    (local mode on a non-loopback address) or 'misconfigured'."""
+    """This session's access: `mode` is 'local', 'signed in', 'signed out' (`problem`: why, when
+    a sign-in ended), 'no role', 'refused' (a claim of the wrong type), 'exposed' (local mode on
+    a non-loopback address) or 'misconfigured'."""
 
     mode: str
     role: str | None = None
@@ -157,8 +196,14 @@ def current_access() -> Access:
     if not st.user.get("is_logged_in"):
         return Access("signed out")
     claims = st.user.to_dict()
-    who = str(claims.get("email") or claims.get("name") or claims.get("sub") or "")
-    role = role_for(claims, secrets.get("roles") or {})
+    who = next((str(claims[k]) for k in ("email", "name", "sub") if isinstance(claims.get(k), str) and claims[k]), "")
+    try:
+        over = sessions.ended(claims, RunStore().root, sessions.max_hours(secrets))
+        role = None if over else role_for(claims, secrets.get("roles") or {})
+    except ClaimError as error:
+        return Access("refused", who=who, problem=str(error))
+    if over:
+        return Access("signed out", who=who, problem=over)
     return Access("signed in" if role else "no role", role=role, who=who)
 
 
@@ -189,11 +234,12 @@ def gate() -> Access:
                            "README, *Security*, says how to share it.")
             else:
                 st.caption(f"Signed in as {md(access.who)} · {access.role}")
-                if st.button("Sign out", key="sign_out"):
-                    st.logout()
+                sign_out_button()
         return access
     st.title("Federated interoperability dashboard")
     if access.mode == "signed out":
+        if access.problem:
+            st.info(access.problem)
         st.markdown("Sign in with your organisation's account to see the runs and their lenses.")
         auth = read_secrets()["auth"]
         for name in providers(auth):
@@ -203,8 +249,11 @@ def gate() -> Access:
     elif access.mode == "no role":
         st.warning(f"You are signed in as {md(access.who)}, who has no role in this dashboard. "
                    "Ask its administrator to add you under [roles] in the secrets file.")
-        if st.button("Sign out", key="sign_out"):
-            st.logout()
+        sign_out_button()
+    elif access.mode == "refused":
+        st.warning(f"Your identity provider's answer cannot be read safely ({md(access.problem)}), so this dashboard "
+                   "gives no role. Ask its administrator to check the provider's claims (README, *Security*).")
+        sign_out_button()
     elif access.mode == "exposed":
         st.error(f"This dashboard has no sign-in set up, and {md(access.problem)}: anyone who reaches "
                  "it could read, train and delete. Serve it on 127.0.0.1 (the default of `make run`) or set up "
@@ -213,6 +262,19 @@ def gate() -> Access:
         st.error(f"Sign-in is set up incompletely ({md(access.problem)}); README, *Security*, "
                  "shows a complete [auth] section.")
     st.stop()
+
+
+def sign_out_button() -> None:
+    """Sign out here and everywhere: the sign-out is recorded on the server first (ending this
+    person's sign-ins in every tab and browser, `dashboard.sessions`), then Streamlit's own
+    sign-out clears this browser's cookie and the provider's session."""
+    if st.button("Sign out", key="sign_out"):
+        claims = st.user.to_dict()
+        try:
+            sessions.sign_out(claims, RunStore().root, sessions.max_hours(read_secrets()))
+        except (ClaimError, ValueError):
+            pass  # claims that cannot name the person granted nothing to end
+        st.logout()
 
 
 def visible(pages: Sequence[tuple[Any, str]], access: Access) -> list[Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboard.auth import auth_problem, is_loopback, may, providers, role_for
+from dashboard.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
 from dashboard.safe_text import code, csv_bytes, md, neutral_cell
 from dashboard.serve import streamlit_command
 from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
@@ -217,6 +217,78 @@ ROLES = {"admin": ["Boss@Hospital.test"], "analyst": ["group:fl-analysts", "sub:
 ])
 def test_role_for(claims, role):
     assert role_for(claims, ROLES) == role
+
+
+@pytest.mark.parametrize("claims, named", [
+    ({"email": "boss@hospital.test", "email_verified": "false"}, "'email_verified' is text, not true or false"),
+    ({"email": "boss@hospital.test", "email_verified": 0}, "'email_verified' is a number, not true or false"),
+    ({"email": "ana@hospital.test", "groups": 5}, "'groups' is a number, not a list of group names"),
+    ({"email": "ana@hospital.test", "groups": {"fl-analysts": False}}, "'groups' is an object, not a list of group"),
+    ({"email": "ana@hospital.test", "groups": ["fl-analysts", 7]}, "'groups' holds a number, not only group names"),
+    ({"email": ["boss@hospital.test"]}, "'email' is a list, not text"),
+    ({"sub": 7, "groups": ["fl-analysts"]}, "'sub' is a number, not text"),
+])
+def test_a_claim_of_the_wrong_type_refuses_with_a_message_and_never_grants(claims, named):
+    """The probe: email_verified "false" (text) granted the role; groups 5 raised a TypeError;
+    groups {"fl-analysts": false} made an analyst."""
+    with pytest.raises(ClaimError) as error:
+        role_for(claims, ROLES)
+    assert named in str(error.value)
+
+
+# -- sessions: over on sign-out everywhere, and after max_hours ------------------------------------
+NOW = 1_800_000_000.0
+NURSE = {"iss": "https://id.hospital.test", "sub": "nurse", "iat": NOW - 60}
+
+
+def test_a_sign_out_ends_every_sign_in_of_that_person_issued_before_it(tmp_path):
+    from dashboard.sessions import ended, sign_out
+
+    other = {**NURSE, "sub": "ana"}
+    assert ended(NURSE, tmp_path, 12, NOW) is None and ended(other, tmp_path, 12, NOW) is None
+    sign_out(NURSE, tmp_path, 12, NOW)
+    assert "You signed out" in ended(NURSE, tmp_path, 12, NOW + 1)  # another tab, a copied cookie: same claims
+    assert ended({**NURSE, "iat": NOW}, tmp_path, 12, NOW + 1)  # issued in the same second: over too
+    assert ended(other, tmp_path, 12, NOW + 1) is None  # someone else's sign-in goes on
+    assert ended({**NURSE, "iss": "https://elsewhere.test"}, tmp_path, 12, NOW + 1) is None  # another provider's
+    assert ended({**NURSE, "iat": NOW + 5}, tmp_path, 12, NOW + 6) is None  # signed in again afterwards
+    assert "nurse" not in (tmp_path / ".signed_out.json").read_text()  # hashes and times only
+
+
+def test_a_sign_in_older_than_max_hours_is_over_and_old_records_are_dropped(tmp_path):
+    from dashboard.sessions import ended, sign_out
+
+    assert ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600) is None
+    assert "more than 12 hours old" in ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600 + 1)
+    sign_out(NURSE, tmp_path, 12, NOW)
+    sign_out({**NURSE, "sub": "ana"}, tmp_path, 12, NOW + 13 * 3600)
+    assert len(json.loads((tmp_path / ".signed_out.json").read_text())["signed_out"]) == 1
+
+
+def test_a_damaged_sign_out_record_ends_every_sign_in_issued_before_it_was_found(tmp_path):
+    from dashboard.sessions import ended
+
+    (tmp_path / ".signed_out.json").write_text("{not json")
+    assert "You signed out" in ended(NURSE, tmp_path, 12, NOW)
+    assert ended({**NURSE, "iat": NOW + 1}, tmp_path, 12, NOW + 2) is None  # a fresh sign-in is fine
+    assert json.loads((tmp_path / ".signed_out.json").read_text()) == {"signed_out": {"*": NOW}}
+
+
+@pytest.mark.parametrize("claims, named", [({**NURSE, "iat": None}, "'iat' (when the sign-in was issued) is missing"),
+                                           ({**NURSE, "iat": "1800000000"}, "'iat' (when the sign-in was issued) is text"),
+                                           ({**NURSE, "sub": 5}, "'sub' is a number"),
+                                           ({**NURSE, "iss": ["x"]}, "'iss' is a list")])
+def test_a_sign_in_without_a_readable_issue_time_or_subject_refuses(tmp_path, claims, named):
+    from dashboard.sessions import ClaimError, ended
+
+    with pytest.raises(ClaimError, match=re.escape(named)):
+        ended(claims, tmp_path, 12, NOW)
+
+
+@pytest.mark.parametrize("value", [0, -1, 721, "12", True, float("nan")])
+def test_max_hours_must_be_a_sensible_number_of_hours(value):
+    assert "[sessions] max_hours must be a number of hours from 0.1 to 720" in auth_problem(
+        {**COMPLETE, "sessions": {"max_hours": value}})
 
 
 def test_groups_claim_and_everyone():
