@@ -158,13 +158,33 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def local_address_problem(host: str | None, origin: str | None, port: int, address: str | None = None) -> str | None:
+    """Why a request to the local-mode dashboard does not come from a page of this machine's
+    dashboard, or None: its Host must be one of this machine's names (or the loopback `address`
+    it listens on) with `port`, and its Origin, when the browser sends one, the same over http.
+    A host name that an attacker's DNS points at 127.0.0.1 (DNS rebinding) arrives as Host."""
+    served = (address or "").strip()
+    names = {*LOCAL_NAMES, *([f"[{served.strip('[]')}]" if ":" in served else served] if is_loopback(served) else [])}
+    allowed = {f"{name}:{port}" for name in names} | (names if port == 80 else set())
+    if (host or "").lower() not in allowed:
+        return f"this dashboard answers only to http://localhost:{port} and http://127.0.0.1:{port}, not to " \
+               f"the host name {host!r}"
+    if origin is not None and origin.lower() not in {f"http://{name}" for name in allowed}:
+        return f"a page of {origin!r} may not use this dashboard"
+    return None
+
+
 # -- in the running app ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Access:
     """This session's access: `mode` is 'local', 'signed in', 'signed out' (`problem`: why, when
     a sign-in ended), 'no role', 'refused' (a claim of the wrong type), 'exposed' (local mode on
-    a non-loopback address) or 'misconfigured'."""
+    a non-loopback address), 'foreign page' (local mode opened under another host name or from
+    another page's origin) or 'misconfigured'."""
 
     mode: str
     role: str | None = None
@@ -189,6 +209,13 @@ def current_access() -> Access:
     if "auth" not in secrets:
         address = st.get_option("server.address")
         if is_loopback(address):
+            # The launcher's LocalOnly (dashboard/guard.py) refuses such a page before it loads; this
+            # is the same rule for `streamlit run app.py` (no headers at all: a test's bare session).
+            headers = st.context.headers
+            problem = headers and local_address_problem(headers.get("Host"), headers.get("Origin"),
+                                                        int(st.get_option("server.port")), address)
+            if problem:
+                return Access("foreign page", problem=problem)
             return Access("local", role=ROLES[-1], who="this machine")
         return Access("exposed", problem=f"it listens on '{address or 'every interface'}' without sign-in")
     if problem:
@@ -222,10 +249,11 @@ def require(action: str) -> None:
         st.stop()
 
 
-def gate() -> Access:
+def gate(pages: Sequence[Any] = ()) -> Access:
     """Run before the navigation: a sign-in page for a signed-out visitor, a refusal for a
-    signed-in one without a role or for an exposed local mode (each stops the app); otherwise
-    who is signed in, and the sign-out button, in the sidebar."""
+    signed-in one without a role or for an exposed local mode (each stops the app, with
+    `pages`, every st.Page of the app, registered but hidden); otherwise who is signed in, and
+    the sign-out button, in the sidebar."""
     access = current_access()
     if access.mode in ("signed in", "local"):
         with st.sidebar:
@@ -236,6 +264,10 @@ def gate() -> Access:
                 st.caption(f"Signed in as {md(access.who)} · {access.role}")
                 sign_out_button()
         return access
+    # The pages, hidden: a deep link finds its page (and stops here), and a tab whose sign-in just
+    # ended (here or in another tab) does not keep the navigation its last page drew.
+    if pages:
+        st.navigation(list(pages), position="hidden")
     st.title("Federated interoperability dashboard")
     if access.mode == "signed out":
         if access.problem:
@@ -254,6 +286,8 @@ def gate() -> Access:
         st.warning(f"Your identity provider's answer cannot be read safely ({md(access.problem)}), so this dashboard "
                    "gives no role. Ask its administrator to check the provider's claims (README, *Security*).")
         sign_out_button()
+    elif access.mode == "foreign page":
+        st.error(f"Refused: {md(access.problem)}.")
     elif access.mode == "exposed":
         st.error(f"This dashboard has no sign-in set up, and {md(access.problem)}: anyone who reaches "
                  "it could read, train and delete. Serve it on 127.0.0.1 (the default of `make run`) or set up "

@@ -16,7 +16,7 @@ import pytest
 
 from dashboard.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
 from dashboard.safe_text import code, csv_bytes, md, neutral_cell
-from dashboard.serve import streamlit_command
+from dashboard.serve import server_config
 from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
 from tests.helpers import unescaped
 
@@ -358,11 +358,9 @@ def test_the_launcher_serves_loopback_without_and_every_interface_with_sign_in(t
     secrets.write_text("[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in COMPLETE["auth"].items()))
     result = _serve(tmp_path, "--address", "0.0.0.0", "--secrets", str(secrets), "--check")
     assert result.returncode == 0, result.stderr
-    command = streamlit_command("0.0.0.0", 8501, COMPLETE, [str(secrets)])
-    assert command[command.index("--browser.serverAddress") + 1] == "fl.hospital.test"
-    assert command[command.index("--browser.serverPort") + 1] == "443"
-    assert command[command.index("--server.address") + 1] == "0.0.0.0"
-    assert command[command.index("--secrets.files") + 1] == str(secrets)
+    config = server_config("0.0.0.0", 8501, COMPLETE, [str(secrets)])
+    assert config == {"server.address": "0.0.0.0", "server.port": 8501, "secrets.files": [str(secrets)],
+                      "browser.serverAddress": "fl.hospital.test", "browser.serverPort": 443}
 
 
 def test_streamlit_asks_no_outside_service_for_an_address_at_start_up():
@@ -399,9 +397,10 @@ def hook(event, args):
                 log.write(f'{event} {target}\\n')
             raise OSError('outside network blocked by the test')
 sys.addaudithook(hook)
-sys.argv = ['streamlit', 'run', *sys.argv[2:]]
-from streamlit.web.cli import main
-main()
+sys.argv = [sys.argv[2], *sys.argv[3:]]  # the launcher (`make run`), as `python -m dashboard.serve` starts it
+sys.path.insert(0, '.')
+from dashboard.serve import main
+sys.exit(main())
 """
 
 
@@ -413,7 +412,7 @@ def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
     guard, log = tmp_path / "guard.py", tmp_path / "outside.log"
     guard.write_text(GUARD)
     port = _free_port()
-    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "app.py"), "--server.port", str(port)],
+    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "dashboard" / "serve.py"), "--port", str(port)],
                               cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(tmp_path / "runs")},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -490,3 +489,83 @@ def test_site_and_feature_names_are_drawn_as_text_in_figures(name):
         for axis in ("x", "y"):
             if isinstance(annotation.get(axis), str) and annotation.get(f"{axis}ref", axis) in ("x", "y"):
                 assert annotation[axis] in categories
+
+
+# -- the server's guard (dashboard/guard.py), request by request -----------------------------------
+def _asgi(middleware, scope, response_headers=()):
+    """Send one request through `middleware` around an app that answers 200 with
+    `response_headers`; returns (status or close code, headers, whether the app was reached)."""
+    import asyncio
+
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": list(response_headers)})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def receive():
+        return {"type": "websocket.connect"} if scope["type"] == "websocket" else {"type": "http.request"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(middleware(app)(scope, receive, send))
+    first = sent[0]
+    return first.get("status", first.get("code")), dict(first.get("headers", [])), bool(reached)
+
+
+def _scope(kind="http", path="/", **headers):
+    return {"type": kind, "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+
+
+@pytest.mark.parametrize("kind", ["http", "websocket"])
+@pytest.mark.parametrize("headers, allowed", [
+    ({"host": "localhost:8501"}, True), ({"host": "127.0.0.1:8501", "origin": "http://localhost:8501"}, True),
+    ({"host": "[::1]:8501"}, True),
+    ({"host": "rebind.attacker.test:8501"}, False), ({"host": "rebind.attacker.test:8501", "origin":
+                                                     "http://rebind.attacker.test:8501"}, False),
+    ({"host": "localhost:8501", "origin": "http://rebind.attacker.test:8501"}, False),
+    ({"host": "localhost:8501", "origin": "http://localhost:8888"}, False),  # another local app's page
+    ({"host": "localhost:8501", "origin": "null"}, False), ({"host": "localhost:9999"}, False), ({}, False),
+])
+def test_local_mode_lets_through_only_this_machines_own_address(kind, headers, allowed):
+    from dashboard.guard import LocalOnly
+
+    code, _, reached = _asgi(lambda app: LocalOnly(app, "127.0.0.1", lambda: 8501), _scope(kind, **headers))
+    assert reached is allowed and code == (200 if allowed else 403 if kind == "http" else 1008)
+
+
+def test_files_under_media_are_served_only_when_servable():
+    from dashboard.guard import LiveFilesOnly
+
+    live = {"abc"}.__contains__
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/media/abc.csv"))[2] is True
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/media/def.csv"))[:1] == (404,)
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/_stcore/health"))[2] is True
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_cookies_are_secure_over_https_and_the_sign_in_cookie_lasts_a_sign_in(secure):
+    from dashboard.guard import CookieFlags
+
+    cookies = [(b"set-cookie", b"_streamlit_user=abc; HttpOnly; Max-Age=2592000; Path=/; SameSite=lax"),
+               (b"set-cookie", b"_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=2592000; Path=/"),
+               (b"set-cookie", b"_streamlit_user=; Max-Age=0; Path=/"),  # a deletion stays one
+               (b"set-cookie", b"_streamlit_xsrf=x; Max-Age=2592000; Path=/"),
+               (b"content-type", b"text/plain")]
+    sent = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": cookies})
+
+    async def send(message):
+        sent.append(message)
+
+    import asyncio
+    asyncio.run(CookieFlags(app, secure=secure, sign_in_seconds=43200)(_scope(), None, send))
+    out = [v.decode() for k, v in sent[0]["headers"] if k == b"set-cookie"]
+    flag = "; Secure" if secure else ""
+    assert out == ["_streamlit_user=abc; HttpOnly; Max-Age=43200; Path=/; SameSite=lax" + flag,
+                   "_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=43200; Path=/" + flag,
+                   "_streamlit_user=; Max-Age=0; Path=/" + flag, "_streamlit_xsrf=x; Max-Age=2592000; Path=/" + flag]
