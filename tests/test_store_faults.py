@@ -352,6 +352,21 @@ def errors(at):
     return " ".join(e.value for e in at.error)
 
 
+@pytest.mark.parametrize("name", ["x" * 5_000_000, "y" * 5_000])
+def test_a_huge_name_written_into_the_store_is_shown_bounded_on_every_run_page(copied, monkeypatch, name):
+    """The probe: a 5 MB run name written into identity.json made its pages take 66 s to over 180 s."""
+    store, run, healthy = copied
+    (run.path / "identity.json").write_text(json.dumps({"number": 1, "name": name, "tags": []}))
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = open_page("views/runs.py")
+    names = list(at.dataframe[0].value["name"])
+    assert max(map(len, names)) <= 80, [n[:100] for n in names]
+    for page in ("views/feature_shifts.py", "views/run.py", "views/compare.py"):
+        at = open_page(page, run.id)
+        shown = " ".join(str(e.value) for e in [*at.markdown, *at.caption, *at.selectbox])
+        assert "x" * 81 not in shown and "y" * 81 not in shown, page
+
+
 def test_the_runs_page_lists_a_damaged_run_beside_the_others_and_says_what_is_wrong(damaged_app):
     store, run, healthy = damaged_app
     at = open_page("views/runs.py")
