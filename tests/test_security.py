@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -569,3 +570,53 @@ def test_cookies_are_secure_over_https_and_the_sign_in_cookie_lasts_a_sign_in(se
     assert out == ["_streamlit_user=abc; HttpOnly; Max-Age=43200; Path=/; SameSite=lax" + flag,
                    "_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=43200; Path=/" + flag,
                    "_streamlit_user=; Max-Age=0; Path=/" + flag, "_streamlit_xsrf=x; Max-Age=2592000; Path=/" + flag]
+
+
+# -- hover texts: escaped once, line breaks kept (issue 25) ----------------------------------------
+QUOTED_SITE = 'North "A" & <b>Co</b>'
+PLOTLY_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&nbsp;": "\u00a0"}  # what plotly.js turns back
+
+
+def plotly_reads(text: str) -> list[str]:
+    """The lines plotly draws for a text: split at its <br>, its <b> tags dropped, the entities
+    plotly.js knows read back (others, like &quot;, stay as written)."""
+    lines = re.split(r"<br\s*/?>", text)
+    lines = [re.sub(r"</?b>", "", line) for line in lines]
+    return [re.sub("|".join(PLOTLY_ENTITIES), lambda m: PLOTLY_ENTITIES[m.group(0)], line) for line in lines]
+
+
+def test_the_checkup_grids_hover_shows_names_as_written_on_separate_lines():
+    """The probe: hovers showed a literal <br> (the text escaped after its line breaks were written)."""
+    from dashboard.checkup_view import Cell, Grid, grid_figure
+    from fedcore.interpret.findings import Finding
+
+    finding = Finding(QUOTED_SITE, "data", "unit", "chol", "a message", 1e-6, q=1e-5)
+    figure = grid_figure(Grid([QUOTED_SITE], ["data"], [[Cell("finding", [finding, finding])]]))
+    (hover,) = figure.data[0].customdata[0]
+    assert plotly_reads(hover) == [f"{QUOTED_SITE} · data:", *["unit or scale (chol), q < 0.001"] * 2]
+
+
+def test_the_feature_shift_hover_shows_names_as_written(tmp_path):
+    """The probe: a quote in a name showed as &quot; (escaped for HTML attributes, which plotly
+    does not read back)."""
+    from dashboard.lenses import shift_view
+    from fedcore.runner import execute, resolve_spec
+    from fedcore.store import RunStore
+
+    rng = np.random.default_rng(0)
+    files = []
+    for k in range(2):
+        path = tmp_path / f"site{k}.csv"
+        pd.DataFrame({"age": rng.normal(50, 9, 60), 'chol "mg"': rng.normal(5, 1, 60),
+                      "y": rng.integers(0, 2, 60)}).to_csv(path, index=False)
+        files.append(str(path))
+    spec = resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 1}, "data": {
+        "source": "csv", "files": files, "target": "y", "site_names": [QUOTED_SITE, "South"]}})
+    run = RunStore(tmp_path / "runs").create(spec)
+    execute(run)
+    figure = shift_view(run, 1, "w_in").figure
+    notes = [str(note[0]) for trace in figure.data if trace.customdata is not None for note in trace.customdata]
+    first = plotly_reads(notes[0])
+    assert first[0] == f"{QUOTED_SITE} · age", first
+    assert plotly_reads(notes[1])[0] == f'{QUOTED_SITE} · chol "mg"'
+    assert not any("&quot;" in note or "&lt;br" in note for note in notes)
