@@ -6,10 +6,11 @@ labelled "FILE, sheet 'NAME'".
 
 What is read is what the file holds, never what it declares: a sheet's `<dimension>` (which may
 say A1:XFD1048576 for three cells) is ignored, and the sheet's XML is streamed row by row, each
-row holding only the cells written in it. The table spans the header row (the first row with a
-value) to the last row with a value, and the header's columns; empty rows between keep their
-place as rows of missing values (so data row N is the sheet's row N after the header). The
-limits are checked as the rows stream in, before a row is padded or written: the workbook's size,
+row holding only the cells written in it. The table is the header row (the first row with a
+value) and the rows below it that hold a value, in the header's columns; empty rows are left
+out, as the CSV reader leaves out empty lines, and messages still count data rows as the sheet
+does (data row N is the sheet's row N after the header, empty rows included). The limits are
+checked as the rows stream in, before a row is padded or written: the workbook's size,
 its size once decompressed (from the archive's directory, before anything is inflated), the
 header's columns (`MAX_COLUMNS`), the data rows (`max_rows`) and the cells, rows × columns
 (`max_cells`) — the same limits as the CSV reader's. A value right of the header's last column
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import openpyxl
+import pandas as pd
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet._reader import WorkSheetParser
 from openpyxl.xml.constants import SHEET_MAIN_NS
@@ -74,12 +76,14 @@ def parse_workbook(data: bytes, label: str, max_bytes: int, max_rows: int = MAX_
     try:
         for sheet in book.worksheets:
             sheet_label = f"{label}, sheet '{sheet.title}'"
-            text = _sheet_csv(_value_rows(book, sheet, sheet_label), sheet_label, max_rows, max_cells)
+            text, positions = _sheet_csv(_value_rows(book, sheet, sheet_label), sheet_label, max_rows, max_cells)
             if not text:
                 empty.append(sheet.title)
                 continue
-            tables.append(parse_text_table(text.encode("utf-8"), sheet_label, max_bytes, max_rows=max_rows,
-                                           max_cells=max_cells))
+            table = parse_text_table(text.encode("utf-8"), sheet_label, max_bytes, max_rows=max_rows,
+                                     max_cells=max_cells)
+            table.frame.index = pd.Index(positions)  # data row N: the sheet's row N after the header
+            tables.append(table)
     finally:
         book.close()
     if not tables:
@@ -130,13 +134,16 @@ def _value_rows(book, sheet, label: str) -> Iterator[tuple[int, dict[int, str]]]
                         f"{str(error)[:120]}).") from None
 
 
-def _sheet_csv(rows: Iterator[tuple[int, dict[int, str]]], label: str, max_rows: int, max_cells: int) -> str:
-    """The rows as CSV text of the header's width, empty rows between rows with values written as
-    rows of empty cells; '' for a sheet without values. Every limit is checked on a row's number
-    and columns before anything of it is written, so a row far down or far right costs nothing."""
+def _sheet_csv(rows: Iterator[tuple[int, dict[int, str]]], label: str, max_rows: int,
+               max_cells: int) -> tuple[str, list[int]]:
+    """The rows with values as CSV text of the header's width, and where each data row sits (its
+    sheet row less the header's, less one: the frame's index); ('', []) for a sheet without
+    values. Every limit is checked on a row before anything of it is written, so a row far down
+    or far right costs nothing."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     header_row = previous = width = 0
+    positions: list[int] = []
     for number, values in rows:
         last = max(values)
         if not header_row:
@@ -150,17 +157,16 @@ def _sheet_csv(rows: Iterator[tuple[int, dict[int, str]]], label: str, max_rows:
             raise DataError(f"{label}: cell {get_column_letter(last)}{number} holds a value right of the header's last "
                             f"column ({get_column_letter(width)}); every column needs a name in the header row "
                             f"(row {header_row}).")
-        data_rows = number - header_row
-        if data_rows > max_rows:
+        else:
+            positions.append(number - header_row - 1)
+        if len(positions) > max_rows:
             raise DataError(f"{label} has more than {max_rows:,} data rows, the limit (raise max_rows to read it): "
                             f"row {number} holds a value; reading stopped there.")
-        if data_rows * width > max_cells:
-            raise DataError(cell_limit_message(label, data_rows, width, max_cells, f" (row {number} holds a value)"))
-        for _ in range(number - previous - 1 if previous else 0):
-            writer.writerow([""] * width)
+        if len(positions) * width > max_cells:
+            raise DataError(cell_limit_message(label, len(positions), width, max_cells, f" (row {number} holds a value)"))
         writer.writerow([values.get(column, "") for column in range(1, width + 1)])
         previous = number
-    return out.getvalue()
+    return out.getvalue(), positions
 
 
 def _cell(value: object) -> str:

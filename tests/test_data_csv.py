@@ -495,6 +495,18 @@ def test_a_declared_dimension_is_not_trusted(tmp_path, dimension):
     assert peak < 20e6
 
 
+def test_empty_rows_are_left_out_and_messages_still_count_rows_as_the_sheet_does(tmp_path):
+    from data_adapters import inspect_data
+
+    rows = sheet_rows(3, 40)
+    rows[5] = [None] * 4  # sheet row 6 empty
+    rows[9][2] = "n/d?"  # sheet row 10, data row 9: a stray text in a numeric column
+    book = workbook(tmp_path / "gaps.xlsx", {"north": rows, "south": sheet_rows(4, 30)})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert [(s["site"], s["rows"]) for s in report.sites] == [("north", 39), ("south", 30)]
+    assert any("'chol'" in w and "data row(s) 9" in w for w in report.warnings), report.warnings
+
+
 def test_a_value_beyond_the_declared_dimension_is_read_not_dropped(tmp_path):
     # The dimension said A1:B3, so row 40's value was silently left out: a table that looked fine.
     from data_adapters.workbooks import read_workbook
@@ -502,18 +514,18 @@ def test_a_value_beyond_the_declared_dimension_is_read_not_dropped(tmp_path):
 
     book = declared_dimension_workbook(tmp_path / "short.xlsx", TWO_ROWS, "A1:B3", {"A40": 58})
     (table,) = read_workbook(book, 10**8)
-    assert len(table.frame) == 39  # data rows 1-39: sheet rows 2-40, the empty ones as missing values
-    assert table.frame["age"].iloc[-1] == 58 and table.frame.iloc[2:38].isna().all().all()
+    assert table.frame["age"].tolist() == [61, 47, 58]
+    assert table.frame.index.tolist() == [0, 1, 38]  # data row 39 is sheet row 40: messages count as the sheet
 
 
 @pytest.mark.parametrize(("rows", "extra", "limits", "message"), [
     (TWO_ROWS, {"XFD1048576": 1}, {},
      "declared.xlsx, sheet 'north': cell XFD1048576 holds a value right of the header's last column (B)"),
-    (TWO_ROWS, {"A1048576": 1}, {"max_cells": 1000},
-     "declared.xlsx, sheet 'north': 1,048,575 data rows × 2 columns is more than 1,000 cells, the limit of one table "
+    (TWO_ROWS, {"A1048576": 1}, {"max_cells": 5},
+     "declared.xlsx, sheet 'north': 3 data rows × 2 columns is more than 5 cells, the limit of one table "
      "(row 1048576 holds a value); reading stopped there."),
-    (TWO_ROWS, {"A1048576": 1}, {"max_rows": 100},
-     "declared.xlsx, sheet 'north' has more than 100 data rows, the limit (raise max_rows to read it): row 1048576"),
+    (TWO_ROWS, {"A1048576": 1}, {"max_rows": 2},
+     "declared.xlsx, sheet 'north' has more than 2 data rows, the limit (raise max_rows to read it): row 1048576"),
     ([["age", *[None] * 9_999, "outcome"], [1]], {}, {},
      "declared.xlsx, sheet 'north': its header row (row 1) reaches column NTQ (10,001 columns), above the limit of "
      "10,000 columns."),
