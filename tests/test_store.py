@@ -144,6 +144,10 @@ def test_a_data_name_is_bounded_where_it_is_written_and_where_it_is_shown():
     from fedcore.errors import SpecError
     from fedcore.runner import resolve_spec
 
+    from fedcore.data_labels import shortened
+
+    assert shortened("x" * 80, 80) == "x" * 80 and shortened("x" * 81, 80) == "x" * 79 + "…"  # at the limit
+    assert shortened("a \n  b", 80) == "a b"
     assert data_label({"source": "demo", "name": "n" * 5_000_000}) == "n" * 159 + "…"
     with pytest.raises(SpecError, match="The data's name has at most 160 characters; this one has 161"):
         resolve_spec({"algorithm": "fedavg", "data": {"source": "demo", "name": "n" * 161}})
