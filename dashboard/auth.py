@@ -25,7 +25,7 @@ Rules:
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,11 +249,11 @@ def require(action: str) -> None:
         st.stop()
 
 
-def gate(pages: Sequence[Any] = ()) -> Access:
+def gate(pages: Callable[[], Sequence[Any]] = tuple) -> Access:
     """Run before the navigation: a sign-in page for a signed-out visitor, a refusal for a
-    signed-in one without a role or for an exposed local mode (each stops the app, with
-    `pages`, every st.Page of the app, registered but hidden); otherwise who is signed in, and
-    the sign-out button, in the sidebar."""
+    signed-in one without a role or for an exposed local mode (each stops the app, with every
+    st.Page of the app, `pages()`, registered but hidden); otherwise who is signed in, and the
+    sign-out button, in the sidebar."""
     access = current_access()
     if access.mode in ("signed in", "local"):
         with st.sidebar:
@@ -266,8 +266,9 @@ def gate(pages: Sequence[Any] = ()) -> Access:
         return access
     # The pages, hidden: a deep link finds its page (and stops here), and a tab whose sign-in just
     # ended (here or in another tab) does not keep the navigation its last page drew.
-    if pages:
-        st.navigation(list(pages), position="hidden")
+    every = list(pages())
+    if every:
+        st.navigation(every, position="hidden")
     st.title("Federated interoperability dashboard")
     if access.mode == "signed out":
         if access.problem:
