@@ -51,7 +51,11 @@ def value_problem(f: Field, value: Any) -> str | None:
             return f"{f.name} must be a finite number, not {value}."
     else:
         return None
-    return None if not bounds or _within(value, bounds) else f"{f.name} must be {range_text(bounds)}, not {value}."
+    if not bounds or _within(value, bounds):
+        return None
+    if tuple(bounds) == (0, None):
+        return f"{f.name} cannot be negative ({value})."
+    return f"{f.name} must be {range_text(bounds)}, not {value}."
 
 
 def check_params(params: Any, title: str = "") -> None:

@@ -188,7 +188,7 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
         (["--lr=-inf"], "lr must be a finite number, not -inf"),
         (["--weight-decay", "inf"], "weight_decay must be a finite number, not inf"),
         (["-a", "fedprox", "--mu", "nan"], "mu must be a finite number, not nan"),
-        (["-a", "fedprox", "--mu=-1"], "mu must be at least 0"),
+        (["-a", "fedprox", "--mu=-1"], "mu cannot be negative (-1.0)"),
         (["-a", "apfl", "--alpha", "nan"], "alpha must be a finite number, not nan"),
         (["--hidden", "0"], "hidden: each width must be from 1 to"),
         (["--hidden", "64,0"], "hidden: each width must be from 1 to"),
