@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.figures import FONT, site_colors
-from dashboard.safe_text import plot_text
+from dashboard.safe_text import plot_lines, plot_text
 from dashboard.report_sections import figures_html
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND
@@ -200,7 +200,7 @@ def grid_figure(table: Grid) -> go.Figure:
     colour bar is the legend (states, then q-values)."""
     sites = [escaped(s) for s in table.sites]
     z = np.array([[cell.z for cell in row] for row in table.cells], dtype=float)
-    hover = [[escaped(_hover(site, lens, cell)) for lens, cell in zip(table.lenses, row)]
+    hover = [[_hover(site, lens, cell) for lens, cell in zip(table.lenses, row)]
              for site, row in zip(table.sites, table.cells)]
     ticks = {-0.75: f"{NOT_CHECKED} or testable", 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
              2.0: "q = 0.01", 3.0: "q = 0.001", 4.0: "q ≤ 0.0001"}
@@ -229,14 +229,15 @@ def grid_figure(table: Grid) -> go.Figure:
 
 
 def _hover(site: str, lens: str, cell: Cell) -> str:
+    """A cell's hover, as plotly text (plot_lines: names escaped once, lines kept)."""
     missed = [textwrap.shorten(f"not testable: {f.title}{' (' + f.feature + ')' if f.feature else ''}: {f.untestable}",
                                110) for f in cell.untestable[:6]]
     if len(cell.untestable) > 6:
         missed.append(f"… and {len(cell.untestable) - 6} more not testable")
     if cell.state != "finding":
-        return "<br>".join([f"{site} · {lens}: {cell.state}", *missed])
+        return plot_lines([f"{site} · {lens}: {cell.state}", *missed])
     agrees = [f"agrees with {cell.agrees} ({KINDS.get(cell.findings[0].explained_by, '')})"] if cell.agrees else []
-    return f"{site} · {lens}:<br>" + "<br>".join([*(
+    return plot_lines([f"{site} · {lens}:", *(
         textwrap.shorten(f"{f.title}{' (' + f.feature + ')' if f.feature else ''}, {q_label(f.q)}", 90)
         for f in cell.findings[:8]), *agrees, *missed])
 

@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from dashboard import figures
+from dashboard.auth import allowed, least_role
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
@@ -95,6 +96,16 @@ def pick_run(lens: Lens | None = None, label: str = "Run", key: str = "run_picke
     return runs[ids.index(chosen)]
 
 
+def page_link(where: Page, label: str, *, into: Any = None, **options: Any) -> None:
+    """A link to `where` (in the container `into`, default the page), drawn only when this
+    person's role may open it: a page outside their navigation is not found (Streamlit raises),
+    so instead a caption says which role may. Every page link of the dashboard is drawn here."""
+    if allowed(where.action):
+        (into or st).page_link(where.path, label=label, **options)
+    else:
+        (into or st).caption(f"{where.title} needs the {least_role(where.action)} role; ask someone who has it.")
+
+
 def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> Run:
     """The page's run picker (the runs `lens` shows, or every run); without any, say what to do
     and stop the page; with a damaged one, say what is wrong and stop."""
@@ -102,7 +113,7 @@ def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> 
     run = pick_run(lens, called)
     if run is None:
         st.info(f"No {called if lens is not None else 'run'} yet.")
-        st.page_link(next_page.path, label=next_label, icon=":material/play_arrow:")
+        page_link(next_page, next_label, icon=":material/play_arrow:")
         st.stop()
     stop_if_damaged(run)
     return run
@@ -114,7 +125,7 @@ def stop_if_damaged(run: Run) -> None:
     damage = run.damage
     if damage:
         show_damage(damage)
-        st.page_link(RUNS.path, label="Runs: delete it or pick another", icon=RUNS.icon)
+        page_link(RUNS, "Runs: delete it or pick another", icon=RUNS.icon)
         st.stop()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ import plotly.graph_objects as go
 
 from dashboard import figures
 from dashboard.records import per_class_series, per_site_series
+from dashboard.safe_text import plot_lines, plot_text
 from fedcore.interpret.detection import detection_report
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
@@ -83,11 +83,11 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
             "check-up O": calibration.marked.ravel()} if calibration is not None else {}),
     })
     # plotly reads hover text as HTML: names escaped
-    notes = np.array([[f"<b>{html.escape(site)}</b> · {html.escape(str(columns[j]))}<br>{html.escape(meanings[i, j])}<br>"
-                       + distance_text(marks.z[i, j], rule)
+    notes = np.array([[f"<b>{plot_text(site)}</b> · " + plot_lines(
+                           [columns[j], meanings[i, j], distance_text(marks.z[i, j], rule)])
                        + ("" if not marks.cells[i, j] else "<br>the paper's 2-SD rule marks it" if calibrated
                           else "<br><b>O</b>: unusually far from the other sites")
-                       + (f"<br>{html.escape(calibration.notes[i, j])}" if calibration is not None else "")
+                       + ("<br>" + plot_text(calibration.notes[i, j]) if calibration is not None else "")
                        for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
     marked = cells.any(axis=0) | features_marked
     # A constant column has no z (NaN): it ranks last, not first.

@@ -45,6 +45,8 @@ from data_adapters import (
 from data_adapters import mapping
 from data_adapters.csv_sites import MAX_FILE_MB, site_name
 from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
+from data_adapters.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
+from data_adapters.dictionary import check_size as check_dictionary_size
 from data_adapters.dictionary import dictionary_bytes, dictionary_name, empty_dictionary, merge, parse_dictionary
 from data_adapters.dictionary import validate as validate_dictionary
 from data_adapters.suggestions import edited_patch
@@ -62,10 +64,10 @@ from fedcore.store import Run, RunStore, atomic_write_bytes
 BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site files shipped with the product
 
 __all__ = [
-    "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
+    "BUNDLED", "DEMO_FEATURES", "DICTIONARY_MAX_BYTES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
     "UPLOAD_STANDARDIZATION",
     "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "check_roots", "check_spec",
-    "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
+    "check_dictionary_size", "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
     "dictionary_bytes", "edited_patch", "empty_dictionary", "find_datasets", "inspect_data",
     "is_flower_reference", "keep_dictionary", "keep_upload", "load_federation", "map_data", "merge",
     "parse_dictionary", "read_text_table", "rerun",

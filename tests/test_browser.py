@@ -1,5 +1,5 @@
-"""End to end in a real browser (Debian Chromium + Playwright): the dashboard served by
-Streamlit, the one-click demo, training in a background job, the heatmap with its marks, and a
+"""End to end in a real browser (Debian Chromium + Playwright): the dashboard served as `make run`
+serves it, the one-click demo, training in a background job, the heatmap with its marks, and a
 reload that finds the run still there. Screenshots go to test-artifacts/ for a person to look at."""
 
 import os
@@ -37,9 +37,8 @@ def dashboard(tmp_path):
     store = RunStore(tmp_path / "runs")
     port = _free_port()
     env = {**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1"],
+    server = subprocess.Popen(  # as `make run` starts it: the launcher, local mode on 127.0.0.1
+        [sys.executable, "-m", "dashboard.serve", "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

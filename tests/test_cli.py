@@ -178,3 +178,48 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
     assert cli(tmp_path, "show", run.id, "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "interrupted" and report["final"]["round"] >= 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lr", "nan"], "lr must be a finite number, not nan"),
+        (["--lr", "inf"], "lr must be a finite number, not inf"),
+        (["--lr=-inf"], "lr must be a finite number, not -inf"),
+        (["--weight-decay", "inf"], "weight_decay must be a finite number, not inf"),
+        (["-a", "fedprox", "--mu", "nan"], "mu must be a finite number, not nan"),
+        (["-a", "fedprox", "--mu=-1"], "mu cannot be negative (-1.0)"),
+        (["-a", "apfl", "--alpha", "nan"], "alpha must be a finite number, not nan"),
+        (["--hidden", "0"], "hidden: each width must be from 1 to"),
+        (["--hidden", "64,0"], "hidden: each width must be from 1 to"),
+        (["--dropout", "nan"], "dropout must be a finite number, not nan"),
+    ],
+)
+def test_numbers_that_are_not_finite_or_out_of_range_are_refused_before_a_run_exists(tmp_path, capsys, args, message):
+    # The probe: --lr nan created a run that then failed with an internal TypeError (exit 1), and
+    # --hidden 0 trained a degenerate model to 'done'.
+    algorithm = [] if "-a" in args else ["-a", "fedavg"]
+    assert cli(tmp_path, "run", *algorithm, *args, "--rounds", "1", "-q") == 2
+    assert message in capsys.readouterr().err
+    assert RunStore(tmp_path).runs() == []
+
+
+@pytest.mark.parametrize(("config", "params"), [({"lr": float("nan")}, {}), ({"lr": "0.1"}, {}), ({"rounds": True}, {}),
+                                                ({}, {"mu": float("inf")}), ({}, {"mu": "x"})])
+def test_a_spec_file_with_such_numbers_is_refused_too(config, params):
+    with pytest.raises(SpecError):
+        resolve_spec({"algorithm": "fedprox", "config": config, "params": params})
+
+
+@pytest.mark.parametrize(("suffix", "text", "message"), [
+    (".json", '{"a":' * 100_000 + "1" + "}" * 100_000, "nests objects and lists 100,000 deep (at most 64): not a spec."),
+    (".json", '{"algorithm": "fedavg", "config": {"rounds": ' + "9" * 5_000 + "}}",
+     "holds a number written with 5,000 characters (at most 40): not a spec."),
+    (".toml", "algorithm = 'fedavg'\nrounds = " + "9" * 5_000 + "\n", "cannot be read as a spec (ValueError)"),
+    (".toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "cannot be read as a spec (RecursionError)"),
+])
+def test_a_hostile_spec_file_gets_a_message_and_exit_2_not_a_traceback(tmp_path, capsys, suffix, text, message):
+    spec = tmp_path / f"spec{suffix}"
+    spec.write_text(text)
+    assert cli(tmp_path, "run", "--spec", str(spec)) == 2
+    assert message in capsys.readouterr().err

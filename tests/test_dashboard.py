@@ -236,6 +236,15 @@ def test_train_page_explains_invalid_settings(app):
     assert {r.id for r in store.runs()} == set(ids.values())  # nothing stored
 
 
+def test_train_page_refuses_what_the_parameter_declarations_refuse(app):
+    # A browser's number box cannot hold nan or inf; a list of widths can hold a 0.
+    at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
+    at.text_input(key="config-hidden").set_value("64,0")
+    at.button[0].click().run()
+    assert "hidden: each width must be from 1 to 65,536" in texts(at)
+    assert {r.id for r in store.runs()} == set(ids.values())
+
+
 def test_train_page_launches_a_flower_federation_run_as_a_job(app):
     at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
     at.radio(key="where").set_value("flower").run()

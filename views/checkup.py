@@ -11,7 +11,7 @@ from dashboard.auth import allowed, require
 from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, evidence_figure,
                                     evidence_text, findings_frame, grid, grid_figure, lens_notes, q_label,
                                     reported_frame, strength)
-from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, get_store, is_active,
+from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, get_store, is_active, page_link,
                               settle_when_finished)
 from dashboard.data_roots import check_up_run, start_checkup
 from dashboard.figures import site_colors
@@ -96,7 +96,7 @@ found = plans(store)
 if not found:
     st.info("No check-up yet." + (" Start one above: the data lens takes seconds." if allowed("train")
                                    else " Someone with the analyst role can start one."))
-    st.page_link(DATA.path, label="Choose the data on the Data page", icon=":material/table:")
+    page_link(DATA, "Choose the data on the Data page", icon=":material/table:")
     st.stop()
 
 ids = [p.id for p in found]
@@ -231,8 +231,8 @@ def drill_down(finding, rank: int) -> None:
     else:
         look = f"{finding.site}"
     replicates = f" (and {len(run_ids) - 1} replicate run(s) with other seeds)" if len(run_ids) > 1 else ""
-    st.page_link(page.path, label=md(f"Open {page.title} for run {run.id}{replicates}: look at {look}"),
-                 query_params={"run": run.id}, icon=":material/open_in_new:")
+    page_link(page, md(f"Open {page.title} for run {run.id}{replicates}: look at {look}"),
+              query_params={"run": run.id}, icon=":material/open_in_new:")
 
 
 checkup()

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import TABLE_ROW_PX, download_csv, get_store, run_colors, site_colors_of
+from dashboard.common import TABLE_ROW_PX, download_csv, get_store, page_link, run_colors, site_colors_of
 from dashboard.figures import learning_curves, per_site_spread
 from dashboard.records import (METRIC_LABELS, distinct_names, run_label, settings_table, site_metrics,
                                summary_metrics)
@@ -21,7 +21,7 @@ st.markdown("Every site is scored on its own hold-out; a federation is only as g
 runs = [r for r in get_store().runs() if not r.damage and r.rounds()]
 if not runs:
     st.info("No run has results yet.")
-    st.page_link(TRAIN.path, label="Train several algorithms on the same data", icon=":material/play_arrow:")
+    page_link(TRAIN, "Train several algorithms on the same data", icon=":material/play_arrow:")
     st.stop()
 
 by_data: dict[str, list] = {}

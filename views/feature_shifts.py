@@ -6,7 +6,8 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.checkup_view import plan_fed_by
-from dashboard.common import checkup_result, download_csv, is_active, live, pick_run_or_explain, site_colors_of
+from dashboard.common import (checkup_result, download_csv, is_active, live, page_link, pick_run_or_explain,
+                              site_colors_of)
 from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
 from dashboard.registry import CHECKUP, LENSES, RUNS
@@ -136,8 +137,8 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
                 "and the correction is large enough to matter). This run belongs to no check-up yet, so the marks "
                 "shown are the paper's.")
         if allowed("train"):
-            st.page_link(CHECKUP.path, label="Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
-                         query_params={"run": run.id} if run.status.get("state") == "done" else None)
+            page_link(CHECKUP, "Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
+                      query_params={"run": run.id} if run.status.get("state") == "done" else None)
         else:
             st.caption("Someone with the analyst role can start one on the Site check-up page.")
         return None
@@ -147,7 +148,7 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
                else "its iFedAvg runs did not finish")
         st.info(md(f"This run belongs to check-up {plan.id}, but {why}: no q-values yet, so the marks shown are "
                    "the paper's."))
-        st.page_link(CHECKUP.path, label="Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
+        page_link(CHECKUP, "Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
         return None
     if layer not in CALIBRATED_LAYERS:
         st.info("The check-up tests the input layers cell by cell and the output scale w_out per site; the output "

@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.bias_experiment import preset_choices, preset_specs
-from dashboard.common import download_csv, get_store, is_active, live, pick_run, site_names, stop_if_damaged
+from dashboard.common import download_csv, get_store, is_active, live, page_link, pick_run, site_names, stop_if_damaged
 from dashboard.data_roots import submit
 from dashboard.records import run_name
 from dashboard.registry import LENSES, TRAIN
@@ -71,8 +71,7 @@ run = pick_run(LENSES[Prototypes.kind], LENSES[Prototypes.kind].runs_called, key
 if run is None:
     st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page."
             if allowed("train") else "No inDISCO run yet.")
-    if allowed("train"):
-        st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
+    page_link(TRAIN, "Train", icon=TRAIN.icon)
     st.stop()
 stop_if_damaged(run)
 

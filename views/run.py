@@ -5,7 +5,7 @@ import json
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, live,
+from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, live, page_link,
                               pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun
@@ -37,7 +37,7 @@ def details() -> None:
     # one row that wraps as the page narrows (four fixed columns cut the labels short at 1280 px)
     actions = st.container(horizontal=True)
     if page != RUN_DETAILS:
-        actions.page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
+        page_link(page, f"Open {page.title}", into=actions, query_params={"run": run.id})
     if allowed("train") and actions.button("Re-run with the same settings"):
         try:
             again = rerun(get_store(), run)
@@ -49,8 +49,8 @@ def details() -> None:
         jobs.cancel(run)
         st.toast("Cancelling; what it recorded so far is kept.")
     if allowed("train") and status.get("state") == "done":
-        actions.page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
-                          icon=CHECKUP.icon)
+        page_link(CHECKUP, "Check up this run's federation", into=actions, query_params={"run": run.id},
+                  icon=CHECKUP.icon)
     if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, dashboard_setting, get_store, identity_editor, is_active,
-                              save_dashboard_setting, settle_when_finished, show_damage)
+                              page_link, save_dashboard_setting, settle_when_finished, show_damage)
 from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
 from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
@@ -27,8 +27,8 @@ st.markdown(
     "flipped label — quietly damage that model. This dashboard trains federated models and shows "
     "**where** such differences are: which site, which feature, how large."
 )
-st.page_link(CHECKUP.path, label="**Which site has which problem?** The site check-up reads every lens and says so, "
-                               "with calibrated evidence", icon=CHECKUP.icon)
+page_link(CHECKUP, "**Which site has which problem?** The site check-up reads every lens and says so, "
+                   "with calibrated evidence", icon=CHECKUP.icon)
 
 if allowed("train"):
     with st.container(border=True):

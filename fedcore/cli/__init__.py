@@ -178,7 +178,7 @@ def _cmd_algorithms(args: argparse.Namespace) -> int:
         for f in fields(cls.Params):
             choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
             extra = f" (one of {', '.join(map(str, choices))})" if choices else ""
-            extra += f" (from {bounds[0]:g} to {bounds[1]:g})" if bounds else ""
+            extra += f" ({range_text(bounds)})" if bounds else ""
             print(f"    --{f.name.replace('_', '-'):22s} default {f.default!r}{extra}: {f.metadata.get('help', '')}")
         if cls.config_defaults:
             print(f"    engine defaults for this algorithm: {cls.config_defaults}")
