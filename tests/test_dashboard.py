@@ -413,7 +413,7 @@ def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(
     b_in = run.load_arrays(run.array_rounds()[-1])["b_in"]
     elm, temperature = 3, run.federation["feature_names"].index("temperature")
     note = notes[("temperature", "Elm Regional")]
-    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (b_in = " in note  # 1 SD = 0.8 °C
+    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (input shift b_in = " in note  # 1 SD = 0.8 °C
 
 
 def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):
