@@ -61,9 +61,10 @@ import numpy as np
 from scipy import stats
 
 from fedcore.interpret.calibration import leave_one_out, one_sided
+from fedcore.glossary import plain
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
-from fedcore.interpret.units import discrepancy, match_conversion
+from fedcore.interpret.units import Match, discrepancy, match_conversion
 
 LENS = "data profile"
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
@@ -142,13 +143,15 @@ class Checks:
                 if (shifted or widened) and strong:
                     explained = self._explain(i, j, other_quantiles[i, :, j], scale[c])
                     if explained is not None:
-                        kind, message = explained
+                        kind, message, how = explained
                         yield Finding(site, LENS, kind, name, message,
                                       min(1.0, 2 * float(np.nanmin([location_p[i, c], spread_p[i, c]]))),
-                                      float(location_dev[i, c]), "within-site SDs", evidence=evidence)
+                                      float(location_dev[i, c]), "within-site SDs", evidence={**evidence, **how})
                 yield Finding(site, LENS, "location", name,
                               f"{site}'s {name}: median {self.value(j, median[i, c])} against "
-                              f"{self.value(j, others_median)} at the other sites "
+                              f"{self.value(j, others_median)} at the other sites, "
+                              f"{abs(location_dev[i, c]):.2f} {plain('within-site SDs')} "
+                              f"{'higher' if location_dev[i, c] > 0 else 'lower'} "
                               f"({location_dev[i, c]:+.2f} within-site SDs)",
                               float(location_p[i, c]), float(location_dev[i, c]), "within-site SDs",
                               evidence=evidence, material=bool(shifted))
@@ -171,9 +174,11 @@ class Checks:
                               float(tail_p[i, c]), ratio, "tail ratio", evidence=evidence,
                               material=bool(abs(tail_dev[i, c]) >= math.log(MIN_TAIL_RATIO)))
 
-    def _explain(self, i: int, j: int, others: np.ndarray, scale: float) -> tuple[str, str] | None:
+    def _explain(self, i: int, j: int, others: np.ndarray, scale: float) -> tuple[str, str, dict] | None:
         """A unit conversion, else another column, that makes site i's values of feature j match
-        (for features whose quantiles are more than a few steps, at the site and the others)."""
+        (for features whose quantiles are more than a few steps, at the site and the others): the
+        kind, the message, and what its evidence adds (the conversion y = a·x + b and the units it
+        names; the other column)."""
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
         site_q = p.quantiles[i, :, j]
         if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q)) >= MIN_DISTINCT_QUANTILES
@@ -181,12 +186,13 @@ class Checks:
             return None
         match = match_conversion(name, site_q, others, scale)
         if match is not None and match.conversion is not None:
-            return "unit", match.describe(site, name)
+            return "unit", match.describe(site, name), _conversion(match)
         swapped = self._swapped_with(i, j)
         if swapped is not None:  # before an unexplained factor: swapped columns on other scales look like one
             return "swapped_columns", (f"{site}'s {name} and {p.features[swapped]} look swapped: each matches the "
-                                       f"other sites' values of the other column (a mislabelled export?)")
-        return ("unit", match.describe(site, name)) if match is not None else None
+                                       f"other sites' values of the other column (a mislabelled export?)"), \
+                {"other_feature": p.features[swapped]}
+        return ("unit", match.describe(site, name), _conversion(match)) if match is not None else None
 
     def _swapped_with(self, i: int, j: int) -> int | None:
         """A continuous feature k such that site i's values of j look like the others' of k and its
@@ -479,6 +485,24 @@ class Checks:
             if count > wins:
                 best, wins = order, count
         return best, max(wins, 0), int(informative.size), len(orders) - 1
+
+
+def _conversion(match: Match) -> dict:
+    """A unit finding's evidence of its conversion: y = a·x + b, the formula, and the units it names
+    (empty where the conversion names none, or no known conversion fits)."""
+    conversion = match.conversion
+    return {"a": match.a, "b": match.b,
+            "formula": conversion.formula() if conversion is not None else f"× {match.a:.4g}",
+            "site_unit": conversion.source if conversion is not None else "",
+            "others_unit": conversion.target if conversion is not None else ""}
+
+
+def relation_to_labels(profile: Profile) -> np.ndarray:
+    """[sites, features]: how each site's features relate to its labels, in SDs within a class
+    (two classes: last minus first; more: along the other sites' pattern) — what the label checks
+    compare, for a figure of it."""
+    checks = Checks(profile)
+    return checks._relation(checks._class_profiles())
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:
