@@ -189,10 +189,11 @@ def grid_figure(table: Grid) -> go.Figure:
             fig.add_annotation(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
                                font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
                                                                                 else "#5b6b7b")))
-    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False)
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False)
+    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False, automargin=True)
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False, automargin=True)
     row_height = max(48, 15 * most + 14)
-    fig.update_layout(font=FONT, height=row_height * len(sites) + 70, margin=dict(l=10, r=10, t=40, b=10),
+    # the lenses' names sit below the chart's toolbar (the top 30 px, shown on hover), not under it
+    fig.update_layout(font=FONT, height=row_height * len(sites) + 100, margin=dict(l=10, r=10, t=70, b=10),
                       plot_bgcolor="white", paper_bgcolor="white")
     return fig
 

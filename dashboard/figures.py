@@ -113,20 +113,11 @@ RUN_PALETTE = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B",
 
 
 def run_colors(numbers: Mapping[str, int | None]) -> dict[str, str]:
-    """A colour per run (run id -> number in its store), kept wherever the run is drawn: the
-    number picks it, so consecutive runs differ; among the runs given, one whose colour another
-    already has takes the first colour none of them uses (runs eight apart would look alike)."""
-    taken: dict[str, str] = {}
-    colours = {}
-    for run_id, number in sorted(numbers.items(), key=lambda item: (item[1] is None, item[1] or 0, item[0])):
-        index = (number - 1) if number is not None else zlib.crc32(run_id.encode())
-        colour = RUN_PALETTE[index % len(RUN_PALETTE)]
-        if colour in taken:
-            free = [c for c in RUN_PALETTE if c not in taken]
-            colour = free[0] if free else colour
-        taken[colour] = run_id
-        colours[run_id] = colour
-    return {run_id: colours[run_id] for run_id in numbers}
+    """A colour per run (run id -> number in its store), the same wherever and with whichever other
+    runs it is drawn: its number picks it (consecutive runs differ; runs eight apart share one, and
+    their names tell them apart), a run from before numbers by a hash of its id."""
+    return {run_id: RUN_PALETTE[((number - 1) if number is not None else zlib.crc32(run_id.encode())) % len(RUN_PALETTE)]
+            for run_id, number in numbers.items()}
 
 
 def _style(fig: go.Figure, height: int, top: int = 60, left: int = 10, bottom: int = 10) -> go.Figure:

@@ -38,10 +38,10 @@ st.markdown(
 
 
 def show(plan: Plan) -> None:
-    """Open `plan` (a new check-up): the picker below is drawn afresh with it chosen (a picker's
-    own state would keep the one shown before)."""
-    st.query_params["checkup"] = plan.id
-    st.session_state.pop("checkup_picker", None)
+    """Open `plan` (a new check-up) in the picker below, on the next run of the page. Through the
+    session: a query parameter written just before `st.rerun()` is lost (the run starts again from
+    the address the browser sent), and the page kept showing the check-up before."""
+    st.session_state["checkup_new"] = plan.id
     st.rerun()
 
 
@@ -123,10 +123,11 @@ if not found:
     st.stop()
 
 ids = [p.id for p in found]
-wanted = st.query_params.get("checkup")
+new = st.session_state.pop("checkup_new", None)
+wanted = new or st.query_params.get("checkup")
 plan_labels = {p.id: f"{p.contents.get('label') or p.contents.get('data')} · {p.id}" for p in found}
-if wanted in ids and st.session_state.get("checkup_picker") not in (None, wanted):
-    st.session_state["checkup_picker"] = wanted  # a link or a new check-up names it: its picker follows
+if new in ids:
+    st.session_state["checkup_picker"] = new  # the picker would keep the check-up it showed before
 chosen_id = st.selectbox("Check-up", ids, index=ids.index(wanted) if wanted in ids else 0,
                          format_func=plan_labels.get, key="checkup_picker")
 if st.query_params.get("checkup") != chosen_id:

@@ -6,7 +6,8 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.checkup_view import plan_fed_by
-from dashboard.common import checkup_result, download_csv, is_active, live, pick_run_or_explain, site_colors_of
+from dashboard.common import (checkup_result, download_csv, is_active, live, no_rounds_yet, pick_run_or_explain,
+                              site_colors_of)
 from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
 from dashboard.registry import CHECKUP, LENSES, RUNS
@@ -42,7 +43,7 @@ if spec_params and not spec_params.get("local_f_out", True):
 def lens() -> None:
     rounds = run.array_rounds()
     if not rounds:
-        st.info("Waiting for the first evaluated round…")
+        no_rounds_yet(run)
         return
     arrays = run.load_arrays(rounds[-1])
     controls = st.columns([2, 3, 2, 3])  # wide enough for the longest "Features" option
