@@ -544,6 +544,33 @@ def test_compare_page(app):
     assert len(at.get("plotly_chart")) == 2
 
 
+def test_compare_takes_finished_runs_and_marks_only_a_finished_run_best(app):
+    at, store, ids = app
+    # a cancelled run whose last round scores better than every finished run, and a failed one
+    cancelled = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.02}}))
+    execute(cancelled)
+    records = [json.loads(line) for line in (cancelled.path / "rounds.jsonl").read_text().splitlines()]
+    records[-1]["mean"]["f1"] = 0.99
+    (cancelled.path / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cancelled.update_status(state="cancelled", total_rounds=20000)
+    failed = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 2}}))
+    execute(failed)
+    failed.update_status(state="failed", error="diverged")
+    open_page(at, "views/compare.py")
+    picker = at.multiselect[0]
+    assert set(picker.value) == set(ids.values())  # the finished runs, one of each setting
+    assert "(cancelled)" in picker.format_func(cancelled.id) and "(failed)" in picker.format_func(failed.id)
+    picker.select(cancelled.id).run()
+    table = at.dataframe[0].value
+    row = list(table["state"]).index("cancelled")
+    assert table["mean F1 (weighted)"][row] == table["mean F1 (weighted)"].max()  # it would have been 'best'
+    styles = at.dataframe[0].proto.arrow_data.styler.styles
+    highlighted = {int(r) for r in re.findall(r"_row(\d+)_col3", styles)}
+    best_done = table["mean F1 (weighted)"].where(table["state"] == "done").idxmax()
+    assert highlighted == {best_done}, (styles, table)
+    assert "Green marks the best finished run" in texts(at)
+
+
 def test_run_details_page(app):
     at, store, ids = app
     open_page(at, "views/run.py", ids["apfl"])
