@@ -28,7 +28,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.figures import FONT
 from dashboard.safe_text import plot_text
-from fedcore.glossary import effect_unit, plain, term
+from fedcore.glossary import effect_unit, term
 from fedcore.interpret.data_checks import relation_to_labels
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
@@ -39,7 +39,8 @@ REFERENCE = "#44546a"  # the other sites' mean, a neutral value
 CLASS_COLOURS = pc.qualitative.T10  # outcomes and categories (sites have their own palette)
 BOX = {"lowerfence": 0.05, "q1": 0.25, "median": 0.5, "q3": 0.75, "upperfence": 0.95}  # the boxes' quantiles
 BOX_NOTE = "box: 25–75 % of its values, whiskers: 5–95 %"
-TITLE_WIDTH = 70  # characters per line of a figure's title: it fits a printed page (680 px)
+# Characters per line: a title, an axis title and a site's name each fit a printed page (680 px)
+TITLE_WIDTH, AXIS_WIDTH, LABEL_WIDTH = 60, 60, 28
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,27 @@ def _title(text: str, note: str = "") -> dict:
     return dict(text="<br>".join(lines + notes), x=0, xanchor="left")
 
 
-def _styled(fig: go.Figure, height: int, title_lines: int = 2) -> go.Figure:
-    """Fonts, white background, room for the title's lines; axes make room for their labels
-    (automargin), so no site name is cut whatever the template."""
-    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=28 + 22 * title_lines, b=10),
+def _wrapped(text: str, width: int) -> str:
+    """Plain text as plotly text, escaped, broken into lines of `width` characters."""
+    return "<br>".join(plot_text(line) for line in textwrap.wrap(text, width)) or plot_text(text)
+
+
+def _label(name: str) -> str:
+    """A site's (or feature's) name on an axis: as written, long ones on two or more lines."""
+    return _wrapped(name, LABEL_WIDTH)
+
+
+def _axis_title(text: str, note: str = "") -> str:
+    return _wrapped(text, AXIS_WIDTH) + (f"<br><sup>{plot_text(note)}</sup>" if note else "")
+
+
+def _styled(fig: go.Figure, height: int) -> go.Figure:
+    """Fonts, white background, room for the title's lines and any subplot titles below it; axes
+    make room for their labels (automargin), so no site name is cut whatever the template."""
+    lines = str(fig.layout.title.text or "").count("<br>") + 1
+    subplot_titles = any(a.yref == "paper" and a.y is not None and a.y >= 1 for a in fig.layout.annotations)
+    top = 30 + 22 * lines + (26 if subplot_titles else 0)
+    fig.update_layout(height=height + top - 74, font=FONT, margin=dict(l=10, r=10, t=top, b=10),
                       plot_bgcolor="white", paper_bgcolor="white", hoverlabel=dict(namelength=-1),
                       legend=dict(bgcolor="rgba(255,255,255,0.8)"))
     fig.update_xaxes(automargin=True, showgrid=True, gridcolor="#eef1f4", zeroline=False, linecolor="#c5ccd4")
@@ -75,20 +93,18 @@ def _styled(fig: go.Figure, height: int, title_lines: int = 2) -> go.Figure:
     return fig
 
 
-def _lines(fig: go.Figure) -> int:
-    return str(fig.layout.title.text or "").count("<br>") + 1
-
-
 def _unit(profile: Profile, feature: str) -> str:
     return profile.units.get(feature, "")
 
 
 def _axis(feature: str, unit: str) -> str:
-    return plot_text(f"{feature} ({unit})" if unit else f"{feature} (the data's units)")
+    return _axis_title(f"{feature} ({unit})" if unit else f"{feature} (the data's units)")
 
 
-def _site_height(n_sites: int, base: int = 200) -> int:
-    return max(320, 28 * n_sites + base)
+def _site_height(sites: Sequence[str], base: int = 200) -> int:
+    """A figure's height for a row per site (a long name takes a line more)."""
+    lines = sum(len(textwrap.wrap(site, LABEL_WIDTH)) or 1 for site in sites)
+    return max(320, 18 * lines + 12 * len(sites) + base)
 
 
 def _boxes(fig: go.Figure, profile: Profile, j: int, site: str, colour: str, row: int = 1, col: int = 1,
@@ -103,7 +119,7 @@ def _boxes(fig: go.Figure, profile: Profile, j: int, site: str, colour: str, row
         mine = name == site
         if mine and converted is not None:
             quantiles = np.sort(converted[0] * quantiles + converted[1])
-        shown = plot_text(label if mine and label else name)
+        shown = _label(label if mine and label else name)
         fig.add_trace(go.Box(y=[shown], orientation="h", name=shown, showlegend=False,
                              **{key: [float(quantiles[i])] for key, i in index.items()},
                              marker_color=colour if mine else OTHERS, line=dict(width=3 if mine else 1.5),
@@ -121,7 +137,7 @@ def _site_bars(values: Sequence[float], sites: Sequence[str], site: str, colour:
                errors: Sequence[float] | None = None) -> go.Figure:
     """One bar per site (top to bottom in federation order), the finding's site in its colour; a
     dashed line at `reference` (named on the axis' note)."""
-    names = [plot_text(s) for s in sites]
+    names = [_label(s) for s in sites]
     shown = "%{x:.0%}" if percent else "%{x:.3g}"
     # bars from the reference (no correction, guessing, the others' mean): how far each site lies from it
     base = reference if reference is not None else 0.0
@@ -132,15 +148,14 @@ def _site_bars(values: Sequence[float], sites: Sequence[str], site: str, colour:
         hovertemplate=f"%{{y}}: {shown.replace('x', 'customdata')}<extra></extra>", showlegend=False))
     if reference is not None:
         fig.add_vline(x=reference, line=dict(color=REFERENCE, dash="dash", width=1.5))
-        if reference_name:
-            axis = f"{axis}<br><sup>dashed line: {plot_text(reference_name)}</sup>"
+    axis = _axis_title(axis, f"dashed line: {reference_name}" if reference is not None and reference_name else "")
     low, high = min([*values, base]), max([*values, base])
     pad = 0.05 * ((high - low) or 1.0)
     fig.update_xaxes(title_text=axis, tickformat=".0%" if percent else None,
                      range=[min(low - pad, 0.0) if percent else low - pad, high + pad])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title)
-    return _styled(fig, _site_height(len(sites)), _lines(fig))
+    return _styled(fig, _site_height(sites))
 
 
 def _siblings(finding: Finding, findings: Sequence[Finding]) -> dict[str, Finding]:
@@ -188,7 +203,7 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text="share of the site's values below (%)", row=1, col=2)
     fig.update_yaxes(title_text=axis, row=1, col=2)
     fig.update_layout(title=_title(f"{feature} at each site: {site} in colour", BOX_NOTE))
-    return _styled(fig, _site_height(len(profile.sites), 220), _lines(fig))
+    return _styled(fig, _site_height(profile.sites, 220))
 
 
 def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -205,21 +220,21 @@ def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     theirs = finding.evidence.get("others_unit") or _unit(profile, feature)
     own = finding.evidence.get("site_unit") or ""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16, column_widths=[0.35, 0.65],
-                        subplot_titles=(plot_text(f"As {site} records it"), f"Converted ({formula}), with the others'"))
+                        subplot_titles=("As recorded there", f"Converted ({formula}), with the others'"))
     index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
     quantiles = profile.quantiles[profile.sites.index(site), :, j]
-    fig.add_trace(go.Box(y=[plot_text(site)], orientation="h", showlegend=False,
+    fig.add_trace(go.Box(y=[_label(site)], orientation="h", showlegend=False,
                          **{key: [float(quantiles[i])] for key, i in index.items()}, marker_color=colour,
                          fillcolor=colour, line=dict(width=3),
                          hovertemplate=f"{plot_text(site)} as recorded<br>median %{{median:.4g}}<extra></extra>"),
                   row=1, col=1)
     _boxes(fig, profile, j, site, colour, row=1, col=2, converted=(a, b), label=f"{site}, converted")
     own_axis = (f"{feature} at {site} ({own})" if own else f"{feature} at {site} (its own units)")
-    fig.update_xaxes(title_text=plot_text(own_axis), row=1, col=1)
+    fig.update_xaxes(title_text=_axis_title(own_axis), row=1, col=1)
     fig.update_xaxes(title_text=_axis(feature, theirs), row=1, col=2)
     what = f"{own} where the others use {theirs}" if own and theirs else f"values {formula} off the others'"
     fig.update_layout(title=_title(f"{feature}: {site} looks like {what}", BOX_NOTE))
-    return _styled(fig, _site_height(len(profile.sites), 220), _lines(fig))
+    return _styled(fig, _site_height(profile.sites, 220))
 
 
 def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -237,7 +252,7 @@ def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
         shares = profile.sentinel_counts[:, v, j] / profile.observed[:, j]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, shared_yaxes=True,
                         subplot_titles=(f"Share of values that are exactly {code:g}", "Each site's values"))
-    names = [plot_text(s) for s in profile.sites]
+    names = [_label(s) for s in profile.sites]
     fig.add_trace(go.Bar(x=np.nan_to_num(shares), y=names, orientation="h", showlegend=False,
                          marker_color=_by_site(profile.sites, site, colour),
                          hovertemplate="%{y}: %{x:.1%}<extra></extra>"), row=1, col=1)
@@ -248,7 +263,7 @@ def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=_title(f"{feature}: {code:g} at {site}, a code for 'missing'?",
                                    f"dotted line: {code:g}; {BOX_NOTE}"))
-    return _styled(fig, _site_height(len(profile.sites), 220), _lines(fig))
+    return _styled(fig, _site_height(profile.sites, 220))
 
 
 def swapped_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -286,7 +301,7 @@ def swapped_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
         fig.update_xaxes(title_text="share of values below (%)", row=1, col=col)
     fig.update_layout(title=_title(f"{columns[0]} and {columns[1]} at {site}: each matches the others' other column"),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
-    fig = _styled(fig, 440, _lines(fig))
+    fig = _styled(fig, 440)
     fig.update_layout(margin_b=70)  # the legend below the axis titles
     return fig
 
@@ -315,7 +330,7 @@ def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure |
     counts = profile.class_counts.astype(float)  # [sites, classes]
     with np.errstate(invalid="ignore", divide="ignore"):
         missing = 1 - profile.observed_by_class[:, :, j] / counts
-    names = [plot_text(s) for s in profile.sites]
+    names = [_label(s) for s in profile.sites]
     fig = go.Figure([go.Bar(y=names, x=np.nan_to_num(missing[:, k]), orientation="h", name=plot_text(f"outcome: {c}"),
                             marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
                             hovertemplate="%{y}: %{x:.0%} missing<extra>" + plot_text(c) + "</extra>")
@@ -328,7 +343,7 @@ def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure |
     fig.update_layout(barmode="group", title=_title(
         f"{finding.feature}: missing values per outcome at each site", f"shaded: {finding.site}"),
         legend=dict(title_text="outcome"))
-    return _styled(fig, max(320, 22 * len(profile.sites) * max(2, len(profile.classes)) // 2 + 200), _lines(fig))
+    return _styled(fig, _site_height(profile.sites) + 10 * len(profile.sites) * (len(profile.classes) - 1))
 
 
 def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -343,7 +358,7 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     if not members:
         return None
     own = set(map(str, finding.evidence.get("site_codes", [])))
-    names = [plot_text(s) for s in profile.sites]
+    names = [_label(s) for s in profile.sites]
     fig = go.Figure()
     for n, j in enumerate(members):
         category = profile.features[j][len(column) + 1:] if profile.features[j].startswith(column + "=") \
@@ -357,7 +372,7 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", legend=dict(title_text=plot_text(column)),
                       title=_title(f"{column}: the categories each site uses ({finding.site}'s own hatched)"))
-    return _styled(fig, _site_height(len(profile.sites)), _lines(fig))
+    return _styled(fig, _site_height(profile.sites))
 
 
 def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -367,7 +382,7 @@ def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None
     j = _feature_index(finding, profile)
     if j is None:
         return None
-    names = [plot_text(s) for s in profile.sites]
+    names = [_label(s) for s in profile.sites]
     colour = evidence.colour(finding.site)
     fig = go.Figure()
     for i, name in enumerate(names):
@@ -385,7 +400,7 @@ def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=_title(f"{finding.feature}: mean per outcome at each site",
                                    f"{finding.site}'s line in colour"), legend=dict(title_text="outcome"))
-    return _styled(fig, _site_height(len(profile.sites)), _lines(fig))
+    return _styled(fig, _site_height(profile.sites))
 
 
 def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -415,14 +430,14 @@ def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | No
                              hovertemplate=plot_text(finding.site) + ": %{x:+.2f}<extra>%{y}</extra>"))
     fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
     first, last = profile.classes[0], profile.classes[-1]
-    axis = (f"mean for '{last}' minus mean for '{first}', in {plain('within-site SDs').replace('site', 'outcome')}"
-            if len(profile.classes) == 2 else
-            f"outcome means along the other sites' pattern, in {plain('within-site SDs').replace('site', 'outcome')}")
-    fig.update_xaxes(title_text=plot_text(axis))
+    spreads = "in usual spreads within an outcome (SDs)"
+    axis = (f"mean for '{last}' minus mean for '{first}', {spreads}" if len(profile.classes) == 2 else
+            f"outcome means along the other sites' pattern, {spreads}")
+    fig.update_xaxes(title_text=_axis_title(axis))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=_title(f"How each feature relates to the outcome at {finding.site} and elsewhere",
                                    "features the other sites relate most to the outcome first"))
-    return _styled(fig, max(340, 24 * len(order) + 200), _lines(fig))
+    return _styled(fig, max(340, 24 * len(order) + 200))
 
 
 def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -447,11 +462,11 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                              marker=dict(color=evidence.colour(finding.site), size=13, symbol="diamond"),
                              hovertemplate=plot_text(finding.site) + ": r = %{x:+.2f}<extra>%{y}</extra>"))
     fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
-    fig.update_xaxes(title_text=plot_text(f"how {finding.feature} varies with each feature (correlation r)"),
+    fig.update_xaxes(title_text=_axis_title(f"how {finding.feature} varies with each feature (correlation r)"),
                      range=[-1.05, 1.05])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=_title(f"{finding.feature} against the other features at each site"))
-    return _styled(fig, max(320, 24 * len(rest) + 200), _lines(fig))
+    return _styled(fig, max(320, 24 * len(rest) + 200))
 
 
 def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -461,7 +476,7 @@ def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | No
         return None
     counts = profile.class_counts.astype(float)
     shares = counts / np.maximum(counts.sum(1, keepdims=True), 1)
-    names = [plot_text(s) for s in profile.sites]
+    names = [_label(s) for s in profile.sites]
     fig = go.Figure([go.Bar(y=names, x=shares[:, k], orientation="h", name=plot_text(str(c)),
                             marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
                             hovertemplate="%{y}: %{x:.0%}<extra>" + plot_text(str(c)) + "</extra>")
@@ -472,7 +487,7 @@ def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", legend=dict(title_text="outcome"),
                       title=_title(f"The outcomes at each site ({finding.site} outlined)"))
-    return _styled(fig, _site_height(len(profile.sites)), _lines(fig))
+    return _styled(fig, _site_height(profile.sites))
 
 
 # -- the model lenses -----------------------------------------------------------------------------
@@ -496,7 +511,7 @@ def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title
     what = title or f"{finding.title} at {finding.site}"
     note = "error bars: the SD over the repeat runs with other random seeds" if errors is not None else ""
     return _site_bars(values, sites, finding.site, evidence.colour(finding.site),
-                      plot_text(axis or effect_unit(finding.effect_unit)), _title(what, note), percent=percent,
+                      axis or effect_unit(finding.effect_unit), _title(what, note), percent=percent,
                       reference=reference, reference_name=reference_name, errors=errors)
 
 

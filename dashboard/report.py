@@ -27,20 +27,21 @@ h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-botto
 table { border-collapse: collapse; font-size: 0.9rem; } td, th { padding: 4px 10px; border-bottom: 1px solid #eef1f4; }
 th { text-align: left; background: #f5f7fa; } .note { color: #5b6b7b; font-size: 0.9rem; }
 pre { background: #f5f7fa; padding: 1rem; overflow-x: auto; }
-@page { margin: 12mm 10mm; }
+@page { size: A4 landscape; margin: 10mm; }
 @media print {
   body { margin: 0; max-width: none; font-size: 11pt; }
   h1, h2, h3 { break-after: avoid; }
-  .plotly-graph-div, figure, tr { break-inside: avoid; }
+  .figure, figure, tr, li { break-inside: avoid; }  /* a page break goes before a figure (a finding), not through it */
   .modebar-container { display: none; }
   details { display: block; }
 }
 """
 # Printed (Chromium's "Save as PDF", `page.pdf()`), each figure is drawn again at a width that fits
-# an A4 or Letter page inside the margins above: plotly sized it for the screen, and a wider figure
-# was cut at the page's edge. `relayout` draws at once (a resize would wait for a timer, and the
-# page would be printed before it fired); afterwards the figure fills the screen's width again.
-PRINT_WIDTH_PX = 680
+# a landscape A4 or Letter page inside the margins above (the grid's five lenses and the sites' names
+# need the width of a screen, not of a portrait page): plotly sized it for the screen, and a wider
+# figure was cut at the page's edge. `relayout` draws at once (a resize would wait for a timer, and
+# the page would be printed before it fired); afterwards the figure fills the screen's width again.
+PRINT_WIDTH_PX = 960
 PRINT_SCRIPT = """<script>
 (function () {
   const plots = () => Array.from(document.querySelectorAll('.js-plotly-plot'));

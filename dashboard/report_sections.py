@@ -109,8 +109,8 @@ REPORT_TEMPLATE = "plotly_white"
 def figures_html(plots: list[go.Figure]) -> str:
     """Figures as HTML, without plotly.js (the report carries it once, inline: no network), each
     in the report's template whatever plotly's default is where the report is made."""
-    return "".join(go.Figure(fig).update_layout(template=REPORT_TEMPLATE).to_html(
-        full_html=False, include_plotlyjs=False, config={"displaylogo": False}) for fig in plots)
+    return "".join("<div class='figure'>" + go.Figure(fig).update_layout(template=REPORT_TEMPLATE).to_html(
+        full_html=False, include_plotlyjs=False, config={"displaylogo": False}) + "</div>" for fig in plots)
 
 
 def markdown_html(text: str) -> str:

@@ -5,6 +5,8 @@ tests/evidence_cases.py, where each problem is planted at one site."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def texts(figure) -> list[str]:
         if name.startswith(("xaxis", "yaxis")) and getattr(layout, name) is not None:
             found.append(getattr(layout, name).title.text or "")
     found += [trace.name or "" for trace in figure.data] + [a.text or "" for a in layout.annotations]
-    return [t for t in found if t]
+    return [" ".join(re.sub(r"<[^>]+>", " ", t).split()) for t in found if t]  # as read: lines joined
 
 
 def test_every_kind_has_a_view_of_its_own():
