@@ -23,19 +23,18 @@ from plotly.subplots import make_subplots
 from dashboard.records import METRIC_LABELS
 from dashboard.safe_text import plot_text
 from fedcore.checkup import format_q
+from fedcore.glossary import plain, term
 from fedcore.interpret.findings import FDR, KINDS, Finding
 
 NEUTRAL = {"b_in": 0.0, "b_out": 0.0, "w_in": 1.0, "w_out": 1.0}
 LAYER_TITLES = {  # what a reader sees first, the technical name after
-    "b_in": "How each site shifts each feature (input shift b_in)",
-    "w_in": "How each site scales each feature (input scale w_in)",
-    "b_out": "How each site shifts its class scores (output shift b_out)",
-    "w_out": "How each site scales its class scores (output scale w_out)",
+    "b_in": f"How each site shifts each feature ({plain('b_in')} b_in)",
+    "w_in": f"How each site scales each feature ({plain('w_in')} w_in)",
+    "b_out": f"How each site shifts its class scores ({plain('b_out')} b_out)",
+    "w_out": f"How each site scales its class scores ({plain('w_out')} w_out)",
 }
-LAYER_LABELS = {  # short, for a choice between the layers
-    "b_in": "Input shift (b_in)", "w_in": "Input scale (w_in)",
-    "b_out": "Output shift (b_out)", "w_out": "Output scale (w_out)",
-}
+LAYER_LABELS = {layer: term(layer)[0].upper() + term(layer)[1:] for layer in NEUTRAL}  # 'Input shift (b_in)'
+
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 # What the heatmap's marks mean, by who sets them.
 PAPER_MARKS = ("O: this site's value lies unusually far from the feature's mean across sites · "

@@ -127,3 +127,28 @@ def technical_first(text: str) -> list[str]:
                 found.append(f"'{technical}' before its words ('{words}'): "
                              f"…{text[max(0, match.start() - 60):match.end() + 20]}…")
     return found
+
+
+# What a page said before the glossary, and what it says now: the README's examples (not looked up).
+EXAMPLES = (
+    ("(+1.05 within-site SDs)", "1.05 times the usual spread within a site higher (+1.05 within-site SDs)"),
+    ("scaled ×0.019 around 37 °C (w_in = 0.019)",
+     "squeezed to 0.019 of its spread around 37 °C (input scale w_in = 0.019)"),
+    ("class scores scaled ×-1.4 (w_out = -1.4)", "outcome scores turned around, ×-1.4 (output scale w_out = -1.4)"),
+    ("Open Feature shifts for run 20261125-142222-ifedavg-57763d0d", "Open Feature shifts for ifedavg #1"),
+    ("q: Benjamini–Hochberg over all 720 cells",
+     "q: the false-alarm control over every cell tested (Benjamini–Hochberg) over all 720 cells"),
+    ("roc_auc, balanced_accuracy (table headers)", "ROC AUC, Balanced accuracy"),
+    ("config.rounds, params.server_share (settings)", "rounds, server share"),
+)
+
+
+def markdown() -> str:
+    """The glossary as the README shows it (tests/test_plain_words.py keeps the two the same)."""
+    rows = ["| technical name | what a reader sees |", "|---|---|"]
+    rows += [f"| `{name}` | {term(name)} |" for name in TERMS]
+    rows += [f"| column `{name}` | {words} |" for name, words in COLUMNS.items()]
+    rows += [f"| score `{key}` | {words} |" for key, words in METRIC_WORDS.items()]
+    rows += [f"| setting `{key}` | {words} |" for key, words in SETTING_WORDS.items()]
+    examples = ["| before | now |", "|---|---|", *(f"| {before} | {now} |" for before, now in EXAMPLES)]
+    return "\n".join(rows) + "\n\nFor example:\n\n" + "\n".join(examples)

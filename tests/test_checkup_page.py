@@ -29,7 +29,7 @@ from dashboard.checkup_view import NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRA
 from dashboard.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
 from fedcore.checkup_jobs import start_checkup
-from fedcore.glossary import COLUMNS
+from fedcore.glossary import COLUMNS, technical_first
 from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
 from fedcore.runner import execute, resolve_spec
@@ -528,3 +528,25 @@ def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monke
     at.switch_page("views/run.py")
     at.run()
     assert any(label == "Check up this run's federation" for label, _, _ in links(at)) is may_start
+
+
+# -- plain words -----------------------------------------------------------------------------------
+def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
+    """The check-up page and its report, every lens filled in: no technical name before its plain
+    words (the glossary's), no run id where a run is meant (the findings' sources and links), the
+    tables' headers in words."""
+    at, store, ids = app
+    open_checkup(at, ids["full"])
+    if any(toggle.key == "checkup_all" for toggle in at.toggle):  # every finding, not the first few
+        at.toggle(key="checkup_all").set_value(True).run()
+    plan = next(p for p in plans(store) if p.id == ids["full"])
+    run_ids = [run_id for role_ids in plan.contents["runs"].values() for run_id in role_ids]
+    shown = texts(at) + " ".join(label for label, _, _ in links(at))
+    assert technical_first(shown) == [], technical_first(shown)
+    assert not [run_id for run_id in run_ids if run_id in shown]
+    headers = list(at.dataframe[-1].value.columns)
+    assert COLUMNS["q"] in headers and not [h for h in headers if technical_first(h)]
+    report = checkup_report(plan, store)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<script.*?</script>", " ", report)))
+    assert technical_first(text) == [], technical_first(text)
+    assert not [run_id for run_id in run_ids if run_id in text]
