@@ -172,7 +172,7 @@ def identity_editor(run: Run, key: str) -> None:
     tags = tags_column.multiselect("Tags", known, default=identity["tags"], accept_new_options=True,
                                    max_selections=MAX_TAGS, key=f"{key}-tags",
                                    help="Type a new tag and press Enter, or pick one other runs have.")
-    if save_column.button("Save name and tags", key=f"{key}-save", width="stretch"):
+    if save_column.button("Save", key=f"{key}-save", width="stretch", help="Save the name and the tags"):
         try:
             run.set_identity(name, tags)
         except FedcoreError as error:
