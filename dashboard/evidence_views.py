@@ -490,6 +490,43 @@ def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     return _styled(fig, _site_height(profile.sites))
 
 
+def point_mass_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A column (nearly) constant, or many values at one value: each site's share of values at its
+    most common value, at its minimum and at its maximum (the profile's `top_share`, `min_share`,
+    `max_share`, where the sites shared them; else every site's values)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    shares = {name: profile.arrays.get(key) for name, key in (("its most common value", "top_share"),
+                                                                ("its minimum", "min_share"),
+                                                                ("its maximum", "max_share"))} if j is not None else {}
+    if j is None or any(value is None for value in shares.values()):
+        return quantiles_view(finding, evidence)
+    names = [_label(s) for s in profile.sites]
+    fig = go.Figure([go.Bar(y=names, x=np.nan_to_num(np.asarray(value, dtype=float)[:, j]), orientation="h",
+                            name=what, marker_color=CLASS_COLOURS[k], hovertemplate="%{y}: %{x:.0%}<extra>" + what
+                            + "</extra>") for k, (what, value) in enumerate(shares.items())])
+    i = profile.sites.index(finding.site)
+    fig.add_hrect(y0=i - 0.5, y1=i + 0.5, fillcolor=evidence.colour(finding.site), opacity=0.18, line_width=0)
+    fig.update_xaxes(title_text="share of the site's values", tickformat=".0%", range=[0, 1.02])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group", legend=dict(title_text="values at"),
+                      title=_title(f"{finding.feature}: how many values sit at one value", f"shaded: {finding.site}"))
+    return _styled(fig, _site_height(profile.sites) + 20 * len(profile.sites))
+
+
+def duplicates_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Rows repeated exactly: each site's share of rows that repeat another (the profile's
+    `duplicate_rows`, a count per site)."""
+    profile = evidence.profile
+    counts = profile.arrays.get("duplicate_rows") if profile is not None else None
+    if counts is None or finding.site not in profile.sites:
+        return None
+    share = np.asarray(counts, dtype=float).reshape(len(profile.sites)) / np.maximum(profile.rows.astype(float), 1)
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
+                      "share of the site's rows that repeat another row exactly",
+                      _title(f"Rows repeated at each site ({finding.site} in colour)"), percent=True)
+
+
 # -- the model lenses -----------------------------------------------------------------------------
 def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title: str = "",
                      reference: float | str | None = None, reference_name: str = "",

@@ -74,6 +74,23 @@ def data_cases() -> dict[str, Case]:
     cases["correlation"] = Case(Finding(SITE, "data profile", "correlation", "glucose",
                                         "site 2's glucose varies with the other features unlike elsewhere", 0.001),
                                 Evidence(clean, [], site_colors(clean.sites)), {})
+    # Nor a point mass or repeated rows (issue 23's profile adds the statistics they read): findings as
+    # they would come, the statistics planted in the profile (site 2: 60 % of its scores at one value,
+    # 40 of its rows repeated).
+    massed = planted.federation()
+    n, features = len(massed.sites), len(massed.features)
+    i = massed.sites.index(SITE)
+    massed.arrays["top_share"] = np.full((n, features), 0.02)
+    massed.arrays["min_share"] = np.full((n, features), 0.01)
+    massed.arrays["max_share"] = np.full((n, features), 0.01)
+    massed.arrays["top_share"][i, massed.features.index("score")] = 0.6
+    massed.arrays["max_share"][i, massed.features.index("score")] = 0.6
+    massed.arrays["duplicate_rows"] = np.array([0, 1, 40, 0, 2, 0])
+    cases["point_mass"] = Case(Finding(SITE, "data profile", "point_mass", "score",
+                                       "60 % of site 2's scores are one value", 0.001),
+                               Evidence(massed, [], site_colors(massed.sites)), {})
+    cases["duplicates"] = Case(Finding(SITE, "data profile", "duplicates", None, "40 of site 2's rows repeat", 0.001),
+                               Evidence(massed, [], site_colors(massed.sites)), {})
     return cases
 
 

@@ -51,7 +51,8 @@ def test_every_kind_has_a_view_of_its_own():
 
 def test_every_case_is_drawn_in_words_first(data, models):
     cases = {**data, **models}
-    assert {c.finding.kind for c in cases.values()} == set(KINDS)  # every kind, the labels' two lenses too
+    # every kind, the labels' two lenses too (and two of issue 23's kinds)
+    assert {c.finding.kind for c in cases.values()} == set(KINDS) | {"point_mass", "duplicates"}
     for key, case in cases.items():
         figure = evidence_figure(case.finding, case.evidence)
         assert figure is not None, key
@@ -192,7 +193,23 @@ def test_a_kind_without_a_declared_view_still_draws_its_data(data, models):
     """A check added later (issue 23's registry names its view; until then): its feature's values,
     or one number per site."""
     case = data["location"]
-    new = type(case.finding)(**{**case.finding.__dict__, "kind": "point_mass"})
+    new = type(case.finding)(**{**case.finding.__dict__, "kind": "a_check_to_come"})
     assert view_name(new) == "quantiles" and evidence_figure(new, case.evidence) is not None
     model = models[("contribution", "low_contribution")]
-    assert view_name(type(model.finding)(**{**model.finding.__dict__, "kind": "duplicated_rows"})) == "site_values"
+    assert view_name(type(model.finding)(**{**model.finding.__dict__, "kind": "a_check_to_come"})) == "site_values"
+
+
+def test_a_point_mass_and_repeated_rows_are_drawn_from_the_profiles_shares(data):
+    case = data["point_mass"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("score")
+    drawn = {t.name: np.asarray(t.x) for t in figure.data}
+    assert np.allclose(drawn["its most common value"], profile.arrays["top_share"][:, j])
+    assert np.allclose(drawn["its maximum"], profile.arrays["max_share"][:, j])
+    case = data["duplicates"]
+    figure = evidence_figure(case.finding, case.evidence)
+    assert np.allclose(drawn_values(figure), profile.arrays["duplicate_rows"] / profile.rows)
+    # a profile without those statistics (sites that did not share them): the values, or nothing to draw
+    plain = data["location"].evidence
+    assert view_name(case.finding) == "duplicates" and evidence_figure(case.finding, plain) is None
