@@ -22,11 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import plotly.colors as pc
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures import FONT
+from dashboard.figures import CLASS_COLOURS, FONT
 from dashboard.safe_text import plot_text
 from fedcore.glossary import effect_unit, term
 from fedcore.interpret.data_checks import relation_to_labels
@@ -36,7 +35,6 @@ from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
 OTHERS = "#9aa5b1"  # every other site
 OTHERS_FILL = "rgba(154,165,177,0.35)"
 REFERENCE = "#44546a"  # the other sites' mean, a neutral value
-CLASS_COLOURS = pc.qualitative.T10  # outcomes and categories (sites have their own palette)
 BOX = {"lowerfence": 0.05, "q1": 0.25, "median": 0.5, "q3": 0.75, "upperfence": 0.95}  # the boxes' quantiles
 BOX_NOTE = "box: 25–75 % of its values, whiskers: 5–95 %"
 # Characters per line: a title, an axis title and a site's name each fit a printed page (680 px)

@@ -106,6 +106,12 @@ def site_colors(site_names: Sequence[str]) -> dict[str, str]:
     return {name: palette[i % len(palette)] for i, name in enumerate(site_names)}
 
 
+# Classes and categories (sites and runs have palettes of their own). Every figure names its colours:
+# plotly express bakes the default template's colours into a figure when it makes it, and inside the
+# dashboard's server that template is Streamlit's, whose colours are placeholders (#000001, ...) only
+# its front end fills in: a report made there drew them black.
+CLASS_COLOURS = tuple(pc.qualitative.T10)
+
 # Eight colours far apart (D3's, without its grey and olive, which read as 'inactive' next to the
 # others); sites have their own palette (Safe).
 RUN_PALETTE = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
@@ -341,7 +347,8 @@ def site_lines(frame: pd.DataFrame, y_title: str, title: str, colors: dict[str, 
 
 def class_lines(frame: pd.DataFrame, y_title: str, title: str) -> go.Figure:
     """Per-class values over rounds (columns round, class, value)."""
-    fig = px.line(frame, x="round", y="value", color="class", markers=frame["round"].nunique() < 30)
+    fig = px.line(frame, x="round", y="value", color="class", markers=frame["round"].nunique() < 30,
+                  color_discrete_sequence=CLASS_COLOURS)
     fig.update_layout(title=dict(text=title, x=0), legend_title_text="class")
     fig.update_yaxes(title_text=y_title)
     _rounds_axis(fig, frame)
@@ -355,7 +362,7 @@ def learning_curves(frame: pd.DataFrame, metric: str, title: str,
     fig = px.line(frame, x="round", y="value", color="run", line_dash="statistic",
                   markers=frame["round"].nunique() < 30,
                   line_dash_map={"mean": "solid", "worst": "dot"}, color_discrete_map=dict(colors or {}),
-                  category_orders={"run": list(colors)} if colors else {})
+                  color_discrete_sequence=RUN_PALETTE, category_orders={"run": list(colors)} if colors else {})
     fig.update_yaxes(title_text=METRIC_LABELS[metric])
     fig.update_layout(title=dict(text=title, x=0), legend_title_text="")
     _rounds_axis(fig, frame)
@@ -378,7 +385,8 @@ def per_site_spread(frame: pd.DataFrame, metric: str, style: str, colors: dict[s
     """Distribution of per-site scores per run (strip or violin, as in the iFedAvg appendix);
     `frame` has run, site, and the metric."""
     if style == "violin":
-        fig = px.violin(frame, x="run", y=metric, points="all", box=True, hover_data=["site"])
+        fig = px.violin(frame, x="run", y=metric, points="all", box=True, hover_data=["site"],
+                        color_discrete_sequence=["#44546a"])
         fig.update_traces(marker=dict(size=7), line_color="#44546a", fillcolor="rgba(68,84,106,0.15)")
     else:
         fig = px.strip(frame, x="run", y=metric, color="site", color_discrete_map=colors,

@@ -220,6 +220,20 @@ READABILITY = """() => {
 }"""
 
 
+def in_the_servers_template(make):
+    """What `make()` returns when plotly's default template is the one Streamlit's server sets (its
+    placeholder colours, its axes without room for their labels): a report is made there."""
+    import plotly.io as pio
+    from streamlit.elements.lib.streamlit_plotly_theme import configure_streamlit_plotly_theme
+
+    default = pio.templates.default
+    configure_streamlit_plotly_theme()
+    try:
+        return make()
+    finally:
+        pio.templates.default = default
+
+
 @pytest.fixture(scope="module")
 def readable_report_runs(tmp_path_factory):
     """iFedAvg, FedHealth2 and AdaFed on four CSV sites with long hospital names and a long first
@@ -268,7 +282,7 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for run in readable_report_runs:
             path = ARTIFACTS / f"report-{run.spec['algorithm']}.html"
-            path.write_text(html_report(run), encoding="utf-8")
+            path.write_text(in_the_servers_template(lambda: html_report(run)), encoding="utf-8")
             for width in (1280, 1920):
                 page = browser.new_page(viewport={"width": width, "height": 1000})
                 page.goto(path.as_uri())

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import plotly.io as pio
 import pytest
 
 from dashboard.checkup_view import evidence_figure
@@ -23,7 +22,7 @@ from dashboard.report_sections import figures_html
 from fedcore.checkup_jobs import start_checkup
 from fedcore.store import RunStore
 from tests import evidence_cases, test_checkup as planted
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, READABILITY
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, READABILITY, in_the_servers_template
 
 WIDTHS = (1280, 1920)
 # Long names, an ampersand, an accent: the grid's rows and the charts' axes must hold them.
@@ -78,18 +77,6 @@ def checkup(tmp_path_factory):
             "target": "outcome", "name": "Six hospitals"}
     plan = start_checkup(store, data, train=False)
     return plan, store
-
-
-def in_the_servers_template(make):
-    """What `make()` returns when plotly's default template is the one Streamlit's server sets."""
-    from streamlit.elements.lib.streamlit_plotly_theme import configure_streamlit_plotly_theme
-
-    default = pio.templates.default
-    configure_streamlit_plotly_theme()
-    try:
-        return make()
-    finally:
-        pio.templates.default = default
 
 
 def read(page, name: str) -> dict:
