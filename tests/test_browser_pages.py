@@ -183,7 +183,9 @@ def test_the_checkup_page_shows_a_new_checkup_at_once_and_no_toolbar_covers_the_
     for width in WIDTHS:
         page = open_page(browser, f"{url}/checkup?checkup={plan.id}", width, "Findings, strongest first", 2400)
         grid = page.locator(".js-plotly-plot").first
-        grid.locator("g.xtick text").first.wait_for(timeout=30_000)
+        grid.locator("g.annotation").first.wait_for(timeout=90_000)  # drawn (on a loaded machine: a while)
+        page.wait_for_function("[...document.querySelector('.js-plotly-plot').querySelectorAll('g.xtick text')]"
+                               ".some(t => t.getBoundingClientRect().width > 0)", timeout=90_000)
         grid.hover()  # the chart's toolbar shows while the pointer is over the chart
         page.wait_for_timeout(500)
         toolbar = grid.locator(".modebar").first.bounding_box()
