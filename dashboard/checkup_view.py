@@ -23,21 +23,25 @@ from __future__ import annotations
 import html
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
+from dashboard import evidence_views as views
+from dashboard.evidence_views import Evidence
 from dashboard.figures import FONT, site_colors
+from dashboard.records import run_name
 from dashboard.safe_text import plot_lines, plot_text
 from dashboard.report_sections import figures_html
+from fedcore.glossary import COLUMNS, effect_unit, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
-from fedcore.interpret.profile import PROBABILITIES, Profile
+from fedcore.interpret.profile import Profile
 from fedcore.store import Run, RunStore
 
 DATA_LENS = LENSES[0]
@@ -48,29 +52,26 @@ NOT_TESTABLE = "not testable"
 # Cells' colour values: states below the findings' -log10(q) scale, which starts at -log10(FDR).
 STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOT_TESTABLE: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
 Z_MIN, Z_MAX, Q_FLOOR = -1.0, 4.0, 1e-4
-QUANTILE_KINDS = ("location", "spread", "shape", "unit", "swapped_columns", "missing_code")
-MISSING_KINDS = ("missingness", "missing_by_class")
-BOX = {"lowerfence": 0.05, "q1": 0.25, "median": 0.5, "q3": 0.75, "upperfence": 0.95}  # the boxes' quantiles
 CALIBRATION = (
     "**How to read it.** Each site is compared with the other sites *without itself*, so an unusual site cannot "
     "hide by pulling the average towards it, and federations of three or four sites work too. A finding is shown "
     "only when it is large enough to matter *and* unlikely to be chance. Its **q-value** says how likely it is to "
     f"be a false alarm: findings are shown up to q = {FDR:g}, so of everything shown, at most about one in "
     f"{round(1 / FDR)} is expected to be a false alarm, however many cells were tested. The trained lenses are "
-    "trained several times with other random seeds (replicate runs), so that training noise is not mistaken for a "
-    "site's problem."
+    f"trained several times, as {term('replicate runs')}, so that training noise is not mistaken for a site's "
+    "problem."
 )
 CALIBRATION_DETAILS = (
     "The data lens compares every site's federated statistics in their original units (counts, quantiles, missing "
-    "shares, class-wise means: no row leaves a site); each check states its null (a leave-one-out predictive t "
-    "with variances moderated across features, binomial or χ² counts). The model lenses compare what trained models "
-    "record per site the same way: iFedAvg's input and output layers averaged over the replicate runs, a shared "
-    "model's ROC AUC on each site's hold-out, AdaFed's score of each site's model, FedHealth2's distances. "
-    "Benjamini–Hochberg then sets the q-values within each family of checks (values, recording, missing values, "
-    "labels, correlations, and each model lens on its own), so one broken site's many findings of one kind do not "
-    "make other sites' small differences reportable. A cell that could not be tested (a statistic withheld, too few "
-    "sites) says so, with the reason. The README's Check-up section has each check's statistic and its threshold "
-    "for a material finding."
+    "shares, class-wise means: no row leaves a site). Each check states its null: "
+    f"{term('leave-one-out')}, a predictive t with variances moderated across features, or binomial and χ² counts. "
+    "The model lenses compare what trained models record per site the same way: iFedAvg's input and output layers "
+    f"averaged over the repeat runs, a shared model's ROC AUC on each site's {term('hold-out')}, AdaFed's score of "
+    f"each site's model, FedHealth2's distances. The q-values come from a {term('Benjamini–Hochberg')} within each "
+    "family of checks (values, recording, missing values, labels, correlations, and each model lens on its own), so "
+    "one broken site's many findings of one kind do not make other sites' small differences reportable. A cell that "
+    "could not be tested (a statistic withheld, too few sites) says so, with the reason. The README's Check-up "
+    "section has each check's statistic and its threshold for a material finding."
 )
 
 
@@ -220,10 +221,11 @@ def grid_figure(table: Grid) -> go.Figure:
             fig.add_annotation(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
                                font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
                                                                                 else "#5b6b7b")))
-    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False)
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False)
+    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False, automargin=True)
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False, automargin=True)
     row_height = max(48, 15 * most + 14)
-    fig.update_layout(font=FONT, height=row_height * len(sites) + 70, margin=dict(l=10, r=10, t=40, b=10),
+    # the lenses' names sit below the chart's toolbar (the top 30 px, shown on hover), not under it
+    fig.update_layout(font=FONT, height=row_height * len(sites) + 100, margin=dict(l=10, r=10, t=70, b=10),
                       plot_bgcolor="white", paper_bgcolor="white")
     return fig
 
@@ -269,115 +271,70 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     return frame.drop(columns=["reported", "explained by", "not testable"])
 
 
-# -- evidence of a data-lens finding -------------------------------------------------------------
-def evidence_figure(finding: Finding, profile: Profile | None, colors: dict[str, str]) -> go.Figure | None:
-    """The data behind a data-lens finding, from the sites' statistics (None: its evidence is the text)."""
-    if profile is None or finding.lens != DATA_LENS or finding.feature not in profile.features:
-        return None
-    if finding.site not in profile.sites:
-        return None
-    j = profile.features.index(finding.feature)
-    if finding.kind in QUANTILE_KINDS:
-        return quantile_figure(finding, profile, j, colors)
-    if finding.kind in MISSING_KINDS:
-        return missing_figure(finding, profile, j, colors)
-    if finding.kind == "label_relation":
-        return class_means_figure(finding, profile, j, colors)
-    return None
+# -- the evidence of a finding -------------------------------------------------------------------
+# Every evidence view by name: a pure function of a finding and what the check-up computed it from
+# (`evidence_views.Evidence`) to a figure, None where it has nothing to draw from.
+EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
+    "quantiles": views.quantiles_view,
+    "unit_conversion": views.unit_view,
+    "missing_code": views.missing_code_view,
+    "swapped_columns": views.swapped_view,
+    "missing_share": views.missing_share_view,
+    "missing_by_class": views.missing_by_outcome_view,
+    "categories": views.category_view,
+    "class_means": views.outcome_means_view,
+    "label_pattern": views.outcome_pattern_view,
+    "correlations": views.correlations_view,
+    "class_balance": views.outcome_balance_view,
+    "point_mass": views.point_mass_view,
+    "duplicates": views.duplicates_view,
+    "feature_correction": views.feature_correction_view,
+    "output_scale": partial(views.site_values_view, axis=f"{term('w_out')} each site's model learnt",
+                            title="iFedAvg's output layer at each site", reference=0.0,
+                            reference_name="0: its outcome scores turned off; below: turned around"),
+    "shared_model_auc": partial(views.site_values_view, axis=f"ROC AUC of a shared model on each site's {term('hold-out')}",
+                                title="A model trained across the federation, scored at each site", reference=0.5,
+                                reference_name="0.5: no better than guessing"),
+    "server_score": partial(views.site_values_view, axis="accuracy of each site's model on the server's test set",
+                            title="How AdaFed's server scores each site's model", reference="others", percent=True),
+    "distance": partial(views.site_values_view, axis="mean distance to the other sites (FedHealth2)",
+                        title="How far each site's statistics lie from the others'", reference="others"),
+    "stamp_share": partial(views.site_values_view,
+                           axis="share of the site's images decided by a prototype on the marked corner",
+                           title="Prototypes looking at a mark on the images", reference="others", percent=True),
+    "site_values": views.site_values_view,  # one number per site, as the check's effect unit says
+}
+# Which view draws a finding of each kind: (lens, kind) where one kind comes from checks of several
+# lenses (a site's labels: the data lens's class pattern, a shared model's ROC AUC), else the kind.
+# Until the check registry (issue 23) declares each check's view, this is the one place it is said.
+VIEW_OF_KIND: dict[str | tuple[str, str], str] = {
+    "location": "quantiles", "spread": "quantiles", "shape": "quantiles",
+    "unit": "unit_conversion", "missing_code": "missing_code", "swapped_columns": "swapped_columns",
+    "missingness": "missing_share", "missing_by_class": "missing_by_class", "category_codes": "categories",
+    "label_relation": "class_means", "labels_permuted": "label_pattern", "labels_weak": "label_pattern",
+    "correlation": "correlations",
+    # the kinds of the check registry to come (issue 23), drawn from the statistics its profile adds
+    "constant": "point_mass", "point_mass": "point_mass", "duplicates": "duplicates", "class_balance": "class_balance",
+    "range": "quantiles", "distribution": "quantiles", "unit_pair": "quantiles",
+    "shared_model_reversed": "shared_model_auc",
+    "feature_shift": "feature_correction", "output_shift": "output_scale",
+    ("labels", "labels_permuted"): "shared_model_auc",
+    "low_contribution": "server_score", "distant": "distance", "prototype_on_stamp": "stamp_share",
+}
 
 
-def _unit_title(profile: Profile, feature: str) -> str:
-    unit = profile.units.get(feature, "")
-    return escaped(f"{feature} ({unit})" if unit else f"{feature} (original units)")
+def view_name(finding: Finding) -> str:
+    """The name of the view that draws a finding's evidence (`EVIDENCE_VIEWS`); a kind no view was
+    declared for: its feature's values, or one number per site."""
+    declared = VIEW_OF_KIND.get((finding.lens, finding.kind)) or VIEW_OF_KIND.get(finding.kind)
+    if declared is not None:
+        return declared
+    return "quantiles" if finding.feature is not None and finding.lens == DATA_LENS else "site_values"
 
 
-def quantile_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Left: every site's values of the feature as a box (5, 25, 50, 75, 95 % quantiles), the
-    finding's site in its colour. Right: the site's quantiles against the other sites' mean
-    quantiles (the finding's evidence), each other site a thin line."""
-    site, feature = finding.site, finding.feature or ""
-    colour = colors.get(site, "#d62728")
-    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.12,
-                        subplot_titles=("Every site's values (box: 25–75 %, whiskers: 5–95 %)",
-                                        "Quantiles: this site against the others"))
-    for k, name in enumerate(profile.sites):
-        quantiles = profile.quantiles[k, :, j]
-        if not np.isfinite(quantiles).any():
-            continue
-        mine = name == site
-        fig.add_trace(go.Box(y=[escaped(name)], orientation="h", name=escaped(name), showlegend=False,
-                             **{key: [float(quantiles[i])] for key, i in index.items()},
-                             marker_color=colour if mine else "#9aa5b1", line=dict(width=3 if mine else 1.5),
-                             fillcolor=colour if mine else "rgba(154,165,177,0.35)",
-                             hoverinfo="x+name"), row=1, col=1)
-        if not mine:
-            fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=quantiles, mode="lines", showlegend=False,
-                                     line=dict(color="#c5ccd4", width=1), hoverinfo="skip"), row=1, col=2)
-    others = finding.evidence.get("others_quantiles")
-    if others is not None:
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=others, mode="lines+markers", name="the other sites' mean",
-                                 line=dict(color="#44546a", width=2.5, dash="dash")), row=1, col=2)
-    own = finding.evidence.get("quantiles", profile.quantiles[profile.sites.index(site), :, j])
-    fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=own, mode="lines+markers", name=escaped(site),
-                             line=dict(color=colour, width=3)), row=1, col=2)
-    if "code" in finding.evidence:
-        fig.add_vline(x=finding.evidence["code"], line=dict(color="#b00020", dash="dot"), row=1, col=1,
-                      annotation_text=f"{finding.evidence['code']:g}", annotation_position="top")
-    axis = _unit_title(profile, feature)
-    fig.update_xaxes(title_text=axis, row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="quantile (% of the site's values below)", row=1, col=2)
-    fig.update_yaxes(title_text=axis, row=1, col=2)
-    fig.update_layout(title=dict(text=escaped(f"{site}: {feature}, as recorded at each site"), x=0),
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.3, x=0.55))
-    return _styled(fig, max(380, 26 * len(profile.sites) + 200))
-
-
-def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Each site's share of missing values of the feature, per class (the finding's site marked)."""
-    counts = profile.class_counts.astype(float)  # [sites, classes]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        missing = 1 - profile.observed_by_class[:, :, j] / counts
-    names = [escaped(s) for s in profile.sites]
-    fig = go.Figure([go.Bar(x=names, y=missing[:, k], name=escaped(f"outcome: {c}"),
-                            hovertemplate="%{x}: %{y:.0%} missing<extra>" + escaped(c) + "</extra>")
-                     for k, c in enumerate(profile.classes)])
-    i = profile.sites.index(finding.site)
-    fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=colors.get(finding.site, "#d62728"), opacity=0.15, line_width=0)
-    fig.update_yaxes(title_text="share missing", tickformat=".0%", rangemode="tozero")
-    fig.update_xaxes(tickangle=-35)
-    fig.update_layout(barmode="group", title=dict(
-        text=escaped(f"{finding.feature}: share of rows where it is missing, per outcome (shaded: {finding.site})"),
-        x=0))
-    return _styled(fig, 380)
-
-
-def class_means_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Each site's mean of the feature per class, joined per site: a relation to the label that
-    differs or reverses shows as a line that runs the other way."""
-    names = [escaped(s) for s in profile.sites]
-    fig = go.Figure()
-    for k, c in enumerate(profile.classes):
-        fig.add_trace(go.Scatter(x=names, y=profile.mean_by_class[:, k, j], mode="markers",
-                                 name=escaped(f"outcome: {c}"), marker=dict(size=12),
-                                 hovertemplate="%{x}: mean %{y:.4g}<extra>" + escaped(c) + "</extra>"))
-    for i, name in enumerate(names):
-        fig.add_trace(go.Scatter(x=[name] * len(profile.classes), y=profile.mean_by_class[i, :, j], mode="lines",
-                                 showlegend=False, hoverinfo="skip",
-                                 line=dict(color=colors.get(finding.site, "#d62728") if profile.sites[i] == finding.site
-                                           else "#c5ccd4", width=4 if profile.sites[i] == finding.site else 2)))
-    fig.update_yaxes(title_text=_unit_title(profile, finding.feature or ""))
-    fig.update_xaxes(tickangle=-35)
-    fig.update_layout(title=dict(text=escaped(f"{finding.feature}: mean per outcome at each site "
-                                              f"({finding.site} in colour)"), x=0))
-    return _styled(fig, 380)
-
-
-def _styled(fig: go.Figure, height: int) -> go.Figure:
-    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="white",
-                      paper_bgcolor="white")
-    return fig
+def evidence_figure(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """The data behind a finding, drawn by its view (None: nothing to draw it from)."""
+    return EVIDENCE_VIEWS[view_name(finding)](finding, evidence)
 
 
 def evidence_text(finding: Finding) -> str:
@@ -387,19 +344,24 @@ def evidence_text(finding: Finding) -> str:
         return f"Codes only this site uses: {', '.join(map(str, e.get('site_codes', [])))}; the others use: " \
                f"{', '.join(map(str, e.get('other_codes', [])))}."
     if finding.kind == "feature_shift" and e.get("replicates", 1) > 1 and np.isfinite(e.get("replicate_sd", np.nan)):
-        return (f"Across the {e['replicates']} replicate runs this cell varied with an SD of {e['replicate_sd']:.2f}; "
+        return (f"Across the {e['replicates']} {term('replicate runs')} this cell varied with an SD of "
+                f"{e['replicate_sd']:.2f}; "
                 f"its mean {e['value']:+.2f} against {e['others']:+.2f} at the other sites.")
     if finding.kind == "shared_model_reversed" and "positives" in e:
-        return f"Hold-out at this site: {e['positives']} of the last class, {e['negatives']} of the first."
+        return (f"The {term('hold-out')} at this site: {e['positives']} of the last class, {e['negatives']} of the "
+                "first.")
     return ""
 
 
 # -- HTML ---------------------------------------------------------------------------------------
-def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: dict[str, str], level: int = 2,
-                  evidence: int = 12, tested: int = 500) -> list[str]:
+def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: dict[str, str],
+                  names: Mapping[str, str] | None = None, level: int = 2, evidence: int = 12,
+                  tested: int = 500) -> list[str]:
     """The check-up as HTML under a heading of `level`: what it checked, the grid, the ranked
-    findings (the first `evidence` data findings with their figure), and the tested cells with the
-    smallest q-values (`tested`)."""
+    findings (the first `evidence` with the figure of their evidence), and the tested cells with
+    the smallest q-values (`tested`, folded away: a printed report keeps to the findings). `names`:
+    run id -> the run's name, said in place of its id."""
+    names = names or {}
     heading, sub = f"h{level}", f"h{level + 1}"
     out = [f"<{heading}>Check-up: {html.escape(result.label or str(result.data))}</{heading}>",
            f"<p>{len(result.sites)} sites · {result.tested} cells tested · "
@@ -407,7 +369,7 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
            f"at a {FDR:.0%} false discovery rate.</p>",
            "<p class='note'>" + html.escape(CALIBRATION.replace("**", "").replace("*", "")) + "</p>",
            "<p class='note'>" + html.escape(CALIBRATION_DETAILS) + "</p>"]
-    out.append("<ul>" + "".join(f"<li>{html.escape(lens)}: {html.escape(source)}</li>"
+    out.append("<ul>" + "".join(f"<li>{html.escape(lens)}: {html.escape(with_names(source, names))}</li>"
                                 for lens, source in result.sources.items()) + "</ul>")
     notes = lens_notes(result, kind, profile)
     if notes:
@@ -416,30 +378,53 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     out.append(f"<{sub}>Findings, strongest first</{sub}>")
     if not result.reported:
         out.append("<p>No site stands out from the others in any lens checked.</p>")
-    items, plots = [], 0
-    for finding in result.reported:
+    context = Evidence(profile, result.findings, colors)
+    items = []
+    for rank, finding in enumerate(result.reported):
         where = f" · {finding.feature}" if finding.feature else ""
         extra = evidence_text(finding)
-        item = (f"<li><b>{html.escape(finding.site)}</b> · {html.escape(finding.lens)}{html.escape(where)}: "
-                f"{html.escape(finding.message)} "
+        item = (f"<li><b>{html.escape(finding.site)}</b> · {html.escape(finding.lens)}{html.escape(where)} · "
+                f"<b>{html.escape(finding.title)}</b>: {html.escape(finding.message)} "
                 f"<b>({html.escape(q_label(finding.q))}, {strength(finding.q)} evidence)</b>"
                 + (f"<br><span class='note'>{html.escape(extra)}</span>" if extra else "")
-                + (f"<br><span class='note'>from {html.escape(source_of(finding))}</span>"
+                + (f"<br><span class='note'>from {html.escape(with_names(source_of(finding), names))}</span>"
                    if finding.lens != DATA_LENS else ""))
-        figure = evidence_figure(finding, profile, colors) if plots < evidence else None
+        figure = evidence_figure(finding, context) if rank < evidence else None
         if figure is not None:
-            plots += 1
             item += figures_html([figure])
         items.append(item + "</li>")
     out.append("<ol>" + "".join(items) + "</ol>")
-    frame = findings_frame(sorted(result.findings, key=lambda f: f.q))
-    shown = frame.head(tested)
-    which = f" (the {tested} with the smallest q)" if len(frame) > tested else ""
-    out.append(f"<{sub}>Every tested cell{which}"
-               f"</{sub}><p class='note'>Not significant, or too small to matter, is a result too: these are the "
-               "cells behind the findings, with their p- and q-values.</p>")
-    out.append(shown.drop(columns=["message"]).to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–"))
+    if len(result.reported) > evidence:
+        out.append(f"<p class='note'>The first {evidence} findings are drawn; the page draws any of them.</p>")
+    frame = readable(findings_frame(sorted(result.findings, key=lambda f: f.q)), names)
+    which = f"the {tested} with the smallest q-value" if len(frame) > tested else "all of them"
+    out.append(f"<{sub}>Every tested cell ({len(frame)})</{sub}><p class='note'>Not significant, or too small to "
+               "matter, is a result too: these are the cells behind the findings, with their p- and q-values.</p>"
+               f"<details><summary>Show {which}</summary>"
+               + frame.head(tested).drop(columns=["message"]).to_html(index=False, float_format=lambda v: f"{v:.3g}",
+                                                                       na_rep="–")
+               + "</details>")
     return out
+
+
+def run_names(plan: Plan, store: RunStore) -> dict[str, str]:
+    """Run id -> the run's name, for every run of a check-up still in the store."""
+    return {run.id: run_name(run) for runs in plan.runs(store).values() for run in runs}
+
+
+def with_names(text: str, names: Mapping[str, str]) -> str:
+    """A text that quotes run ids (a lens's source, a finding's runs) with the runs' names instead."""
+    for run_id, name in names.items():
+        text = text.replace(run_id, name)
+    return text
+
+
+def readable(frame: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
+    """A findings table as a person reads it: the columns' words (`glossary.COLUMNS`), the effect's
+    unit in words, runs by name."""
+    out = frame.assign(**{"effect unit": frame["effect unit"].map(effect_unit),
+                          "source": frame["source"].map(lambda text: with_names(text, names))})
+    return out.rename(columns=COLUMNS)
 
 
 def lens_notes(result: CheckUp, kind: str, profile: Profile | None) -> list[str]:
@@ -468,5 +453,6 @@ def checkup_sections(run: Run) -> list[str]:
     plan = plan_fed_by(run)
     if plan is None:
         return []
-    result = plan.evaluate(RunStore(run.path.parent))
-    return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), level=2)
+    store = RunStore(run.path.parent)
+    result = plan.evaluate(store)
+    return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), run_names(plan, store), level=2)

@@ -20,6 +20,7 @@ from dashboard.figures import site_colors
 from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
+from fedcore import jobs
 from fedcore.checkup import CheckUp, Plan
 from fedcore.errors import FedcoreError
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
@@ -176,15 +177,33 @@ def identity_editor(run: Run, key: str) -> None:
     name = st.text_input("Name", value=identity["name"] or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
                          key=f"{key}-name", help="Empty: the run is called by its algorithm and number.")
     known = sorted({tag for other in get_store().runs() for tag in other.identity["tags"]} | set(identity["tags"]))
-    tags = st.multiselect("Tags", known, default=identity["tags"], accept_new_options=True, max_selections=MAX_TAGS,
-                          key=f"{key}-tags", help="Type a new tag and press Enter, or pick one other runs have.")
-    if st.button("Save name and tags", key=f"{key}-save"):
+    # Save beside the tags, not below them: the list of tags stays open while one types tags, and
+    # covered a button below it.
+    tags_column, save_column = st.columns([3, 1], vertical_alignment="bottom")
+    tags = tags_column.multiselect("Tags", known, default=identity["tags"], accept_new_options=True,
+                                   max_selections=MAX_TAGS, key=f"{key}-tags",
+                                   help="Type a new tag and press Enter, or pick one other runs have.")
+    if save_column.button("Save", key=f"{key}-save", width="stretch", help="Save the name and the tags"):
         try:
             run.set_identity(name, tags)
         except FedcoreError as error:
             st.error(md(error))
         else:
             st.toast("Saved.")
+            st.rerun()
+
+
+def cancel_with_confirmation(container: Any, run: Run, key: str) -> None:
+    """A 'Cancel' control in `container` that asks first: it stops a run for good (it cannot be
+    resumed), so one stray click must not end an hour of training."""
+    with container.popover("Cancel", icon=":material/stop_circle:"):
+        info = progress(run)
+        where = f" at round {info['round']} of {info['total']}" if info["total"] else ""
+        st.markdown(md(f"Stop {run_name(run)}{where}? What it recorded so far is kept; it cannot be resumed "
+                       "(re-running starts again at round 1)."))
+        if st.button("Yes, cancel it", key=f"{key}-confirm", type="primary"):
+            jobs.cancel(run)
+            st.toast(md(f"Cancelling {run_name(run)}; what it recorded so far is kept."))
             st.rerun()
 
 
@@ -214,6 +233,24 @@ def show_progress(run: Run) -> None:
     if state in ("failed", "interrupted", "damaged") and info["error"]:
         what = {"failed": "This run failed", "interrupted": "This run was interrupted", "damaged": "This run is damaged"}
         st.error(f"{what[state]}: {md(info['error'])}")
+
+
+def before_first_round(run: Run) -> str:
+    """Why a lens has nothing to draw yet, in words: still waiting for the first evaluated round, or
+    the run stopped before it (failed, cancelled, interrupted, damaged: what it said)."""
+    if is_active(run):
+        return "waiting for the first evaluated round…"
+    info = progress(run)
+    state = STATE_LABELS.get(info["state"], info["state"])
+    why = f" ({info['error']})" if info["error"] else ""
+    return (f"the run {state} before its first evaluated round{why}: there is nothing to draw. Re-run it from "
+            "Runs or Run details.")
+
+
+def no_rounds_yet(run: Run) -> None:
+    """The lens area of a run without an evaluated round: waiting (information) or stopped (a warning)."""
+    text = md(before_first_round(run))
+    (st.info if is_active(run) else st.warning)(text[0].upper() + text[1:])
 
 
 def is_active(run: Run) -> bool:

@@ -17,21 +17,21 @@ from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run, check_array
+from fedcore.glossary import plain, term
 from fedcore.units import correction_text, feature_scales
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
 CENTRE_WORD = {"sd": "mean", "robust": "median"}  # what a rule's z is measured from
-LAYER_WORDS = {"b_in": "the input shift", "w_in": "the input scale", "b_out": "the output shift",
-               "w_out": "the output scale"}
+LAYER_WORDS = {layer: f"the {plain(layer)}" for layer in ("b_in", "w_in", "b_out", "w_out")}
 # Which layer shows which kind of problem (iFedAvg's docstring says why), for the pages.
 LAYER_GUIDE = (
-    "**Input layers** (shift b_in, scale w_in) show a problem with *one feature at one site*: another unit "
-    "(°F for °C), an offset (ages 20 years too high), a feature recorded only for some patients. "
-    "**Output layers** (shift b_out, scale w_out) show a problem with *a site's labels*: flipped or differently "
-    "defined outcomes — a flipped site's scale w_out turns negative. They exist only with a local f_out "
-    "(the default); with a shared f_out, label problems push the flipped site's input layers instead and "
-    "mark features that are fine."
+    "**Input layers** — the input shift b_in and the input scale w_in — show a problem with *one feature at one "
+    "site*: another unit (°F for °C), an offset (ages 20 years too high), a feature recorded only for some "
+    "patients. **Output layers** — the output shift b_out and the output scale w_out — show a problem with *a "
+    "site's labels*: flipped or differently defined outcomes; a flipped site's output scale w_out turns negative. "
+    f"They exist only with an {term('local f_out')} (the default); with a shared one, label problems push the "
+    "flipped site's input layers instead and mark features that are fine."
 )
 
 

@@ -52,6 +52,17 @@ ROLE_LENSES = {
     "similarity": ("similarity",),
     "prototypes": ("prototypes",),
 }
+# The runs a check-up trains for its model lenses, by role: (algorithm, the parameters it sets).
+TABLE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "feature_shifts": ("ifedavg", {"local_f_out": True, "scalar_w_out": True}),
+    "shared_model": ("fedavg", {}),
+    "contribution": ("adafed", {}),
+    "similarity": ("fedhealth2", {}),
+}
+IMAGE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "shared_model": ("fedavg", {}),
+    "prototypes": ("indisco-lm", {}),
+}
 ACTIVE = ("queued", "running")
 FOLDER = "checkups"
 
@@ -309,3 +320,57 @@ def read_profile(data: bytes) -> Profile:
 
 def to_json(result: CheckUp) -> str:
     return json.dumps(result.to_dict(), indent=2, default=float)
+
+
+def runs_of(kind: str, data: Any, replicates: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """The specs of the runs a check-up of `kind` ('table', 'image') trains, by role: iFedAvg on
+    `replicates` seeds, every other algorithm once, each `rounds` rounds."""
+    roles = TABLE_ROLES if kind == "table" else IMAGE_ROLES
+    return {role: [{"algorithm": algorithm, "data": data, "params": params, "config": {"rounds": rounds, "seed": seed}}
+                   for seed in (range(replicates) if role == "feature_shifts" else range(1))]
+            for role, (algorithm, params) in roles.items()}
+
+
+# Seconds a round on this kind of machine where the store has no finished run of an algorithm to time
+# (benchmarks/README.md: HAR's 30 sites, the compiled path, 2 cores, medians; smaller federations
+# train faster). inDISCO's image rounds have no benchmark.
+BENCHMARK_SECONDS_PER_ROUND = {"ifedavg": 0.031, "fedavg": 0.033, "adafed": 0.053, "fedhealth2": 0.033}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a check-up's model lenses take to train, and what the figure rests on."""
+
+    seconds: float
+    basis: str
+
+
+def training_estimate(store: RunStore, kind: str, data: Any, replicates: int, rounds: int) -> Estimate | None:
+    """The training time of a check-up's runs (`runs_of`), one after another: for each algorithm
+    the median seconds per round of its finished runs in the store (those on the same data if any,
+    else on any data), else the benchmark's figure; None where neither has one. Starting each run
+    (a few seconds) is not counted."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    paces: dict[str, list[tuple[bool, float]]] = {}
+    for run in store.runs():
+        status = run.status
+        rounds_done, start, end = status.get("round"), status.get("started_at"), status.get("heartbeat")
+        if status.get("state") == "done" and isinstance(rounds_done, int) and rounds_done > 0 \
+                and isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+            same = json.dumps(run.spec.get("data"), sort_keys=True, default=str) == key
+            paces.setdefault(str(run.spec.get("algorithm")), []).append((same, (end - start) / rounds_done))
+    seconds, bases = 0.0, set()
+    for specs in runs_of(kind, data, replicates, rounds).values():
+        algorithm = specs[0]["algorithm"]
+        timed = paces.get(algorithm, [])
+        same = [pace for on_same, pace in timed if on_same]
+        if same or timed:
+            pace = float(np.median(same or [pace for _, pace in timed]))
+            bases.add(f"the pace of finished runs of {'this' if same else 'other'} data in this store")
+        elif algorithm in BENCHMARK_SECONDS_PER_ROUND:
+            pace = BENCHMARK_SECONDS_PER_ROUND[algorithm]
+            bases.add("the benchmark's pace (HAR, 2 cores)")
+        else:
+            return None
+        seconds += len(specs) * rounds * pace
+    return Estimate(seconds, " and ".join(sorted(bases)))

@@ -223,3 +223,39 @@ def test_a_hostile_spec_file_gets_a_message_and_exit_2_not_a_traceback(tmp_path,
     spec.write_text(text)
     assert cli(tmp_path, "run", "--spec", str(spec)) == 2
     assert message in capsys.readouterr().err
+
+
+# -- the HTML reports ---------------------------------------------------------------------------------------
+def test_checkup_and_show_write_the_dashboards_html_reports(tmp_path, capsys):
+    from fedcore.__main__ import html_reports
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    assert main(["checkup", "--store", str(tmp_path / "runs"), "--data", "demo", "--html", str(out / "checkup.html")],
+                reports=html_reports) == 0
+    capsys.readouterr()
+    report = (out / "checkup.html").read_text(encoding="utf-8")
+    # the page's report: the grid and the findings with the data behind them, plotly.js inline (offline)
+    assert "<h1>Check-up: demo</h1>" in report and report.count("Plotly.newPlot") >= 5
+    assert "Elm Regional" in report and "°F" in report and "<script src=" not in report
+    assert cli(tmp_path / "runs", "run", "--algorithm", "fedavg", "--rounds", "2", "--quiet") == 0
+    run = only_run(tmp_path / "runs")
+    assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out / "run.html")],
+                reports=html_reports) == 0
+    assert f"run {run.id}" in (out / "run.html").read_text(encoding="utf-8")
+    # a folder, or no reports to hand (fedcore.cli.main called without them): a message, nothing written
+    assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out)], reports=html_reports) == 2
+    assert "that is a folder" in capsys.readouterr().err
+    assert cli(tmp_path / "runs", "show", run.id, "--html", str(out / "none.html")) == 2
+    assert "python -m fedcore" in capsys.readouterr().err and not (out / "none.html").exists()
+
+
+def test_python_m_fedcore_writes_a_checkups_html_report(tmp_path):
+    """The same file from the command line: `python -m fedcore` hands the command its reports."""
+    store = tmp_path / "runs"
+    assert main(["checkup", "--store", str(store), "--data", "demo"]) == 0
+    target = tmp_path / "checkup.html"
+    done = subprocess.run([sys.executable, "-m", "fedcore", "checkup", "--store", str(store), "--check-up", "latest",
+                           "--html", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Wrote the HTML report" in done.stderr and "<h1>Check-up: demo</h1>" in target.read_text(encoding="utf-8")

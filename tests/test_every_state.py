@@ -70,9 +70,12 @@ def test_every_lens_page_renders_its_runs_in_every_state(app):
         assert at.query_params["run"] == run_id, (family, state)  # the page shows this run
         shown = progress_texts(at)
         assert WAITING[state] in shown, (family, state, shown)
-        if state in ("queued", "starting", "no round yet", "cancelled") and page != RUN_DETAILS:
-            shown = texts(at).lower()
+        shown = texts(at).lower()
+        if state in ("queued", "starting", "no round yet") and page != RUN_DETAILS:
             assert "waiting for the first evaluated round" in shown or "not computed yet" in shown, \
+                (family, state, texts(at))
+        if state in ("cancelled", "failed") and page != RUN_DETAILS:  # stopped: it says so, and never 'waiting'
+            assert f"{state} before its first evaluated round" in shown and "waiting for" not in shown, \
                 (family, state, texts(at))
         if state == "failed":
             assert any("site 'north' has no rows left" in unescaped(e.value) for e in at.error), (family, texts(at))
@@ -106,7 +109,7 @@ def test_the_runs_page_lists_and_acts_on_runs_in_every_state(app):
         at.run()
         assert not at.exception, (family, state, at.exception)
         keys = [b.key for b in at.button]
-        assert ("cancel" in keys) == (state in ("queued", "starting", "no round yet")), (family, state, keys)
+        assert ("cancel-confirm" in keys) == (state in ("queued", "starting", "no round yet")), (family, state, keys)
 
 
 def test_the_checkup_page_renders_checkups_fed_by_runs_in_every_state(app, checkups):

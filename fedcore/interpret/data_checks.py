@@ -49,10 +49,11 @@ from scipy import stats
 
 from fedcore.interpret import checks
 from fedcore.interpret.calibration import leave_one_out, one_sided
+from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
-from fedcore.interpret.units import column_factors, discrepancy, fits_between, match_conversion
+from fedcore.interpret.units import Match, column_factors, discrepancy, fits_between, match_conversion
 
 LENS = checks.DATA
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
@@ -314,7 +315,8 @@ class Checks:
                 name, dev = self.profile.features[j], v["location_dev"][i, c]
                 yield Finding(site, LENS, "location", name,
                               f"{site}'s {name}: median {self.value(j, v['median'][i, c])} against "
-                              f"{self.value(j, v['others_median'][i, c])} at the other sites "
+                              f"{self.value(j, v['others_median'][i, c])} at the other sites, "
+                              f"{abs(dev):.2f} {plain('within-site SDs')} {'higher' if dev > 0 else 'lower'} "
                               f"({dev:+.2f} within-site SDs)", float(v["location_p"][i, c]), float(dev),
                               "within-site SDs", evidence=self._evidence(i, c), material=bool(abs(dev) >= shift))
 
@@ -395,7 +397,9 @@ class Checks:
 
     def _explain(self, i: int, j: int, scale: float) -> tuple[str, str, Any] | None:
         """A unit conversion, else another column, that makes site i's values of feature j match
-        (for features whose quantiles are more than a few steps, at the site and the others)."""
+        (for features whose quantiles are more than a few steps, at the site and the others): the
+        kind, the message, and what its evidence adds (the conversion y = a·x + b and the units it
+        names; the other column)."""
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
         site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
         distinct = limit("unit", "distinct")
@@ -440,11 +444,10 @@ class Checks:
             evidence = dict(self._evidence(i, c))
             if kind == "unit":
                 conversion = detail.conversion
-                evidence.update(conversion=conversion.pair() if conversion else None, a=detail.a, b=detail.b,
-                                formula=conversion.formula() if conversion else f"× {detail.a:.4g}",
+                evidence.update(_conversion(detail), conversion=conversion.pair() if conversion else None,
                                 name=f"{conversion.pair()} ({conversion.formula()})" if conversion else None)
             else:
-                evidence["other"] = self.profile.features[detail]
+                evidence["other_feature"] = self.profile.features[detail]
             yield Finding(self.sites[i], LENS, kind, self.profile.features[j], message,
                           min(1.0, 2 * float(np.fmin(v["location_p"][i, c], v["spread_p"][i, c]))),
                           float(v["location_dev"][i, c]), "within-site SDs", evidence=evidence)
@@ -1001,6 +1004,23 @@ def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         skew = (high + low - 2 * median) / iqr
         tails = np.log((q95 - q05) / iqr)
     return skew, np.where(np.isfinite(tails), tails, np.nan)
+
+
+def _conversion(match: Match) -> dict:
+    """A unit finding's evidence of its conversion: y = a·x + b, the formula, and the units it names
+    (empty where the conversion names none, or no known conversion fits)."""
+    conversion = match.conversion
+    return {"a": match.a, "b": match.b,
+            "formula": conversion.formula() if conversion is not None else f"× {match.a:.4g}",
+            "site_unit": conversion.source if conversion is not None else "",
+            "others_unit": conversion.target if conversion is not None else ""}
+
+
+def relation_to_labels(profile: Profile) -> np.ndarray:
+    """[sites, features]: how each site's features relate to its labels, in SDs within a class
+    (two classes: last minus first; more: along the other sites' pattern) — what the label checks
+    compare, for a figure of it."""
+    return Checks(profile).relation
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:
