@@ -304,31 +304,15 @@ EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
                            title="Prototypes looking at a mark on the images", reference="others", percent=True),
     "site_values": views.site_values_view,  # one number per site, as the check's effect unit says
 }
-# Which view draws a finding of each kind: (lens, kind) where one kind comes from checks of several
-# lenses (a site's labels: the data lens's class pattern, a shared model's ROC AUC), else the kind.
-# Until the check registry (issue 23) declares each check's view, this is the one place it is said.
-VIEW_OF_KIND: dict[str | tuple[str, str], str] = {
-    "location": "quantiles", "spread": "quantiles", "shape": "quantiles",
-    "unit": "unit_conversion", "missing_code": "missing_code", "swapped_columns": "swapped_columns",
-    "missingness": "missing_share", "missing_by_class": "missing_by_class", "category_codes": "categories",
-    "label_relation": "class_means", "labels_permuted": "label_pattern", "labels_weak": "label_pattern",
-    "correlation": "correlations",
-    # the kinds of the check registry to come (issue 23), drawn from the statistics its profile adds
-    "constant": "point_mass", "point_mass": "point_mass", "duplicates": "duplicates", "class_balance": "class_balance",
-    "range": "quantiles", "distribution": "quantiles", "unit_pair": "quantiles",
-    "shared_model_reversed": "shared_model_auc",
-    "feature_shift": "feature_correction", "output_shift": "output_scale",
-    ("labels", "labels_permuted"): "shared_model_auc",
-    "low_contribution": "server_score", "distant": "distance", "prototype_on_stamp": "stamp_share",
-}
 
 
 def view_name(finding: Finding) -> str:
-    """The name of the view that draws a finding's evidence (`EVIDENCE_VIEWS`); a kind no view was
-    declared for: its feature's values, or one number per site."""
-    declared = VIEW_OF_KIND.get((finding.lens, finding.kind)) or VIEW_OF_KIND.get(finding.kind)
-    if declared is not None:
-        return declared
+    """The name of the view that draws a finding's evidence: its check's declaration in the check
+    registry (`checks.Check.evidence`); a kind the registry does not know (a finding stored by an
+    older version): its feature's values, or one number per site."""
+    check = BY_KIND.get(finding.kind)
+    if check is not None:
+        return check.evidence
     return "quantiles" if finding.feature is not None and finding.lens == DATA_LENS else "site_values"
 
 

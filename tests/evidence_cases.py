@@ -15,6 +15,7 @@ from fedcore.interpret import model_checks
 from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import Finding, decide
 from fedcore.interpret.profile import Profile, profile_federation
+from tests import test_check_registry as registry
 from tests import test_checkup as planted
 
 SITE = "site 2"  # where tests/test_checkup.py plants each problem
@@ -52,6 +53,29 @@ def _category_profile() -> Profile:
     return profile_federation(sites, features, kinds, columns, ["well", "ill"])
 
 
+def _distribution_profile() -> Profile:
+    """Site 2's f0 shifted by 0.22 SD and 1.22 times as wide: each below its own check's size, the
+    distribution as a whole beyond it (tests/test_check_registry.py)."""
+    rng = np.random.default_rng(4)
+    sites = []
+    for k in range(6):
+        x = rng.normal(0, 1, (20_000, 3))
+        if k == 2:
+            x[:, 0] = 0.22 + 1.22 * x[:, 0]
+        sites.append((f"site {k}", x, rng.integers(0, 2, 20_000)))
+    names = ["f0", "f1", "f2"]
+    return profile_federation(sites, names, ["continuous"] * 3, names, ["a", "b"])
+
+
+def _two_units_case() -> Case:
+    """Two sites, site 2's cholesterol in mg/dL where the other's is in mmol/L."""
+    rng = np.random.default_rng(7)
+    rows = [(name, np.abs(rng.normal(5.2, 1.0, (200, 1))), rng.integers(0, 2, 200)) for name in ("site 1", SITE)]
+    rows[1][1][:, 0] *= 38.67
+    return _data_case(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]),
+                      "unit_pair", "cholesterol")
+
+
 def data_cases() -> dict[str, Case]:
     """kind -> a finding of the data lens at site 2 (where its problem is planted)."""
     cases = {
@@ -68,29 +92,12 @@ def data_cases() -> dict[str, Case]:
         "labels_permuted": _data_case(planted.federation(planted.flipped), "labels_permuted", None),
         "labels_weak": _data_case(planted.federation(planted.noisy), "labels_weak", None),
     }
-    # No check reports a change of correlations yet (issue 23 adds one): a finding as it would come,
-    # drawn from the profile's correlations.
-    clean = planted.federation()
-    cases["correlation"] = Case(Finding(SITE, "data profile", "correlation", "glucose",
-                                        "site 2's glucose varies with the other features unlike elsewhere", 0.001),
-                                Evidence(clean, [], site_colors(clean.sites)), {})
-    # Nor a point mass or repeated rows (issue 23's profile adds the statistics they read): findings as
-    # they would come, the statistics planted in the profile (site 2: 60 % of its scores at one value,
-    # 40 of its rows repeated).
-    massed = planted.federation()
-    n, features = len(massed.sites), len(massed.features)
-    i = massed.sites.index(SITE)
-    massed.arrays["top_share"] = np.full((n, features), 0.02)
-    massed.arrays["min_share"] = np.full((n, features), 0.01)
-    massed.arrays["max_share"] = np.full((n, features), 0.01)
-    massed.arrays["top_share"][i, massed.features.index("score")] = 0.6
-    massed.arrays["max_share"][i, massed.features.index("score")] = 0.6
-    massed.arrays["duplicate_rows"] = np.array([0, 1, 40, 0, 2, 0])
-    cases["point_mass"] = Case(Finding(SITE, "data profile", "point_mass", "score",
-                                       "60 % of site 2's scores are one value", 0.001),
-                               Evidence(massed, [], site_colors(massed.sites)), {})
-    cases["duplicates"] = Case(Finding(SITE, "data profile", "duplicates", None, "40 of site 2's rows repeat", 0.001),
-                               Evidence(massed, [], site_colors(massed.sites)), {})
+    # the kinds of the check registry (issue 23), each from its known-answer federation
+    for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation"):
+        problem, feature = registry.KNOWN_ANSWERS[kind]
+        cases[kind] = _data_case(registry.federation(problem), kind, feature)
+    cases["distribution"] = _data_case(_distribution_profile(), "distribution", "f0")
+    cases["unit_pair"] = _two_units_case()
     return cases
 
 
@@ -116,7 +123,7 @@ def model_cases() -> dict[tuple[str, str], Case]:
             {"values": replicates.mean(0)[:, 2], "errors": replicates.std(0, ddof=1)[:, 2], "reference": 1.0}),
         ("labels", "output_shift"): (model_checks.output_layer(w_out, MODEL_SITES, "run-a"),
                                      {"values": w_out[:, 0], "reference": 0.0}),
-        ("labels", "labels_permuted"): (model_checks.shared_model_auc(auc, [40] * n, [60] * n, MODEL_SITES, "run-c"),
+        ("labels", "shared_model_reversed"): (model_checks.shared_model_auc(auc, [40] * n, [60] * n, MODEL_SITES, "run-c"),
                                         {"values": auc, "reference": 0.5}),
         ("contribution", "low_contribution"): (model_checks.contribution(accuracy, MODEL_SITES, "run-d"),
                                                {"values": accuracy}),
