@@ -512,5 +512,5 @@ def _cli() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parents[1]))
+    sys.path.append(str(HERE.parents[1]))  # after PYTHONPATH: another tree's fedcore there is the one measured
     _cli()
