@@ -38,6 +38,7 @@ again, the others are reused.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -96,18 +97,10 @@ def tasks(datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = SEEDS, lens
     return out
 
 
-_FINGERPRINTS: dict[str, str] = {}
-
-
+@functools.cache
 def fingerprint(lenses: str) -> str:
     """A hash of the code a result measured: the check-up and its checks (data lens), and for every
     lens the whole engine that trains the model lenses' runs."""
-    if lenses not in _FINGERPRINTS:
-        _FINGERPRINTS[lenses] = _hash_code(lenses)
-    return _FINGERPRINTS[lenses]
-
-
-def _hash_code(lenses: str) -> str:
     import fedcore
 
     package = Path(fedcore.__file__).resolve().parent
@@ -119,14 +112,11 @@ def _hash_code(lenses: str) -> str:
     return digest.hexdigest()[:12]
 
 
-_COMMIT: list[str] = []
-
-
-def _commit() -> str:
-    """The commit of the fedcore being measured (with '+changes' when its tree differs from it)."""
-    if not _COMMIT:
-        _COMMIT.append(_git_commit())
-    return _COMMIT[0]
+@functools.cache
+def commit() -> str:
+    """The commit of the fedcore being measured (with '+changes' when its tree differs from it;
+    'unknown' for a tree outside git, e.g. a `git archive` of another branch's commit)."""
+    return _git_commit()
 
 
 def _git_commit() -> str:
@@ -162,7 +152,7 @@ def evaluate(task: dict) -> dict[str, Any]:
     if case is not None and task["lenses"] == "data":
         seen = _untouched(task["dataset"])
         findings = [f for f in findings if _key(parse(f)) not in seen]
-    return {"case": case, "detector": fingerprint(task["lenses"]), "commit": _commit(),
+    return {"case": case, "detector": fingerprint(task["lenses"]), "commit": commit(),
             "sites": list(table.sites), "lenses": [] if result is None else list(result.sources),
             "reported": 0 if result is None else len(result.reported), "findings": findings, "refused": refused,
             "seconds": round(time.perf_counter() - started, 2)}
@@ -341,8 +331,8 @@ def headline(rows: list[dict], half: str = "held-out") -> list[str]:
 
 def per_family(rows: list[dict], half: str = "held-out") -> list[str]:
     datasets = [d for d in DATASETS if _in(rows, half, dataset=d)]
-    lines = ["| family | material from " + HEAD + " " + " | ".join(datasets) + " |",
-             "|---|---|---|---|---|" + "---|" * len(datasets)]
+    lines = ["| group | family | material from " + HEAD + " " + " | ".join(datasets) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(datasets)]
     for family in FAMILIES.values():
         chosen = _in(rows, half, family=family.name)
         if not chosen:
@@ -351,7 +341,17 @@ def per_family(rows: list[dict], half: str = "held-out") -> list[str]:
         material = (f"{family.strength.material:g} ({family.strength.unit})" if family.strength else "every case")
         grid = [_share(sum(r["hit"] for r in _in(chosen, half, dataset=d)), len(_in(chosen, half, dataset=d)))
                 for d in datasets]
-        lines.append(f"| {family.title} | {material} | " + " | ".join(_cells(s)) + " | " + " | ".join(grid) + " |")
+        lines.append(f"| {family.group} | {family.title} | {material} | " + " | ".join(_cells(s)) + " | "
+                     + " | ".join(grid) + " |")
+    return lines
+
+
+def per_family_on(rows: list[dict], dataset: str, half: str = "held-out") -> list[str]:
+    lines = ["| family " + HEAD, "|---|---|---|---|"]
+    for family in FAMILIES.values():
+        chosen = _in(rows, half, dataset=dataset, family=family.name)
+        if chosen:
+            lines.append(f"| {family.title} | " + " | ".join(_cells(summary(chosen))) + " |")
     return lines
 
 
@@ -375,6 +375,21 @@ def against_strength(rows: list[dict], half: str = "held-out") -> list[str]:
     return lines
 
 
+def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", per_family: int = 3) -> list[str]:
+    """What was put in where the data lens found nothing: the cases to look at first."""
+    cases = {(t["dataset"], t["family"], t["seed"]): r["case"] for t, r in
+             ((json.loads(k), r) for k, r in results.items()) if t["lenses"] == "data" and t["family"] != "none"}
+    lines = []
+    for family in FAMILIES.values():
+        chosen = _in(rows, half, family=family.name)
+        misses = [r for r in chosen if not r["hit"]]
+        if misses:
+            lines.append(f"- {family.title} ({len(misses)} of {len(chosen)} missed):")
+            lines += [f"  - {r['dataset']} seed {r['seed']} "
+                      + describe(cases[(r["dataset"], r["family"], r["seed"])], title=False) for r in misses[:per_family]]
+    return lines or ["- none"]
+
+
 def _measured(results: dict[str, Any]) -> str:
     seen = sorted({(r.get("commit", "?"), r.get("detector", "?")) for r in results.values()})
     return "; ".join(f"commit {c} (detector code {d})" for c, d in seen) or "nothing yet"
@@ -395,7 +410,12 @@ def section(results: dict[str, Any]) -> str:
               "### Data lens per family (held-out half, every data set)", "",
               "The last columns: cases found per data set.", "", *per_family(data), "",
               "### Data lens: recall against strength (held-out half, every data set)", "",
-              "Strength as a multiple of the family's material strength.", "", *against_strength(data), ""]
+              "Strength as a multiple of the family's material strength.", "", *against_strength(data), "",
+              "### Data lens: cases missed at material strength (held-out half, up to three per family)", "",
+              *missed(data, results), ""]
+    for dataset in DATASETS:
+        if _in(data, "held-out", dataset=dataset):
+            lines += [f"### Data lens on {TITLES[dataset]} (held-out half)", "", *per_family_on(data, dataset), ""]
     every = scored(results, "all", None)
     if every:
         data_of_every = scored(results, "all", DATA_LENS)

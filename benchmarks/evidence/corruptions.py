@@ -38,6 +38,7 @@ Families (one site each; "SD" is the column's SD over all sites' values):
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -193,14 +194,10 @@ LOADERS: dict[str, Callable[[], Table]] = {
     "demo": _demo_table,
     "mnist": _mnist_table,
 }
-_TABLES: dict[str, Table] = {}
-
-
+@functools.cache
 def load_table(name: str) -> Table:
     """The named suite table (loaded once per process)."""
-    if name not in _TABLES:
-        _TABLES[name] = LOADERS[name]()
-    return _TABLES[name]
+    return LOADERS[name]()
 
 
 # -- families -------------------------------------------------------------------------------------------
@@ -582,17 +579,17 @@ def corrupt(table: Table, case: dict[str, Any]) -> Table:
     return table.with_site(site, x, y)
 
 
-def describe(case: dict[str, Any], table: Table | None = None) -> str:
-    """One line: what was done, where."""
+CASE_FIELDS = ("family", "dataset", "seed", "site", "column", "other", "strength", "truth")
+
+
+def describe(case: dict[str, Any], title: bool = True) -> str:
+    """One line: what was done, where, and every parameter drawn."""
     family = FAMILIES[case["family"]]
-    parts = [f"{family.title} at {case['site']}"]
+    parts = [(f"{family.title} at " if title else "at ") + case["site"]]
     if "column" in case:
         parts.append(f"column {case['column']}" + (f" and {case['other']}" if "other" in case else ""))
     if case.get("strength") is not None:
         parts.append(f"strength {case['strength']:.3g} ({family.strength.unit})")
-    for key in ("conversion", "code", "which", "mechanism", "direction"):
-        if key in case:
-            parts.append(f"{key} {case[key]}")
-    if table is not None and "class" in case:
-        parts.append(f"class {table.classes[case['class']]}")
+    parts += [f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+              for key, value in case.items() if key not in CASE_FIELDS]
     return "; ".join(parts)
