@@ -203,7 +203,7 @@ def grid_figure(table: Grid) -> go.Figure:
     z = np.array([[cell.z for cell in row] for row in table.cells], dtype=float)
     hover = [[_hover(site, lens, cell) for lens, cell in zip(table.lenses, row)]
              for site, row in zip(table.sites, table.cells)]
-    ticks = {-0.75: f"{NOT_CHECKED} or testable", 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
+    ticks = {-0.75: f"{NOT_CHECKED} or {NOT_TESTABLE}", 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
              2.0: "q = 0.01", 3.0: "q = 0.001", 4.0: "q ≤ 0.0001"}
     fig = go.Figure(go.Heatmap(
         z=z, x=list(table.lenses), y=sites, zmin=Z_MIN, zmax=Z_MAX, colorscale=_colorscale(), xgap=3, ygap=3,
