@@ -278,6 +278,58 @@ def test_a_code_outside_the_usual_list_is_a_point_mass():
     assert mass.kind == "point_mass" and "at its minimum (-5)" in mass.message
 
 
+def test_a_clipped_sensor_is_found_among_sites_of_any_size():
+    """A continuous column's extreme holds 1/n of a site's rows (12 % at 8 rows, 0.2 % at 500): the
+    share alone differs with n. What is tested is the values tied with it beyond the one, against
+    each column's own spread of ties: 15 % of a 120-row site clipped is found, and sites of 8 to 500
+    rows with nothing clipped give nothing, nor does a floor every site reaches in its own share
+    (the share's logit across sites missed the clipping: 0 of 7 such cases on the vehicle sensors)."""
+    rng = np.random.default_rng(7)
+    sizes = [8, 15, 40, 120, 500, 25, 60, 12, 300, 90]
+
+    def sites(clip: bool) -> Profile:
+        rows = []
+        for k, n in enumerate(sizes):
+            x = rng.normal(0, 1, (n, 3))
+            # every site's f2 at a floor (a normalised feature, as HAR's): its share there differs
+            # between sites more than sampling makes it, which is no problem of any one site
+            x[:, 2] = np.maximum(x[:, 2] + rng.uniform(-0.8, 0.8), -1.0)
+            if clip and k == 3:
+                x[:, 1] = np.minimum(x[:, 1], np.quantile(x[:, 1], 0.85))
+            rows.append((f"s{k}", x, rng.integers(0, 2, n)))
+        return profile_federation(rows, ["f0", "f1", "f2"], ["continuous"] * 3, ["f0", "f1", "f2"], ["a", "b"])
+
+    found = [(f.site, f.kind, f.feature) for f in reported(sites(clip=True)) if f.kind == "point_mass"]
+    assert found == [("s3", "point_mass", "f1")], found
+    assert not [f for f in reported(sites(clip=False)) if f.kind == "point_mass"]
+
+
+def class_artefact(values, y, rng):
+    return values + 1.5 * 2.0 * y  # a channel that relates to no label, moved 1.5 SD for the ill only
+
+
+def test_a_relation_only_one_site_has_is_found():
+    """A sensor channel that says nothing about the label anywhere, moved for one class at one
+    site (a device used for the ill only): a relation the others do not show is material, as a
+    weaker or reversed one is."""
+    cells = decide(check_profile(federation(column(5, class_artefact))))
+    (relation,) = [f for f in cells if (f.site, f.kind, f.feature) == (BROKEN, "label_relation", "f1")]
+    assert relation.significant and relation.material, relation.message
+    assert "a relation where the others show none" in relation.message
+    assert not [f for f in cells if f.kind == "label_relation" and f.significant and f.site != BROKEN]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_small_site_relates_to_the_label_by_chance_without_a_finding(seed):
+    """Sites of 8 and 12 rows beside sites of 400: their class differences are several SDs off by
+    chance alone (the vehicle sensors gave 22 such findings before a site's own sampling variance
+    counted); none is a finding."""
+    rng = np.random.default_rng(seed)
+    rows = [(name, *site_rows(rng, size)) for name, size in zip(SITES, [8, 12, 400, 400, 400, 400])]
+    cells = decide(check_profile(profile_federation(rows, FEATURES, KINDS, COLUMNS, ["well", "ill"])))
+    assert not [f.message for f in cells if f.kind == "label_relation" and f.significant]
+
+
 def test_a_change_no_named_check_describes_is_found_as_a_different_distribution():
     rng_sites = []
     rng = np.random.default_rng(4)

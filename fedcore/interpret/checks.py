@@ -160,8 +160,10 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.02), ("count", 5))),
     Check("point_mass", "many values at one value", "recording", DATA,
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
-          "clipping, zero-fill, dropouts, a code outside the usual list)",
-          SHARE_LOO + ", the largest of the three × 3",
+          "clipping, zero-fill, dropouts, a code outside the usual list); tested: the values tied with it beyond "
+          "the one (a continuous column's extreme always holds 1/n)",
+          "random effects: the share against the other sites' rate, on its binomial variance plus the "
+          "variance between the others beyond theirs (t, others − 1 df); the smallest of the three × 3",
           "≥ {excess:pt} more and {ratio} × the others'", "point_mass",
           ("top_share", "min_share", "max_share", "observed"), "continuous", "point_mass",
           limits=(("excess", 0.05), ("ratio", 3))),
@@ -195,9 +197,9 @@ CHECKS: tuple[Check, ...] = (
     Check("label_relation", "relation to the label differs", "relation to the label", DATA,
           "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
           LOO + "; a categorical column's categories together (the smallest p, × categories)",
-          "{gap} SD and reversed (where the others' is ≥ {informative}), or < {weaker:.3g} of the others'",
+          "{gap} SD apart and ≥ {share:.2g} × the size of the others' relation (weaker, reversed, stronger, or new)",
           "class_means", CLASS_PROFILE, "feature", "label_relations",
-          limits=(("gap", 0.3), ("informative", 0.2), ("weaker", 1 / 3))),
+          limits=(("gap", 0.3), ("informative", 0.2), ("share", 2 / 3))),
     Check("missing_by_class", "missingness depends on the class", "missing values", DATA,
           "the missing share per class within the site", "χ² with the dispersion the other sites show",
           "classes {gap:pt} apart", "missing_by_class", ("observed_by_class", "class_counts"), "feature",

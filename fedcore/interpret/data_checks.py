@@ -147,6 +147,34 @@ def over_dispersed_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndar
     return stats.norm.sf(residual / math.sqrt(dispersion)), rate
 
 
+def random_effects_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, items] one-sided p-values of a share above the other sites' pooled rate, and that
+    rate. Random effects (DerSimonian–Laird's moments, left one out): the other sites' shares vary
+    by their binomial sampling plus a between-site variance τ² (what they show beyond sampling, 0
+    where sampling explains it); the site's share is compared with their rate on its own sampling
+    variance plus τ² and the rate's, t with the others' count − 1 degrees of freedom. Unlike a
+    dispersion factor, τ² does not grow with a site's rows: a large site that differs as much as
+    the others do is not singled out, and none of the others' zeros make a site's excess look
+    ordinary."""
+    count, total = np.asarray(count, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    finite = np.isfinite(count) & np.isfinite(total) & (total > 0)
+    c, n = np.where(finite, count, 0.0), np.where(finite, total, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(finite, c / np.maximum(n, 1), 0.0)
+        m = finite.sum(0, keepdims=True) - finite  # the other sites, per cell
+        rate = (c.sum(0, keepdims=True) - c + 0.5) / (n.sum(0, keepdims=True) - n + 1.0)
+        mean = (share.sum(0, keepdims=True) - share) / m
+        squares = ((share**2).sum(0, keepdims=True) - share**2 - m * mean**2) / (m - 1)
+        sampling = rate * (1 - rate) * ((np.where(finite, 1 / np.maximum(n, 1), 0.0)).sum(0, keepdims=True)
+                                        - np.where(finite, 1 / np.maximum(n, 1), 0.0)) / m
+        tau2 = np.maximum(squares - sampling, 0.0)
+        variance = rate * (1 - rate) / np.maximum(n, 1) + tau2 * (1 + 1 / m) \
+            + rate * (1 - rate) / (n.sum(0, keepdims=True) - n + 1.0)
+        t = (share - rate) / np.sqrt(variance)
+        p = stats.t.sf(t, np.maximum(m - 1, 1))
+    return np.where(finite & (m >= 2), p, np.nan), np.where(m >= 1, rate, np.nan)
+
+
 class Checks:
     """The data lens over one profile: a method per check of the registry (`checks.CHECKS`,
     `function`), each yielding its findings; `run` adds the not-testable cells."""
@@ -563,7 +591,11 @@ class Checks:
         observed = p.observed[:, cols].astype(np.float64)
         where = ("min", "max", "top")  # the extremes first: at the same mass as the most common value they say more
         shares = np.stack([p.min_share[:, cols], p.max_share[:, cols], p.top_share[:, cols]])  # [3, sites, cols]
-        tests = [share_excess(share * observed, observed) for share in shares]
+        # Tested: the values tied with it beyond the one that is always there (a continuous column's
+        # minimum holds 1/n of a site's rows: a share that differs with n alone). The column's own
+        # spread of ties between sites (rounding, a floor every subject reaches) is the yardstick.
+        ties = np.maximum(np.rint(shares * observed) - 1, 0)
+        tests = [random_effects_excess(tied, np.maximum(observed - 1, 0)) for tied in ties]
         p_values = np.stack([t[0] for t in tests])
         others = np.stack([t[1] for t in tests])
         best = np.argmin(np.nan_to_num(p_values, nan=2.0), axis=0)  # [sites, cols]: the first of equals
@@ -774,15 +806,34 @@ class Checks:
                 relation[i] = np.nansum(profiles[i] * consensus, axis=0) / np.where(norm > 0, norm, np.nan)
         return relation
 
+    @cached_property
+    def relation_variance(self) -> np.ndarray:
+        """[sites, features]: the sampling variance of each site's `relation`, a standardised
+        difference of class means: Σ w²/n over its classes (w: the class's weight in the relation)
+        plus relation² / 2N. A site of 8 rows shows a class difference of several SDs by chance."""
+        p = self.profile
+        counts = p.observed_by_class.astype(np.float64)  # [sites, classes, features]
+        if counts.shape[1] == 2:
+            weights = np.ones_like(counts)
+        else:
+            consensus = self.consensus
+            with np.errstate(invalid="ignore", divide="ignore"):
+                weights = consensus / np.sqrt(np.nansum(consensus**2, axis=1, keepdims=True))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_class = np.where(counts > 0, np.nan_to_num(weights) ** 2 / counts, 0.0)
+            total = counts.sum(1)
+            variance = per_class.sum(1) + self.relation**2 / (2 * np.maximum(total, 1))
+        return np.where(np.isfinite(variance), variance, 0.0)
+
     def label_relations(self) -> Iterator[Finding]:
         p = self.profile
         if len(p.classes) < 2:
             return
         relation = self.relation
-        deviation, t, p2 = leave_one_out(relation)
+        deviation, t, p2 = leave_one_out(relation, own_variance=self.relation_variance)
         others_relation = others_mean(relation)
         first, last = p.classes[0], p.classes[-1]
-        gap, informative, weaker_than = (limit("label_relation", k) for k in ("gap", "informative", "weaker"))
+        gap, informative, share = (limit("label_relation", k) for k in ("gap", "informative", "share"))
         for i, site in enumerate(self.sites):
             for item in self.items("feature"):
                 cells = []
@@ -795,14 +846,17 @@ class Checks:
                     what = (f"'{last}' minus '{first}': {relation[i, j]:+.2f} SD against {others:+.2f}"
                             if len(p.classes) == 2 else
                             f"{relation[i, j]:+.2f} against {others:+.2f} along the others' class pattern")
-                    ratio = relation[i, j] / others if others else float("nan")
-                    weaker = abs(others) >= informative and 0 <= ratio < weaker_than
+                    if not reverses and abs(relation[i, j]) > abs(others):
+                        how = "stronger" if abs(others) >= informative else "a relation where the others show none"
                     named = (p.features[j] if len(item.members) == 1
                              else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
                     cells.append(Finding(site, LENS, "label_relation", item.name,
                                          f"{site}'s {named} relates to the label differently from the other sites "
                                          f"({how}; {what})", float(p2[i, j]), float(deviation[i, j]), "SDs",
-                                         material=bool(abs(deviation[i, j]) >= gap and (reverses or weaker))))
+                                         # weaker, reversed, stronger, or one the others do not have:
+                                         # a class-dependent artefact (a device used for one class) is all
+                                         # of these, depending on its direction
+                                         material=bool(abs(deviation[i, j]) >= max(gap, share * abs(others)))))
                 if cells:  # a categorical column's categories: the strongest, its p × the categories tried
                     strongest = min(cells, key=lambda f: (np.nan_to_num(f.p, nan=2.0), not f.material))
                     strongest.p = min(1.0, strongest.p * len(cells)) if np.isfinite(strongest.p) else strongest.p
