@@ -368,6 +368,40 @@ def test_two_sites_in_two_units_name_the_pair_at_both():
                               for f in untestable)
 
 
+def test_one_site_in_another_unit_than_two_is_named_alone():
+    """Three sites, one in mg/dL: the pairs it makes with the two that agree name it, not them
+    (a finding at the two sites in the intended unit would send a clinician to the wrong ones)."""
+    rng = np.random.default_rng(3)
+    rows = [(name, np.column_stack([np.abs(rng.normal(5.2, 1.0, 200))]), rng.integers(0, 2, 200))
+            for name in ("north", "east", "west")]
+    rows[1][1][:, 0] *= 38.67
+    found = reported(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
+    assert [f.site for f in found] == ["east"], [(f.site, f.kind, f.message) for f in found]
+    if found[0].kind == "unit_pair":
+        assert "east's unit is the odd one" in found[0].message
+
+
+def test_unit_pairs_name_the_site_that_differs_from_the_others_that_agree():
+    """The pairs alone (no site-level unit finding, as where sites differ too much for one): east
+    in mg/dL pairs with each of three sites in mmol/L, each of them with east only: east is the
+    odd one and the only site named; two sites, or two groups, cannot be told apart and are both."""
+    rng = np.random.default_rng(11)
+    rows = [(name, np.column_stack([np.abs(rng.normal(5.2, 1.0, 200))]), rng.integers(0, 2, 200))
+            for name in ("north", "east", "west", "south")]
+    rows[1][1][:, 0] *= 38.67
+
+    def pairs(rows):
+        lens = Checks(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
+        lens.__dict__["_explanations"] = {}  # as if no site-level unit check had named the column
+        return list(lens.unit_pairs())
+
+    (odd,) = pairs(rows)
+    assert odd.site == "east" and "east's unit is the odd one" in odd.message
+    assert "differs so from" in odd.message and len(odd.evidence["pairs"]) == 3
+    rows[3][1][:, 0] *= 38.67  # south in mg/dL too: two against two
+    assert sorted(f.site for f in pairs(rows)) == ["east", "north", "south", "west"]
+
+
 def test_a_categorical_column_is_one_cell():
     """A ward missing for 40 % of one site's rows: one finding, named by the column, not one per category."""
     def ward_missing(x, y, rng):

@@ -491,6 +491,8 @@ class Checks:
         columns no site-level unit finding names (`units.fits_between`)."""
         p, q = self.profile, self.profile.quantiles
         named = {self.continuous[c] for (_, c), (kind, _, _) in self._explanations.items() if kind == "unit"}
+        swapped = {(i, self.continuous[c]) for (i, c), (kind, _, _) in self._explanations.items()
+                   if kind == "swapped_columns"}  # its values are another column's: no unit to compare
         fewest = limit("unit_pair", "values")
         for j in self.continuous:
             if j in named:
@@ -505,6 +507,8 @@ class Checks:
                 log_se = MEDIAN_EFFICIENCY * (iqr / IQR_TO_SD) / (median * np.sqrt(count))
             pairs: dict[int, list[dict[str, Any]]] = {}
             for a, b in itertools.combinations(usable, 2):
+                if (a, j) in swapped or (b, j) in swapped:
+                    continue
                 fit = fits_between(median[a], iqr[a], int(count[a]), median[b], iqr[b], int(count[b]), factors)
                 if fit is None:
                     continue
@@ -517,6 +521,11 @@ class Checks:
                 pairs.setdefault(int(a), []).append(pair)
                 pairs.setdefault(int(b), []).append(pair)
             for i, found in sorted(pairs.items()):
+                partners = [self.index[pair["sites"][0] if pair["sites"][1] == self.sites[i] else pair["sites"][1]]
+                            for pair in found]
+                if any(len(pairs[k]) > len(found) for k in partners):
+                    continue  # a partner differs so from more sites than this one does: the odd one is there
+                odd_one = len(found) >= 2 and all(len(pairs[k]) == 1 for k in partners)
                 site = self.sites[i]
                 strongest = min(found, key=lambda pair: pair["p"])
                 (larger, smaller), others = strongest["sites"], [
@@ -528,7 +537,8 @@ class Checks:
                               f"×{strongest['spread_factor']:.3g}), as a unit difference would make them "
                               f"({'; '.join(strongest['conversions'])}?)"
                               + (f"; {site} differs so from {', '.join(others)} too" if others else "")
-                              + ". The data cannot tell which site's unit is the intended one",
+                              + (f". The sites it differs from agree among themselves: {site}'s unit is the odd one"
+                                 if odd_one else ". The data cannot tell which site's unit is the intended one"),
                               min(1.0, strongest["p"] * (len(usable) - 1)), float(strongest["factor"]), "factor",
                               evidence={"pairs": found})
 
