@@ -29,16 +29,26 @@ def min_batch_rows(model: nn.Module) -> int:
 
 
 class _SigmoidTanh(torch.autograd.Function):
+    """One autograd node for tanh_by_sigmoid (three otherwise), usable under torch.func's
+    transforms (the batched executor runs the module under vmap)."""
+
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        y = tanh_by_sigmoid(x)
-        ctx.save_for_backward(y)
-        return y
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return tanh_by_sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor) -> torch.Tensor:
         (y,) = ctx.saved_tensors
         return torch.ops.aten.tanh_backward(grad_out, y)
+
+    @staticmethod
+    def vmap(info, in_dims, x: torch.Tensor):
+        # Element-wise: the same function of the tensor with its batch dimension.
+        return _SigmoidTanh.apply(x), in_dims[0]
 
 
 class Tanh(nn.Tanh):
@@ -48,6 +58,23 @@ class Tanh(nn.Tanh):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _SigmoidTanh.apply(x)
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout whose mask a caller may supply for one call, as the tensor `mask` among
+    torch.func.functional_call's tensors (0 or 1 / (1 - p), the shape of the input): the batched
+    executor draws every site's masks from a random stream of the site's own
+    (`fedcore.execution.stacked.DropoutMasks`), so that they depend on nothing but the site's
+    seed. Without one (a site's own training) it is nn.Dropout, drawing from torch's generator."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__(p)
+        self.register_buffer("mask", None, persistent=False)  # not stored, not stacked: None but for a call
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and self.mask is not None:
+            return x * self.mask
+        return super().forward(x)
 
 
 class MLP(nn.Module):
@@ -67,12 +94,12 @@ class MLP(nn.Module):
         layers: list[nn.Module] = []
         width = n_features
         for size in hidden:
-            layers += [nn.Dropout(dropout), nn.Linear(width, size)]
+            layers += [Dropout(dropout), nn.Linear(width, size)]
             if batch_norm:
                 layers.append(nn.BatchNorm1d(size))
             layers.append(Tanh())
             width = size
-        layers.append(nn.Dropout(dropout))
+        layers.append(Dropout(dropout))
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(width, n_classes)
         self.f_out = Affine(n_classes, scalar_weight=scalar_w_out)
