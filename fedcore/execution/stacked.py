@@ -19,9 +19,10 @@ weights up to rounding.
 
 from __future__ import annotations
 
+import copy
 import functools
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -30,18 +31,72 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.sgd import sgd
 
-from fedcore.models import MLP, min_batch_rows, tanh_by_sigmoid
+from fedcore.models import MLP, Dropout, min_batch_rows, tanh_by_sigmoid
 from fedcore.training import weighted_nll
 
-BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's default
-
-
 def supports(model: nn.Module) -> bool:
-    """Whether this model can be trained batched: our MLP, with or without BatchNorm, one dropout
-    rate throughout (one step draws all its masks at once)."""
-    layer_types = (nn.Dropout, nn.Linear, nn.BatchNorm1d, nn.Tanh)
-    rates = {layer.p for layer in model.modules() if isinstance(layer, nn.Dropout)}
-    return type(model) is MLP and all(isinstance(layer, layer_types) for layer in model.body) and len(rates) <= 1
+    """Whether the hand-written pass computes this model: our MLP built of the layers it knows
+    (Linear with a bias; BatchNorm with an affine transform, running statistics and a momentum;
+    our Dropout, at one rate throughout, as one step draws all its masks at once), whose forward
+    pass, checked once on random rows in training (BatchNorm's statistics and dropout masks
+    included) and in evaluation, is the module's own. A change to the MLP the pass does not know
+    of therefore sends training to the module's own batched path (`fedcore.execution.vmapped`),
+    never to a different network."""
+    if model not in _SUPPORTED:
+        _SUPPORTED[model] = _knows_layers(model) and _computes_the_module(model)
+    return _SUPPORTED[model]
+
+
+_SUPPORTED: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+
+
+def _knows_layers(model: nn.Module) -> bool:
+    if type(model) is not MLP:
+        return False
+    for layer in model.body:
+        if isinstance(layer, nn.BatchNorm1d):
+            known = layer.affine and layer.track_running_stats and layer.momentum is not None
+        elif isinstance(layer, nn.Linear):
+            known = layer.bias is not None
+        else:
+            known = isinstance(layer, (Dropout, nn.Tanh))
+        if not known:
+            return False
+    return len({layer.p for layer in model.body if isinstance(layer, nn.Dropout)}) <= 1
+
+
+def _computes_the_module(model: MLP) -> bool:
+    """The pass and the module's forward agree, in float64, on random tensors and rows."""
+    probe = copy.deepcopy(model).double()
+    generator = torch.Generator().manual_seed(0)
+    state = {}
+    for name, value in {**dict(probe.named_parameters()), **dict(probe.named_buffers())}.items():
+        if value.is_floating_point():
+            noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
+            value = noise.abs() + 0.5 if name.endswith("running_var") else 1 + 0.3 * noise if name.endswith(".w") else noise
+        state[name] = value.detach().clone()
+    x = torch.randn(1, 5, probe.f_in.b.shape[0], generator=generator, dtype=torch.float64)
+    masks = spec(probe).dropout > 0
+    for train in (True, False):
+        stacked_state = {name: value[None].clone() for name, value in state.items()}
+        ours = forward(probe, stacked_state, x, torch.ones(1, 5, dtype=torch.bool), train,
+                       DropoutMasks(torch.device("cpu"), [0]) if train and masks else None)
+        given = {name: value.clone() for name, value in state.items()}
+        if train and masks:
+            dropouts = [name for name, layer in probe.named_modules() if isinstance(layer, Dropout)]
+            drawn = DropoutMasks(torch.device("cpu"), [0]).scaled(
+                [0], 5, [layer.width for layer in spec(probe).layers if layer.kind == "dropout"],
+                [spec(probe).dropout] * len(dropouts))
+            given.update({f"{name}.mask": mask[0].double() for name, mask in zip(dropouts, drawn)})
+        probe.train(train)
+        with torch.no_grad():
+            theirs = torch.func.functional_call(probe, given, (x[0],))
+        if not torch.allclose(ours[0], theirs, rtol=1e-7, atol=1e-9):
+            return False
+        if train and not all(torch.allclose(stacked_state[name][0], given[name]) for name in state
+                             if name.endswith(("running_mean", "running_var", "num_batches_tracked"))):
+            return False
+    return True
 
 
 class DropoutMasks:
@@ -59,18 +114,21 @@ class DropoutMasks:
         else:
             self.torch = torch.Generator(device=device).manual_seed(seeds[0])
 
-    def keep(self, sites: list[int], shape: tuple[int, ...], p: float) -> torch.Tensor:
+    def keep(self, sites: list[int], shape: tuple[int, ...], p: float | Sequence[float]) -> torch.Tensor:
         """Masks [len(sites), *shape], one per site from its own stream, that are 1 with
-        probability 1 - p, else 0: uint8 on the CPU (torch converts uint8 to float about ten times
-        faster than bool there), bool on a GPU."""
+        probability 1 - p, else 0 (`p` one rate, or one per position of the last dimension):
+        uint8 on the CPU (torch converts uint8 to float about ten times faster than bool there),
+        bool on a GPU."""
         if self.device.type != "cpu":
-            return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= p
+            rates = torch.as_tensor(p, dtype=torch.float32, device=self.device)
+            return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= rates
         n = int(np.prod(shape))
         draws = np.empty((len(sites), (n + 3) // 4), dtype=np.uint64)
         for row, site in enumerate(sites):
             draws[row] = self.streams[site].random_raw(draws.shape[1])
         sixteen_bits = draws.view(np.uint16)[:, :n].reshape(len(sites), *shape)
-        return torch.from_numpy((sixteen_bits < self.keep_below(p)).view(np.uint8))
+        below = np.vectorize(self.keep_below, otypes=[np.int32])(p) if np.ndim(p) else self.keep_below(p)
+        return torch.from_numpy((sixteen_bits < below).view(np.uint8))
 
     @staticmethod
     def keep_below(p: float) -> int:
@@ -98,11 +156,14 @@ class DropoutMasks:
             full["state"]["state"] = high << 64 | low
             stream.state = full
 
-    def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
-        """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn
-        in one call: one step's dropout for every layer."""
-        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype()).mul_(self.keep_scale(p))
-        return list(mask.split(widths, dim=-1))
+    def scaled(self, sites: list[int], rows: int, widths: list[int], rates: list[float]) -> list[torch.Tensor]:
+        """Masks [sites, rows, width] of 0 and 1 / (1 - p) for dropout layers of these widths and
+        rates, all drawn in one call: one step's dropout for every layer."""
+        one_rate = len(set(rates)) == 1  # one threshold and one scale (all the compiled round draws)
+        columns = [rate for width, rate in zip(widths, rates) for _ in range(width)]
+        mask = self.keep(sites, (rows, sum(widths)), rates[0] if one_rate else columns).to(torch.get_default_dtype())
+        scale = self.keep_scale(rates[0]) if one_rate else torch.tensor([self.keep_scale(r) for r in columns], device=mask.device)
+        return list(mask.mul_(scale).split(widths, dim=-1))
 
 
 class _Layer(NamedTuple):
@@ -111,6 +172,7 @@ class _Layer(NamedTuple):
     name: str = ""  # prefix of its tensors' names (BatchNorm's running statistics)
     width: int = 0  # dropout: width of the activations it drops
     eps: float = 0.0  # BatchNorm's
+    momentum: float = 0.0  # BatchNorm's: how far a training step moves its running statistics
 
 
 class _Spec(NamedTuple):
@@ -136,7 +198,8 @@ def spec(model: MLP) -> _Spec:
                 layers.append(_Layer("linear", (f"{name}.weight", f"{name}.bias"), name))
                 width = layer.out_features
             elif isinstance(layer, nn.BatchNorm1d):
-                layers.append(_Layer("batch_norm", (f"{name}.weight", f"{name}.bias"), name, eps=layer.eps))
+                layers.append(_Layer("batch_norm", (f"{name}.weight", f"{name}.bias"), name, eps=layer.eps,
+                                     momentum=layer.momentum))
             else:
                 layers.append(_Layer("tanh"))
         layers += [_Layer("linear", ("head.weight", "head.bias"), "head"), _Layer("affine", ("f_out.b", "f_out.w"), "f_out")]
@@ -158,7 +221,7 @@ class _Pass:
         if train and spec.dropout > 0:
             widths = [layer.width for layer in self.layers if layer.kind == "dropout"]
             sites = list(range(x.shape[0])) if sites is None else sites
-            self.masks = dropout.scaled(sites, x.shape[1], widths, spec.dropout)
+            self.masks = dropout.scaled(sites, x.shape[1], widths, [spec.dropout] * len(widths))
         self.saved: list[tuple[torch.Tensor, ...]] = []
 
     def forward(self, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -209,7 +272,7 @@ class _Pass:
         unbiased = variance.squeeze(1) * rows.squeeze(1) / (rows.squeeze(1) - 1).clamp(min=1)
         for buffer, batch_value in (("running_mean", mean.squeeze(1)), ("running_var", unbiased)):
             running = self.state[f"{layer.name}.{buffer}"]
-            blended = (1 - BATCH_NORM_MOMENTUM) * running + BATCH_NORM_MOMENTUM * batch_value
+            blended = (1 - layer.momentum) * running + layer.momentum * batch_value
             running.copy_(torch.where(updated, blended, running))
         self.state[f"{layer.name}.num_batches_tracked"].add_(updated.squeeze(1).long())
         return normalised * weight + bias, (normalised, inverse_std, mask, rows)
