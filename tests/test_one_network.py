@@ -24,7 +24,7 @@ from fedcore.algorithms.base import batchable
 from fedcore.algorithms.fedavg import FedAvg
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
-from fedcore.execution import stacked
+from fedcore.execution import batched, stacked
 from fedcore.execution.base import unsupported_hooks
 from fedcore.execution.compiled import Compiled
 from fedcore.models import MLP, Dropout
@@ -40,9 +40,16 @@ PARAMS = {"ifedavg": {"local_f_out": True}, "fedprox": {"mu": 0.5}, "fedhealth2"
 SIZES = (60, 110, 160)  # 3, 5 and 7 steps of 16 over two epochs, the last of each epoch partial
 
 
-def hand_written_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hand-written pass computes no model: every batched step runs the module's own layers."""
-    monkeypatch.setattr(stacked, "supports", lambda model: False)
+def hand_written_off(monkeypatch: pytest.MonkeyPatch, mlp_by_the_pass: bool = False) -> None:
+    """Every batched step runs the module path: the algorithm's loss under vmap, the MLP's calls
+    in it by the module's own layers, or (`mlp_by_the_pass`) by the hand-written pass as one node."""
+    if mlp_by_the_pass:
+        monkeypatch.setattr(batched, "hand_written", lambda sim: False)
+    else:
+        monkeypatch.setattr(stacked, "supports", lambda model: False)
+
+
+MODULE_PATHS = pytest.mark.parametrize("mlp_by_the_pass", [False, True], ids=["module-layers", "mlp-node"])
 
 
 def simulate(algorithm: str, execution: str, **config):
@@ -182,16 +189,21 @@ def test_every_algorithm_with_a_batched_path_has_known_answers_here():
     assert covered == batched
 
 
+@MODULE_PATHS
 @pytest.mark.parametrize(("function", "arguments"), CASES)
-def test_known_answer_on_the_modules_own_layers(monkeypatch, function, arguments):
-    hand_written_off(monkeypatch)
+def test_known_answer_on_the_module_path(monkeypatch, function, arguments, mlp_by_the_pass):
+    hand_written_off(monkeypatch, mlp_by_the_pass)
     function(**arguments)
 
 
-def test_the_module_path_is_what_those_known_answers_ran(monkeypatch):
-    hand_written_off(monkeypatch)
+@MODULE_PATHS
+def test_the_module_path_is_what_those_known_answers_ran(monkeypatch, mlp_by_the_pass):
+    hand_written_off(monkeypatch, mlp_by_the_pass)
     for algorithm in ("fedavg", "fedbn", "fedprox", "apfl"):
-        assert "under vmap" in known.simulation(algorithm, "batched").executor.description
+        sim = known.simulation(algorithm, "batched")
+        assert "under vmap" in sim.executor.description
+        mlps = [module for module in sim.executor.module.model.modules() if type(module) is MLP]
+        assert mlps and all(("forward" in vars(mlp)) == mlp_by_the_pass for mlp in mlps)  # the pass, or not
 
 
 class FedAvgWithAMarkedTerm(known.FedAvgWithATerm):
@@ -262,11 +274,12 @@ def test_cumulative_batch_norm_statistics_train_site_by_site():
 
 
 # -- dropout: each site's own stream, on every batched path ------------------------------------------
+@MODULE_PATHS
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedbn", "fedprox", "ifedavg"])
-def test_the_module_path_draws_the_hand_written_paths_dropout_masks(monkeypatch, algorithm):
+def test_the_module_path_draws_the_hand_written_paths_dropout_masks(monkeypatch, algorithm, mlp_by_the_pass):
     hand = simulate(algorithm, "batched")
     assert "hand-written" in hand[0].executor.description
-    hand_written_off(monkeypatch)
+    hand_written_off(monkeypatch, mlp_by_the_pass)
     module = simulate(algorithm, "batched")
     assert "under vmap" in module[0].executor.description
     assert_same_training(module, hand)

@@ -214,11 +214,12 @@ class _Pass:
     as much as the arithmetic). The equations are those of the layers in `fedcore.models`."""
 
     def __init__(self, spec: _Spec, state: Mapping[str, torch.Tensor], x: torch.Tensor, valid: torch.Tensor,
-                 train: bool, dropout: DropoutMasks | None, sites: list[int] | None) -> None:
+                 train: bool, dropout: DropoutMasks | None, sites: list[int] | None,
+                 masks: Sequence[torch.Tensor] | None = None) -> None:
         self.layers = spec.layers
         self.state, self.x, self.valid, self.train = state, x, valid, train
-        self.masks: list[torch.Tensor] = []
-        if train and spec.dropout > 0:
+        self.masks: list[torch.Tensor] = list(masks) if train and masks is not None else []
+        if train and spec.dropout > 0 and masks is None:
             widths = [layer.width for layer in self.layers if layer.kind == "dropout"]
             sites = list(range(x.shape[0])) if sites is None else sites
             self.masks = dropout.scaled(sites, x.shape[1], widths, [spec.dropout] * len(widths))
@@ -346,10 +347,12 @@ def forward(
     train: bool,
     dropout: DropoutMasks | None = None,
     sites: list[int] | None = None,
+    masks: Sequence[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Log-probabilities [sites, rows, classes] of every site's model on its rows x [sites, rows, D].
     In training, `dropout` draws each site's masks from its own stream (`sites`: the sites of x's
-    rows, as indices of those streams; None: 0, 1, ...).
+    rows, as indices of those streams; None: 0, 1, ...), or `masks` gives them (one [sites, rows,
+    width] of 0 and 1 / (1 - p) per dropout layer).
 
     `state` maps the model's parameter and buffer names to stacked tensors. In training,
     BatchNorm normalises each site over its valid rows and updates that site's running
@@ -357,7 +360,7 @@ def forward(
     parameters through one hand-written backward.
     """
     network = spec(model)
-    run = _Pass(network, state, x, valid, train, dropout, sites)
+    run = _Pass(network, state, x, valid, train, dropout, sites, masks)
     if torch.is_grad_enabled() and any(state[name].requires_grad for name in network.names):
         return _Network.apply(run, network.names, *(state[name] for name in network.names))
     with torch.no_grad():

@@ -4,6 +4,11 @@ parameters. Nothing about the network is written here: a new layer kind, a model
 builds around the MLP (APFL's mixture), or an algorithm's own loss trains batched as the
 per-site path defines it, from the one definition in `fedcore.models` and `fedcore.algorithms`.
 
+Where the model holds an MLP that the hand-written pass computes (`stacked.supports`: checked
+against the module), each call of that MLP is computed by the pass for all sites at once, as one
+autograd node with its own backward: APFL's two networks a step then cost what they cost on the
+hand-written path, and only what is the algorithm's own (its mixture, its loss) runs op by op.
+
 What a site computes is exactly its own step of the per-site path: the algorithm's `loss`, with
 the site's model, on the site's real rows of the step (no padding: a step's sites are run in
 groups of equal batch size, as BatchNorm and a mean loss see every row of a batch). Two things
@@ -22,6 +27,8 @@ state of the round (set by its setup and start of the round), so it is first run
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
 from typing import NamedTuple
 
 import torch
@@ -30,8 +37,9 @@ from torch.func import functional_call, vmap
 
 from fedcore.errors import SpecError
 from fedcore.execution.base import Trainee
+from fedcore.execution import stacked
 from fedcore.execution.stacked import DropoutMasks
-from fedcore.models import Dropout
+from fedcore.models import MLP, Dropout
 
 
 class _SiteLoss(nn.Module):
@@ -46,6 +54,56 @@ class _SiteLoss(nn.Module):
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, site: torch.Tensor) -> torch.Tensor:
         return self.sim.algorithm.loss(self.sim, site, self.model, x, y)
+
+
+class _HandWrittenMLP(torch.autograd.Function):
+    """One site's MLP under vmap, computed for all the sites at once by the hand-written pass
+    (`stacked.forward`, its own autograd node): vmap hands this rule every tensor with its sites'
+    dimension, and autograd, outside vmap, records the pass as it records any operation."""
+
+    @staticmethod
+    def forward(mlp: MLP, train: bool, names: list[str], n_masks: int, x: torch.Tensor,
+                *tensors: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the hand-written MLP node runs under the module path's vmap only")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # autograd sees the pass's own node (under vmap), never this one
+        raise RuntimeError("the hand-written MLP node runs under the module path's vmap only")
+
+    @staticmethod
+    def vmap(info, in_dims, mlp: MLP, train: bool, names: list[str], n_masks: int, x: torch.Tensor,
+             *tensors: torch.Tensor):
+        def sites_first(tensor: torch.Tensor, dim: int | None) -> torch.Tensor:
+            return tensor.expand(info.batch_size, *tensor.shape) if dim is None else tensor.movedim(dim, 0)
+
+        x, *stacked_tensors = (sites_first(tensor, dim) for tensor, dim in zip((x, *tensors), in_dims[4:]))
+        masks, values = stacked_tensors[:n_masks], stacked_tensors[n_masks:]
+        valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # a group's rows: none padded
+        return stacked.forward(mlp, dict(zip(names, values)), x, valid, train, masks=masks), 0
+
+
+def _through_the_pass(mlp: MLP, x: torch.Tensor) -> torch.Tensor:
+    """MLP.forward for one site under vmap, by the hand-written pass (its masks as given to its Dropout layers)."""
+    tensors = {name: value for name, value in itertools.chain(mlp.named_parameters(), mlp.named_buffers())
+               if not name.endswith(".mask")}
+    masks = []
+    if mlp.training and stacked.spec(mlp).dropout > 0:
+        masks = [layer.mask for layer in mlp.body if isinstance(layer, Dropout)]
+        if any(mask is None for mask in masks):
+            raise RuntimeError("an MLP trained on the module path was given no dropout masks")
+    return _HandWrittenMLP.apply(mlp, mlp.training, list(tensors), len(masks), x, *masks, *tensors.values())
+
+
+def _accelerate(model: nn.Module) -> nn.Module:
+    """`model` with every MLP in it that the hand-written pass computes run by the pass."""
+    for module in model.modules():
+        if type(module) is MLP and stacked.supports(module):
+            module.forward = functools.partial(_through_the_pass, module)
+    return model
 
 
 class _Mask(NamedTuple):
@@ -101,7 +159,7 @@ class ModulePass:
 
     def __init__(self, sim: Trainee, dropout: DropoutMasks) -> None:
         self.sim = sim
-        self.model = copy.deepcopy(sim.initial)
+        self.model = _accelerate(copy.deepcopy(sim.initial))
         self.site_loss = _SiteLoss(sim, self.model)
         self.dropout = dropout
         self.masks: list[_Mask] | None = None  # found at the first step
