@@ -176,7 +176,7 @@ def known_answer_cases():
             arguments = {key: value for grid in combination for key, value in grid.items()}
             if arguments["path"] == "batched":
                 label = "-".join(f"{value}" for key, value in arguments.items() if key != "path")
-                yield pytest.param(function, arguments, id=f"{name}[{label}]")
+                yield pytest.param(function, arguments, id=f"{name}[{label}]" if label else name)
 
 
 CASES = list(known_answer_cases())
@@ -317,3 +317,31 @@ def test_the_module_path_is_reproducible_and_independent_of_the_split_among_proc
     assert "under vmap" in first.executor.description and split.executor.processes == 2
     assert all(torch.equal(first.stacked[name], again.stacked[name]) for name in first.stacked)
     assert_same_tensors(split, first, atol=2e-5, rtol=1e-4)
+
+
+class FedBNWithMomentum(REGISTRY["fedbn"]):
+    """FedBN whose BatchNorm layers move their statistics by 0.35 a batch (nn.BatchNorm1d's default: 0.1)."""
+
+    def build_model(self, ctx) -> nn.Module:
+        model = ctx.make_mlp()
+        for layer in model.modules():
+            if isinstance(layer, nn.BatchNorm1d):
+                layer.momentum = 0.35
+        return model
+
+
+def test_batch_norm_momentum_is_the_modules_on_every_path():
+    """The C round and the hand-written pass read BatchNorm's momentum from the module: the same
+    statistics as the module trained site by site, and not those of the default momentum."""
+    config = {"rounds": 2, "local_epochs": 2, "dropout": 0.0, "seed": 3}
+    federation = make_federation(rows=SIZES, n_classes=3)
+    runs = {execution: Simulation(federation, FedBNWithMomentum(), TrainConfig(execution=execution, **config))
+            for execution in ("per-site", "batched", "compiled")}
+    assert "hand-written" in runs["batched"].executor.description
+    default = Simulation(federation, REGISTRY["fedbn"](), TrainConfig(execution="per-site", **config))
+    for sim in (*runs.values(), default):
+        sim.run()
+    for execution in ("batched", "compiled"):
+        assert_same_tensors(runs[execution], runs["per-site"], atol=2e-5, rtol=1e-4)
+    statistics = "body.2.running_var"
+    assert not torch.allclose(runs["per-site"].stacked[statistics], default.stacked[statistics], atol=1e-3)
