@@ -127,11 +127,6 @@ class Algorithm:
         """Whether this algorithm's definition of `hook` is marked `batchable`."""
         return getattr(getattr(cls, hook), "batchable", False)
 
-    @classmethod
-    def defining_class(cls, hook: str) -> type:
-        """The class of this algorithm's hierarchy whose body defines `hook`."""
-        return next(klass for klass in cls.__mro__ if hook in vars(klass))
-
     # -- model ----------------------------------------------------------------------------
     def build_model(self, ctx: ServerContext) -> nn.Module:
         return ctx.make_model()

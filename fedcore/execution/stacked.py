@@ -1,4 +1,6 @@
-"""The math of training all sites of a round as one computation (the MLP family): what the batched
+"""Training all sites of a round as one computation: the round's plan (`train_round`, `batch_plan`),
+SGD on stacked tensors (`SiteSGD`), each site's dropout stream (`DropoutMasks`), and the paper's
+MLP written out by hand for all sites at once (`forward`, `nll_step`): the fast path the batched
 executor (`fedcore.execution.batched`) runs in torch and the compiled one (`.compiled`) feeds to C.
 
 Every parameter is held once for all sites, stacked along a first `sites` dimension, so one
@@ -7,16 +9,20 @@ site (in the same order the per-site path uses), padded to the batch size with a
 rows. For the round the sites are ordered by how many steps they take, so a site with fewer
 batches simply drops out of the tail of the order: the last steps compute the first sites only, on
 views of the stacked tensors, and SGD with momentum updates only the sites that took part in the
-step, exactly as their own optimiser would. The network's forward pass is written out layer by
-layer with its backward beside it, and autograd sees it as one node: a round has many small
-steps, and per-operation bookkeeping would otherwise cost about as much as the arithmetic.
+step, exactly as their own optimiser would.
+
+The hand-written pass writes the MLP's forward layer by layer with its backward beside it, and
+autograd sees it as one node: a round has many small steps, and per-operation bookkeeping would
+otherwise cost about as much as the arithmetic. The network itself is the module's
+(`fedcore.models.MLP`): the pass reads its layers, widths, BatchNorm's eps and momentum and the
+dropout rate from it, and `supports` claims a model only where the pass is checked to compute the
+module's forward; every other model trains on the module's own layers (`fedcore.execution.vmapped`).
 
 Differences from the per-site path are those of floating-point order, plus dropout: here each
 site's masks come from a stream of its own, drawn for all of a step's sites in one call, so they
 differ from (but are distributed like) the per-site path's. With dropout 0 both paths give the same
 weights up to rounding.
 """
-
 from __future__ import annotations
 
 import copy
