@@ -73,7 +73,7 @@ def _knows_layers(model: nn.Module) -> bool:
 
 def _computes_the_module(model: MLP) -> bool:
     """The pass and the module's forward agree, in float64, on random tensors and rows."""
-    probe = copy.deepcopy(model).double()
+    probe = copy.deepcopy(model).double().cpu()  # where the model is (a GPU) does not change its math
     generator = torch.Generator().manual_seed(0)
     state = {}
     for name, value in {**dict(probe.named_parameters()), **dict(probe.named_buffers())}.items():

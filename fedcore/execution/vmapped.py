@@ -36,8 +36,8 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from fedcore.errors import SpecError
-from fedcore.execution.base import Trainee
 from fedcore.execution import stacked
+from fedcore.execution.base import Trainee
 from fedcore.execution.stacked import DropoutMasks
 from fedcore.models import MLP, Dropout
 
