@@ -38,9 +38,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,13 +85,12 @@ def measure(task: dict) -> dict:
     """Run one configuration in this process and report its timings."""
     import torch
 
-    from data_adapters import load_federation
     from fedcore.algorithms import build_algorithm
     from fedcore.engine import Simulation, TrainConfig
 
     started = time.perf_counter()
     if task["data"] == "har":
-        federation = load_federation({"source": "har", "path": str(task["har"])}, seed=0)
+        federation = _har(task)
     else:
         federation = _synthetic(task["sites"], task["rows"])
     load_s = time.perf_counter() - started
@@ -141,6 +142,24 @@ def measure(task: dict) -> dict:
     }
 
 
+def _har(task: dict):
+    """The HAR federation; with --reuse-data loaded once per benchmark run: the first row's process
+    writes it to the run's scratch folder (`task["cache"]`) and every later row reads it back (the
+    data, the split and the standardisation are the loader's all the same)."""
+    import torch
+
+    from data_adapters import load_federation
+
+    cache = Path(task["cache"]) / "har.pt" if task.get("cache") else None
+    if cache is not None and cache.exists():
+        return torch.load(cache, weights_only=False)
+    federation = load_federation({"source": "har", "path": str(task["har"])}, seed=0)
+    if cache is not None:
+        torch.save(federation, cache.with_suffix(".part"))
+        cache.with_suffix(".part").replace(cache)
+    return federation
+
+
 def _peak_mb(sim) -> float:
     """Peak resident memory of this process plus the simulation's worker processes (pages of the
     shared tensors count once in each: an upper bound)."""
@@ -154,8 +173,6 @@ def _peak_mb(sim) -> float:
 def _flower_simulation(federation, task: dict) -> dict:
     """The same protocol through our Flower app on Flower's simulation engine; the first round
     (actors starting, imports) is the warm-up and not timed."""
-    import tempfile
-
     import torch
 
     from fedcore.flower.simulation import round_seconds, run_flower_simulation
@@ -275,6 +292,11 @@ def main() -> None:
     parser.add_argument("--full-run", action="store_true", help="also time a whole 1000-round HAR run")
     parser.add_argument("--only", action="append", metavar="PATH",
                         help="measure only the protocol rows of this path (e.g. flower-sim; repeatable), no scaling")
+    parser.add_argument("--reuse-data", action="store_true",
+                        help="load HAR once and share it among the rows' processes (a minute less a row on a busy "
+                             "machine; peak memory then leaves out parsing the CSV, but in the first row)")
+    parser.add_argument("--label", action="append", metavar="ALGORITHM",
+                        help="measure only the protocol rows of this algorithm (e.g. APFL; repeatable)")
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
                         help="also measure every row with another checkout's code, alternating (before / after)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
@@ -288,6 +310,7 @@ def main() -> None:
         return
 
     labelled = {(label, path) for label, _, _, path in PROTOCOL_ROWS}  # with --only: their compiled rows too
+    scratch = tempfile.mkdtemp(prefix="fedcore-speed-") if args.reuse_data else None
     measured, elsewhere = {}, {}  # this checkout's results; (checkout, label, path) -> {sweep: result or None}
     # Repeat the whole sweep rather than each row back to back, so that a slow spell on a shared
     # machine falls on every row alike instead of on one row, and the ratios stay fair.
@@ -296,8 +319,10 @@ def main() -> None:
             if args.only and path not in args.only and not (
                     path == FASTEST and any((label, only) in labelled for only in args.only)):
                 continue
-            task = {"data": "har", "har": args.har, "algorithm": algorithm, "params": params, "path": path,
-                    "rounds": args.fast_rounds if path.startswith(FAST_PATHS) else args.rounds}
+            if args.label and label not in args.label:
+                continue
+            task = {"data": "har", "har": args.har, "cache": scratch, "algorithm": algorithm, "params": params,
+                    "path": path, "rounds": args.fast_rounds if path.startswith(FAST_PATHS) else args.rounds}
             print(f"measuring {label} {path} (sweep {repeat + 1} of {args.repeats}) ...", file=sys.stderr, flush=True)
             checkouts = [ROOT, *args.against]
             for root in checkouts if repeat % 2 == 0 else checkouts[::-1]:  # each first in turn
@@ -325,7 +350,9 @@ def main() -> None:
 
     for root in args.against:
         _print_comparison(root, measured, elsewhere)
-    if args.only:
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.only or args.label:
         return
     print(f"\nScaling ({FASTEST} iFedAvg, synthetic sites x 50 rows, evaluation every round)\n")
     print("| sites | s / round | s / round / site | peak memory | processes |")
