@@ -39,7 +39,7 @@ from fedcore.errors import SpecError
 from fedcore.execution import stacked
 from fedcore.execution.base import Trainee
 from fedcore.execution.stacked import DropoutMasks
-from fedcore.models import MLP, Dropout
+from fedcore.models import MLP, Dropout, Tanh, tanh_by_sigmoid
 
 
 class _SiteLoss(nn.Module):
@@ -98,11 +98,15 @@ def _through_the_pass(mlp: MLP, x: torch.Tensor) -> torch.Tensor:
     return _HandWrittenMLP.apply(mlp, mlp.training, list(tensors), len(masks), x, *masks, *tensors.values())
 
 
-def _accelerate(model: nn.Module) -> nn.Module:
-    """`model` with every MLP in it that the hand-written pass computes run by the pass."""
+def _for_vmap(model: nn.Module) -> nn.Module:
+    """`model` as the module path runs it: every MLP in it that the hand-written pass computes run
+    by the pass, and every other tanh as its formula's plain operations (the MLP's tanh node is
+    written the old way, which torch.func cannot run)."""
     for module in model.modules():
         if type(module) is MLP and stacked.supports(module):
             module.forward = functools.partial(_through_the_pass, module)
+        elif isinstance(module, Tanh):
+            module.forward = functools.partial(tanh_by_sigmoid, in_place=False)
     return model
 
 
@@ -159,7 +163,7 @@ class ModulePass:
 
     def __init__(self, sim: Trainee, dropout: DropoutMasks) -> None:
         self.sim = sim
-        self.model = _accelerate(copy.deepcopy(sim.initial))
+        self.model = _for_vmap(copy.deepcopy(sim.initial))
         self.site_loss = _SiteLoss(sim, self.model)
         self.dropout = dropout
         self.masks: list[_Mask] | None = None  # found at the first step

@@ -3,7 +3,7 @@ their classifier, and ProtoPNet."""
 
 from fedcore.models.affine import Affine
 from fedcore.models.cnn import BACKBONES, ImageClassifier, SmallCNN, build_backbone
-from fedcore.models.mlp import MLP, Dropout, min_batch_rows, tanh_by_sigmoid
+from fedcore.models.mlp import MLP, Dropout, Tanh, min_batch_rows, tanh_by_sigmoid
 from fedcore.models.protopnet import ProtoPNet
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
            "ImageClassifier",
            "ProtoPNet",
            "SmallCNN",
+           "Tanh",
            "build_backbone",
            "min_batch_rows",
            "tanh_by_sigmoid",
