@@ -345,3 +345,15 @@ def test_batch_norm_momentum_is_the_modules_on_every_path():
         assert_same_tensors(runs[execution], runs["per-site"], atol=2e-5, rtol=1e-4)
     statistics = "body.2.running_var"
     assert not torch.allclose(runs["per-site"].stacked[statistics], default.stacked[statistics], atol=1e-3)
+
+
+def test_dropout_masks_at_a_rate_per_layer_keep_each_layers_share_and_scale():
+    """The module path draws one step's masks for dropout layers of different rates in one call
+    (the hand-written pass and the C round take one rate throughout)."""
+    masks = stacked.DropoutMasks(torch.device("cpu"), seeds=list(range(40)))
+    first, second = masks.scaled(list(range(40)), 64, [50, 30], [0.2, 0.6])
+    assert first.shape == (40, 64, 50) and second.shape == (40, 64, 30)
+    assert first.unique().tolist() == pytest.approx([0.0, 1 / 0.8])
+    assert second.unique().tolist() == pytest.approx([0.0, 1 / 0.4])
+    assert (first > 0).float().mean().item() == pytest.approx(0.8, abs=0.01)
+    assert (second > 0).float().mean().item() == pytest.approx(0.4, abs=0.01)

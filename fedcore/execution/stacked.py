@@ -165,10 +165,12 @@ class DropoutMasks:
     def scaled(self, sites: list[int], rows: int, widths: list[int], rates: list[float]) -> list[torch.Tensor]:
         """Masks [sites, rows, width] of 0 and 1 / (1 - p) for dropout layers of these widths and
         rates, all drawn in one call: one step's dropout for every layer."""
-        one_rate = len(set(rates)) == 1  # one threshold and one scale (all the compiled round draws)
-        columns = [rate for width, rate in zip(widths, rates) for _ in range(width)]
-        mask = self.keep(sites, (rows, sum(widths)), rates[0] if one_rate else columns).to(torch.get_default_dtype())
-        scale = self.keep_scale(rates[0]) if one_rate else torch.tensor([self.keep_scale(r) for r in columns], device=mask.device)
+        if len(set(rates)) == 1:  # one threshold and one scale (all the compiled round draws)
+            p, scale = rates[0], self.keep_scale(rates[0])
+        else:
+            p = [rate for width, rate in zip(widths, rates) for _ in range(width)]
+            scale = torch.tensor([self.keep_scale(rate) for rate in p], device=self.device)
+        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype())
         return list(mask.mul_(scale).split(widths, dim=-1))
 
 
