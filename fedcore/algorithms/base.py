@@ -44,7 +44,8 @@ def batchable(hook: Callable[..., Any]) -> Callable[..., Any]:
     and `site` is a 0-dim index tensor, to be used only to index per-site tensors (the class
     weights, a stacked tensor's rows); no Python branch on a tensor's value, no random draw but
     through the model's dropout layers, and nothing changed outside the model. (A loss that vmap
-    cannot run after all is found when the run starts, and trains site by site.)"""
+    cannot run after all stops the run at its first batched step with the reason, never a
+    silently different step: train it with execution 'per-site'.)"""
     hook.batchable = True  # type: ignore[attr-defined]
     return hook
 
