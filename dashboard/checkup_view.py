@@ -267,20 +267,26 @@ def quantile_figure(finding: Finding, profile: Profile, j: int, colors: dict[str
         if not np.isfinite(quantiles).any():
             continue
         mine = name == site
+        box = {key: quantiles[i] for key, i in index.items()}
+        if not all(np.isfinite([box["q1"], box["median"], box["q3"]])):
+            box = dict.fromkeys(box, np.nanmedian(quantiles))  # a small site: its median only (a line)
+        # whiskers where the site released its 5 and 95 % quantiles, else at the box
+        box["lowerfence"] = box["lowerfence"] if np.isfinite(box["lowerfence"]) else box["q1"]
+        box["upperfence"] = box["upperfence"] if np.isfinite(box["upperfence"]) else box["q3"]
         fig.add_trace(go.Box(y=[escaped(name)], orientation="h", name=escaped(name), showlegend=False,
-                             **{key: [float(quantiles[i])] for key, i in index.items()},
+                             **{key: [float(value)] for key, value in box.items()},
                              marker_color=colour if mine else "#9aa5b1", line=dict(width=3 if mine else 1.5),
                              fillcolor=colour if mine else "rgba(154,165,177,0.35)",
                              hoverinfo="x+name"), row=1, col=1)
         if not mine:
-            fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=quantiles, mode="lines", showlegend=False,
+            fig.add_trace(go.Scatter(**released(quantiles), mode="lines", showlegend=False,
                                      line=dict(color="#c5ccd4", width=1), hoverinfo="skip"), row=1, col=2)
     others = finding.evidence.get("others_quantiles")
     if others is not None:
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=others, mode="lines+markers", name="the other sites' mean",
+        fig.add_trace(go.Scatter(**released(others), mode="lines+markers", name="the other sites' mean",
                                  line=dict(color="#44546a", width=2.5, dash="dash")), row=1, col=2)
     own = finding.evidence.get("quantiles", profile.quantiles[profile.sites.index(site), :, j])
-    fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=own, mode="lines+markers", name=escaped(site),
+    fig.add_trace(go.Scatter(**released(own), mode="lines+markers", name=escaped(site),
                              line=dict(color=colour, width=3)), row=1, col=2)
     if "code" in finding.evidence:
         fig.add_vline(x=finding.evidence["code"], line=dict(color="#b00020", dash="dot"), row=1, col=1,
@@ -293,6 +299,14 @@ def quantile_figure(finding: Finding, profile: Profile, j: int, colors: dict[str
     fig.update_layout(title=dict(text=escaped(f"{site}: {feature}, as recorded at each site"), x=0),
                       legend=dict(orientation="h", yanchor="bottom", y=-0.3, x=0.55))
     return _styled(fig, max(380, 26 * len(profile.sites) + 200))
+
+
+def released(quantiles) -> dict[str, np.ndarray]:
+    """x (percent) and y of the quantiles a site released (its disclosure policy leaves out those
+    no block of enough values stands for)."""
+    values = np.asarray(quantiles, dtype=np.float64)
+    shared = np.isfinite(values)
+    return {"x": PROBABILITIES[shared] * 100, "y": values[shared]}
 
 
 def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:

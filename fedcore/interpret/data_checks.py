@@ -60,6 +60,7 @@ from statistics import NormalDist
 import numpy as np
 from scipy import stats
 
+from fedcore.interpret import not_shared
 from fedcore.interpret.calibration import leave_one_out, one_sided
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
@@ -89,11 +90,21 @@ def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
     return np.where(central_sd > 0, central_sd, sd)
 
 
+def others_mean(values: np.ndarray) -> np.ndarray:
+    """[sites, ...] the mean of the other sites' values, each site's left out; a value a site did
+    not share (NaN: its disclosure policy) is left out of the others' too."""
+    known = np.isfinite(values)
+    total, count = np.where(known, values, 0).sum(0, keepdims=True), known.sum(0, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (total - np.where(known, values, 0)) / (count - known)
+
+
 def check_profile(profile: Profile) -> list[Finding]:
-    """Every check's findings (not yet decided: `findings.decide` sets q-values)."""
+    """Every check's findings (not yet decided: `findings.decide` sets q-values); a cell a site's
+    disclosure policy left untestable says so (`not_shared.mark`)."""
     checks = Checks(profile)
-    return [*checks.values(), *checks.missing_codes(), *checks.missingness(), *checks.category_codes(),
-            *checks.label_relations(), *checks.labels()]
+    return not_shared.mark(profile, [*checks.values(), *checks.missing_codes(), *checks.missingness(),
+                                     *checks.category_codes(), *checks.label_relations(), *checks.labels()], LENS)
 
 
 class Checks:
@@ -125,7 +136,7 @@ class Checks:
         location_dev, location_t, location_p = leave_one_out(median / scale)
         log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
         spread_dev, spread_t, spread_p = leave_one_out(log_sd)
-        other_quantiles = (q.sum(0, keepdims=True) - q) / (self.n - 1)  # [sites, probabilities, features]
+        other_quantiles = others_mean(q)  # [sites, probabilities, features]
         skew, tails = self._shape(q[:, :, cols])
         skew_dev, _, skew_p = leave_one_out(skew)
         tail_dev, _, tail_p = leave_one_out(tails)
@@ -194,7 +205,7 @@ class Checks:
         similar scales), each match at least 4 times closer than to its own column."""
         p = self.profile
         q = p.quantiles
-        others = (q.sum(0) - q[i]) / (self.n - 1)  # [probabilities, features]
+        others = others_mean(q)[i]  # [probabilities, features]
         for k in self.continuous:
             if k == j or not (self.yardstick[k] > 0 and self.yardstick[j] > 0):
                 continue
@@ -226,8 +237,10 @@ class Checks:
             if not others:
                 return
             for j in self.continuous:
+                if not observed[i, j] > 0 or not self.yardstick[j] > 0:  # NaN: not shared (disclosure)
+                    continue
                 n_site = int(observed[i, j])
-                if n_site == 0 or not self.yardstick[j] > 0:
+                if not np.isfinite(counts[i, :, j]).all():
                     continue
                 # the values most other sites have: their typical 5-95 % range, 2 SDs wider
                 low = float(np.nanmedian(q05[others, j])) - 2 * self.yardstick[j]
@@ -259,8 +272,10 @@ class Checks:
         rows = p.rows.astype(np.float64)[:, None]
         missing = rows - p.observed
         share = missing / np.maximum(rows, 1)
-        others_missing = missing.sum(0, keepdims=True) - missing
-        others_rows = rows.sum(0, keepdims=True) - rows
+        # a site that did not share its counts (NaN: its disclosure policy) is left out of the others'
+        known = np.isfinite(missing)
+        others_missing = np.nansum(missing, 0, keepdims=True) - np.where(known, missing, 0)
+        others_rows = np.where(known, rows, 0).sum(0, keepdims=True) - np.where(known, rows, 0)
         rate = (others_missing + 0.5) / (others_rows + 1.0)
         residual = (missing - rows * rate) / np.sqrt(rows * rate * (1 - rate))
         dispersion = max(1.0, float(np.median(np.nan_to_num(residual) ** 2)) / CHI2_1_MEDIAN) if residual.size else 1.0
@@ -309,6 +324,8 @@ class Checks:
                     return
                 unused = ~used[others].any(0)
                 mass = float(np.nansum(share[i, unused]))
+                if not np.isfinite(p.observed[i, members[0]]):  # not shared (disclosure): not testable
+                    continue
                 rows = int(round(mass * p.observed[i, members[0]]))
                 if rows == 0:
                     continue

@@ -56,6 +56,7 @@ from scipy import special
 from fedcore.errors import SpecError
 
 DEFAULT_MIN_COUNT = 10
+TOO_FEW = "not shared (fewer than"  # how the reason for a group below the minimum begins
 MIN_COUNT_FLOOR = 3
 # Released values are rounded to this many of their standard errors.
 ROUNDING = 0.5
@@ -133,7 +134,7 @@ class Policy:
     @property
     def reason(self) -> str:
         """Why a statistic of a small group is not shared, as the check-up shows it."""
-        return f"not shared (fewer than {self.min_count} rows)"
+        return f"{TOO_FEW} {self.min_count} rows)"
 
 
 DEFAULT_POLICY = Policy()
@@ -439,8 +440,8 @@ def _noisy_share(share: np.ndarray, n: np.ndarray, policy: Policy) -> np.ndarray
 def _group_masks(groups: Groups, policy: Policy) -> dict[str, tuple[np.ndarray, list]]:
     """Per group: where it is withheld, and the (feature, class) -> reason entries that say so."""
     reason = policy.reason
-    complement = (f"not shared (with the classes of fewer than {policy.min_count} rows withheld, the "
-                  "site's total minus this class would give theirs)")
+    complement = (f"not shared (another class has fewer than {policy.min_count} rows, which this one's "
+                  "would give away by difference)")
     site = np.array(0 < groups.rows < policy.min_count)  # a site this small shares nothing but its size
     classes = suppressed(groups.class_counts, policy) | site
     class_small = small(groups.class_counts, policy) | site

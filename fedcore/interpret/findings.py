@@ -62,10 +62,13 @@ class Finding:
     # material and significant. Every tested cell counts in the false discovery rate either way.
     material: bool = True
     explained_by: str | None = None  # a more specific finding at the same site and feature
+    # Why the cell could not be tested (p is NaN, outside the false discovery rate): e.g. "not shared
+    # (fewer than 10 rows)" where the site's disclosure policy withheld a statistic the check needs.
+    not_testable: str | None = None
 
     @property
     def significant(self) -> bool:
-        return bool(self.material and self.q < FDR)
+        return bool(self.material and self.q < FDR and not self.not_testable)
 
     @property
     def title(self) -> str:

@@ -159,8 +159,7 @@ class Profile:
     def reason(self, statistic: str, site: str, feature: str | None = None, cls: str | None = None) -> str | None:
         """Why `site` did not share `statistic` (of `feature`, of class `cls`), or None when it did."""
         for entry in self.withheld.get(site, []):
-            if (entry.statistic == statistic and entry.feature in (None, feature) and entry.cls in (None, cls)
-                    and (cls is not None or entry.cls is None or feature is None)):
+            if entry.statistic == statistic and entry.feature in (None, feature) and entry.cls in (None, cls):
                 return entry.reason
         return None
 

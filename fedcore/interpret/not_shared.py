@@ -1,0 +1,94 @@
+"""The data lens's cells that a site's disclosure policy left untestable, with the reason.
+
+A site withholds a statistic of a group smaller than its minimum count (`disclosure`), and
+releases quantiles only where a block of enough values stands for them. A check that needs what
+was withheld cannot test the site: its cell says so ("not shared (fewer than 10 rows)"), with its
+p-value NaN so that it counts in no false discovery rate — never an error, and never a silent
+"nothing found". `mark` turns a check's untestable findings into such cells and adds the cells
+a check skipped outright (a site whose classes were withheld has no label cells at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedcore.interpret.disclosure import TOO_FEW
+from fedcore.interpret.findings import KINDS, Finding
+from fedcore.interpret.profile import PROBABILITIES, STATISTICS, Profile
+
+# The profile's statistics each data check reads.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "location": ("quantiles",),
+    "spread": ("quantiles",),
+    "shape": ("quantiles",),
+    "unit": ("quantiles",),
+    "swapped_columns": ("quantiles",),
+    "missing_code": ("sentinel_counts", "observed"),
+    "missingness": ("observed",),
+    "missing_by_class": ("observed_by_class", "class_counts"),
+    "category_codes": ("mean", "observed"),
+    "label_relation": ("mean_by_class", "sd_by_class", "observed_by_class"),
+    "labels_permuted": ("mean_by_class", "sd_by_class", "class_counts"),
+    "labels_weak": ("mean_by_class", "sd_by_class", "class_counts"),
+}
+QUANTILE_CHECKS = ("location", "spread", "shape", "unit", "swapped_columns")
+
+
+def reason(profile: Profile, kind: str, site: str, feature: str | None) -> str | None:
+    """Why `site` withheld a statistic the check `kind` needs at `feature`, if it did (a group
+    below the minimum named before a group withheld with it)."""
+    reasons = []
+    for statistic in NEEDS.get(kind, ()):
+        per_class = STATISTICS[statistic].group in ("class", "feature_class")
+        reasons += [profile.reason(statistic, site, feature, cls) for cls in (profile.classes if per_class else [None])]
+    found = [why for why in reasons if why is not None]
+    return min(found, key=lambda why: not why.startswith(TOO_FEW)) if found else None
+
+
+def resolution(profile: Profile, site: str, feature: str | None) -> str | None:
+    """Why a quantile check found nothing to compare: the site released its quantiles of the
+    feature only between two probabilities (too few values for blocks further out)."""
+    if feature not in profile.features or site not in profile.sites:
+        return None
+    quantiles = profile.quantiles[profile.sites.index(site), :, profile.features.index(feature)]
+    shared = np.flatnonzero(np.isfinite(quantiles))
+    if not shared.size or shared.size == len(PROBABILITIES):
+        return None
+    low, high = PROBABILITIES[shared[0]], PROBABILITIES[shared[-1]]
+    what = "its median only" if shared.size == 1 else f"its quantiles from {low:.0%} to {high:.0%} only"
+    return f"not shared at this resolution ({what}: too few values for blocks further out)"
+
+
+def expected(profile: Profile) -> list[tuple[str, str, str | None]]:
+    """The cells every site has when it shares everything: (site, check, feature)."""
+    per_feature = ["missingness"] + (["missing_by_class", "label_relation"] if len(profile.classes) > 1 else [])
+    cells = []
+    for site in profile.sites:
+        cells += [(site, kind, profile.features[j]) for j in profile.continuous for kind in ("location", "spread")]
+        cells += [(site, kind, feature) for feature in profile.features for kind in per_feature]
+        if len(profile.classes) > 1:
+            cells += [(site, "labels_permuted", None), (site, "labels_weak", None)]
+    return cells
+
+
+def mark(profile: Profile, findings: Sequence[Finding], lens: str) -> list[Finding]:
+    """The findings with every untestable cell marked `not_testable` (p NaN, not material), and a
+    cell added for each one a check skipped because a statistic was withheld."""
+    out, seen = [], set()
+    for finding in findings:
+        why = reason(profile, finding.kind, finding.site, finding.feature)
+        if why is None and not np.isfinite(finding.p) and finding.kind in QUANTILE_CHECKS:
+            why = resolution(profile, finding.site, finding.feature)
+        if why is not None:
+            finding.not_testable, finding.p, finding.material = why, float("nan"), False
+        seen.add((finding.site, finding.kind, finding.feature))
+        out.append(finding)
+    for site, kind, feature in expected(profile):
+        why = reason(profile, kind, site, feature) if (site, kind, feature) not in seen else None
+        if why is not None:
+            where = f"'s {feature}" if feature else ""
+            out.append(Finding(site, lens, kind, feature, f"{KINDS.get(kind, kind)}: not testable at {site}{where}, "
+                                                          f"{why}", float("nan"), material=False, not_testable=why))
+    return out
