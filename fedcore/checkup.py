@@ -219,9 +219,11 @@ class Plan:
 
 
 def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None, sites: Sequence[str],
-                kind: str = "table") -> Plan:
+                kind: str = "table", disclosure: Mapping[str, Any] | None = None) -> Plan:
     """A new check-up folder with its data's profile; its runs are added with `add_runs`. `kind`:
-    'table' or 'image' (images have no data lens: their lenses are the models')."""
+    'table' or 'image' (images have no data lens: their lenses are the models'). `disclosure`: the
+    policy the sites were asked to release their statistics at (what each site did release at is
+    in its profile)."""
     folder = store.root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     while True:
@@ -234,7 +236,8 @@ def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None,
     if profile is not None:
         atomic_write_bytes(path / "profile.npz", profile.to_npz())
     atomic_write_json(path / "plan.json", {"data": data, "label": label, "sites": list(sites), "created": now_iso(),
-                                           "kind": kind, "runs": {}})
+                                           "kind": kind, "disclosure": dict(disclosure) if disclosure else None,
+                                           "runs": {}})
     return Plan(path)
 
 

@@ -13,13 +13,14 @@ the data lens, and the run itself feeds the lens its algorithm records (by the r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from data_adapters import check_reference, describe_reference, load_federation
 from fedcore import jobs
 from fedcore.checkup import Plan, add_runs, create_plan
 from fedcore.errors import FedcoreError
+from fedcore.interpret.disclosure import Policy
 from fedcore.interpret.profile import Profile
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore
@@ -40,20 +41,25 @@ ROLE_OF = {algorithm: role for roles in (TABLE_ROLES, IMAGE_ROLES) for role, (al
 
 
 def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int = 300, train: bool = True,
-                  in_process: bool = False, progress: Callable[[str], None] | None = None) -> Plan:
+                  in_process: bool = False, progress: Callable[[str], None] | None = None,
+                  disclosure: Mapping[str, Any] | None = None) -> Plan:
     """A new check-up of `data`; with `train`, its runs are queued as jobs (or, `in_process`,
-    trained here one after another, `progress` told of each)."""
+    trained here one after another, `progress` told of each). `disclosure`: the policy the sites
+    release their statistics at ('min_count', 'dp_epsilon'; the default policy where not given),
+    recorded with the check-up and every run it trains."""
     reference = check_reference(data)
-    federation = load_federation(reference, 0)
+    policy = Policy.from_settings(disclosure)
+    federation = load_federation(reference, 0, disclosure=policy)
     plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names,
-                       "table" if federation.is_tabular else "image")
+                       "table" if federation.is_tabular else "image", policy.to_dict())
     if not train:
         return plan
     roles = TABLE_ROLES if federation.is_tabular else IMAGE_ROLES
     for role, (algorithm, params) in roles.items():
         seeds = range(replicates) if role == "feature_shifts" else range(1)
         specs = [resolve_spec({"algorithm": algorithm, "data": reference, "params": params,
-                               "config": {"rounds": rounds, "seed": seed}}) for seed in seeds]
+                               "config": {"rounds": rounds, "seed": seed}, "disclosure": policy.to_dict()})
+                 for seed in seeds]
         if in_process:
             runs = [store.create(spec) for spec in specs]
             add_runs(plan, role, [run.id for run in runs])
@@ -78,7 +84,7 @@ def check_up_run(store: RunStore, run: Run) -> Plan:
         described = str(data)
     sites = [s["name"] for s in run.federation.get("sites", [])]
     kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
-    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind)
+    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, run.spec.get("disclosure"))
     role = ROLE_OF.get(str(run.spec.get("algorithm")))
     if role is not None:
         add_runs(plan, role, [run.id])

@@ -21,6 +21,7 @@ from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
 from fedcore.flower.eligibility import check_flower_run, runs_over_flower
 from fedcore.flower.launch import run_federation
+from fedcore.interpret.disclosure import Policy
 from fedcore.outcome import code_version, summarize
 from fedcore.store import Run
 
@@ -28,7 +29,9 @@ __all__ = ["DERIVED_KEYS", "SPEC_KEYS", "algorithms", "execute", "resolve_spec",
 
 ProgressCallback = Callable[[int, int, "dict[str, Any] | None"], None]
 
-SPEC_KEYS = ("algorithm", "data", "params", "config")
+# disclosure: the policy the sites release their statistics at (fedcore.interpret.disclosure); a
+# Flower federation's sites each set their own (their node config), so its spec records none.
+SPEC_KEYS = ("algorithm", "data", "params", "config", "disclosure")
 # What a stored spec adds: the run's id and creation time, the code's version, the kind of record
 # its rounds hold (`fedcore.records`: the lens that shows it, readable without the algorithms).
 DERIVED_KEYS = ("run_id", "created", "version", "record")
@@ -63,13 +66,16 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     # that do not combine) so that no run is created for data that cannot load. A Flower
     # federation's rows are at its sites: only its settings can be checked here.
     data = check_reference(raw.get("data") or "demo")
+    disclosure = Policy.from_settings(raw.get("disclosure")).to_dict()
     if is_flower_reference(data):
         check_flower_run(algorithm(params), data)
+        disclosure = None
     return {
         "algorithm": algorithm.name,
         "data": data,
         "params": asdict(params),
         "config": config.to_dict(),
+        "disclosure": disclosure,
         "version": code_version(),
         "record": algorithm.Record.kind,
     }
@@ -93,7 +99,7 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         if is_flower_reference(spec["data"]):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
-        federation = load_federation(spec["data"], config.seed)
+        federation = load_federation(spec["data"], config.seed, disclosure=Policy.from_settings(spec.get("disclosure")))
         run.write_federation(federation.describe())
         if federation.profile is not None:
             run.save_profile(federation.profile.to_npz())

@@ -367,18 +367,23 @@ def test_flower_sites_send_sums_and_standardise_with_the_server_pooled_mean_and_
     sums = [site.answer(protocol.DESCRIBE, site.load_site(n, seed), n, RecordDict(), spec) for n in nodes]
     total = sum(protocol.read_arrays(reply[protocol.SUMS])["sums"] for reply in sums)
     kinds = protocol.read_json(sums[0][protocol.SITE])["feature_kinds"]
-    from data_adapters import pooled_from_sums
+    from data_adapters import pooled_from_sums, standardization_sums
     pooled = pooled_from_sums(total, kinds)
-    # ... are the mean and population SD of all sites' training rows, computed here from the rows
+    # ... are the mean and population SD of all sites' training rows, computed here from the rows: exactly
+    # from sums as computed, and within the sites' rounding from the sums their disclosure policy releases
     whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                              "standardization": "none"}, seed)
     chol = whole.feature_names.index("chol")
-    rows = np.concatenate([np.asarray(s.x_train[:, chol]) for s in whole.sites])  # missing rows hold 0 here
-    raw_profile_sd = pooled[chol][1]
+    per_site = [np.asarray(s.x_train[:, chol]) for s in whole.sites]
+    rows = np.concatenate(per_site)  # missing rows hold 0 here
     assert set(pooled) == {j for j, k in enumerate(whole.feature_kinds) if k == "continuous"}
     observed = rows[rows != 0]  # 'none' encodes a missing continuous value as 0; no real cholesterol is 0
-    assert pooled[chol][0] == pytest.approx(observed.mean(), rel=1e-6)  # (the tensors hold 32-bit floats)
-    assert raw_profile_sd == pytest.approx(observed.std(), rel=1e-6)
+    exact = pooled_from_sums(sum(standardization_sums(site.site_reference(n), seed, None)[1] for n in nodes), kinds)
+    assert exact[chol][0] == pytest.approx(observed.mean(), rel=1e-6)  # (the tensors hold 32-bit floats)
+    assert exact[chol][1] == pytest.approx(observed.std(), rel=1e-6)
+    # each site's sum is rounded to half its standard error (sqrt(n) SDs): the mean moves by at most a quarter of it
+    rounding = sum(0.25 * np.sqrt(len(v[v != 0])) * v[v != 0].std(ddof=1) for v in per_site) / len(observed)
+    assert 0 < abs(pooled[chol][0] - observed.mean()) <= rounding
     # a site standardised with them holds what the simulation's federated standardisation gives it
     simulated_ = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                                   "standardization": "federated"}, seed)

@@ -34,7 +34,7 @@ from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
-from fedcore.interpret.profile import Profile
+from fedcore.interpret.profile import Profile, SiteProfile, read_disclosure
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld
 from fedcore.store import Run
@@ -153,8 +153,13 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
     replies = sites.exchange(nodes, contents, protocol.PROFILE_QUERY, 0, timeout)
     if not replies or any(protocol.PROFILE not in reply for reply in replies):
         return None
-    meta = protocol.read_json(replies[0][protocol.SITE])
-    per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
+    metas = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
+    per_site = []
+    for node, reply, meta in zip(nodes, replies, metas):
+        policies, withheld = read_disclosure(meta)  # what the site says it withheld, at which policy
+        per_site.append(SiteProfile(protocol.read_arrays(reply[protocol.PROFILE]), withheld.get(node.name, []),
+                                    policies.get(node.name)))
+    meta = metas[0]
     return Profile.of_sites(per_site, [node.name for node in nodes], meta["features"], meta["kinds"], meta["columns"],
                             meta["classes"], meta.get("units"))
 

@@ -46,6 +46,7 @@ this module does not know is withheld (fail closed).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -244,8 +245,7 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
     sd = values.std(axis=0, ddof=1)
     if noise is None:
         means = np.add.reduceat(values, starts[:-1], axis=0) / sizes[:, None]
-        step = ROUNDING * sd[None, :] / np.sqrt(sizes)[:, None]
-        means = np.where(step > 0, np.round(means / np.where(step > 0, step, 1)) * step, means)
+        means = _rounded(means, ROUNDING * sd[None, :] / np.sqrt(sizes)[:, None])
         log_step = ROUNDING / math.sqrt(2 * (n - 1))
         with np.errstate(divide="ignore"):
             sd = np.where(sd > 0, np.exp(np.round(np.log(np.where(sd > 0, sd, 1)) / log_step) * log_step), sd)
@@ -305,8 +305,6 @@ def _as_computed(x: np.ndarray, counts: np.ndarray, probabilities: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """No policy: the mean, SD and linearly interpolated quantiles as they are (what the profile
     released before disclosure control; kept for measuring the policy's cost)."""
-    import warnings
-
     n_features = x.shape[1]
     if not len(x):
         return np.full(n_features, np.nan), np.full(n_features, np.nan), np.full((len(probabilities), n_features), np.nan)
@@ -345,17 +343,16 @@ def outer_blocks(x: np.ndarray, policy: Policy) -> tuple[np.ndarray, np.ndarray]
 # -- the generic release of declared arrays -------------------------------------------------------------
 def rounded_share(share: np.ndarray, n: np.ndarray) -> np.ndarray:
     """A share of n rows rounded to ROUNDING binomial standard errors (exact at 0 and 1)."""
-    step = ROUNDING * np.sqrt(np.clip(share * (1 - share), 0, None) / np.maximum(n, 1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(step > 0, np.clip(np.round(share / step) * step, 0, 1), share)
+    with np.errstate(invalid="ignore"):
+        step = ROUNDING * np.sqrt(np.clip(share * (1 - share), 0, None) / np.maximum(n, 1))
+        return np.where(np.isfinite(share), np.clip(_rounded(share, step), 0, 1), share)
 
 
 def rounded_correlation(r: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Correlations over n rows rounded on Fisher's z to ROUNDING standard errors (1 / sqrt(n - 3))."""
-    step = ROUNDING / np.sqrt(np.maximum(n - 3, 1))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore"):
         z = np.arctanh(np.clip(r, -0.999999, 0.999999))
-        return np.where(np.isfinite(r), np.tanh(np.round(z / step) * step), r)
+        return np.where(np.isfinite(r), np.tanh(_rounded(z, ROUNDING / np.sqrt(np.maximum(n - 3, 1)))), r)
 
 
 @dataclass(frozen=True)
@@ -487,3 +484,39 @@ def _group_counts(groups: Groups, group: str, shape: tuple[int, ...]) -> np.ndar
     elif group == "feature_class":
         counts = counts.reshape((counts.shape[0],) + (1,) * (len(shape) - 2) + (counts.shape[1],))
     return np.broadcast_to(counts, shape)
+
+
+# -- the federated standardisation's sums -------------------------------------------------------------
+def released_sums(x: np.ndarray, policy: Policy | None) -> np.ndarray:
+    """[3, features]: each feature's count of observed values, their sum and their sum of squares
+    (what a site sends for a federated standardisation: its mean and SD), as `policy` releases
+    them. A feature recorded in fewer than `min_count` rows sends zeros (its values stay out of the
+    pooled mean); the sum and the sum of squares are rounded to ROUNDING standard errors (sqrt(n)
+    × the SD of the values, of their squares), or, under `dp_epsilon` (split over the features'
+    two sums), get Laplace noise for values clipped to the range their outermost blocks span."""
+    x = np.asarray(x, dtype=np.float64)
+    count = np.sum(~np.isnan(x), axis=0).astype(np.float64)
+    total, squares = np.nansum(x, axis=0), np.nansum(x**2, axis=0)
+    if policy is None:
+        return np.array([count, total, squares])
+    if policy.dp_epsilon:
+        low, high = outer_blocks(x, policy)
+        clipped = np.clip(x, low, high)
+        share = policy.dp_epsilon / (2 * max(x.shape[1], 1))
+        rng = np.random.default_rng()
+        total = np.nansum(clipped, axis=0) + rng.laplace(0.0, 1.0, x.shape[1]) * (high - low) / share
+        squares = (np.nansum(clipped**2, axis=0)
+                   + rng.laplace(0.0, 1.0, x.shape[1]) * np.maximum(low**2, high**2) / share)
+    else:
+        with warnings.catch_warnings():  # a feature with no values: its sums are withheld below anyway
+            warnings.simplefilter("ignore", RuntimeWarning)
+            total = _rounded(total, ROUNDING * np.sqrt(count) * np.nanstd(x, axis=0, ddof=1))
+            squares = _rounded(squares, ROUNDING * np.sqrt(count) * np.nanstd(x**2, axis=0, ddof=1))
+    withheld = (count < policy.min_count) | ~np.isfinite(total) | ~np.isfinite(squares)
+    return np.where(withheld, 0.0, np.array([count, total, squares]))
+
+
+def _rounded(values: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """values rounded to multiples of step (as they are where the step is 0 or undefined)."""
+    usable = np.isfinite(step) & (step > 0)
+    return np.where(usable, np.round(values / np.where(usable, step, 1)) * np.where(usable, step, 1), values)
