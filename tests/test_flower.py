@@ -419,3 +419,41 @@ def test_sites_that_standardise_differently_are_refused(messy_sites, tmp_path):
     nodes = federated_nodes(files[:2], dictionary) + federated_nodes(files[2:], dictionary, "site")
     with pytest.raises(DataError, match=r"Sites north, south standardise 'federated' but east, west do not"):
         flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
+
+
+def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_withheld(tmp_path):
+    """A site whose node config asks for more rows per statistic than it has (and noise) still trains
+    with the others; it sends its size alone, and its check-up cells say why each is not testable."""
+    from fedcore.checkup import check_up
+    from fedcore.interpret.profile import STATISTICS, Profile
+
+    names = ("Alder General", "Birch University", "Cedar Community", "Elm Regional")
+    nodes = demo_nodes(names)
+    nodes[0].update({"min-count": "100000", "dp-epsilon": "0.01"})
+    nodes[1]["min-count"] = "25"
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
+    assert run.status["state"] == "done", run.status
+    assert run.spec["disclosure"] is None  # each site sets its own
+    with np.load(run.path / "profile.npz", allow_pickle=False) as data:
+        profile = Profile.from_npz(data)
+    strict = profile.sites.index("Alder General")
+    assert profile.policies["Alder General"] == {"min_count": 100000, "dp_epsilon": 0.01}
+    assert profile.policies["Birch University"] == {"min_count": 25, "dp_epsilon": None}
+    assert profile.policies["Cedar Community"] == {"min_count": 10, "dp_epsilon": None}
+    assert profile.rows[strict] == load_federation("demo:site=Alder General", 0).profile.rows[0]  # its size, and
+    for name, declared in STATISTICS.items():  # nothing else, each with its reason
+        if name == "rows":
+            continue
+        assert np.isnan(profile.arrays[name][strict]).all(), name
+        for cls in profile.classes if declared.group in ("class", "feature_class") else [None]:
+            reason = profile.reason(name, "Alder General", profile.features[0], cls)
+            assert reason == ("not shared under differential privacy (a correlation has no bounded sensitivity)"
+                              if name == "correlation" else "not shared (fewer than 100000 rows)"), name
+    others = [i for i in range(4) if i != strict]
+    assert np.isfinite(profile.quantiles[others][:, 10]).all()  # the others' medians are there
+    result = check_up(profile, {})
+    cells = [f for f in result.findings if f.site == "Alder General"]
+    assert cells and {f.not_testable for f in cells} == {"not shared (fewer than 100000 rows)"}
+    assert not any(f.significant for f in cells)
+    tested = [f for f in result.findings if f.site != "Alder General" and f.not_testable is None]
+    assert tested and all(np.isfinite(f.p) for f in tested if f.kind == "location")

@@ -59,8 +59,13 @@ from fedcore.errors import SpecError
 DEFAULT_MIN_COUNT = 10
 TOO_FEW = "not shared (fewer than"  # how the reason for a group below the minimum begins
 MIN_COUNT_FLOOR = 3
-# Released values are rounded to this many of their standard errors.
+# Released values are rounded to this many of their standard errors ...
 ROUNDING = 0.5
+# ... and a small group's coarser, so that the difference of two releases, one row apart, misses the
+# added value by at least this many SDs (root mean square): a block of s of a group's n values is
+# rounded to max(ROUNDING, DIFFERENCE_SD × sqrt(6 / n)) × SD / sqrt(s) (the two releases' rounding
+# errors, uniform, add up to n × that² / 6 in the total they difference).
+DIFFERENCE_SD = 1.0
 # At most this many blocks per group (5 % of the values each): a large group's blocks grow instead,
 # so that their rounding (a standard error of a larger block) stays finer than the quantiles' spacing.
 MAX_BLOCKS = 20
@@ -245,7 +250,7 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
     sd = values.std(axis=0, ddof=1)
     if noise is None:
         means = np.add.reduceat(values, starts[:-1], axis=0) / sizes[:, None]
-        means = _rounded(means, ROUNDING * sd[None, :] / np.sqrt(sizes)[:, None])
+        means = _rounded(means, rounding(n) * sd[None, :] / np.sqrt(sizes)[:, None])
         log_step = ROUNDING / math.sqrt(2 * (n - 1))
         with np.errstate(divide="ignore"):
             sd = np.where(sd > 0, np.exp(np.round(np.log(np.where(sd > 0, sd, 1)) / log_step) * log_step), sd)
@@ -254,6 +259,12 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
     means = np.sort(means, axis=0)  # a quantile function never decreases (rounding and noise could make it)
     mean = (means * sizes[:, None]).sum(0) / n
     return mean, sd, _read_off(centres, means, probabilities)
+
+
+def rounding(n: np.ndarray | int) -> np.ndarray | float:
+    """How many standard errors a statistic of n values is rounded to (ROUNDING; more for small n:
+    DIFFERENCE_SD)."""
+    return np.maximum(ROUNDING, DIFFERENCE_SD * np.sqrt(6 / np.maximum(n, 1)))
 
 
 def block_probabilities(starts: np.ndarray, n: int) -> np.ndarray:
@@ -385,10 +396,12 @@ class Groups:
 
 
 def release(arrays: Mapping[str, np.ndarray], declarations: Mapping[str, Statistic], groups: Groups,
-            policy: Policy | None) -> tuple[dict[str, np.ndarray], list[Withheld]]:
-    """Every declared array as the policy releases it (None: as computed), and what was withheld
-    where, with the reason. An array without a declaration, or of a kind without a rule, is
-    withheld whole: nothing leaves a site unless a rule says how."""
+            policy: Policy | None, noise: Noise | None = None) -> tuple[dict[str, np.ndarray], list[Withheld]]:
+    """Every declared array as the policy releases it (None: as computed; `noise`: the release's
+    differential privacy, `dp_noise`), and what was withheld where, with the reason. An array
+    without a declaration, or of a kind without a rule, is withheld whole: nothing leaves a site
+    unless a rule says how. (Arrays of kind 'location' come from `location`, which rounds or
+    noises them; here they are withheld by their group.)"""
     if policy is None:
         return {name: np.asarray(value) for name, value in arrays.items()}, []
     out: dict[str, np.ndarray] = {}
@@ -420,17 +433,16 @@ def release(arrays: Mapping[str, np.ndarray], declarations: Mapping[str, Statist
         released[hidden] = np.nan
         if declared.kind == "share":
             n = _group_counts(groups, declared.group, released.shape)
-            released = (_noisy_share(released, n, policy) if policy.dp_epsilon else rounded_share(released, n))
+            released = _noisy_share(released, n, noise) if noise is not None else rounded_share(released, n)
         elif declared.kind == "correlation":
             released = rounded_correlation(released, _group_counts(groups, declared.group, released.shape))
         out[name] = released
     return out, withheld
 
 
-def _noisy_share(share: np.ndarray, n: np.ndarray, policy: Policy) -> np.ndarray:
+def _noisy_share(share: np.ndarray, n: np.ndarray, noise: Noise) -> np.ndarray:
     """A share of n rows with Laplace noise: replacing one row moves its count by at most 1."""
-    scale = 1 / (np.maximum(n, 1) * policy.dp_epsilon / DP_SHARES)
-    noisy = share + np.random.default_rng().laplace(0.0, 1.0, share.shape) * scale
+    noisy = share + noise.laplace(1 / (np.maximum(n, 1) * noise.epsilon_share))
     return np.where(np.isfinite(share), np.clip(noisy, 0, 1), share)
 
 
@@ -510,8 +522,8 @@ def released_sums(x: np.ndarray, policy: Policy | None) -> np.ndarray:
     else:
         with warnings.catch_warnings():  # a feature with no values: its sums are withheld below anyway
             warnings.simplefilter("ignore", RuntimeWarning)
-            total = _rounded(total, ROUNDING * np.sqrt(count) * np.nanstd(x, axis=0, ddof=1))
-            squares = _rounded(squares, ROUNDING * np.sqrt(count) * np.nanstd(x**2, axis=0, ddof=1))
+            total = _rounded(total, rounding(count) * np.sqrt(count) * np.nanstd(x, axis=0, ddof=1))
+            squares = _rounded(squares, rounding(count) * np.sqrt(count) * np.nanstd(x**2, axis=0, ddof=1))
     withheld = (count < policy.min_count) | ~np.isfinite(total) | ~np.isfinite(squares)
     return np.where(withheld, 0.0, np.array([count, total, squares]))
 

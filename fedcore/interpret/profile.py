@@ -93,7 +93,7 @@ def site_profile(x: np.ndarray, y: np.ndarray, features: Sequence[str], kinds: S
     out["correlation"], pairs = _correlation(x[:, continuous])
     groups = Groups(len(x), out["class_counts"], out["observed"], out["observed_by_class"], pairs, list(features),
                     list(classes), continuous)
-    arrays, withheld = release(out, STATISTICS, groups, policy)
+    arrays, withheld = release(out, STATISTICS, groups, policy, noise)
     if noise is not None:  # a feature too small for a range: its values are withheld under the noise
         for j in np.flatnonzero(np.isnan(noise.low) & (out["observed"] >= policy.min_count)):
             withheld += [Withheld(name, features[j], None, "not shared under differential privacy (too few values "
