@@ -10,6 +10,9 @@ A grid cell is one of:
     training       the runs that feed the lens are still queued or training
     not checked    no run feeds the lens (or it failed); "no data lens" for images, or where
                    the sites kept their statistics to themselves
+    not shared     the site's disclosure policy withheld every statistic the data lens tests at
+                   it (a cell that found something, or nothing, says how many of its tests were
+                   not shared)
 Every user-supplied name that reaches a figure is HTML-escaped first: plotly renders a subset of
 HTML in its texts (links included).
 """
@@ -32,6 +35,7 @@ from dashboard.safe_text import plot_text
 from dashboard.report_sections import figures_html
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
+from fedcore.interpret.disclosure import Withheld
 from fedcore.interpret.profile import PROBABILITIES, Profile
 from fedcore.store import Run, RunStore
 
@@ -39,8 +43,9 @@ DATA_LENS = LENSES[0]
 IMAGE_LENSES = (DATA_LENS, "labels", "prototypes")
 TABLE_LENSES = tuple(lens for lens in LENSES if lens != "prototypes")
 NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS = "not checked", "nothing found", "training…", "no data lens"
+NOT_SHARED = "not shared"
 # Cells' colour values: states below the findings' -log10(q) scale, which starts at -log10(FDR).
-STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
+STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOT_SHARED: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
 Z_MIN, Z_MAX, Q_FLOOR = -1.0, 4.0, 1e-4
 QUANTILE_KINDS = ("location", "spread", "shape", "unit", "swapped_columns", "missing_code")
 MISSING_KINDS = ("missingness", "missing_by_class")
@@ -82,26 +87,44 @@ escaped = plot_text  # a user-supplied name in a plotly text
 # -- the grid -----------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS
+    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS, NOT_SHARED
     # the reported findings of this lens at this site, strongest first
     findings: list[Finding] = field(default_factory=list)
+    # this lens's tests at this site that a disclosure policy left untestable (`Finding.not_testable`)
+    not_shared: list[Finding] = field(default_factory=list)
+
+    @property
+    def withheld(self) -> str:
+        """How many tests were not shared, and the commonest reason ('' when none)."""
+        if not self.not_shared:
+            return ""
+        reasons = [f.not_testable or "" for f in self.not_shared]
+        return f"{len(reasons)} not shared: {max(set(reasons), key=reasons.count).removeprefix('not shared ')}"
 
     @property
     def text(self) -> str:
+        extra = f" ({self.withheld})" if self.withheld and self.state != NOT_SHARED else ""
+        if self.state == NOT_SHARED:
+            return f"{NOT_SHARED} {self.not_shared[0].not_testable.removeprefix('not shared ')}" \
+                if self.not_shared and self.not_shared[0].not_testable else NOT_SHARED
         if self.state != "finding":
-            return self.state
+            return self.state + extra
         top = self.findings[0]
         more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
-        return f"{top.title}, {q_label(top.q)}{more}"
+        return f"{top.title}, {q_label(top.q)}{more}{extra}"
 
     def lines(self, width: int = 16) -> tuple[list[str], list[str]]:
         """The text drawn in the grid's cell, as (title, the rest): the finding's title wrapped, then
-        its q-value and how many more the lens found here (a state: its words, nothing else)."""
+        its q-value and how many more the lens found here (a state: its words, nothing else), and how
+        many tests were not shared."""
+        untested = [f"{len(self.not_shared)} not shared"] if self.not_shared and self.state != NOT_SHARED else []
+        if self.state == NOT_SHARED:
+            return [], textwrap.wrap(self.text, width)
         if self.state != "finding":
-            return [], textwrap.wrap(self.state, width)
+            return [], textwrap.wrap(self.state, width) + untested
         top = self.findings[0]
         more = [f"+{len(self.findings) - 1} more"] if len(self.findings) > 1 else []
-        return textwrap.wrap(top.title, width), [q_label(top.q), *more]
+        return textwrap.wrap(top.title, width), [q_label(top.q), *more, *untested]
 
     @property
     def z(self) -> float:
@@ -134,15 +157,24 @@ def grid(result: CheckUp, kind: str) -> Grid:
     by_cell: dict[tuple[str, str], list[Finding]] = {}
     for finding in result.reported:
         by_cell.setdefault((finding.site, finding.lens), []).append(finding)
+    untested: dict[tuple[str, str], list[Finding]] = {}
+    tested: set[tuple[str, str]] = set()
+    for finding in result.findings:
+        if finding.not_testable:
+            untested.setdefault((finding.site, finding.lens), []).append(finding)
+        else:
+            tested.add((finding.site, finding.lens))
     cells = []
     for site in result.sites:
         row = []
         for lens in lenses:
-            found = by_cell.get((site, lens), [])
+            found, withheld = by_cell.get((site, lens), []), untested.get((site, lens), [])
             if found:
-                row.append(Cell("finding", found))
+                row.append(Cell("finding", found, withheld))
+            elif withheld and (site, lens) not in tested:
+                row.append(Cell(NOT_SHARED, [], withheld))
             elif lens in result.sources:
-                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND))
+                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND, [], withheld))
             elif lens in training:
                 row.append(Cell(TRAINING))
             else:
@@ -169,7 +201,7 @@ def grid_figure(table: Grid) -> go.Figure:
     z = np.array([[cell.z for cell in row] for row in table.cells], dtype=float)
     hover = [[escaped(_hover(site, lens, cell)) for lens, cell in zip(table.lenses, row)]
              for site, row in zip(table.sites, table.cells)]
-    ticks = {-0.75: NOT_CHECKED, 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
+    ticks = {-0.75: f"{NOT_CHECKED} / {NOT_SHARED}", 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
              2.0: "q = 0.01", 3.0: "q = 0.001", 4.0: "q ≤ 0.0001"}
     fig = go.Figure(go.Heatmap(
         z=z, x=list(table.lenses), y=sites, zmin=Z_MIN, zmax=Z_MAX, colorscale=_colorscale(), xgap=3, ygap=3,
@@ -197,7 +229,7 @@ def grid_figure(table: Grid) -> go.Figure:
 
 def _hover(site: str, lens: str, cell: Cell) -> str:
     if cell.state != "finding":
-        return f"{site} · {lens}: {cell.state}"
+        return f"{site} · {lens}: {cell.text}"
     return f"{site} · {lens}:<br>" + "<br>".join(
         textwrap.shorten(f"{f.title}{' (' + f.feature + ')' if f.feature else ''}, {q_label(f.q)}", 90)
         for f in cell.findings[:8])
@@ -216,10 +248,11 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
         "q": f.q, "p": f.p, "effect": f.effect, "effect unit": f.effect_unit, "large enough to matter": f.material,
         "reported": f.significant and f.explained_by is None,
         "explained by": KINDS.get(f.explained_by, f.explained_by) if f.explained_by else "",
+        "not testable": f.not_testable or "",
         "source": source_of(f),
     } for f in findings]
     columns = ["site", "lens", "finding", "feature", "message", "q", "p", "effect", "effect unit",
-               "large enough to matter", "reported", "explained by", "source"]
+               "large enough to matter", "reported", "explained by", "not testable", "source"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -227,7 +260,37 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     """The reported findings, ranked (the CSV export of the findings)."""
     frame = findings_frame(result.reported)
     frame.insert(0, "rank", range(1, len(frame) + 1))
-    return frame.drop(columns=["reported", "explained by"])
+    return frame.drop(columns=["reported", "explained by", "not testable"])
+
+
+# -- what each site shared -----------------------------------------------------------------------
+def sharing_frame(profile: Profile) -> pd.DataFrame:
+    """One row per site: the disclosure policy it released its statistics at, how many statistics
+    (or parts of them: a class, a feature) it withheld, and why."""
+    rows = []
+    for site in profile.sites:
+        withheld = profile.withheld.get(site, [])
+        reasons = sorted({w.reason for w in withheld})
+        rows.append({"site": site, "policy": profile.policy_text(site), "withheld": len(withheld),
+                     "what": "; ".join(sorted({_withheld_what(w) for w in withheld}))[:400],
+                     "why": "; ".join(reasons) or "nothing withheld"})
+    return pd.DataFrame(rows, columns=["site", "policy", "withheld", "what", "why"])
+
+
+def _withheld_what(entry: Withheld) -> str:
+    where = [part for part in (entry.feature, f"class '{entry.cls}'" if entry.cls else None) if part]
+    return f"{entry.statistic.replace('_', ' ')}{' of ' + ', '.join(where) if where else ''}"
+
+
+def sharing_note(profile: Profile | None) -> str:
+    """The policies the sites released at, and whether any withheld something."""
+    if profile is None:
+        return ""
+    texts = sorted({profile.policy_text(site) for site in profile.sites})
+    withheld = [site for site in profile.sites if profile.withheld.get(site)]
+    what = (f"{len(withheld)} of the {len(profile.sites)} sites withheld some statistics of small groups; their "
+            "cells say which tests were not shared and why." if withheld else "No site withheld a statistic.")
+    return f"Disclosure control: the sites released {' / '.join(texts)}. {what}"
 
 
 # -- evidence of a data-lens finding -------------------------------------------------------------
@@ -407,6 +470,10 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
             item += figures_html([figure])
         items.append(item + "</li>")
     out.append("<ol>" + "".join(items) + "</ol>")
+    if profile is not None:
+        out.append(f"<{sub}>What each site shared</{sub}><p class='note'>Each site released its statistics at its own "
+                   "disclosure policy; a statistic of a group smaller than its minimum stayed at the site.</p>")
+        out.append(sharing_frame(profile).to_html(index=False))
     frame = findings_frame(sorted(result.findings, key=lambda f: f.q))
     shown = frame.head(tested)
     which = f" (the {tested} with the smallest q)" if len(frame) > tested else ""
@@ -418,8 +485,8 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
 
 
 def lens_notes(result: CheckUp, kind: str, profile: Profile | None) -> list[str]:
-    """Why a column is empty: no data lens for images or withheld statistics."""
-    notes = []
+    """Why a column is empty: no data lens for images or withheld statistics; what the sites shared."""
+    notes = [sharing_note(profile)] if profile is not None else []
     if profile is None:
         notes.append("No data lens: these are images, whose pixels have no units to compare; their lenses are the "
                      "trained models'." if kind == "image" else

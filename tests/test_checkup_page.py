@@ -517,3 +517,46 @@ def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monke
     at.switch_page("views/run.py")
     at.run()
     assert any(label == "Check up this run's federation" for label, _, _ in links(at)) is may_start
+
+
+def test_a_site_that_withheld_its_statistics_is_a_not_shared_cell_with_the_reason(tmp_path, monkeypatch):
+    """The demo checked at a minimum of 350 rows: Oak District (340 rows) shares its size only, and its
+    data-lens cell says 'not shared (fewer than 350 rows)'; Cedar Community (80 patients with sepsis)
+    withholds its per-class statistics, so its label tests are listed as not testable with the reason,
+    while its other tests run; the page and the HTML report say what each site shared at which policy."""
+    from dashboard.checkup_view import NOT_SHARED, findings_frame, grid, sharing_frame
+
+    store = RunStore(tmp_path / "runs")
+    plan = start_checkup(store, "demo", train=False, disclosure={"min_count": 350})
+    assert plan.contents["disclosure"] == {"min_count": 350, "dp_epsilon": None}
+    result = plan.evaluate(store)
+    table = grid(result, "table")
+    cell = dict(zip(table.sites, table.cells))["Oak District"][table.lenses.index("data profile")]
+    assert cell.state == NOT_SHARED and cell.text == "not shared (fewer than 350 rows)"
+    cedar = [f for f in result.findings if f.site == "Cedar Community" and f.not_testable]
+    assert {f.kind for f in cedar} >= {"label_relation", "labels_permuted", "labels_weak", "missing_by_class"}
+    assert all(np.isnan(f.p) and not f.significant for f in cedar)
+    assert {f.not_testable for f in cedar if f.kind != "shape"} == {"not shared (fewer than 350 rows)"}
+    # 380 values make one block of at least 350: its median is shared, its shape is not
+    assert {f.not_testable for f in cedar if f.kind == "shape"} == {
+        "not shared at this resolution (its median only: too few values for blocks further out)"}
+    assert any(f.site == "Cedar Community" and f.kind == "location" and np.isfinite(f.p) for f in result.findings)
+    # Elm Regional's °F is still found, as a shift: its one block gives too few quantiles to name a unit
+    assert any(f.site == "Elm Regional" and f.feature == "temperature" for f in result.reported)
+    every = findings_frame(result.findings)
+    assert (every["not testable"] == "not shared (fewer than 350 rows)").sum() == \
+        sum(f.not_testable == "not shared (fewer than 350 rows)" for f in result.findings) > 0
+    shared = sharing_frame(plan.profile).set_index("site")
+    assert shared.loc["Oak District", "why"] == "not shared (fewer than 350 rows)"
+    # no site has 350 patients with sepsis: every site keeps its per-class statistics, the larger class by complement
+    assert "another class has fewer than 350 rows" in shared.loc["Alder General", "why"]
+    assert "mean by class of class 'no sepsis'" in shared.loc["Alder General", "what"]
+    assert "at least 350 rows" in shared.loc["Alder General", "policy"]
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = open_checkup(AppTest.from_file(APP, default_timeout=60), plan.id)
+    assert not at.exception, at.exception
+    assert grid_cells(at)[("Oak District", "data profile")] == "not shared (fewer than 350 rows)"
+    assert "What each site shared (disclosure control)" in [e.label for e in at.expander]
+    assert "Disclosure control: the sites released statistics of at least 350 rows" in texts(at)
+    report = checkup_report(plan, store)
+    assert "What each site shared" in report and "not shared (fewer than 350 rows)" in report

@@ -10,7 +10,7 @@ import streamlit as st
 from dashboard.auth import allowed, require
 from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, evidence_figure,
                                     evidence_text, findings_frame, grid, grid_figure, lens_notes, q_label,
-                                    reported_frame, strength)
+                                    reported_frame, sharing_frame, strength)
 from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, get_store, is_active,
                               settle_when_finished)
 from dashboard.data_roots import check_up_run, start_checkup
@@ -21,6 +21,7 @@ from dashboard.report import checkup_report
 from dashboard.safe_text import md
 from fedcore.checkup import ROLE_LENSES, Plan, plans
 from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.interpret.disclosure import DEFAULT_MIN_COUNT, MIN_COUNT_FLOOR
 from fedcore.interpret.findings import FDR
 
 SHOWN_FIRST = 15  # findings listed before "show all"
@@ -66,10 +67,21 @@ def start() -> None:
                                                           "training noise a finding must stand out from."))
             rounds = int(columns[2].number_input("Rounds per run", 10, 2000, 300, step=10, key="checkup_rounds",
                                                  disabled=not train))
+            policy = columns[0].number_input(
+                "Smallest group a shared statistic may describe", MIN_COUNT_FLOOR, 100_000, DEFAULT_MIN_COUNT,
+                key="checkup_min_count", help="Each site's disclosure policy: statistics of fewer rows (a class, a "
+                "feature's recorded values) stay at the site and their cells say 'not shared'; quantiles come "
+                "from blocks of at least this many values (README, 'Disclosure control').")
+            noisy = columns[1].checkbox("Add noise (differential privacy)", key="checkup_dp",
+                                        help="Laplace noise on every value statistic: ε-differentially private per "
+                                             "release; costs the data lens much of its power on small sites.")
+            epsilon = columns[2].number_input("ε per release", 0.01, 1000.0, 10.0, key="checkup_epsilon",
+                                              disabled=not noisy)
+            disclosure = {"min_count": int(policy), "dp_epsilon": float(epsilon) if noisy else None}
             if st.button("Start the check-up", type="primary", key="checkup_start"):
                 try:
                     with st.spinner("Reading every site's statistics…"):
-                        plan = start_checkup(store, data["ref"], replicates, rounds, train)
+                        plan = start_checkup(store, data["ref"], replicates, rounds, train, disclosure)
                 except FedcoreError as error:
                     st.error(md(error))
                 else:
@@ -151,6 +163,13 @@ def checkup() -> None:
                 f"{len(result.findings)} cells tested")
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
+    if profile is not None:
+        with st.expander("What each site shared (disclosure control)"):
+            st.caption("No row leaves a site. Each site releases statistics at its own disclosure policy: a "
+                       "statistic of a group smaller than its minimum stays at the site, quantiles come from blocks "
+                       "of at least that many values, rounded. A test that needs a withheld statistic is listed as "
+                       "not testable with the reason, never as 'nothing found'.")
+            st.dataframe(sharing_frame(profile), hide_index=True, width="stretch")
     with st.expander("How the check-up decides (calibration)"):
         st.markdown(CALIBRATION)
         st.caption(CALIBRATION_DETAILS)
