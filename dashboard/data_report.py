@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import figures
+from dashboard.auth import can_see_rows, rows_refused
 from dashboard.common import download_csv
 from dashboard.safe_text import code, md
 from fedcore.datasets import MISSING_CODE, unit_message
@@ -105,11 +106,15 @@ def encoded_missing_share(federation: Federation) -> pd.DataFrame:
 
 def show_site_preview(federation: Federation) -> None:
     """What each site holds, as the model sees it: the first training rows of every site's
-    table (after standardisation and missing-value encoding), or its first training images."""
+    table (after standardisation and missing-value encoding), or its first training images (to
+    roles allowed to see rows)."""
+    if not can_see_rows():
+        st.info(rows_refused())
+        return
     classes = np.array(federation.class_names)
     if federation.is_tabular:
         st.markdown(f"**First {PREVIEW_ROWS} training rows of each site** (as the model sees them: standardised, "
-                    "missing values encoded)")
+                    "missing values encoded; each row is the site's own, named in its first column)")
         frames = [pd.DataFrame(site.x_train[:PREVIEW_ROWS].numpy(), columns=federation.feature_names).round(3)
                   .assign(site=site.name, **{"class": classes[site.y_train[:PREVIEW_ROWS].numpy()]})
                   for site in federation.sites]
