@@ -143,8 +143,8 @@ def show_summary(summary: dict[str, Any]) -> None:
     shape = "×".join(map(str, summary["input_shape"]))
     st.markdown(f"**{md(summary['name'])}** · inputs {shape} · classes: {md(', '.join(summary['class_names']))}")
     rows = [{"site": s["name"], "training rows": s["n_train"], "hold-out rows": s["n_test"],
-             **{f"'{c}'": a + b for c, a, b in zip(summary["class_names"], s["train_class_counts"],
-                                                   s["test_class_counts"])}}
+             **{f"'{c}'": a + b if a is not None and b is not None else "not shared"
+                for c, a, b in zip(summary["class_names"], s["train_class_counts"], s["test_class_counts"])}}
             for s in summary["sites"]]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     if summary.get("ground_truth"):

@@ -128,6 +128,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     shared = _last_record(runs.get("shared_model", []))
     if shared is not None:
         run, record = shared
+        # a count a site withheld (None: its disclosure policy) leaves its AUC without its null: not testable
         counts = {s["name"]: s.get("test_class_counts") or [] for s in run.federation.get("sites", [])}
         auc = [record["sites"].get(site, {}).get("roc_auc") for site in sites]
         if all(len(counts.get(site, [])) == 2 for site in sites):  # two classes: the AUC's null is known

@@ -21,7 +21,7 @@ from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
 from fedcore.flower.eligibility import check_flower_run, runs_over_flower
 from fedcore.flower.launch import run_federation
-from fedcore.interpret.disclosure import Policy
+from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version, summarize
 from fedcore.store import Run
 
@@ -99,8 +99,9 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         if is_flower_reference(spec["data"]):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
-        federation = load_federation(spec["data"], config.seed, disclosure=Policy.from_settings(spec.get("disclosure")))
-        run.write_federation(federation.describe())
+        policy = Policy.from_settings(spec.get("disclosure"))
+        federation = load_federation(spec["data"], config.seed, disclosure=policy)
+        run.write_federation(released_description(federation.describe(), policy))
         if federation.profile is not None:
             run.save_profile(federation.profile.to_npz())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])

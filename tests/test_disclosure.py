@@ -306,3 +306,21 @@ def test_noise_is_laplace_at_the_stated_scale():
     assert np.std(np.asarray(medians) - (94.5 + 105.0) / 2) == pytest.approx(block_scale, rel=0.15)
     assert np.std(np.asarray(shares) - 0.5) == pytest.approx(math.sqrt(2) / (200 * epsilon_share), rel=0.15)
     assert np.isnan(released.arrays["correlation"]).all()  # no correlation under noise
+
+
+# -- what runs record of each site --------------------------------------------------------------------------
+def test_a_run_records_no_class_count_below_the_minimum_and_its_auc_test_says_so():
+    from fedcore.interpret import model_checks
+
+    description = {"sites": [{"name": "a", "n_train": 82, "n_test": 41, "train_class_counts": [5, 77],
+                              "test_class_counts": [3, 38]},
+                             {"name": "b", "n_train": 200, "n_test": 100, "train_class_counts": [120, 80],
+                              "test_class_counts": [60, 40]}]}
+    released = disclosure.released_description(description, DEFAULT_POLICY)
+    assert released["sites"][0]["train_class_counts"] == [None, None]  # 5 and, by difference from 82, 77
+    assert released["sites"][0]["test_class_counts"] == [None, None]
+    assert released["sites"][1] == description["sites"][1]
+    assert released["sites"][0]["n_train"] == 82  # the sizes the server weighs models by
+    (untested, tested) = model_checks.shared_model_auc([0.3, 0.2], [None, 40], [None, 60], ["a", "b"], "run")
+    assert untested.not_testable and np.isnan(untested.p) and not untested.significant
+    assert tested.not_testable is None and tested.p < 0.001

@@ -40,7 +40,7 @@ from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
 from fedcore.flower import protocol
-from fedcore.interpret.disclosure import Policy
+from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version
 
 MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
@@ -130,9 +130,10 @@ def answer(kind: str, federation: Federation, node_config: dict[str, Any], state
 
 
 def describe(federation: Federation, node_config: dict[str, Any], content: RecordDict) -> RecordDict:
-    """What the server may know of this site: names, sizes, classes; never a row."""
+    """What the server may know of this site: names, sizes, classes (their counts as its disclosure
+    policy releases them); never a row."""
     spec = protocol.read_json(content[protocol.SPEC])
-    description = federation.describe()
+    description = released_description(federation.describe(), site_policy(node_config))
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
                        version=code_version(), device=str(resolve_device(spec["config"]["device"])))
     reply = RecordDict({protocol.SITE: protocol.json_record(description)})

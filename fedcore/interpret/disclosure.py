@@ -532,3 +532,22 @@ def _rounded(values: np.ndarray, step: np.ndarray) -> np.ndarray:
     """values rounded to multiples of step (as they are where the step is 0 or undefined)."""
     usable = np.isfinite(step) & (step > 0)
     return np.where(usable, np.round(values / np.where(usable, step, 1)) * np.where(usable, step, 1), values)
+
+
+# -- what a run records of each site --------------------------------------------------------------------
+def released_description(description: Mapping[str, Any], policy: Policy | None) -> dict[str, Any]:
+    """A federation's description (`Federation.describe`: what a run records of its sites) with each
+    site's class counts, of its training rows and of its hold-out, as `policy` releases them: a
+    class below the minimum (and what would give it away by difference) is None."""
+    if policy is None:
+        return dict(description)
+    sites = []
+    for site in description.get("sites", []):
+        site = dict(site)
+        for key in ("train_class_counts", "test_class_counts"):
+            if isinstance(site.get(key), list):
+                counts = np.asarray(site[key], dtype=np.float64)
+                withheld = suppressed(counts, policy) | small(np.array(sum(site[key])), policy)
+                site[key] = [None if hidden else int(n) for n, hidden in zip(site[key], withheld)]
+        sites.append(site)
+    return {**description, "sites": sites}
