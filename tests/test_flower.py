@@ -457,3 +457,17 @@ def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_w
     assert not any(f.significant for f in cells)
     tested = [f for f in result.findings if f.site != "Alder General" and f.not_testable is None]
     assert tested and all(np.isfinite(f.p) for f in tested if f.kind == "location")
+
+
+def test_a_site_smaller_than_its_minimum_sends_no_batchnorm_statistics(tmp_path):
+    """FedHealth2's f-variant reads each site's BatchNorm statistics (the mean and variance of its
+    inputs) at the server: a site with fewer training rows than its policy's minimum refuses, by name."""
+    nodes = demo_nodes()
+    nodes[0]["min-count"] = "100000"
+    # (in a deployment the ClientApp answers with this message and the server fails the run with it)
+    with pytest.raises(DataError, match=r"Alder General has \d+ training rows, fewer than its disclosure policy's "
+                                        r"minimum \(100000\): it does not send .*running_mean"):
+        flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2}, nodes)
+    run = flower_run(tmp_path / "default", "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2},
+                     demo_nodes())
+    assert run.status["state"] == "done"  # at the default minimum every demo site sends them

@@ -189,7 +189,13 @@ def train(federation: Federation, node_config: dict[str, Any], state: RecordDict
     sim.algorithm.start_round(sim)
     loss = sim.executor.train_site(0, float(round_info["lr"]))
     _keep(sim, state)
-    sent = [*sim.shared_names, *sim.algorithm.server_step_locals(sim)]
+    statistics = sim.algorithm.server_step_locals(sim)
+    policy = site_policy(node_config)
+    if statistics and sim.train_sizes[0] < policy.min_count:
+        raise DataError(f"{sim.site_names[0]} has {sim.train_sizes[0]} training rows, fewer than its disclosure "
+                        f"policy's minimum ({policy.min_count}): it does not send {', '.join(statistics)} (statistics "
+                        f"of those rows, which {sim.algorithm.title} reads at the server).")
+    sent = [*sim.shared_names, *statistics]
     if share_local(node_config) and sim.config.is_evaluated(sim.round):
         sent += sim.algorithm.recorded_locals(sim)
     reply[protocol.MODEL] = protocol.array_record({name: sim.stacked[name][0] for name in dict.fromkeys(sent)})
