@@ -270,11 +270,15 @@ def sharing_frame(profile: Profile) -> pd.DataFrame:
     rows = []
     for site in profile.sites:
         withheld = profile.withheld.get(site, [])
-        reasons = sorted({w.reason for w in withheld})
-        rows.append({"site": site, "policy": profile.policy_text(site), "withheld": len(withheld),
-                     "what": "; ".join(sorted({_withheld_what(w) for w in withheld}))[:400],
-                     "why": "; ".join(reasons) or "nothing withheld"})
-    return pd.DataFrame(rows, columns=["site", "policy", "withheld", "what", "why"])
+        policy = profile.policies.get(site) or {}
+        recorded = site in profile.policies and profile.policies[site] is not None
+        rows.append({"site": site,
+                     "fewest rows per statistic": str(policy.get("min_count")) if recorded else "none (as computed)",
+                     "noise (ε per release)": f"{policy['dp_epsilon']:g}" if policy.get("dp_epsilon") else "none",
+                     "withheld": len(withheld), "why": "; ".join(sorted({w.reason for w in withheld})) or "nothing withheld",
+                     "what": "; ".join(sorted({_withheld_what(w) for w in withheld}))[:400]})
+    return pd.DataFrame(rows, columns=["site", "fewest rows per statistic", "noise (ε per release)", "withheld", "why",
+                                       "what"])
 
 
 def _withheld_what(entry: Withheld) -> str:

@@ -551,7 +551,8 @@ def test_a_site_that_withheld_its_statistics_is_a_not_shared_cell_with_the_reaso
     # no site has 350 patients with sepsis: every site keeps its per-class statistics, the larger class by complement
     assert "another class has fewer than 350 rows" in shared.loc["Alder General", "why"]
     assert "mean by class of class 'no sepsis'" in shared.loc["Alder General", "what"]
-    assert "at least 350 rows" in shared.loc["Alder General", "policy"]
+    assert shared.loc["Alder General", "fewest rows per statistic"] == "350"
+    assert shared.loc["Alder General", "noise (ε per release)"] == "none"
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
     at = open_checkup(AppTest.from_file(APP, default_timeout=60), plan.id)
     assert not at.exception, at.exception

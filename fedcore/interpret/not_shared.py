@@ -33,7 +33,11 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "labels_permuted": ("mean_by_class", "sd_by_class", "class_counts"),
     "labels_weak": ("mean_by_class", "sd_by_class", "class_counts"),
 }
-QUANTILE_CHECKS = ("location", "spread", "shape", "unit", "swapped_columns")
+# The quantiles (by probability) each quantile check reads at a site: the median, the SD's fall-back
+# when the central widths are not released (spread), the 5-95 % tails (shape).
+QUANTILE_CHECKS = {"location": (0.5,), "spread": (0.5,), "shape": (0.05, 0.25, 0.5, 0.75, 0.95),
+                   "unit": (0.25, 0.5, 0.75), "swapped_columns": (0.25, 0.5, 0.75)}
+MIN_SITES = 3  # a leave-one-out comparison needs the site and two others
 
 
 def reason(profile: Profile, kind: str, site: str, feature: str | None) -> str | None:
@@ -47,18 +51,24 @@ def reason(profile: Profile, kind: str, site: str, feature: str | None) -> str |
     return min(found, key=lambda why: not why.startswith(TOO_FEW)) if found else None
 
 
-def resolution(profile: Profile, site: str, feature: str | None) -> str | None:
-    """Why a quantile check found nothing to compare: the site released its quantiles of the
-    feature only between two probabilities (too few values for blocks further out)."""
+def resolution(profile: Profile, kind: str, site: str, feature: str | None) -> str | None:
+    """Why a quantile check found nothing to compare: the site released too few of the quantiles
+    the check reads (too few values for blocks out there), or fewer than MIN_SITES sites released
+    the feature's median at all."""
     if feature not in profile.features or site not in profile.sites:
         return None
-    quantiles = profile.quantiles[profile.sites.index(site), :, profile.features.index(feature)]
+    j = profile.features.index(feature)
+    needed = [int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in QUANTILE_CHECKS.get(kind, ())]
+    quantiles = profile.quantiles[profile.sites.index(site), :, j]
     shared = np.flatnonzero(np.isfinite(quantiles))
-    if not shared.size or shared.size == len(PROBABILITIES):
-        return None
-    low, high = PROBABILITIES[shared[0]], PROBABILITIES[shared[-1]]
-    what = "its median only" if shared.size == 1 else f"its quantiles from {low:.0%} to {high:.0%} only"
-    return f"not shared at this resolution ({what}: too few values for blocks further out)"
+    if shared.size and not np.isfinite(quantiles[needed]).all():
+        low, high = PROBABILITIES[shared[0]], PROBABILITIES[shared[-1]]
+        what = "its median only" if shared.size == 1 else f"its quantiles from {low:.0%} to {high:.0%} only"
+        return f"not shared at this resolution ({what}: too few values for blocks further out)"
+    sites = int(np.isfinite(profile.quantiles[:, needed[0] if needed else 0, j]).sum())
+    if shared.size and sites < MIN_SITES and any(profile.reason("quantiles", other, feature) for other in profile.sites):
+        return f"not testable (only {sites} of the sites shared this feature's values; the others had too few rows)"
+    return None
 
 
 def expected(profile: Profile) -> list[tuple[str, str, str | None]]:
@@ -80,7 +90,7 @@ def mark(profile: Profile, findings: Sequence[Finding], lens: str) -> list[Findi
     for finding in findings:
         why = reason(profile, finding.kind, finding.site, finding.feature)
         if why is None and not np.isfinite(finding.p) and finding.kind in QUANTILE_CHECKS:
-            why = resolution(profile, finding.site, finding.feature)
+            why = resolution(profile, finding.kind, finding.site, finding.feature)
         if why is not None:
             finding.not_testable, finding.p, finding.material = why, float("nan"), False
         seen.add((finding.site, finding.kind, finding.feature))
