@@ -377,20 +377,28 @@ def released(quantiles) -> dict[str, np.ndarray]:
 
 
 def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Each site's share of missing values of the feature, per class (the finding's site marked)."""
+    """Each site's share of missing values of the feature, per class (the finding's site marked);
+    over all its rows where the site did not share its per-class counts (its disclosure policy)."""
     counts = profile.class_counts.astype(float)  # [sites, classes]
+    i = profile.sites.index(finding.site)
     with np.errstate(invalid="ignore", divide="ignore"):
         missing = 1 - profile.observed_by_class[:, :, j] / counts
+        overall = 1 - profile.observed[:, j] / profile.rows.astype(float)
     names = [escaped(s) for s in profile.sites]
-    fig = go.Figure([go.Bar(x=names, y=missing[:, k], name=escaped(f"outcome: {c}"),
-                            hovertemplate="%{x}: %{y:.0%} missing<extra>" + escaped(c) + "</extra>")
-                     for k, c in enumerate(profile.classes)])
-    i = profile.sites.index(finding.site)
+    if np.isfinite(missing[i]).all():
+        fig = go.Figure([go.Bar(x=names, y=missing[:, k], name=escaped(f"outcome: {c}"),
+                                hovertemplate="%{x}: %{y:.0%} missing<extra>" + escaped(c) + "</extra>")
+                         for k, c in enumerate(profile.classes)])
+        what = "per outcome"
+    else:
+        fig = go.Figure([go.Bar(x=names, y=overall, name="all rows", hovertemplate="%{x}: %{y:.0%} missing<extra></extra>")])
+        what = "over all rows (per outcome not shared at its disclosure policy)"
     fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=colors.get(finding.site, "#d62728"), opacity=0.15, line_width=0)
     fig.update_yaxes(title_text="share missing", tickformat=".0%", rangemode="tozero")
     fig.update_xaxes(tickangle=-35)
+    fig.update_yaxes(range=[0, 1])
     fig.update_layout(barmode="group", title=dict(
-        text=escaped(f"{finding.feature}: share of rows where it is missing, per outcome (shaded: {finding.site})"),
+        text=escaped(f"{finding.feature}: share of rows where it is missing, {what} (shaded: {finding.site})"),
         x=0))
     return _styled(fig, 380)
 

@@ -67,16 +67,18 @@ def start() -> None:
                                                           "training noise a finding must stand out from."))
             rounds = int(columns[2].number_input("Rounds per run", 10, 2000, 300, step=10, key="checkup_rounds",
                                                  disabled=not train))
-            policy = columns[0].number_input(
+            st.markdown("**What each site may share** (its disclosure policy; README, *Disclosure control*)")
+            policy_columns = st.columns(3)
+            policy = policy_columns[0].number_input(
                 "Smallest group a shared statistic may describe", MIN_COUNT_FLOOR, 100_000, DEFAULT_MIN_COUNT,
-                key="checkup_min_count", help="Each site's disclosure policy: statistics of fewer rows (a class, a "
-                "feature's recorded values) stay at the site and their cells say 'not shared'; quantiles come "
-                "from blocks of at least this many values (README, 'Disclosure control').")
-            noisy = columns[1].checkbox("Add noise (differential privacy)", key="checkup_dp",
-                                        help="Laplace noise on every value statistic: ε-differentially private per "
-                                             "release; costs the data lens much of its power on small sites.")
-            epsilon = columns[2].number_input("ε per release", 0.01, 1000.0, 10.0, key="checkup_epsilon",
-                                              disabled=not noisy)
+                key="checkup_min_count", help="Statistics of fewer rows (a class, a feature's recorded values) stay "
+                "at the site and their cells say 'not shared'; quantiles come from blocks of at least this many "
+                "values.")
+            epsilon = policy_columns[2].number_input("ε per release", 0.01, 1000.0, 10.0, key="checkup_epsilon",
+                                                     disabled=not st.session_state.get("checkup_dp", False))
+            noisy = policy_columns[1].checkbox("Add noise (differential privacy)", key="checkup_dp",
+                                               help="Laplace noise on every value statistic: ε-differentially private "
+                                                    "per release; costs the data lens much of its power on small sites.")
             disclosure = {"min_count": int(policy), "dp_epsilon": float(epsilon) if noisy else None}
             if st.button("Start the check-up", type="primary", key="checkup_start"):
                 try:
