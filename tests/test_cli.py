@@ -178,3 +178,21 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
     assert cli(tmp_path, "show", run.id, "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "interrupted" and report["final"]["round"] >= 3
+
+
+def test_the_sites_disclosure_policy_is_a_flag_recorded_with_the_run(tmp_path, capsys):
+    """--min-count / --dp-epsilon: the spec records the policy, the stored profile every site's
+    policy and what it withheld; a minimum below 3 is refused before any run exists."""
+    from fedcore.interpret.profile import Profile
+
+    assert cli(tmp_path, "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "400") == 0
+    run = only_run(tmp_path)
+    assert run.spec["disclosure"] == {"min_count": 400, "dp_epsilon": None}
+    profile = Profile.from_npz(run.load_profile_arrays())
+    assert all(p == {"min_count": 400, "dp_epsilon": None} for p in profile.policies.values())
+    assert profile.reason("mean", "Oak District", "age") == "not shared (fewer than 400 rows)"  # 340 rows
+    counts = {s["name"]: s["test_class_counts"] for s in run.federation["sites"]}
+    assert counts["Oak District"] == [None, None]  # its hold-out's classes too
+    assert cli(tmp_path / "bad", "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "2") == 2
+    assert "min-count must be at least 3" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists() or not list(RunStore(tmp_path / "bad").runs())

@@ -13,18 +13,19 @@ minimum count  every statistic describes at least `min_count` rows (default 10, 
                fewer than `min_count` rows: the site's overall statistic minus the released
                classes' would otherwise give the small class's (complementary suppression).
 quantiles      the sorted values of a group are cut into blocks of at least `min_count`
-               consecutive values (as many as fit); a block's mean stands for the quantile at
-               the block's centre, and the profile's probabilities are read off the line
-               through the blocks' means. No quantile rests on fewer than `min_count` values, none
-               lies between two single values, and probabilities beyond the outermost blocks'
-               centres are not released (a group of 10 to 19 values gives its median only).
-               The blocks' means are rounded to ROUNDING standard errors (`ROUNDING` × the group's
+               consecutive values (as many as fit, at most MAX_BLOCKS); a block's mean stands for
+               the quantile at the probability where a normal distribution's quantile equals its
+               mean over the block (`block_probabilities`), and the profile's probabilities are
+               read off the line through the blocks' means, in normal scores. No quantile rests on
+               fewer than `min_count` values, none lies between two single values, and none is
+               released beyond the outermost blocks (a group of 10 to 19 values gives its median
+               only). The blocks' means are rounded to `rounding(n)` standard errors (the group's
                SD / sqrt(block size)); the mean is the blocks' size-weighted mean (so it follows
                from what is released), the SD is rounded to ROUNDING standard errors of log SD.
                Rounding costs the check-up little (a rounding error has 1/12 of the variance of the
-               sampling error) and is what stops differencing: with one row added, the difference
-               of two releases rests on every block's rounding, and the added value is known only
-               to about ±ROUNDING × sqrt(n) SDs (README "Disclosure control").
+               sampling error per step²) and is what stops differencing: with one row added, the
+               difference of two releases rests on every block's rounding, and misses the added
+               value by about DIFFERENCE_SD or more (README "Disclosure control").
 shares, correlations
                released for groups of at least `min_count`, rounded to ROUNDING standard errors
                (a share p of n rows: sqrt(p(1 - p) / n); a correlation: on Fisher's z, 1 / sqrt(n - 3)).
@@ -71,8 +72,8 @@ DIFFERENCE_SD = 1.0
 MAX_BLOCKS = 20
 # How the value statistics' privacy budget is split per feature under differential privacy: the
 # overall quantile blocks and SD, the per-class ones (classes are disjoint rows: one share for all),
-# the whole-number share and the code counts. Correlations are not released under it.
-DP_SHARES = 6
+# and the whole-number share. Counts are released under the minimum count; correlations not at all.
+DP_SHARES = 5
 
 # How the policy releases a statistic of each kind:
 KINDS = {
