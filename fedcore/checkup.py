@@ -85,12 +85,15 @@ class CheckUp:
             "lenses": {lens: self.sources.get(lens) for lens in LENSES}, "pending": self.pending,
             "findings": [f.to_dict() for f in self.reported],
             "tested": len(self.findings),
+            "not_testable": [f.to_dict() for f in self.findings if f.not_testable],
             "grid": {site: {lens: (f.kind if f else None) for lens, f in row.items()} for site, row in self.grid().items()},
         }
 
     def to_text(self) -> str:
+        untested = sum(1 for f in self.findings if f.not_testable)
         lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {len(self.findings)} cells tested, "
-                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate"]
+                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate"
+                 + (f"; {untested} of them not testable (a statistic they need was not shared)" if untested else "")]
         lines.append("Lenses: " + "; ".join(f"{lens}: {self.sources[lens]}" for lens in self.lenses_checked())
                      + (f"; still training: {', '.join(self.pending)}" if self.pending else ""))
         if not self.reported:

@@ -102,9 +102,12 @@ def others_mean(values: np.ndarray) -> np.ndarray:
 def check_profile(profile: Profile) -> list[Finding]:
     """Every check's findings (not yet decided: `findings.decide` sets q-values); a cell a site's
     disclosure policy left untestable says so (`not_shared.mark`)."""
-    checks = Checks(profile)
-    return not_shared.mark(profile, [*checks.values(), *checks.missing_codes(), *checks.missingness(),
-                                     *checks.category_codes(), *checks.label_relations(), *checks.labels()], LENS)
+    with warnings.catch_warnings():  # a statistic no site (or one site only) shared is NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        checks = Checks(profile)
+        return not_shared.mark(profile, [*checks.values(), *checks.missing_codes(), *checks.missingness(),
+                                         *checks.category_codes(), *checks.label_relations(), *checks.labels()],
+                               LENS)
 
 
 class Checks:

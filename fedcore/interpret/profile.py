@@ -5,14 +5,18 @@ is visible there and nowhere else once each site has standardised itself), per f
 class:
     rows and class counts; observed (non-missing) values, overall and per class;
     mean and SD, overall and per class;
-    21 quantiles (1 %, 5 %, 10 %, ..., 95 %, 99 %: no minimum or maximum, which would be one
-    patient's value), overall and per class;
+    quantiles at 21 probabilities (1 %, 5 %, 10 %, ..., 95 %, 99 %), overall and per class;
     the share of whole-number values; how often each usual missing-value code occurs (-999, -99,
     -9, -1, 0, 9, 99, 999, 9999);
     the correlations between its continuous features (pairwise complete rows).
+Each is declared once in STATISTICS (the group whose rows govern it, its kind, what it reveals),
+and released at the site's disclosure policy (`fedcore.interpret.disclosure`): no statistic of
+fewer than its minimum count of rows, quantiles from blocks of at least that many values (so the
+1 and 99 % ones, and all beyond the outermost blocks, stay unreleased), values rounded; what is
+withheld is NaN, with its reason in `Profile.withheld`.
 `site_profile` computes one site's summary (a Flower site runs it on its own rows and sends the
 arrays); `Profile` stacks every site's, is stored with a run (`profile.npz`, arrays only) and is
-what the check-up's data lens compares (`fedcore.interpret.checkup`).
+what the check-up's data lens compares (`fedcore.interpret.data_checks`).
 """
 
 from __future__ import annotations
