@@ -392,7 +392,7 @@ def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str,
         what = "per outcome"
     else:
         fig = go.Figure([go.Bar(x=names, y=overall, name="all rows", hovertemplate="%{x}: %{y:.0%} missing<extra></extra>")])
-        what = "over all rows (per outcome not shared at its disclosure policy)"
+        what = "all rows (per outcome: not shared)"
     fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=colors.get(finding.site, "#d62728"), opacity=0.15, line_width=0)
     fig.update_yaxes(title_text="share missing", tickformat=".0%", rangemode="tozero")
     fig.update_xaxes(tickangle=-35)
