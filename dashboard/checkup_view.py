@@ -294,7 +294,10 @@ def sharing_note(profile: Profile | None) -> str:
     withheld = [site for site in profile.sites if profile.withheld.get(site)]
     what = (f"{len(withheld)} of the {len(profile.sites)} sites withheld some statistics of small groups; their "
             "cells say which tests were not shared and why." if withheld else "No site withheld a statistic.")
-    return f"Disclosure control: the sites released {' / '.join(texts)}. {what}"
+    noisy = [site for site in profile.sites if (profile.policies.get(site) or {}).get("dp_epsilon")]
+    noise = (f" {len(noisy)} site(s) added noise (differential privacy): the check-up's null does not include it, so "
+             "a finding there may be the noise (README, Disclosure control)." if noisy else "")
+    return f"Disclosure control: the sites released {' / '.join(texts)}. {what}{noise}"
 
 
 # -- evidence of a data-lens finding -------------------------------------------------------------
