@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import streamlit as st
@@ -21,8 +22,8 @@ import streamlit as st
 from dashboard.auth import allowed
 from dashboard.data_roots import upload_folder
 from dashboard.safe_text import code, md
-from fedcore.datasets import (dictionary_bytes, edited_patch, empty_dictionary, keep_dictionary, map_data, merge,
-                              parse_dictionary)
+from fedcore.datasets import (DICTIONARY_MAX_BYTES, check_dictionary_size, dictionary_bytes, edited_patch,
+                              empty_dictionary, keep_dictionary, map_data, merge, parse_dictionary)
 from fedcore.errors import DataError
 
 DECISIONS = ("undecided", "accept", "reject")
@@ -90,9 +91,17 @@ def mapping_step(ref: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _start_from_file(state: dict[str, Any], editable: bool, prefix: str) -> None:
+    # The browser refuses a larger file before sending it; one sent anyway is refused by its size
+    # before its bytes are copied out of Streamlit's upload store.
     upload = st.file_uploader("Start from a data dictionary (optional, .dictionary.json)", type=["json"],
-                              key=f"dictionary-upload-{prefix}", disabled=not editable)
+                              key=f"dictionary-upload-{prefix}", disabled=not editable,
+                              max_upload_size=max(1, math.ceil(DICTIONARY_MAX_BYTES / 2**20)))
     if upload is None:
+        return
+    try:
+        check_dictionary_size(upload.size, upload.name)
+    except DataError as error:
+        st.error(md(error))
         return
     data = upload.getvalue()
     if state["upload"] == (upload.name, len(data), hash(data)):

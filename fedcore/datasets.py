@@ -45,6 +45,8 @@ from data_adapters import (
 from data_adapters import mapping
 from data_adapters.csv_sites import MAX_FILE_MB, site_name
 from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
+from data_adapters.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
+from data_adapters.dictionary import check_size as check_dictionary_size
 from data_adapters.dictionary import dictionary_bytes, dictionary_name, empty_dictionary, merge, parse_dictionary
 from data_adapters.dictionary import validate as validate_dictionary
 from data_adapters.suggestions import edited_patch
@@ -54,7 +56,6 @@ from data_adapters.preprocessing import MISSING_CODE
 from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
-from data_adapters.units import unit_message
 from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore import jobs
 from fedcore.errors import DataError
@@ -63,14 +64,14 @@ from fedcore.store import Run, RunStore, atomic_write_bytes
 BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site files shipped with the product
 
 __all__ = [
-    "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
+    "BUNDLED", "DEMO_FEATURES", "DICTIONARY_MAX_BYTES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
     "UPLOAD_STANDARDIZATION",
     "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "check_roots", "check_spec",
-    "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
+    "check_dictionary_size", "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
     "dictionary_bytes", "edited_patch", "empty_dictionary", "find_datasets", "inspect_data",
     "is_flower_reference", "keep_dictionary", "keep_upload", "load_federation", "map_data", "merge",
     "parse_dictionary", "read_text_table", "rerun",
-    "search_folders", "site_name", "submit", "unit_message", "upload_folder", "within_roots",
+    "search_folders", "site_name", "submit", "upload_folder", "within_roots",
 ]
 
 # The Data page's standardisation choices for uploaded tables, its default first: chosen by measurement
@@ -165,7 +166,8 @@ def map_data(ref: Reference, content: Mapping[str, Any]) -> tuple[dict[str, Any]
     """The alignment report (as a dict) of a table reference with the dictionary `content`
     applied, whether it combines, and the suggestions left (`data_adapters.suggestions`)."""
     alignment, suggestions = mapping(ref, validate_dictionary(dict(content), "the dictionary"))
-    return alignment.report.to_dict(), alignment.report.ok, [s.to_dict() for s in suggestions]
+    report = alignment.checked()
+    return report.to_dict(), report.ok, [s.to_dict() for s in suggestions]
 
 
 def keep_dictionary(content: Mapping[str, Any], folder: Path) -> Path:

@@ -34,7 +34,7 @@ from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
-from fedcore.interpret.profile import Profile, SiteProfile, read_disclosure
+from fedcore.interpret.profile import Profile, read_disclosure
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld
 from fedcore.store import Run
@@ -154,14 +154,18 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
     if not replies or any(protocol.PROFILE not in reply for reply in replies):
         return None
     metas = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
-    per_site = []
-    for node, reply, meta in zip(nodes, replies, metas):
-        policies, withheld = read_disclosure(meta)  # what the site says it withheld, at which policy
-        per_site.append(SiteProfile(protocol.read_arrays(reply[protocol.PROFILE]), withheld.get(node.name, []),
-                                    policies.get(node.name)))
     meta = metas[0]
+    per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
+    # what each site says it withheld, and why (a statistic it did not send is NaN, NOT_RECORDED), and
+    # the disclosure policy it released at (a site that says none: not recorded)
+    withheld, policies = {}, {}
+    for node, m in zip(nodes, metas):
+        reasons, released_at = read_disclosure(m)
+        withheld[node.name] = {name: why for entries in reasons.values() for name, why in entries.items()}
+        if released_at:
+            policies[node.name] = next(iter(released_at.values()))
     return Profile.of_sites(per_site, [node.name for node in nodes], meta["features"], meta["kinds"], meta["columns"],
-                            meta["classes"], meta.get("units"))
+                            meta["classes"], meta.get("units"), withheld, policies)
 
 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,

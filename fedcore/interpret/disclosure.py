@@ -72,8 +72,9 @@ DIFFERENCE_SD = 1.0
 MAX_BLOCKS = 20
 # How the value statistics' privacy budget is split per feature under differential privacy: the
 # overall quantile blocks and SD, the per-class ones (classes are disjoint rows: one share for all),
-# and the whole-number share. Counts are released under the minimum count; correlations not at all.
-DP_SHARES = 5
+# and the five shares (whole numbers; at the most common value, the minimum, the maximum; far out).
+# Counts are released under the minimum count; correlations not at all.
+DP_SHARES = 9
 
 # How the policy releases a statistic of each kind:
 KINDS = {
@@ -85,14 +86,20 @@ KINDS = {
     "correlation": "a correlation over the rows where both features are recorded: withheld below the minimum, "
                    "rounded on Fisher's z; not released under differential privacy",
 }
-# Whose rows govern a statistic, and where that group lies on its array's axes.
+# Whose rows govern a statistic (a policy's minimum applies to that group's row count), and the
+# axes of a site's array along which its groups lie.
 GROUPS = {
-    "site": "every row of the site (the whole array)",
-    "class": "the rows of each class (first axis)",
-    "feature": "the rows where a feature is recorded (last axis)",
-    "feature_class": "the rows of a class where a feature is recorded (first axis classes, last axis features)",
-    "pair": "the rows where both of two continuous features are recorded (the last two axes)",
+    "site": "every row of the site",
+    "class": "the rows of each class",
+    "feature": "the rows where a feature is recorded",
+    "feature × class": "the rows of a class where a feature is recorded",
+    "feature pairs": "the rows where both of two continuous features are recorded",
 }
+GROUP_AXES = {"site": (), "class": ("class",), "feature": ("feature",), "feature × class": ("class", "feature"),
+              "feature pairs": ("continuous", "continuous")}
+# The axes of a site's statistic: its classes, the profile's probabilities or missing-value codes,
+# its features, its continuous features (a correlation's two axes).
+AXES = ("class", "probability", "code", "feature", "continuous")
 
 
 @dataclass(frozen=True)
@@ -182,30 +189,6 @@ def suppressed(counts: np.ndarray, policy: Policy) -> np.ndarray:
     return flat.reshape(counts.shape)
 
 
-@dataclass(frozen=True)
-class Withheld:
-    """One statistic (or a part of it) a site did not share, and why. `feature` / `cls`: None
-    when it covers every feature / class of the statistic."""
-
-    statistic: str
-    feature: str | None
-    cls: str | None
-    reason: str
-
-    def to_list(self) -> list[str | None]:
-        return [self.statistic, self.feature, self.cls, self.reason]
-
-    @classmethod
-    def from_list(cls, values: Any) -> Withheld | None:
-        if not isinstance(values, (list, tuple)) or len(values) != 4:
-            return None
-        statistic, feature, klass, reason = values
-        if not isinstance(statistic, str) or not isinstance(reason, str):
-            return None
-        return cls(statistic, feature if isinstance(feature, str) else None,
-                   klass if isinstance(klass, str) else None, reason)
-
-
 # -- values of one group ----------------------------------------------------------------------------
 @dataclass
 class Noise:
@@ -221,17 +204,15 @@ class Noise:
         return self.rng.laplace(0.0, 1.0, scale.shape) * scale
 
 
-def location(x: np.ndarray, probabilities: np.ndarray, policy: Policy | None,
+def location(x: np.ndarray, probabilities: np.ndarray, policy: Policy,
              noise: Noise | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per column of x [rows, features] (NaN: missing): mean, SD (ddof 1) and the quantiles at
-    `probabilities` [P, features], as the policy releases them (None: computed as they are, the
-    quantiles interpolated linearly between order statistics). NaN where not released."""
+    `probabilities` [P, features], as the policy releases them (`profile.site_profile` computes
+    them as they are, for a release without a policy). NaN where not released."""
     n_rows, n_features = x.shape
     counts = (~np.isnan(x)).sum(0)
     mean, sd = np.full(n_features, np.nan), np.full(n_features, np.nan)
     quantiles = np.full((len(probabilities), n_features), np.nan)
-    if policy is None:
-        return _as_computed(x, counts, probabilities)
     for n in np.unique(counts[counts >= policy.min_count]):
         columns = np.flatnonzero(counts == n)
         values = np.sort(x[:, columns], axis=0)[:n]  # NaN sorts last
@@ -313,21 +294,6 @@ def _read_off(centres: np.ndarray, means: np.ndarray, probabilities: np.ndarray)
     return out
 
 
-def _as_computed(x: np.ndarray, counts: np.ndarray, probabilities: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """No policy: the mean, SD and linearly interpolated quantiles as they are (what the profile
-    released before disclosure control; kept for measuring the policy's cost)."""
-    n_features = x.shape[1]
-    if not len(x):
-        return np.full(n_features, np.nan), np.full(n_features, np.nan), np.full((len(probabilities), n_features), np.nan)
-    with warnings.catch_warnings():  # all-NaN columns: NaN is the answer, not a warning
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.where(counts > 0, np.nanmean(x, axis=0), np.nan)
-        sd = np.where(counts > 1, np.nanstd(x, axis=0, ddof=1), np.nan)
-        quantiles = np.quantile(x, probabilities, axis=0) if counts.min() == len(x) else np.nanquantile(x, probabilities, axis=0)
-    return mean, sd, np.where(counts > 0, quantiles, np.nan)
-
-
 def dp_noise(x: np.ndarray, policy: Policy) -> Noise | None:
     """The noise of one release under `policy.dp_epsilon` (None without): the budget split evenly
     over x's features (DP_SHARES each), each feature's values clipped to what its outermost
@@ -369,74 +335,90 @@ def rounded_correlation(r: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Statistic:
-    """How one statistic of a site's profile is released: `group`, whose row count governs it
-    (GROUPS: also where that group lies on the array's axes); `kind`, the rule it is released by
-    (KINDS); `reveals`, what it tells whoever receives it about the site's rows."""
+    """One statistic of a site's profile, declared once: `group`, whose row count governs its
+    release (GROUPS); `kind`, the rule it is released by (KINDS); `axes`, what its array's axes are
+    at one site (AXES: where its groups lie on it); `reveals`, what it tells whoever receives it
+    about the site's rows."""
 
     group: str
     kind: str
+    axes: tuple[str, ...]
     reveals: str
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS:
             raise ValueError(f"unknown group {self.group!r}; groups: {', '.join(GROUPS)}")
+        if not set(self.axes) <= set(AXES) or _placed(GROUP_AXES[self.group], self.axes) is None:
+            raise ValueError(f"axes {self.axes!r} do not hold the group {self.group!r} ({GROUP_AXES[self.group]})")
+
+
+def _placed(group_axes: tuple[str, ...], axes: tuple[str, ...]) -> list[int] | None:
+    """Where a group's axes lie among a statistic's, in order (None: they do not)."""
+    at, start = [], 0
+    for axis in group_axes:
+        if axis not in axes[start:]:
+            return None
+        at.append(axes.index(axis, start))
+        start = at[-1] + 1
+    return at
 
 
 @dataclass
 class Groups:
-    """The row counts of a site's groups (GROUPS), and the names that say which is which."""
+    """The row counts of a site's groups (GROUPS)."""
 
     rows: int
     class_counts: np.ndarray  # [classes]
     observed: np.ndarray  # [features]
     observed_by_class: np.ndarray  # [classes, features]
     pair_counts: np.ndarray  # [continuous, continuous]
-    features: list[str]
-    classes: list[str]
-    continuous: list[int]  # the features of the pairs, in order
+
+    def counts(self, group: str) -> np.ndarray:
+        return {"site": np.array(self.rows), "class": self.class_counts, "feature": self.observed,
+                "feature × class": self.observed_by_class, "feature pairs": self.pair_counts}[group]
 
 
 def release(arrays: Mapping[str, np.ndarray], declarations: Mapping[str, Statistic], groups: Groups,
-            policy: Policy | None, noise: Noise | None = None) -> tuple[dict[str, np.ndarray], list[Withheld]]:
+            policy: Policy | None, noise: Noise | None = None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Every declared array as the policy releases it (None: as computed; `noise`: the release's
-    differential privacy, `dp_noise`), and what was withheld where, with the reason. An array
-    without a declaration, or of a kind without a rule, is withheld whole: nothing leaves a site
-    unless a rule says how. (Arrays of kind 'location' come from `location`, which rounds or
-    noises them; here they are withheld by their group.)"""
+    differential privacy, `dp_noise`), and statistic -> why a part of it (its NaN entries) was
+    withheld. An array without a declaration, or of a kind without a rule, is withheld whole:
+    nothing leaves a site unless a rule says how. (Arrays of kind 'location' come from `location`,
+    which rounds or noises them; here they are withheld by their group.) A part withheld to
+    protect a smaller group by difference (complementary suppression) has the small group's reason."""
     if policy is None:
-        return {name: np.asarray(value) for name, value in arrays.items()}, []
+        return {name: np.asarray(value) for name, value in arrays.items()}, {}
     out: dict[str, np.ndarray] = {}
-    withheld: list[Withheld] = []
+    withheld: dict[str, str] = {}
     masks = _group_masks(groups, policy)
     for name, value in arrays.items():
         declared = declarations.get(name)
         value = np.asarray(value)
         if declared is None or declared.kind not in KINDS:
             what = f"no disclosure rule for its kind {declared.kind!r}" if declared else "not declared"
-            out[name] = np.full(value.shape, np.nan)
-            withheld.append(Withheld(name, None, None, f"not shared ({what})"))
+            out[name], withheld[name] = np.full(value.shape, np.nan), f"not shared ({what})"
             continue
         if declared.kind == "size":
             out[name] = value
             continue
         if declared.kind == "correlation" and policy.dp_epsilon:
             out[name] = np.full(value.shape, np.nan)
-            withheld.append(Withheld(name, None, None, "not shared under differential privacy (a correlation has no "
-                                                       "bounded sensitivity)"))
+            withheld[name] = "not shared under differential privacy (a correlation has no bounded sensitivity)"
             continue
-        mask, reasons = masks[declared.group]
-        hidden = _broadcast(mask, declared.group, value.shape)
-        withheld += [Withheld(name, *where, reason) for where, reason in reasons]
-        if declared.kind in ("count", "cell_count") and not hidden.any():
+        hidden = _laid_on(masks[declared.group], declared, value.shape)
+        if hidden.any():
+            withheld[name] = policy.reason
+        elif declared.kind in ("count", "cell_count"):
             out[name] = value  # whole numbers stay whole
             continue
         released = value.astype(np.float64)
         released[hidden] = np.nan
         if declared.kind == "share":
-            n = _group_counts(groups, declared.group, released.shape)
+            n = _laid_on(groups.counts(declared.group).astype(np.float64), declared, released.shape)
             released = _noisy_share(released, n, noise) if noise is not None else rounded_share(released, n)
         elif declared.kind == "correlation":
-            released = rounded_correlation(released, _group_counts(groups, declared.group, released.shape))
+            released = rounded_correlation(released, _laid_on(groups.counts(declared.group).astype(np.float64),
+                                                              declared, released.shape))
         out[name] = released
     return out, withheld
 
@@ -447,56 +429,26 @@ def _noisy_share(share: np.ndarray, n: np.ndarray, noise: Noise) -> np.ndarray:
     return np.where(np.isfinite(share), np.clip(noisy, 0, 1), share)
 
 
-def _group_masks(groups: Groups, policy: Policy) -> dict[str, tuple[np.ndarray, list]]:
-    """Per group: where it is withheld, and the (feature, class) -> reason entries that say so."""
-    reason = policy.reason
-    complement = (f"not shared (another class has fewer than {policy.min_count} rows, which this one's "
-                  "would give away by difference)")
-    site = np.array(0 < groups.rows < policy.min_count)  # a site this small shares nothing but its size
+def _group_masks(groups: Groups, policy: Policy) -> dict[str, np.ndarray]:
+    """Per group (GROUPS): where it is withheld, along its axes (GROUP_AXES). A site below the
+    minimum shares nothing but its size; a class below it is withheld with its complement
+    (`suppressed`), and so is every per-class statistic of a withheld class."""
+    site = np.array(0 < groups.rows < policy.min_count)
     classes = suppressed(groups.class_counts, policy) | site
-    class_small = small(groups.class_counts, policy) | site
-    by_feature_class = suppressed(groups.observed_by_class, policy) | classes[:, None]
-    feature_class_small = small(groups.observed_by_class, policy) | site
-    features = small(groups.observed, policy) | site
-    pairs = small(groups.pair_counts, policy) | site
-    names, labels = groups.features, groups.classes
-    masks: dict[str, tuple[np.ndarray, list]] = {
-        "site": (site, [((None, None), reason)] if site else []),
-        "class": (classes, [((None, labels[c]), reason if class_small[c] else complement)
-                            for c in np.flatnonzero(classes)]),
-        "feature": (features, [((names[j], None), reason) for j in np.flatnonzero(features)]),
-        "pair": (pairs, [((f"{names[groups.continuous[a]]} × {names[groups.continuous[b]]}", None), reason)
-                         for a, b in zip(*np.nonzero(np.triu(pairs, 1)))]),
-    }
-    entries = [((None, labels[c]), reason if class_small[c] else complement) for c in np.flatnonzero(classes)]
-    for c, j in zip(*np.nonzero(by_feature_class & ~classes[:, None])):
-        entries.append(((names[j], labels[c]), reason if feature_class_small[c, j] else complement))
-    masks["feature_class"] = (by_feature_class, entries)
-    return masks
+    return {"site": site, "class": classes,
+            "feature": small(groups.observed, policy) | site,
+            "feature × class": suppressed(groups.observed_by_class, policy) | classes[:, None],
+            "feature pairs": small(groups.pair_counts, policy) | site}
 
 
-def _broadcast(mask: np.ndarray, group: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A group's mask laid on an array of `shape` along the group's axes (GROUPS)."""
-    if group == "site":
-        return np.broadcast_to(mask, shape)
-    if group == "class":
-        return np.broadcast_to(mask.reshape(mask.shape + (1,) * (len(shape) - 1)), shape)
-    if group == "feature":
-        return np.broadcast_to(mask, shape)
-    if group == "feature_class":
-        return np.broadcast_to(mask.reshape((mask.shape[0],) + (1,) * (len(shape) - 2) + (mask.shape[1],)), shape)
-    return np.broadcast_to(mask, shape)  # pair: the last two axes
-
-
-def _group_counts(groups: Groups, group: str, shape: tuple[int, ...]) -> np.ndarray:
-    """The row count of each entry's group, laid on the array like its mask."""
-    counts = {"site": np.array(groups.rows), "class": groups.class_counts, "feature": groups.observed,
-              "feature_class": groups.observed_by_class, "pair": groups.pair_counts}[group].astype(np.float64)
-    if group == "class":
-        counts = counts.reshape(counts.shape + (1,) * (len(shape) - 1))
-    elif group == "feature_class":
-        counts = counts.reshape((counts.shape[0],) + (1,) * (len(shape) - 2) + (counts.shape[1],))
-    return np.broadcast_to(counts, shape)
+def _laid_on(values: np.ndarray, declared: Statistic, shape: tuple[int, ...]) -> np.ndarray:
+    """A group's values (its mask, its row counts) laid on a statistic's array of `shape` along the
+    group's axes (`Statistic.axes`), repeated along the others."""
+    at = _placed(GROUP_AXES[declared.group], declared.axes) or []
+    placed = [1] * len(shape)
+    for k, axis in enumerate(at):
+        placed[axis] = values.shape[k]
+    return np.broadcast_to(np.asarray(values).reshape(placed), shape)
 
 
 # -- the federated standardisation's sums -------------------------------------------------------------

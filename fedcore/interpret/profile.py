@@ -1,115 +1,226 @@
 """Federated statistics of a table: what each site can share about its own rows without moving one.
 
 Each site summarises its rows in their *original units* (before any standardisation: a unit error
-is visible there and nowhere else once each site has standardised itself), per feature and per
-class:
-    rows and class counts; observed (non-missing) values, overall and per class;
-    mean and SD, overall and per class;
-    quantiles at 21 probabilities (1 %, 5 %, 10 %, ..., 95 %, 99 %), overall and per class;
-    the share of whole-number values; how often each usual missing-value code occurs (-999, -99,
-    -9, -1, 0, 9, 99, 999, 9999);
-    the correlations between its continuous features (pairwise complete rows).
-Each is declared once in STATISTICS (the group whose rows govern it, its kind, what it reveals),
-and released at the site's disclosure policy (`fedcore.interpret.disclosure`): no statistic of
-fewer than its minimum count of rows, quantiles from blocks of at least that many values (so the
-1 and 99 % ones, and all beyond the outermost blocks, stay unreleased), values rounded; what is
-withheld is NaN, with its reason in `Profile.withheld`.
-`site_profile` computes one site's summary (a Flower site runs it on its own rows and sends the
-arrays); `Profile` stacks every site's, is stored with a run (`profile.npz`, arrays only) and is
-what the check-up's data lens compares (`fedcore.interpret.data_checks`).
+is visible there and nowhere else once each site has standardised itself). `STATISTICS` declares
+every array once: the group whose row count governs it, the rule the site's disclosure policy
+releases it by, its axes and what it reveals about the rows (`disclosure.Statistic`); `ARRAYS` is
+its names. No statistic is a single row's value: there is no minimum or maximum (one patient's
+value), and the shares at the minimum and maximum are shares, not the values.
+
+Every site releases its statistics at its disclosure policy (`fedcore.interpret.disclosure`): no
+statistic of fewer rows than its minimum count, quantiles from blocks of at least that many values
+(so the 1 and 99 % ones, and all beyond the outermost blocks, stay unreleased), values and shares
+rounded, optionally noised. `site_profile` computes one site's summary (a Flower site runs it on
+its own rows and sends the arrays); `Profile` stacks every site's, is stored with a run
+(`profile.npz`, arrays only) and is what the check-up's data lens compares
+(`fedcore.interpret.data_checks`). A statistic a site did not release (its policy withheld it, or
+the profile was recorded before it existed) is NaN, with the reason in `Profile.withheld`; the
+check-up shows such a cell as *not testable*.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fedcore.interpret.disclosure import (DEFAULT_POLICY, Groups, Policy, Statistic, Withheld, describe_policy,
+from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy, Statistic, describe_policy,
                                           dp_noise, location, release)
 
 PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
 SENTINELS = np.array([-999.0, -99.0, -9.0, -1.0, 0.0, 9.0, 99.0, 999.0, 9999.0])
+FAR_OUT_IQRS = 3.0  # Tukey's "far out": beyond the quartiles by 3 interquartile ranges
 
-# Every statistic a site shares, declared once: the group whose row count governs it, the rule the
-# site's disclosure policy releases it by (`disclosure.KINDS`) and what it reveals about the rows.
-# `disclosure.release` applies the policy to exactly these; an array not declared here never leaves a site.
+__all__ = ["ARRAYS", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "SENTINELS", "STATISTICS", "Profile", "SiteProfile",
+           "profile_federation", "site_profile"]
+
+FEATURE, BY_CLASS = ("feature",), ("class", "feature")
+# Every array of a profile, declared once. `disclosure.release` applies a site's policy to exactly
+# these; an array not declared here never leaves a site.
 STATISTICS: dict[str, Statistic] = {
-    "rows": Statistic("site", "size", "how many rows the site has"),
-    "class_counts": Statistic("class", "count", "how many of the site's rows are of each class"),
-    "observed": Statistic("site", "cell_count", "in how many rows each feature is recorded (so how many miss it)"),
-    "observed_by_class": Statistic("class", "cell_count", "the same within each class"),
-    "mean": Statistic("feature", "location", "the centre of a feature's values"),
-    "sd": Statistic("feature", "location", "how widely a feature's values vary"),
-    "mean_by_class": Statistic("feature_class", "location", "the centre of a feature's values within each class"),
-    "sd_by_class": Statistic("feature_class", "location", "how widely they vary within each class"),
-    "quantiles": Statistic("feature", "location",
-                           "a feature's distribution: the value below which a given share of its values lie"),
-    "quantiles_by_class": Statistic("feature_class", "location", "the same within each class"),
-    "integer_share": Statistic("feature", "share", "the share of a feature's values that are whole numbers"),
-    "sentinel_counts": Statistic("feature", "cell_count",
-                                 "how many of a feature's values are exactly each usual missing-value code"),
-    "correlation": Statistic("pair", "correlation", "how two continuous features vary together"),
+    "rows": Statistic("site", "size", (), "how many rows the site has"),
+    "class_counts": Statistic("class", "count", ("class",), "how many of the site's rows are of each class"),
+    "observed": Statistic("site", "cell_count", FEATURE,
+                          "in how many rows each feature is recorded (so how many lack it)"),
+    "observed_by_class": Statistic("class", "cell_count", BY_CLASS, "the same within each class"),
+    "mean": Statistic("feature", "location", FEATURE, "the centre of a feature's values"),
+    "sd": Statistic("feature", "location", FEATURE, "how widely a feature's values vary"),
+    "mean_by_class": Statistic("feature × class", "location", BY_CLASS,
+                               "the centre of a feature's values within each class"),
+    "sd_by_class": Statistic("feature × class", "location", BY_CLASS, "how widely they vary within each class"),
+    "quantiles": Statistic("feature", "location", ("probability", "feature"),
+                           "a feature's distribution: the value below which a given share of its values lie, at "
+                           "the probabilities its policy's resolution allows"),
+    "quantiles_by_class": Statistic("feature × class", "location", ("class", "probability", "feature"),
+                                    "the same within each class"),
+    "integer_share": Statistic("feature", "share", FEATURE, "the share of a feature's values that are whole numbers"),
+    "sentinel_counts": Statistic("feature", "cell_count", ("code", "feature"),
+                                 "how many of a feature's values are exactly each usual missing-value code (SENTINELS)"),
+    "correlation": Statistic("feature pairs", "correlation", ("continuous", "continuous"),
+                             "how two continuous features vary together, over the rows that have both"),
+    "top_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values at its most common value (not the value)"),
+    "min_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values equal to its minimum (not the minimum)"),
+    "max_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values equal to its maximum (not the maximum)"),
+    "far_share": Statistic("feature", "share", FEATURE,
+                           f"the share of a feature's values beyond its quartiles by {FAR_OUT_IQRS:g} interquartile "
+                           "ranges (how many are far out, not which or where)"),
+    "duplicate_rows": Statistic("site", "cell_count", (),
+                                "how many rows repeat an earlier row exactly (features and label), not which"),
 }
 ARRAYS = tuple(STATISTICS)
+NOT_RECORDED = "not in this profile (recorded before this statistic was shared)"
+DP_TOO_FEW = "not shared under differential privacy (too few values for a range to clip them to)"
 
 
 @dataclass
 class SiteProfile:
-    """What one site releases: its statistics (ARRAYS), what it withheld and why, and the policy
-    it released them at (None: none, as computed)."""
+    """What one site releases: its statistics (ARRAYS), statistic -> why a part of it was withheld
+    (its NaN entries), and the policy it released them at (None: as computed, no policy)."""
 
     arrays: dict[str, np.ndarray]
-    withheld: list[Withheld] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)
     policy: dict[str, Any] | None = None
 
 
-def site_profile(x: np.ndarray, y: np.ndarray, features: Sequence[str], kinds: Sequence[str], classes: Sequence[str],
+def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int],
                  policy: Policy | None = DEFAULT_POLICY) -> SiteProfile:
     """One site's summary of its rows x [rows, features] (NaN = missing, original units) with class
     indices y, as its disclosure `policy` releases it (None: as computed, unprotected: only for
-    measuring what the policy costs)."""
+    measuring what the policy costs); `continuous`: the features whose correlations are kept.
+    Values so large that their sums overflow (1e308) give infinite or NaN moments: statistics the
+    check-up cannot test."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
-    n_classes = len(classes)
-    continuous = [j for j, kind in enumerate(kinds) if kind == "continuous"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        computed, pairs = _site_profile(x, y, n_classes, continuous)
+        if policy is None:
+            return SiteProfile(computed)
+        noise = dp_noise(x, policy)
+        computed["mean"], computed["sd"], computed["quantiles"] = location(x, PROBABILITIES, policy, noise)
+        per_class = [location(x[y == k], PROBABILITIES, policy, noise) for k in range(n_classes)]
+        for a, name in enumerate(("mean", "sd", "quantiles")):
+            computed[f"{name}_by_class"] = np.stack([released[a] for released in per_class])
+        groups = Groups(len(x), computed["class_counts"], computed["observed"], computed["observed_by_class"], pairs)
+        arrays, withheld = release(computed, STATISTICS, groups, policy, noise)
+    if noise is not None:  # a feature too small for a range: its values are withheld under the noise
+        ranged = np.isfinite(noise.low) | (computed["observed"] < policy.min_count)
+        for name, declared in STATISTICS.items():
+            if declared.kind == "location" and not ranged.all():
+                arrays[name] = arrays[name].copy()
+                arrays[name][..., ~ranged] = np.nan
+                withheld[name] = "; ".join(dict.fromkeys(filter(None, (withheld.get(name), DP_TOO_FEW))))
+    return SiteProfile(arrays, withheld, policy.to_dict())
+
+
+def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every statistic as computed, and the row counts of the correlations' pairs."""
+    n_rows, n_features = x.shape
     observed = ~np.isnan(x)
     out: dict[str, np.ndarray] = {
-        "rows": np.array(len(x)),
+        "rows": np.array(n_rows),
         "class_counts": np.bincount(y, minlength=n_classes),
         "observed": observed.sum(0),
         "observed_by_class": np.stack([observed[y == k].sum(0) for k in range(n_classes)]),
     }
-    noise = None if policy is None else dp_noise(x, policy)
-    out["mean"], out["sd"], out["quantiles"] = location(x, PROBABILITIES, policy, noise)
-    per_class = [location(x[y == k], PROBABILITIES, policy, noise) for k in range(n_classes)]
-    out["mean_by_class"] = np.stack([m for m, _, _ in per_class])
-    out["sd_by_class"] = np.stack([s for _, s, _ in per_class])
-    out["quantiles_by_class"] = np.stack([q for _, _, q in per_class])
+    overall = _summary(x)
+    out.update((name, overall[name]) for name in ("mean", "sd", "quantiles", "top_share", "min_share", "max_share",
+                                                    "far_share"))
+    per_class = [_summary(x[y == k], shares=False) for k in range(n_classes)]
+    for name in ("mean", "sd", "quantiles"):
+        out[f"{name}_by_class"] = np.stack([summary[name] for summary in per_class])
     with np.errstate(invalid="ignore"):
         whole = np.where(observed, np.isclose(x, np.round(x)), False).sum(0)
         out["integer_share"] = np.where(out["observed"] > 0, whole / np.maximum(out["observed"], 1), np.nan)
     out["sentinel_counts"] = np.stack([(x == value).sum(0) for value in SENTINELS])
-    out["correlation"], pairs = _correlation(x[:, continuous])
-    groups = Groups(len(x), out["class_counts"], out["observed"], out["observed_by_class"], pairs, list(features),
-                    list(classes), continuous)
-    arrays, withheld = release(out, STATISTICS, groups, policy, noise)
-    if noise is not None:  # a feature too small for a range: its values are withheld under the noise
-        for j in np.flatnonzero(np.isnan(noise.low) & (out["observed"] >= policy.min_count)):
-            withheld += [Withheld(name, features[j], None, "not shared under differential privacy (too few values "
-                                                           "for a range to clip them to)")
-                         for name, declared in STATISTICS.items() if declared.kind == "location"]
-    return SiteProfile(arrays, withheld, None if policy is None else policy.to_dict())
+    out["correlation"], pairs = _correlation(x[:, list(continuous)])
+    out["duplicate_rows"] = np.array(_duplicate_rows(x, y))
+    return out, pairs
+
+
+def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
+    """Per column over its observed values, from one sort of every column: mean, SD (ddof 1), the
+    PROBABILITIES quantiles (linear between sorted values, as np.quantile), and with `shares` the
+    shares at the most common value, at the minimum and at the maximum, and beyond the far-out
+    fences (NaN where a column has too few values)."""
+    n, n_features = x.shape
+    counts = (~np.isnan(x)).sum(0)
+    ordered = np.sort(x, axis=0)  # NaN sorts last
+    columns = np.arange(n_features)
+    last = np.maximum(counts - 1, 0)
+    quantiles = np.full((len(PROBABILITIES), n_features), np.nan)
+    if n:
+        for k, level in enumerate(PROBABILITIES):
+            position = last * level
+            low = np.floor(position).astype(np.int64)
+            high = np.minimum(low + 1, last)
+            fraction = position - low
+            lower, upper = ordered[low, columns], ordered[high, columns]
+            quantiles[k] = np.where(counts > 0, lower + (upper - lower) * fraction, np.nan)
+    with warnings.catch_warnings():  # all-NaN columns: NaN is the answer, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.where(counts > 0, np.nanmean(x, axis=0), np.nan) if n else np.full(n_features, np.nan)
+        sd = np.where(counts > 1, np.nanstd(x, axis=0, ddof=1), np.nan) if n else np.full(n_features, np.nan)
+    out = {"mean": mean, "sd": sd, "quantiles": quantiles}
+    if shares:
+        out.update(_point_shares(ordered, counts))
+        q25, q75 = (quantiles[int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0])] for p in (0.25, 0.75))
+        iqr = q75 - q25
+        with np.errstate(invalid="ignore"):
+            far = ((x < (q25 - FAR_OUT_IQRS * iqr)) | (x > (q75 + FAR_OUT_IQRS * iqr))).sum(0)
+            out["far_share"] = np.where((counts > 0) & (iqr > 0), far / np.maximum(counts, 1), np.where(counts > 0, 0.0,
+                                                                                                          np.nan))
+    return out
+
+
+def _point_shares(ordered: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The shares of each column's observed values at its most common value, at its minimum and at
+    its maximum, from the column sorted (NaN last): the lengths of its runs of equal values."""
+    n, n_features = ordered.shape
+    if not n:
+        return {name: np.full(n_features, np.nan) for name in ("top_share", "min_share", "max_share")}
+    starts = np.ones((n, n_features), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]  # NaN != NaN: every missing value is a run of its own
+    run = np.cumsum(starts, axis=0) - 1  # run index within the column
+    valid = ~np.isnan(ordered)
+    lengths = np.bincount((run + np.arange(n_features) * n)[valid], minlength=n * n_features).reshape(n_features, n)
+    columns = np.arange(n_features)
+    last_run = run[np.maximum(counts - 1, 0), columns]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.where(counts > 0, counts, np.nan)
+        return {"top_share": lengths.max(1) / total, "min_share": lengths[:, 0] / total,
+                "max_share": lengths[columns, last_run] / total}
+
+
+def _duplicate_rows(x: np.ndarray, y: np.ndarray) -> int:
+    """How many rows repeat an earlier row exactly (every feature, missing alike, and the label)."""
+    if not len(x):
+        return 0
+    rows = np.column_stack([np.where(np.isnan(x), np.inf, x + 0.0), y.astype(np.float64)])  # + 0.0: -0 is 0
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    return int(len(keys) - len(np.unique(keys)))
 
 
 def _correlation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pearson correlations of the columns over pairwise complete rows (NaN where fewer than 3 rows
-    or no spread), all pairs at once: sums over the rows where both columns are observed; and
-    those rows' counts."""
+    or no spread), all pairs at once: sums over the rows where both columns are observed; and those
+    rows' counts (what a policy's minimum applies to)."""
+    if x.shape[0] >= 3 and not np.isnan(x).any():  # every pair complete: one product of the centred columns
+        centred = x - x.mean(0)
+        squares = (centred**2).sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = (centred.T @ centred) / np.sqrt(np.outer(squares, squares))
+        spread = squares > 1e-12 * x.shape[0]
+        return (np.where(spread[:, None] & spread[None, :], np.clip(out, -1, 1), np.nan),
+                np.full((x.shape[1], x.shape[1]), float(x.shape[0])))
     observed = (~np.isnan(x)).astype(np.float64)
     values = np.nan_to_num(x)
     n = observed.T @ observed  # rows where both are observed
@@ -133,21 +244,43 @@ class Profile:
     kinds: list[str]
     columns: list[str]  # the input column each feature came from (a categorical gives several one-hot features)
     classes: list[str]
-    arrays: dict[str, np.ndarray]  # ARRAYS, each [sites, ...]; NaN where a site withheld it
+    arrays: dict[str, np.ndarray]  # ARRAYS, each [sites, ...]; NaN where a site did not release it
     units: dict[str, str] = field(default_factory=dict)  # feature -> unit, where the data say
-    # site -> the policy it released at (`Policy.to_dict`; None: released as computed)
+    # site -> statistic -> why its values are NaN there (withheld by the site's disclosure policy, not recorded)
+    withheld: dict[str, dict[str, str]] = field(default_factory=dict)
+    # site -> the policy it released at (`Policy.to_dict`; None: as computed); a site not in it: not recorded
     policies: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    withheld: dict[str, list[Withheld]] = field(default_factory=dict)  # site -> what it did not share, and why
 
     @classmethod
-    def of_sites(cls, per_site: Sequence[SiteProfile], sites: Sequence[str], features: Sequence[str],
-                 kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
-                 units: Mapping[str, str] | None = None) -> Profile:
-        arrays = {name: np.stack([np.asarray(p.arrays[name]) for p in per_site]) for name in ARRAYS}
-        arrays["rows"] = arrays["rows"].reshape(len(per_site))  # a count per site (transports may add an axis)
+    def of_sites(cls, per_site: Sequence[Mapping[str, np.ndarray] | SiteProfile], sites: Sequence[str],
+                 features: Sequence[str], kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
+                 units: Mapping[str, str] | None = None, withheld: Mapping[str, Mapping[str, str]] | None = None,
+                 policies: Mapping[str, Mapping[str, Any] | None] | None = None) -> Profile:
+        """Stacked over sites (each a site's arrays, or its `SiteProfile` with what it withheld and
+        its policy); a statistic a site did not send is NaN there, withheld as NOT_RECORDED (a
+        site running an older version)."""
+        reasons = {site: dict(r) for site, r in (withheld or {}).items()}
+        recorded = {site: (dict(p) if isinstance(p, Mapping) else None) for site, p in (policies or {}).items()}
+        empty = _unreleased(len(features), len(classes), [j for j, kind in enumerate(kinds) if kind == "continuous"])
+        arrays = {}
+        summaries = []
+        for site, summary in zip(sites, per_site):
+            if isinstance(summary, SiteProfile):
+                reasons.setdefault(site, {}).update(summary.withheld)
+                recorded[site] = summary.policy
+                summary = summary.arrays
+            summaries.append(summary)
+        for name in ARRAYS:
+            stacked = []
+            for site, summary in zip(sites, summaries):
+                if name in summary:
+                    stacked.append(np.asarray(summary[name]).reshape(empty[name].shape))
+                else:
+                    stacked.append(empty[name])
+                    reasons.setdefault(site, {}).setdefault(name, NOT_RECORDED)
+            arrays[name] = np.stack(stacked) if stacked else empty[name][None][:0]
         return cls(list(sites), list(features), list(kinds), list(columns or features), list(classes), arrays,
-                   dict(units or {}), {site: p.policy for site, p in zip(sites, per_site)},
-                   {site: list(p.withheld) for site, p in zip(sites, per_site)})
+                   dict(units or {}), {site: r for site, r in reasons.items() if r}, recorded)
 
     @property
     def continuous(self) -> list[int]:
@@ -160,13 +293,6 @@ class Profile:
             return arrays[name]
         raise AttributeError(name)
 
-    def reason(self, statistic: str, site: str, feature: str | None = None, cls: str | None = None) -> str | None:
-        """Why `site` did not share `statistic` (of `feature`, of class `cls`), or None when it did."""
-        for entry in self.withheld.get(site, []):
-            if entry.statistic == statistic and entry.feature in (None, feature) and entry.cls in (None, cls):
-                return entry.reason
-        return None
-
     def policy_text(self, site: str) -> str:
         """The policy `site` released its statistics at, in words."""
         if site not in self.policies:
@@ -174,15 +300,14 @@ class Profile:
         return describe_policy(self.policies[site])
 
     def site_meta(self, site: str) -> dict[str, Any]:
-        """What one site sends with its arrays: the names, and its own policy and withheld list."""
+        """What one site sends with its arrays: the names, its own policy and what it withheld."""
         return {**self.meta(), "policies": {site: self.policies.get(site)},
-                "withheld": {site: [w.to_list() for w in self.withheld.get(site, [])]}}
+                "withheld": {site: self.withheld.get(site, {})}}
 
     def meta(self) -> dict[str, Any]:
         return {"sites": self.sites, "features": self.features, "kinds": self.kinds, "columns": self.columns,
                 "classes": self.classes, "units": self.units, "probabilities": PROBABILITIES.tolist(),
-                "sentinels": SENTINELS.tolist(), "policies": self.policies,
-                "withheld": {site: [w.to_list() for w in entries] for site, entries in self.withheld.items()}}
+                "sentinels": SENTINELS.tolist(), "withheld": self.withheld, "policies": self.policies}
 
     def to_npz(self) -> bytes:
         """The profile as one npz (arrays, and the names as a JSON string array): nothing pickled."""
@@ -194,23 +319,33 @@ class Profile:
 
     @classmethod
     def from_npz(cls, data: Mapping[str, np.ndarray]) -> Profile:
+        """A stored profile; statistics it lacks (stored before they existed) are NaN, withheld as
+        NOT_RECORDED at every site."""
         meta = json.loads(str(data["meta"]))
-        arrays = {name: np.asarray(data[name], dtype=np.float64 if data[name].dtype.kind == "f" else data[name].dtype)
-                  for name in ARRAYS}
-        return cls(meta["sites"], meta["features"], meta["kinds"], meta["columns"], meta["classes"], arrays,
-                   meta.get("units") or {}, *read_disclosure(meta))
+        stored = {name: np.asarray(data[name], dtype=np.float64 if data[name].dtype.kind == "f" else data[name].dtype)
+                  for name in ARRAYS if name in data}
+        per_site = [{name: value[i] for name, value in stored.items()} for i in range(len(meta["sites"]))]
+        withheld, policies = read_disclosure(meta)
+        return cls.of_sites(per_site, meta["sites"], meta["features"], meta["kinds"], meta["columns"],
+                            meta["classes"], meta.get("units") or {}, withheld, policies)
 
 
-def read_disclosure(meta: Mapping[str, Any]) -> tuple[dict[str, dict | None], dict[str, list[Withheld]]]:
-    """The policies and withheld lists a profile's meta records (none: a profile from before
-    disclosure control, whose sites released everything as computed)."""
-    policies = meta.get("policies")
-    withheld = meta.get("withheld")
-    policies = {str(k): (v if isinstance(v, dict) else None) for k, v in policies.items()} \
-        if isinstance(policies, dict) else {}
-    entries = {str(site): [w for w in map(Withheld.from_list, values if isinstance(values, list) else []) if w]
-               for site, values in (withheld.items() if isinstance(withheld, dict) else [])}
-    return policies, entries
+def read_disclosure(meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, Any] | None]]:
+    """What the sites of a profile's (or one site's) meta say they withheld (site -> statistic ->
+    reason) and the policies they released at (none: a profile from before disclosure control,
+    whose sites released everything as computed). Entries of another shape are left out."""
+    withheld, policies = meta.get("withheld"), meta.get("policies")
+    reasons = {str(site): {str(name): str(why) for name, why in entries.items() if isinstance(why, str)}
+               for site, entries in (withheld.items() if isinstance(withheld, dict) else []) if isinstance(entries, dict)}
+    recorded = {str(site): (policy if isinstance(policy, dict) else None)
+                for site, policy in (policies.items() if isinstance(policies, dict) else [])}
+    return reasons, recorded
+
+
+def _unreleased(n_features: int, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
+    """Every statistic of one site, all NaN, in its shape (what a site that did not send it counts as)."""
+    template, _ = _site_profile(np.zeros((0, n_features)), np.zeros(0, dtype=np.int64), n_classes, continuous)
+    return {name: np.full(np.shape(value), np.nan) for name, value in template.items()}
 
 
 def profile_federation(sites: Sequence[tuple[str, np.ndarray, np.ndarray]], features: Sequence[str],
@@ -218,5 +353,6 @@ def profile_federation(sites: Sequence[tuple[str, np.ndarray, np.ndarray]], feat
                        units: Mapping[str, str] | None = None, policy: Policy | None = DEFAULT_POLICY) -> Profile:
     """The profile of every (name, x, y) site, as if each had computed and sent its own, every
     site releasing at `policy` (None: as computed, unprotected: for measuring the policy's cost)."""
-    return Profile.of_sites([site_profile(x, y, features, kinds, classes, policy) for _, x, y in sites],
+    continuous = [j for j, kind in enumerate(kinds) if kind == "continuous"]
+    return Profile.of_sites([site_profile(x, y, len(classes), continuous, policy) for _, x, y in sites],
                             [name for name, _, _ in sites], features, kinds, columns, classes, units)
