@@ -18,7 +18,8 @@ from fedcore.errors import SpecError
 from fedcore.interpret import disclosure
 from fedcore.interpret.disclosure import (DEFAULT_POLICY, ROUNDING, Groups, Policy, Statistic, location,
                                           released_sums, suppressed)
-from fedcore.interpret.profile import PROBABILITIES, STATISTICS, Profile, profile_federation, site_profile
+from fedcore.interpret.findings import decide
+from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile, profile_federation, site_profile
 
 HEART = Path("/work/shared/data/heart_disease/canonical")
 K = DEFAULT_POLICY.min_count
@@ -46,6 +47,12 @@ def invert_quantiles(quantiles: np.ndarray, n: int) -> dict[int, float]:
             found.setdefault(k, float(low))
             found.setdefault(k + 1, float(high))
     return found
+
+
+def as_computed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, SD and quantiles of x's columns as a site computes them, before its policy releases them."""
+    arrays = site_profile(x, np.zeros(len(x), int), 1, [], None).arrays
+    return arrays["mean"], arrays["sd"], arrays["quantiles"]
 
 
 def one_site(x: np.ndarray, y: np.ndarray, policy: Policy | None = DEFAULT_POLICY, classes=("a", "b")) -> Profile:
@@ -87,11 +94,17 @@ def test_a_group_is_released_as_rounded_blocks_of_at_least_the_minimum():
     mean, sd, quantiles = location(values[:, None], PROBABILITIES, DEFAULT_POLICY)
     ordered = np.sort(values)
     assert disclosure.rounding(20) == pytest.approx(math.sqrt(6 / 20)) and disclosure.rounding(400) == ROUNDING
-    step = math.sqrt(6 / 20) * ordered.std(ddof=1) / math.sqrt(10)
-    low, high = (round(ordered[:10].mean() / step) * step, round(ordered[10:].mean() / step) * step)
-    assert mean[0] == pytest.approx((low + high) / 2)
     log_step = ROUNDING / math.sqrt(2 * 19)
-    assert sd[0] == pytest.approx(math.exp(round(math.log(ordered.std(ddof=1)) / log_step) * log_step))
+    on_grid = lambda value: math.exp(round(math.log(value) / log_step) * log_step)  # noqa: E731
+    # the yardstick: the SD, or the normal-scaled spread of the blocks' quartiles where smaller (the
+    # quartiles read off the line through the two blocks' means, at normal scores ±0.674 of ±0.798)
+    blocks = ordered[:10].mean(), ordered[10:].mean()
+    inner = NormalDist().inv_cdf(0.75) / (NormalDist().pdf(0) / 0.5)
+    middle = (blocks[1] - blocks[0]) * inner / (2 * NormalDist().inv_cdf(0.75))
+    step = math.sqrt(6 / 20) * on_grid(min(ordered.std(ddof=1), middle)) / math.sqrt(10)
+    low, high = (round(blocks[0] / step) * step, round(blocks[1] / step) * step)
+    assert mean[0] == pytest.approx((low + high) / 2)
+    assert sd[0] == pytest.approx(on_grid(ordered.std(ddof=1)))
     centres = disclosure.block_probabilities(np.array([0, 10, 20]), 20)
     # the normal's mean over its lower half, -pdf(0) / 0.5, as a probability; the upper half's mirrors it
     lower = NormalDist().cdf(-NormalDist().pdf(0) / 0.5)
@@ -117,31 +130,35 @@ def test_quantiles_at_the_released_resolution_are_as_precise_as_interpolated_one
         for _ in range(150):
             x = rng.normal(0, 1, (n, 1))
             released.append(location(x, PROBABILITIES, DEFAULT_POLICY)[2][at, 0] - truth)
-            computed.append(location(x, PROBABILITIES, None)[2][at, 0] - truth)
+            computed.append(as_computed(x)[2][at, 0] - truth)
         rmse, baseline = np.sqrt(np.mean(np.square(released), 0)), np.sqrt(np.mean(np.square(computed), 0))
         assert np.all(rmse <= 1.25 * baseline + 0.01), (n, rmse, baseline)
         assert np.all(np.abs(np.mean(released, 0)) < 0.05)  # no bias
 
 
 def test_an_array_without_a_rule_never_leaves_the_site():
-    groups = Groups(50, np.array([25, 25]), np.array([50]), np.array([[25], [25]]), np.zeros((0, 0)), ["f"], ["a", "b"], [])
+    groups = Groups(50, np.array([25, 25]), np.array([50]), np.array([[25], [25]]), np.zeros((0, 0)))
     arrays = {"mean": np.array([1.0]), "secret": np.array([4.0]), "odd": np.array([2.0])}
-    declarations = {"mean": STATISTICS["mean"], "odd": Statistic("feature", "no such kind", "a test")}
+    declarations = {"mean": STATISTICS["mean"], "odd": Statistic("feature", "no such kind", ("feature",), "a test")}
     out, withheld = disclosure.release(arrays, declarations, groups, DEFAULT_POLICY)
     assert out["mean"][0] == 1.0 and np.isnan(out["secret"]).all() and np.isnan(out["odd"]).all()
-    assert {(w.statistic, w.reason) for w in withheld} == {
-        ("secret", "not shared (not declared)"), ("odd", "not shared (no disclosure rule for its kind 'no such kind')")}
+    assert withheld == {"secret": "not shared (not declared)",
+                        "odd": "not shared (no disclosure rule for its kind 'no such kind')"}
     with pytest.raises(ValueError, match="unknown group"):
-        Statistic("rows of my choice", "count", "")
+        Statistic("rows of my choice", "count", (), "")
+    with pytest.raises(ValueError, match="do not hold the group"):
+        Statistic("feature × class", "location", ("feature", "class"), "classes after features")
 
 
 def test_every_profile_statistic_is_declared_with_a_known_group_kind_and_what_it_reveals():
     rng = np.random.default_rng(1)
-    released = site_profile(rng.normal(size=(40, 3)), rng.integers(0, 2, 40), ["a", "b", "c"], ["continuous"] * 3,
-                            ["x", "y"])
-    assert set(released.arrays) == set(STATISTICS)
+    released = site_profile(rng.normal(size=(40, 3)), rng.integers(0, 2, 40), 2, [0, 1, 2])
+    computed = site_profile(rng.normal(size=(40, 3)), rng.integers(0, 2, 40), 2, [0, 1, 2], None)
+    assert set(released.arrays) == set(computed.arrays) == set(STATISTICS)
+    axes = {"class": 2, "probability": len(PROBABILITIES), "code": len(SENTINELS), "feature": 3, "continuous": 3}
     for name, declared in STATISTICS.items():
         assert declared.kind in disclosure.KINDS and declared.group in disclosure.GROUPS and declared.reveals, name
+        assert np.shape(computed.arrays[name]) == tuple(axes[a] for a in declared.axes), name  # its axes, as declared
 
 
 def test_what_a_site_withheld_and_its_policy_survive_the_store():
@@ -150,11 +167,14 @@ def test_what_a_site_withheld_and_its_policy_survive_the_store():
     profile = one_site(x, y, Policy(12))
     again = Profile.from_npz(np.load(__import__("io").BytesIO(profile.to_npz())))
     assert again.policies == {"site": {"min_count": 12, "dp_epsilon": None}}
-    assert again.withheld == profile.withheld and again.reason("mean_by_class", "site", "f0", "b") == \
+    assert again.withheld == profile.withheld and again.withheld["site"]["mean_by_class"] == \
         "not shared (fewer than 12 rows)"
-    assert again.reason("mean_by_class", "site", "f0", "a").startswith("not shared (another class has fewer than 12")
-    assert again.reason("mean", "site", "f0") is None and np.isfinite(again.mean[0]).all()
+    # class b's 5 rows, and class a's with them (the site's mean minus a's would give b's)
+    assert np.isnan(again.mean_by_class[0]).all() and np.isnan(again.class_counts[0]).all()
+    assert "mean" not in again.withheld["site"] and np.isfinite(again.mean[0]).all()
     assert "at least 12 rows" in again.policy_text("site")
+    assert Profile.from_npz(np.load(__import__("io").BytesIO(one_site(x, y, None).to_npz()))).policy_text("site") == \
+        "no disclosure control (released as computed)"
 
 
 # -- attack 1: quantile inversion -------------------------------------------------------------------------
@@ -180,8 +200,7 @@ def test_switzerlands_eight_patients_without_disease_are_not_given_away():
             found = invert_quantiles(profile.quantiles_by_class[i, no_disease, :, j], int(n)) if np.isfinite(n) else {}
             assert sum(exact(found.get(rank, np.nan), value) for rank, value in enumerate(truth)) == rebuilt, feature
         if policy is not None:
-            assert profile.reason("quantiles_by_class", "switzerland", "age", "no disease") == \
-                "not shared (fewer than 10 rows)"
+            assert profile.withheld["switzerland"]["quantiles_by_class"] == "not shared (fewer than 10 rows)"
 
 
 def test_no_value_of_any_group_is_rebuilt_from_its_quantiles():
@@ -195,7 +214,7 @@ def test_no_value_of_any_group_is_rebuilt_from_its_quantiles():
         x = rng.normal(50, 10, (n, 1))
         truth = np.sort(x[:, 0])
         for label, policy in (("computed", None), ("released", DEFAULT_POLICY)):
-            quantiles = location(x, PROBABILITIES, policy)[2][:, 0]
+            quantiles = (location(x, PROBABILITIES, policy) if policy else as_computed(x))[2][:, 0]
             found = invert_quantiles(quantiles, n)
             rebuilt[label] += sum(exact(found.get(rank, np.nan), value) for rank, value in enumerate(truth))
             if label == "released" and n < K:
@@ -214,6 +233,21 @@ def test_the_extremes_stay_a_block_away():
         shared = quantiles[np.isfinite(quantiles)]
         gaps += [shared.min() - x.min(), x.max() - shared.max()]
     assert min(gaps) > 0 and np.median(gaps) >= 0.5
+
+
+def test_a_wild_value_gives_its_size_to_the_statistics_as_computed_and_only_its_count_when_released():
+    """One value of 1000 among 399 normal ones: as computed, the SD gives it away (sqrt(399) × SD ≈
+    its distance from the rest, to a per cent), and so does the top block's mean; released, the
+    means, SDs and quantiles are those of the values drawn in to the far-out fences (quartiles ± 3
+    IQR), and the release says how many lie beyond (far_share), not where."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 1, (400, 1))
+    x[0, 0] = 1000.0
+    computed, released = one_site(x, np.zeros(400, int), None), one_site(x, np.zeros(400, int))
+    guess = math.sqrt(400) * computed.sd[0, 0]  # n·SD² ≈ (1000 - the mean)² for one wild value
+    assert abs(guess - 1000) < 30
+    assert released.sd[0, 0] < 1.5 and np.nanmax(released.quantiles[0]) < 5 and abs(released.mean[0, 0]) < 0.2
+    assert released.far_share[0, 0] == pytest.approx(1 / 400, rel=0.01)  # rounded to half a standard error
 
 
 # -- attack 2: the overall statistic minus the per-class ones ---------------------------------------------
@@ -260,7 +294,8 @@ def test_a_row_added_between_two_releases_is_not_given_away_by_their_difference(
         added = rng.normal(0, 1, (1, 1))
         both = np.vstack([x, added])
         for policy in (None, DEFAULT_POLICY):
-            before, after = location(x, PROBABILITIES, policy)[0][0], location(both, PROBABILITIES, policy)[0][0]
+            release = (lambda values: location(values, PROBABILITIES, policy)) if policy else as_computed
+            before, after = release(x)[0][0], release(both)[0][0]
             estimate = (n + 1) * after - n * before
             sums = released_sums(both, policy)[1, 0] - released_sums(x, policy)[1, 0]
             if policy is None:
@@ -298,7 +333,7 @@ def test_noise_is_laplace_at_the_stated_scale():
     block_scale = (high[0] - low[0]) / (10 * epsilon_share)
     medians, shares = [], []
     for _ in range(400):
-        released = site_profile(x, np.zeros(200, int), ["v"], ["continuous"], ["only"], policy)
+        released = site_profile(x, np.zeros(200, int), 1, [0], policy)
         medians.append(released.arrays["quantiles"][10, 0])
         shares.append(released.arrays["integer_share"][0])
     # the median is read halfway between the two middle blocks (94.5 and 105.0): Laplace(b) averaged
@@ -322,5 +357,6 @@ def test_a_run_records_no_class_count_below_the_minimum_and_its_auc_test_says_so
     assert released["sites"][1] == description["sites"][1]
     assert released["sites"][0]["n_train"] == 82  # the sizes the server weighs models by
     (untested, tested) = model_checks.shared_model_auc([0.3, 0.2], [None, 40], [None, 60], ["a", "b"], "run")
-    assert untested.not_testable and np.isnan(untested.p) and not untested.significant
-    assert tested.not_testable is None and tested.p < 0.001
+    assert untested.untestable.startswith("not shared") and np.isnan(untested.p) and not untested.tested
+    assert decide([untested, tested]) and not untested.significant and np.isnan(untested.q)
+    assert tested.untestable == "" and tested.p < 0.001

@@ -10,7 +10,8 @@ value), and the shares at the minimum and maximum are shares, not the values.
 Every site releases its statistics at its disclosure policy (`fedcore.interpret.disclosure`): no
 statistic of fewer rows than its minimum count, quantiles from blocks of at least that many values
 (so the 1 and 99 % ones, and all beyond the outermost blocks, stay unreleased), values and shares
-rounded, optionally noised. `site_profile` computes one site's summary (a Flower site runs it on
+rounded, optionally noised; means, SDs and quantiles of values drawn in to the far-out fences
+(their share beyond is `far_share`). `site_profile` computes one site's summary (a Flower site runs it on
 its own rows and sends the arrays); `Profile` stacks every site's, is stored with a run
 (`profile.npz`, arrays only) and is what the check-up's data lens compares
 (`fedcore.interpret.data_checks`). A statistic a site did not release (its policy withheld it, or
@@ -103,9 +104,10 @@ def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Seque
         computed, pairs = _site_profile(x, y, n_classes, continuous)
         if policy is None:
             return SiteProfile(computed)
-        noise = dp_noise(x, policy)
-        computed["mean"], computed["sd"], computed["quantiles"] = location(x, PROBABILITIES, policy, noise)
-        per_class = [location(x[y == k], PROBABILITIES, policy, noise) for k in range(n_classes)]
+        fenced = _fenced(x, computed["quantiles"])
+        noise = dp_noise(fenced, policy)
+        computed["mean"], computed["sd"], computed["quantiles"] = location(fenced, PROBABILITIES, policy, noise)
+        per_class = [location(fenced[y == k], PROBABILITIES, policy, noise) for k in range(n_classes)]
         for a, name in enumerate(("mean", "sd", "quantiles")):
             computed[f"{name}_by_class"] = np.stack([released[a] for released in per_class])
         groups = Groups(len(x), computed["class_counts"], computed["observed"], computed["observed_by_class"], pairs)
@@ -118,6 +120,21 @@ def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Seque
                 arrays[name][..., ~ranged] = np.nan
                 withheld[name] = "; ".join(dict.fromkeys(filter(None, (withheld.get(name), DP_TOO_FEW))))
     return SiteProfile(arrays, withheld, policy.to_dict())
+
+
+def _fenced(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """x with each feature's far-out values (beyond its quartiles by FAR_OUT_IQRS interquartile
+    ranges, where it has a spread) drawn in to those fences: what a policy's means, SDs and quantile
+    blocks are computed from. A far-out value is one row's, and the likeliest to be known: its
+    share is released (`far_share`), never its size (one wild value in a block's mean or in the
+    SD would give its value away), and it does not drag the quantiles of the rest."""
+    q25, q75 = (quantiles[int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0])] for p in (0.25, 0.75))
+    iqr = q75 - q25
+    with np.errstate(invalid="ignore"):
+        spread = np.isfinite(iqr) & (iqr > 0)
+        low = np.where(spread, q25 - FAR_OUT_IQRS * iqr, -np.inf)
+        high = np.where(spread, q75 + FAR_OUT_IQRS * iqr, np.inf)
+    return np.where(np.isnan(x), x, np.clip(x, low, high))
 
 
 def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]
