@@ -173,6 +173,14 @@ def test_what_a_site_withheld_and_its_policy_survive_the_store():
     assert np.isnan(again.mean_by_class[0]).all() and np.isnan(again.class_counts[0]).all()
     assert "mean" not in again.withheld["site"] and np.isfinite(again.mean[0]).all()
     assert "at least 12 rows" in again.policy_text("site")
+    # what the check-up's sharing table says of it: a statistic withheld for some features names them
+    from dashboard.checkup_view import withheld_parts
+
+    sparse = x.copy()
+    sparse[8:, 1] = np.nan  # f1 recorded in 8 rows
+    partly = one_site(sparse, np.zeros(60, int), Policy(12))
+    assert withheld_parts(partly, 0, "quantiles") == "quantiles (f1)"
+    assert withheld_parts(again, 0, "mean_by_class") == "mean by class"  # every class: the statistic whole
     assert Profile.from_npz(np.load(__import__("io").BytesIO(one_site(x, y, None).to_npz()))).policy_text("site") == \
         "no disclosure control (released as computed)"
 
