@@ -309,14 +309,15 @@ def sharing_frame(profile: Profile) -> pd.DataFrame:
 
 def withheld_parts(profile: Profile, i: int, name: str) -> str:
     """A statistic site i withheld, in words, with the features and classes it withheld it for where
-    not all (its NaN entries: `profile.STATISTICS` says which axes are features and classes)."""
+    not all (those whose entries are all NaN: `profile.STATISTICS` says which axes they are; a
+    quantile not released at a group's resolution withholds no feature)."""
     axes = STATISTICS[name].axes
     hidden = ~np.isfinite(np.asarray(profile.arrays[name][i], dtype=np.float64))
     what = name.replace("_", " ")
     parts = []
     for axis, names in (("class", profile.classes), ("feature", profile.features)):
         if axis in axes and hidden.size:
-            along = np.moveaxis(hidden, axes.index(axis), 0).reshape(len(names), -1).any(1)
+            along = np.moveaxis(hidden, axes.index(axis), 0).reshape(len(names), -1).all(1)
             if 0 < along.sum() < len(names):
                 parts.append(", ".join(f"'{n}'" if axis == "class" else n for n in np.array(names)[along]))
     return f"{what} ({'; '.join(parts)})" if parts else what
