@@ -586,9 +586,11 @@ class Checks:
                               material=bool(share - rate >= excess and share >= ratio * rate))
 
     def _mass_words(self, i: int, j: int, where: str, share: float, rate: float, value: float) -> str:
-        """`value`: the value two neighbouring shared quantiles show (NaN: none)."""
+        """`value`: the value two neighbouring shared quantiles show (NaN: none; 'about' it where the
+        site's disclosure policy rounded them)."""
         site, name = self.sites[i], self.profile.features[j]
-        at = f" ({self.value(j, value)})" if np.isfinite(value) else ""
+        about = "about " if self.profile.policies.get(site) is not None else ""
+        at = f" ({about}{self.value(j, value)})" if np.isfinite(value) else ""
         if where == "min":
             how = f"at its minimum{at}: clipped at the bottom, zero-filled, or dropouts?"
         elif where == "max":
@@ -684,12 +686,19 @@ class Checks:
                 yield Finding(site, LENS, "range", name,
                               f"{share:.1%} of {site}'s {name} values lie far outside its own middle range (beyond "
                               f"the quartiles by 3 interquartile ranges) against {float(rate[i, c]):.2%} at the other "
-                              f"sites; its 99 % quantile is {self.value(j, p.quantiles[i, Q99, j])} against "
-                              f"{self.value(j, others_q99[i, c])}: implausible values (a unit slip in some rows, "
-                              "spikes)?", float(p_more[i, c]), share, "share of values",
+                              f"sites{self._q99_words(i, j, others_q99[i, c])}: implausible values (a unit slip "
+                              "in some rows, spikes)?", float(p_more[i, c]), share, "share of values",
                               evidence=self._evidence(i, c) if np.isfinite(share) else {},
                               material=bool(share >= at_least and share * observed[i, c] >= fewest
                                             and share >= ratio * rate[i, c]))
+
+    def _q99_words(self, i: int, j: int, others: float) -> str:
+        """'; its 99 % quantile is X against Y' where both are shared ('' where a disclosure policy
+        keeps it: it rests on 1 % of the rows)."""
+        mine = self.profile.quantiles[i, Q99, j]
+        if not (np.isfinite(mine) and np.isfinite(others)):
+            return ""
+        return f"; its 99 % quantile is {self.value(j, mine)} against {self.value(j, others)}"
 
     # -- missing values ------------------------------------------------------------------------
     def missingness(self) -> Iterator[Finding]:

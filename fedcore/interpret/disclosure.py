@@ -21,8 +21,10 @@ quantiles      the sorted values of a group are cut into blocks of at least `min
                released beyond the outermost blocks (a group of 10 to 19 values gives its median
                only). The blocks' means are rounded to `rounding(n)` standard errors (the group's
                SD, or the normal-scaled spread of its middle blocks where that is smaller, /
-               sqrt(block size): a few wild values do not coarsen the body); the mean is the blocks' size-weighted mean (so it follows
-               from what is released), the SD is rounded to ROUNDING standard errors of log SD.
+               sqrt(block size): a few wild values do not coarsen the body); the mean is the
+               blocks' size-weighted mean (so it follows from what is released), the SD is rounded
+               to ROUNDING standard errors of log SD. The profile hands these values drawn in to
+               its far-out fences (`profile._fenced`): a wild value's size is in none of them.
                Rounding costs the check-up little (a rounding error has 1/12 of the variance of the
                sampling error per step²) and is what stops differencing: with one row added, the
                difference of two releases rests on every block's rounding, and misses the added
@@ -39,10 +41,12 @@ noise          with `dp_epsilon`, the value statistics are ε-differentially pri
                evenly over the features and statistics (`DP_SHARES` per feature). Noise is drawn
                from the operating system's entropy, never from a seed an attacker could know.
 
-Every statistic of the profile is declared once (`profile.STATISTICS`) with the group whose row
-count governs it and the kind of release it gets (`KINDS`); `release` applies the policy to any
-declared array, so a statistic added to the profile is governed the moment it is declared. A kind
-this module does not know is withheld (fail closed).
+Every statistic of the profile is declared once (`profile.STATISTICS`: a `Statistic`) with the
+group whose row count governs it (`GROUPS`), the kind of release it gets (`KINDS`), its axes and
+what it reveals; `release` applies the policy to any declared array, so a statistic added to the
+profile is governed the moment it is declared. A kind this module does not know is withheld (fail
+closed). What a site withheld is statistic -> reason (`profile.Profile.withheld`): its NaN entries
+say where.
 """
 
 from __future__ import annotations
