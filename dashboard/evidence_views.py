@@ -13,6 +13,12 @@ reader sees where the site lies among them:
                            read from every cell the check-up tested (`Evidence.findings`)
 Names a user supplied (sites, features, classes) are drawn as text (`safe_text.plot_text`); the
 figures set their own colours and margins, so a report draws them alike in any template.
+
+Every view draws only what the sites released at their disclosure policy (the profile) and what
+the check-up computed from it, never a row: a viewer sees them as an analyst does (the pages that
+draw rows ask `dashboard.auth.can_see_rows`). A quantile a site did not release is not drawn (a
+small group's box is a line at its median), and a statistic a site withheld is no bar, the title
+naming the site, never a 0.
 """
 
 from __future__ import annotations

@@ -441,21 +441,21 @@ def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_w
     assert profile.policies["Birch University"] == {"min_count": 25, "dp_epsilon": None}
     assert profile.policies["Cedar Community"] == {"min_count": 10, "dp_epsilon": None}
     assert profile.rows[strict] == load_federation("demo:site=Alder General", 0).profile.rows[0]  # its size, and
-    for name, declared in STATISTICS.items():  # nothing else, each with its reason
+    too_few = "not shared (fewer than 100000 rows)"
+    no_correlation = "not shared under differential privacy (a correlation has no bounded sensitivity)"
+    for name in STATISTICS:  # nothing else, each with its reason
         if name == "rows":
             continue
         assert np.isnan(profile.arrays[name][strict]).all(), name
-        for cls in profile.classes if declared.group in ("class", "feature_class") else [None]:
-            reason = profile.reason(name, "Alder General", profile.features[0], cls)
-            assert reason == ("not shared under differential privacy (a correlation has no bounded sensitivity)"
-                              if name == "correlation" else "not shared (fewer than 100000 rows)"), name
+        assert profile.withheld["Alder General"][name] == (no_correlation if name == "correlation" else too_few), name
     others = [i for i in range(4) if i != strict]
     assert np.isfinite(profile.quantiles[others][:, 10]).all()  # the others' medians are there
     result = check_up(profile, {})
     cells = [f for f in result.findings if f.site == "Alder General"]
-    assert cells and {f.not_testable for f in cells} == {"not shared (fewer than 100000 rows)"}
+    assert cells and {f.untestable for f in cells if f.kind != "correlation"} == {too_few}
+    assert {f.untestable for f in cells if f.kind == "correlation"} == {no_correlation}
     assert not any(f.significant for f in cells)
-    tested = [f for f in result.findings if f.site != "Alder General" and f.not_testable is None]
+    tested = [f for f in result.findings if f.site != "Alder General" and f.tested]
     assert tested and all(np.isfinite(f.p) for f in tested if f.kind == "location")
 
 

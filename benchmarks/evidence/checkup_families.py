@@ -471,6 +471,18 @@ def section(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _by_policy(results: dict[str, Any], half: str) -> tuple[list[str], dict[str, list[dict]], list[str]]:
+    """The policies the data lens was measured under (on the half), each one's scored cases
+    restricted to those recorded under all of them (the very same draws), and the data sets."""
+    measured = [p for p in POLICIES if _in(scored(results, "data", DATA_LENS, p), half)]
+    rows = {p: _in(scored(results, "data", DATA_LENS, p), half) for p in measured}
+    same = set.intersection(*({(r["dataset"], r["family"], r["seed"]) for r in chosen} for chosen in rows.values())) \
+        if rows else set()
+    rows = {p: [r for r in chosen if (r["dataset"], r["family"], r["seed"]) in same] for p, chosen in rows.items()}
+    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in rows[measured[0]])] if measured else []
+    return measured, rows, datasets
+
+
 def policy_section(results: dict[str, Any], half: str = "held-out") -> str:
     """RESULTS.md §6: the data lens under each disclosure policy measured, on the very same cases
     (those recorded under every one of them): recall, right column and other sites with a new
@@ -482,13 +494,10 @@ def policy_section(results: dict[str, Any], half: str = "held-out") -> str:
              "untouched federation under the same policy. Commands: `nice -n 10 .venv/bin/python "
              "benchmarks/evidence/checkup_families.py --policy default none --lenses data --half held-out`, then "
              "`--write`.", ""]
-    measured = [p for p in POLICIES if _in(scored(results, "data", DATA_LENS, p), half)]
+    measured, rows, datasets = _by_policy(results, half)
     if len(measured) < 2:
         return "\n".join([*lines, f"Not yet measured under two policies ({', '.join(measured) or 'none'})."])
-    rows = {p: _in(scored(results, "data", DATA_LENS, p), half) for p in measured}
-    same = set.intersection(*({(r["dataset"], r["family"], r["seed"]) for r in chosen} for chosen in rows.values()))
-    rows = {p: [r for r in chosen if (r["dataset"], r["family"], r["seed"]) in same] for p, chosen in rows.items()}
-    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in rows[measured[0]])]
+    same = {(r["dataset"], r["family"], r["seed"]) for r in rows[measured[0]]}
     lines += [f"{len(same)} cases at material strength ({half} half: seeds {HALVES[half][0]}–{HALVES[half][-1]}; "
               f"{', '.join(TITLES[d] for d in datasets)}).", "",
               "| data set | policy " + HEAD, "|---|---|---|---|---|"]
@@ -508,6 +517,17 @@ def policy_section(results: dict[str, Any], half: str = "held-out") -> str:
             lines.append(f"| {family.title} | " + " | ".join(
                 f"{_pct(per[p]['recall'])} ({_share(per[p]['found'], per[p]['cases'])})" for p in measured) + " | "
                 + " | ".join(f"{100 * per[p]['false']:.1f} %" if per[p]["others"] else "–" for p in measured) + " |")
+    order = " · ".join(POLICY_TITLES[p].split(" (")[0] for p in measured)
+    lines += ["", f"Per family and data set: cases found ({order}) of those put in.", "",
+              "| family | " + " | ".join(TITLES[d].split(" (")[0] for d in datasets) + " |",
+              "|---|" + "---|" * len(datasets)]
+    for family in FAMILIES.values():
+        cells = []
+        for dataset in datasets:
+            found = [[r["hit"] for r in rows[p] if r["family"] == family.name and r["dataset"] == dataset]
+                     for p in measured]
+            cells.append(" · ".join(str(sum(f)) for f in found) + f" of {len(found[0])}" if found[0] else "–")
+        lines.append(f"| {family.title} | " + " | ".join(cells) + " |")
     changed = [(r_a, r_b) for r_a, r_b in zip(*(sorted(rows[p], key=lambda r: (r["dataset"], r["family"], r["seed"]))
                                                for p in measured[:2])) if r_a["hit"] != r_b["hit"]]
     if changed:
@@ -547,12 +567,30 @@ def readme_table(results: dict[str, Any]) -> str:
     return "\n".join([*lines, README_END])
 
 
+def readme_policy_table(results: dict[str, Any], half: str = "held-out") -> str:
+    """The README's disclosure-control table: per data set, the data lens's recall and the other
+    sites with a new finding under each policy measured (§6's first table without the right column)."""
+    measured, rows, datasets = _by_policy(results, half)
+    if len(measured) < 2:
+        return "\n".join([README_POLICY_BEGIN, "Not yet measured under two policies.", README_POLICY_END])
+    lines = ["| data set | policy | recall | other sites with a new finding |", "|---|---|---|---|"]
+    for dataset in [*datasets, None]:
+        for k, policy in enumerate(measured):
+            cells = _cells(summary([r for r in rows[policy] if dataset is None or r["dataset"] == dataset]))
+            name = ("**all**" if dataset is None else TITLES[dataset]) if k == 0 else ""
+            lines.append(f"| {name} | {POLICY_TITLES[policy]} | {cells[0]} | {cells[2]} |")
+    return "\n".join([README_POLICY_BEGIN, *lines, README_POLICY_END])
+
+
 def update_readme(results: dict[str, Any], path: Path = README) -> None:
     text = path.read_text()
-    pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{path} has no {README_BEGIN} … {README_END} block to fill.")
-    path.write_text(pattern.sub(lambda _: readme_table(results), text))
+    for begin, end, made in ((README_BEGIN, README_END, readme_table), (README_POLICY_BEGIN, README_POLICY_END,
+                                                                         readme_policy_table)):
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{path} has no {begin} … {end} block to fill.")
+        text = pattern.sub(lambda _: made(results), text)
+    path.write_text(text)
 
 
 # -- running --------------------------------------------------------------------------------------
