@@ -38,7 +38,7 @@ seeds under each, so the difference is the policy's cost (RESULTS.md §6).
     .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5, §6 and README
     PYTHONPATH=../other-tree .venv/bin/python benchmarks/evidence/checkup_families.py --tag other
                                                                               # another detector's code
-Results are cached per case in results/checkup_families[-TAG].json with the detector they
+Results are cached per case in results/checkup_families[-TAG].json.gz with the detector they
 measured (a hash of its code) and the case drawn: a case whose detector or draw changed is run
 again, the others are reused.
 """
@@ -66,7 +66,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from common import cached_results, load_results, run_tasks  # noqa: E402
+from common import cached_results, load_results, results_path, run_tasks  # noqa: E402
 from corruptions import FAMILIES, corrupt, describe, draw_case, load_table  # noqa: E402
 
 PART = "checkup_families"
@@ -631,7 +631,7 @@ def _cli() -> None:
     parser.add_argument("--policy", nargs="+", choices=list(POLICIES), default=["default"],
                         help="the sites' disclosure policies to run the cases under (default: the product's); "
                         "'none': the statistics as computed, 'strict': at least 20 rows, 'dp': noise at ε = 1")
-    parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json), "
+    parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json.gz), "
                         "e.g. for another branch's detector")
     parser.add_argument("--write", action="store_true",
                         help="rewrite benchmarks/RESULTS.md (every part from its recorded runs) and the README's table")
@@ -647,7 +647,7 @@ def _cli() -> None:
     shown = {k: v for k, v in load_results(part).items()}
     print(section(shown))
     print(policy_section(shown, "held-out" if args.half != "tuning" else "tuning"))
-    print(f"\n{len(results)} cases of this run; results in results/{part}.json", file=sys.stderr)
+    print(f"\n{len(results)} cases of this run; results in {results_path(part).relative_to(HERE)}", file=sys.stderr)
     if args.write:
         if args.tag:
             raise SystemExit("--write rewrites the report from the untagged results only; leave --tag out.")
