@@ -159,7 +159,7 @@ CHECKS: tuple[Check, ...] = (
           "medians within {median:%} of the factor, spreads within what sampling allows (at least {spread:%})",
           "quantiles", QUANTILES, "continuous", "unit_pairs", min_sites=2,
           limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE)),
-          quantiles=(0.05, *QUARTILES)),
+          quantiles=QUARTILES),
     Check("missing_code", "value used as a missing code", "recording", DATA,
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
           "binomial against the others' rate",

@@ -473,8 +473,11 @@ class Checks:
             if j in named:
                 continue
             median, iqr, count = q[:, MEDIAN, j], q[:, UPPER, j] - q[:, LOWER, j], p.observed[:, j]
-            with np.errstate(invalid="ignore"):
-                usable = np.flatnonzero((count >= fewest) & (q[:, Q05, j] >= 0) & (median > 0) & (iqr > 0))
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                # positive amounts: the 5 % quantile, or the lowest a small group's policy released
+                low = np.where(np.isfinite(q[:, Q05, j]), q[:, Q05, j], np.nanmin(q[:, :, j], axis=1))
+                usable = np.flatnonzero((count >= fewest) & (low >= 0) & (median > 0) & (iqr > 0))
             if len(usable) < 2:
                 continue
             name, factors = p.features[j], column_factors(p.features[j])
