@@ -315,3 +315,35 @@ def sign_out_button() -> None:
 def visible(pages: Sequence[tuple[Any, str]], access: Access) -> list[Any]:
     """The pages (each with the action it needs) this access may open."""
     return [page for page, action in pages if access.may(action)]
+
+
+# -- rows ------------------------------------------------------------------------------------------
+# A site's rows (its values, its images) are shown only to roles this deployment allows: `[roles]`
+# `rows = "analyst"` (the default), "viewer", "admin" or "nobody". Everyone else sees the statistics
+# the sites released (the check-up, the lenses), never a row.
+ROWS_KEY, DEFAULT_ROWS_ROLE = "rows", "analyst"
+
+
+def rows_role(roles: Mapping[str, Any]) -> str | None:
+    """The least role allowed to see rows (None: nobody; an unknown value counts as nobody: fails closed)."""
+    value = str(roles.get(ROWS_KEY) or DEFAULT_ROWS_ROLE).strip().lower()
+    return value if value in ROLES else None
+
+
+def may_see_rows(role: str | None, roles: Mapping[str, Any]) -> bool:
+    """Whether `role` may see a site's rows under this deployment's `[roles]`."""
+    least = rows_role(roles)
+    return least is not None and role in ROLES and ROLES.index(role) >= ROLES.index(least)
+
+
+def can_see_rows() -> bool:
+    """Whether this session may see a site's rows (pages ask before drawing or exporting one)."""
+    return may_see_rows(current_access().role, read_secrets().get("roles") or {})
+
+
+def rows_refused() -> str:
+    """What a page says instead of a site's rows."""
+    least = rows_role(read_secrets().get("roles") or {})
+    who = f"the {least} role and above" if least else "no role"
+    return (f"A site's rows are shown only to roles this deployment allows to see rows ({who}); yours sees the "
+            "statistics the sites released: the check-up and the lenses.")

@@ -10,10 +10,14 @@ A grid cell is one of:
     nothing found  the lens looked at the site and nothing passed the calibration ("n not
                    testable" below it when some of its cells could not be tested)
     not testable   the lens could test nothing at the site (its statistics withheld, too few
-                   sites): the reason in the hover
+                   sites): the commonest reason in the cell ("not testable: not shared (fewer than
+                   10 rows)" where its disclosure policy withheld them), every reason in the hover
     training       the runs that feed the lens are still queued or training
     not checked    no run feeds the lens (or it failed); "no data lens" for images, or where
                    the sites kept their statistics to themselves
+    not shared     the site's disclosure policy withheld every statistic the data lens tests at
+                   it (a cell that found something, or nothing, says how many of its tests were
+                   not shared)
 Every user-supplied name that reaches a figure is HTML-escaped first: plotly renders a subset of
 HTML in its texts (links included).
 """
@@ -41,7 +45,7 @@ from fedcore.glossary import COLUMNS, effect_unit, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
-from fedcore.interpret.profile import Profile
+from fedcore.interpret.profile import STATISTICS, Profile
 from fedcore.store import Run, RunStore
 
 DATA_LENS = LENSES[0]
@@ -108,7 +112,16 @@ class Cell:
         return "the data lens" if lens == DATA_LENS else f"the {lens} lens"
 
     @property
+    def reason(self) -> str:
+        """The commonest reason among its cells that could not be tested ('' when none): where a
+        site's disclosure policy withheld a statistic, 'not shared (fewer than N rows)'."""
+        reasons = [f.untestable for f in self.untestable]
+        return max(dict.fromkeys(reasons), key=reasons.count) if reasons else ""
+
+    @property
     def text(self) -> str:
+        if self.state == NOT_TESTABLE and self.reason:
+            return f"{NOT_TESTABLE}: {self.reason}"
         if self.state != "finding":
             more = f" ({len(self.untestable)} not testable)" if self.untestable and self.state == NOTHING_FOUND else ""
             return self.state + more
@@ -119,7 +132,10 @@ class Cell:
 
     def lines(self, width: int = 16) -> tuple[list[str], list[str]]:
         """The text drawn in the grid's cell, as (title, the rest): the finding's title wrapped, then
-        its q-value and how many more the lens found here (a state: its words, nothing else)."""
+        its q-value and how many more the lens found here (a state: its words, and how many cells
+        could not be tested; not testable at all: why)."""
+        if self.state == NOT_TESTABLE and self.reason:
+            return [], textwrap.wrap(self.text, width)
         if self.state != "finding":
             more = [f"{len(self.untestable)} not testable"] if self.untestable and self.state == NOTHING_FOUND else []
             return [], [*textwrap.wrap(self.state, width), *more]
@@ -271,6 +287,56 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     return frame.drop(columns=["reported", "explained by", "not testable"])
 
 
+# -- what each site shared -----------------------------------------------------------------------
+def sharing_frame(profile: Profile) -> pd.DataFrame:
+    """One row per site: the disclosure policy it released its statistics at, what it withheld (a
+    statistic, and of which features or classes where only some) and why."""
+    rows = []
+    for i, site in enumerate(profile.sites):
+        withheld = profile.withheld.get(site, {})
+        policy = profile.policies.get(site) or {}
+        recorded = site in profile.policies and profile.policies[site] is not None
+        rows.append({"site": site,
+                     "fewest rows per statistic": str(policy.get("min_count")) if recorded else
+                     "none (as computed)" if site in profile.policies else "not recorded",
+                     "noise (ε per release)": f"{policy['dp_epsilon']:g}" if policy.get("dp_epsilon") else "none",
+                     "statistics withheld": len(withheld),
+                     "why": "; ".join(sorted(set(withheld.values()))) or "nothing withheld",
+                     "what": textwrap.shorten("; ".join(withheld_parts(profile, i, name) for name in withheld), 400)})
+    return pd.DataFrame(rows, columns=["site", "fewest rows per statistic", "noise (ε per release)",
+                                       "statistics withheld", "why", "what"])
+
+
+def withheld_parts(profile: Profile, i: int, name: str) -> str:
+    """A statistic site i withheld, in words, with the features and classes it withheld it for where
+    not all (those whose entries are all NaN: `profile.STATISTICS` says which axes they are; a
+    quantile not released at a group's resolution withholds no feature)."""
+    axes = STATISTICS[name].axes
+    hidden = ~np.isfinite(np.asarray(profile.arrays[name][i], dtype=np.float64))
+    what = name.replace("_", " ")
+    parts = []
+    for axis, names in (("class", profile.classes), ("feature", profile.features)):
+        if axis in axes and hidden.size:
+            along = np.moveaxis(hidden, axes.index(axis), 0).reshape(len(names), -1).all(1)
+            if 0 < along.sum() < len(names):
+                parts.append(", ".join(f"'{n}'" if axis == "class" else n for n in np.array(names)[along]))
+    return f"{what} ({'; '.join(parts)})" if parts else what
+
+
+def sharing_note(profile: Profile | None) -> str:
+    """The policies the sites released at, and whether any withheld something."""
+    if profile is None:
+        return ""
+    texts = sorted({profile.policy_text(site) for site in profile.sites})
+    withheld = [site for site in profile.sites if profile.withheld.get(site)]
+    what = (f"{len(withheld)} of the {len(profile.sites)} sites withheld some statistics of small groups; their "
+            "cells say which tests were not testable and why." if withheld else "No site withheld a statistic.")
+    noisy = [site for site in profile.sites if (profile.policies.get(site) or {}).get("dp_epsilon")]
+    noise = (f" {len(noisy)} site(s) added noise (differential privacy): the check-up's null does not include it, so "
+             "a finding there may be the noise (README, Disclosure control)." if noisy else "")
+    return f"Disclosure control: the sites released {' / '.join(texts)}. {what}{noise}"
+
+
 # -- the evidence of a finding -------------------------------------------------------------------
 # Every evidence view by name: a pure function of a finding and what the check-up computed it from
 # (`evidence_views.Evidence`) to a figure, None where it has nothing to draw from.
@@ -378,6 +444,10 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
             item += figures_html([figure])
         items.append(item + "</li>")
     out.append("<ol>" + "".join(items) + "</ol>")
+    if profile is not None:
+        out.append(f"<{sub}>What each site shared</{sub}><p class='note'>Each site released its statistics at its own "
+                   "disclosure policy; a statistic of a group smaller than its minimum stayed at the site.</p>")
+        out.append(sharing_frame(profile).to_html(index=False))
     if len(result.reported) > evidence:
         out.append(f"<p class='note'>The first {evidence} findings are drawn; the page draws any of them.</p>")
     frame = readable(findings_frame(sorted(result.findings, key=lambda f: f.q)), names)
@@ -412,8 +482,8 @@ def readable(frame: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
 
 
 def lens_notes(result: CheckUp, kind: str, profile: Profile | None) -> list[str]:
-    """Why a column is empty: no data lens for images or withheld statistics."""
-    notes = []
+    """Why a column is empty: no data lens for images or withheld statistics; what the sites shared."""
+    notes = [sharing_note(profile)] if profile is not None else []
     if profile is None:
         notes.append("No data lens: these are images, whose pixels have no units to compare; their lenses are the "
                      "trained models'." if kind == "image" else

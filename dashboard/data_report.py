@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import figures
+from dashboard.auth import can_see_rows, rows_refused
 from dashboard.common import download_csv
 from dashboard.safe_text import code, md
 from fedcore.checkup import finding_line, untestable_summary
@@ -111,11 +112,15 @@ def encoded_missing_share(federation: Federation) -> pd.DataFrame:
 
 def show_site_preview(federation: Federation) -> None:
     """What each site holds, as the model sees it: the first training rows of every site's
-    table (after standardisation and missing-value encoding), or its first training images."""
+    table (after standardisation and missing-value encoding), or its first training images (to
+    roles allowed to see rows)."""
+    if not can_see_rows():
+        st.info(rows_refused())
+        return
     classes = np.array(federation.class_names)
     if federation.is_tabular:
         st.markdown(f"**First {PREVIEW_ROWS} training rows of each site** (as the model sees them: standardised, "
-                    "missing values encoded)")
+                    "missing values encoded; each row is the site's own, named in its first column)")
         frames = [pd.DataFrame(site.x_train[:PREVIEW_ROWS].numpy(), columns=federation.feature_names).round(3)
                   .assign(site=site.name, **{"class": classes[site.y_train[:PREVIEW_ROWS].numpy()]})
                   for site in federation.sites]
@@ -144,8 +149,8 @@ def show_summary(summary: dict[str, Any]) -> None:
     shape = "×".join(map(str, summary["input_shape"]))
     st.markdown(f"**{md(summary['name'])}** · inputs {shape} · classes: {md(', '.join(summary['class_names']))}")
     rows = [{"site": s["name"], "training rows": s["n_train"], "hold-out rows": s["n_test"],
-             **{f"'{c}'": a + b for c, a, b in zip(summary["class_names"], s["train_class_counts"],
-                                                   s["test_class_counts"])}}
+             **{f"'{c}'": a + b if a is not None and b is not None else "not shared"
+                for c, a, b in zip(summary["class_names"], s["train_class_counts"], s["test_class_counts"])}}
             for s in summary["sites"]]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     if summary.get("ground_truth"):

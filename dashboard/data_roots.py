@@ -48,12 +48,14 @@ def rerun(store: RunStore, run: Run) -> Run:
     return datasets.rerun(store, run)
 
 
-def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, train: bool) -> Plan:
-    """checkup_jobs.start_checkup, for data inside the data roots (its runs queued as jobs)."""
+def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, train: bool,
+                  disclosure: dict[str, Any] | None = None) -> Plan:
+    """checkup_jobs.start_checkup, for data inside the data roots (its runs queued as jobs), the
+    sites releasing their statistics at `disclosure`."""
     from fedcore import checkup_jobs, datasets
 
     datasets.check_roots(store, data)
-    return checkup_jobs.start_checkup(store, data, replicates, rounds, train)
+    return checkup_jobs.start_checkup(store, data, replicates, rounds, train, disclosure=disclosure)
 
 
 def train_lenses(store: RunStore, plan: Plan, replicates: int, rounds: int) -> Plan:

@@ -13,6 +13,12 @@ reader sees where the site lies among them:
                            read from every cell the check-up tested (`Evidence.findings`)
 Names a user supplied (sites, features, classes) are drawn as text (`safe_text.plot_text`); the
 figures set their own colours and margins, so a report draws them alike in any template.
+
+Every view draws only what the sites released at their disclosure policy (the profile) and what
+the check-up computed from it, never a row: a viewer sees them as an analyst does (the pages that
+draw rows ask `dashboard.auth.can_see_rows`). A quantile a site did not release is not drawn (a
+small group's box is a line at its median), and a statistic a site withheld is no bar, the title
+naming the site, never a 0.
 """
 
 from __future__ import annotations
@@ -109,21 +115,53 @@ def _boxes(fig: go.Figure, profile: Profile, j: int, site: str, colour: str, row
            converted: tuple[float, float] | None = None, label: str | None = None) -> None:
     """Every site's quantiles of feature j as a horizontal box (5, 25, 50, 75, 95 %), the site in
     its colour; with `converted` (a, b), the site's values as a·x + b, named `label`."""
-    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
     for k, name in enumerate(profile.sites):
         quantiles = profile.quantiles[k, :, j]
         if not np.isfinite(quantiles).any():
             continue
         mine = name == site
         if mine and converted is not None:
-            quantiles = np.sort(converted[0] * quantiles + converted[1])
+            quantiles = converted[0] * quantiles + converted[1]
+            quantiles = quantiles[::-1] if converted[0] < 0 else quantiles  # a reversing conversion
         shown = _label(label if mine and label else name)
-        fig.add_trace(go.Box(y=[shown], orientation="h", name=shown, showlegend=False,
-                             **{key: [float(quantiles[i])] for key, i in index.items()},
+        fig.add_trace(go.Box(y=[shown], orientation="h", name=shown, showlegend=False, **_box(quantiles),
                              marker_color=colour if mine else OTHERS, line=dict(width=3 if mine else 1.5),
                              fillcolor=colour if mine else OTHERS_FILL,
                              hovertemplate=f"{shown}<br>median %{{median:.4g}}<extra></extra>"), row=row, col=col)
     fig.update_yaxes(autorange="reversed", row=row, col=col)
+
+
+def _box(quantiles: np.ndarray) -> dict[str, list[float]]:
+    """A box's numbers (BOX) from a site's quantiles, as its disclosure policy released them: where
+    it released no quartiles (a small group: its median only) the box is a line at the median, and
+    its whiskers end at the box where it released no 5 or 95 % quantile."""
+    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
+    box = {key: float(quantiles[i]) for key, i in index.items()}
+    if not np.isfinite([box["q1"], box["median"], box["q3"]]).all():
+        box = dict.fromkeys(box, float(np.nanmedian(quantiles)))
+    box["lowerfence"] = box["lowerfence"] if np.isfinite(box["lowerfence"]) else box["q1"]
+    box["upperfence"] = box["upperfence"] if np.isfinite(box["upperfence"]) else box["q3"]
+    return {key: [value] for key, value in box.items()}
+
+
+def _released(quantiles: Sequence[float]) -> dict[str, np.ndarray]:
+    """x (per cent) and y of the quantiles a site released (a disclosure policy leaves out those no
+    block of enough values stands for: the 1 and 99 %, and a small group's outer ones)."""
+    values = np.asarray(quantiles, dtype=np.float64)
+    shared = np.isfinite(values)
+    return {"x": PROBABILITIES[shared] * 100, "y": values[shared]}
+
+
+def _not_shared(sites: Sequence[str], values: np.ndarray) -> str:
+    """A figure's note naming the sites that did not share what it draws (all NaN: their disclosure
+    policy withheld it), drawn as no bar rather than as 0 ('' when every site did)."""
+    values = np.asarray(values, dtype=np.float64).reshape(len(sites), -1)
+    missing = [site for site, row in zip(sites, values) if not np.isfinite(row).any()]
+    return f"not shared by {', '.join(missing)} (fewer rows than its disclosure policy's minimum)" if missing else ""
+
+
+def _notes(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
 
 
 def _by_site(profile_sites: Sequence[str], site: str, colour: str) -> list[str]:
@@ -147,7 +185,7 @@ def _site_bars(values: Sequence[float], sites: Sequence[str], site: str, colour:
     if reference is not None:
         fig.add_vline(x=reference, line=dict(color=REFERENCE, dash="dash", width=1.5))
     axis = _axis_title(axis, f"dashed line: {reference_name}" if reference is not None and reference_name else "")
-    low, high = min([*values, base]), max([*values, base])
+    low, high = float(np.nanmin([*values, base])), float(np.nanmax([*values, base]))
     pad = 0.05 * ((high - low) or 1.0)
     fig.update_xaxes(title_text=axis, tickformat=".0%" if percent else None,
                      range=[min(low - pad, 0.0) if percent else low - pad, high + pad])
@@ -185,16 +223,16 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     _boxes(fig, profile, j, site, colour)
     for k, name in enumerate(profile.sites):
         if name != site and np.isfinite(profile.quantiles[k, :, j]).any():
-            fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=profile.quantiles[k, :, j], mode="lines",
+            fig.add_trace(go.Scatter(**_released(profile.quantiles[k, :, j]), mode="lines",
                                      showlegend=False, line=dict(color="#c5ccd4", width=1), hoverinfo="skip"),
                           row=1, col=2)
     others = finding.evidence.get("others_quantiles")
     if others is not None:
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=others, mode="lines+markers", name="the other sites' mean",
+        fig.add_trace(go.Scatter(**_released(others), mode="lines+markers", name="the other sites' mean",
                                  line=dict(color=REFERENCE, width=2.5, dash="dash"), marker=dict(color=REFERENCE)),
                       row=1, col=2)
     own = finding.evidence.get("quantiles", profile.quantiles[profile.sites.index(site), :, j])
-    fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=own, mode="lines+markers", name=plot_text(site),
+    fig.add_trace(go.Scatter(**_released(own), mode="lines+markers", name=plot_text(site),
                              line=dict(color=colour, width=3), marker=dict(color=colour)), row=1, col=2)
     axis = _axis(feature, unit)
     fig.update_xaxes(title_text=axis, row=1, col=1)
@@ -219,10 +257,8 @@ def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     own = finding.evidence.get("site_unit") or ""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16, column_widths=[0.35, 0.65],
                         subplot_titles=("As recorded there", f"Converted ({formula}), with the others'"))
-    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
     quantiles = profile.quantiles[profile.sites.index(site), :, j]
-    fig.add_trace(go.Box(y=[_label(site)], orientation="h", showlegend=False,
-                         **{key: [float(quantiles[i])] for key, i in index.items()}, marker_color=colour,
+    fig.add_trace(go.Box(y=[_label(site)], orientation="h", showlegend=False, **_box(quantiles), marker_color=colour,
                          fillcolor=colour, line=dict(width=3),
                          hovertemplate=f"{plot_text(site)} as recorded<br>median %{{median:.4g}}<extra></extra>"),
                   row=1, col=1)
@@ -251,7 +287,7 @@ def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, shared_yaxes=True,
                         subplot_titles=(f"Share of values that are exactly {code:g}", "Each site's values"))
     names = [_label(s) for s in profile.sites]
-    fig.add_trace(go.Bar(x=np.nan_to_num(shares), y=names, orientation="h", showlegend=False,
+    fig.add_trace(go.Bar(x=shares, y=names, orientation="h", showlegend=False,
                          marker_color=_by_site(profile.sites, site, colour),
                          hovertemplate="%{y}: %{x:.1%}<extra></extra>"), row=1, col=1)
     _boxes(fig, profile, j, site, colour, row=1, col=2)
@@ -260,7 +296,7 @@ def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text=_axis(feature, _unit(profile, feature)), row=1, col=2)
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=_title(f"{feature}: {code:g} at {site}, a code for 'missing'?",
-                                   f"dotted line: {code:g}; {BOX_NOTE}"))
+                                   _notes(f"dotted line: {code:g}; {BOX_NOTE}", _not_shared(profile.sites, shares))))
     return _styled(fig, _site_height(profile.sites, 220))
 
 
@@ -286,13 +322,13 @@ def swapped_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                         subplot_titles=[plot_text(f"What {site} records as {c}") for c in columns])
     for col, (column, swapped_with) in enumerate(zip(columns, reversed(columns)), start=1):
         k = profile.features.index(column)
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=mean_of[column], mode="lines", showlegend=col == 1,
+        fig.add_trace(go.Scatter(**_released(mean_of[column]), mode="lines", showlegend=col == 1,
                                  name="the others' values of the same column", legendgroup="same",
                                  line=dict(color=REFERENCE, width=2, dash="dash")), row=1, col=col)
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=mean_of[swapped_with], mode="lines", showlegend=col == 1,
+        fig.add_trace(go.Scatter(**_released(mean_of[swapped_with]), mode="lines", showlegend=col == 1,
                                  name="the others' values of the other column", legendgroup="other",
                                  line=dict(color=OTHERS, width=2, dash="dot")), row=1, col=col)
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=profile.quantiles[i, :, k], mode="lines+markers",
+        fig.add_trace(go.Scatter(**_released(profile.quantiles[i, :, k]), mode="lines+markers",
                                  name=plot_text(f"{site}'s values"), legendgroup="site", showlegend=col == 1,
                                  line=dict(color=colour, width=3), marker=dict(color=colour)), row=1, col=col)
         fig.update_yaxes(title_text=_axis(column, _unit(profile, column)), row=1, col=col)
@@ -313,9 +349,10 @@ def missing_share_view(finding: Finding, evidence: Evidence) -> go.Figure | None
     rows = profile.rows.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = 1 - profile.observed[:, j] / rows
-    return _site_bars(np.nan_to_num(share), profile.sites, finding.site, evidence.colour(finding.site),
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
                       "share of the site's rows where it is missing",
-                      _title(f"{finding.feature}: missing values at each site ({finding.site} in colour)"), percent=True)
+                      _title(f"{finding.feature}: missing values at each site ({finding.site} in colour)",
+                             _not_shared(profile.sites, share)), percent=True)
 
 
 def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
@@ -329,7 +366,7 @@ def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure |
     with np.errstate(invalid="ignore", divide="ignore"):
         missing = 1 - profile.observed_by_class[:, :, j] / counts
     names = [_label(s) for s in profile.sites]
-    fig = go.Figure([go.Bar(y=names, x=np.nan_to_num(missing[:, k]), orientation="h", name=plot_text(f"outcome: {c}"),
+    fig = go.Figure([go.Bar(y=names, x=missing[:, k], orientation="h", name=plot_text(f"outcome: {c}"),
                             marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
                             hovertemplate="%{y}: %{x:.0%} missing<extra>" + plot_text(c) + "</extra>")
                      for k, c in enumerate(profile.classes)])
@@ -339,7 +376,8 @@ def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure |
                      range=[0, 1.02])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="group", title=_title(
-        f"{finding.feature}: missing values per outcome at each site", f"shaded: {finding.site}"),
+        f"{finding.feature}: missing values per outcome at each site",
+        _notes(f"shaded: {finding.site}", _not_shared(profile.sites, missing))),
         legend=dict(title_text="outcome"))
     return _styled(fig, _site_height(profile.sites) + 10 * len(profile.sites) * (len(profile.classes) - 1))
 
@@ -362,14 +400,15 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
         category = profile.features[j][len(column) + 1:] if profile.features[j].startswith(column + "=") \
             else profile.features[j]
         label = f"{category} (only at {finding.site})" if category in own else category
-        fig.add_trace(go.Bar(y=names, x=np.nan_to_num(profile.mean[:, j]), orientation="h", name=plot_text(label),
+        fig.add_trace(go.Bar(y=names, x=profile.mean[:, j], orientation="h", name=plot_text(label),
                              marker_color=CLASS_COLOURS[n % len(CLASS_COLOURS)],
                              marker_pattern_shape="/" if category in own else "",
                              hovertemplate="%{y}: %{x:.0%}<extra>" + plot_text(category) + "</extra>"))
     fig.update_xaxes(title_text="share of the site's rows", tickformat=".0%", range=[0, 1.0001])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", legend=dict(title_text=plot_text(column)),
-                      title=_title(f"{column}: the categories each site uses ({finding.site}'s own hatched)"))
+                      title=_title(f"{column}: the categories each site uses ({finding.site}'s own hatched)",
+                                   _not_shared(profile.sites, profile.mean[:, members])))
     return _styled(fig, _site_height(profile.sites))
 
 
@@ -473,7 +512,7 @@ def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     if profile is None or finding.site not in profile.sites:
         return None
     counts = profile.class_counts.astype(float)
-    shares = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    shares = counts / np.maximum(counts.sum(1, keepdims=True), 1)  # NaN where a site withheld its class counts
     names = [_label(s) for s in profile.sites]
     fig = go.Figure([go.Bar(y=names, x=shares[:, k], orientation="h", name=plot_text(str(c)),
                             marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
@@ -484,7 +523,8 @@ def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     fig.update_xaxes(title_text="share of the site's rows", tickformat=".0%", range=[0, 1.0001])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", legend=dict(title_text="outcome"),
-                      title=_title(f"The outcomes at each site ({finding.site} outlined)"))
+                      title=_title(f"The outcomes at each site ({finding.site} outlined)",
+                                   _not_shared(profile.sites, shares)))
     return _styled(fig, _site_height(profile.sites))
 
 
@@ -500,7 +540,7 @@ def point_mass_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     if j is None or any(value is None for value in shares.values()):
         return quantiles_view(finding, evidence)
     names = [_label(s) for s in profile.sites]
-    fig = go.Figure([go.Bar(y=names, x=np.nan_to_num(np.asarray(value, dtype=float)[:, j]), orientation="h",
+    fig = go.Figure([go.Bar(y=names, x=np.asarray(value, dtype=float)[:, j], orientation="h",
                             name=what, marker_color=CLASS_COLOURS[k], hovertemplate="%{y}: %{x:.0%}<extra>" + what
                             + "</extra>") for k, (what, value) in enumerate(shares.items())])
     i = profile.sites.index(finding.site)
@@ -508,7 +548,10 @@ def point_mass_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text="share of the site's values", tickformat=".0%", range=[0, 1.02])
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="group", legend=dict(title_text="values at"),
-                      title=_title(f"{finding.feature}: how many values sit at one value", f"shaded: {finding.site}"))
+                      title=_title(f"{finding.feature}: how many values sit at one value",
+                                   _notes(f"shaded: {finding.site}", _not_shared(
+                                       profile.sites, np.stack([np.asarray(v, dtype=float)[:, j]
+                                                                for v in shares.values()], 1)))))
     return _styled(fig, _site_height(profile.sites) + 20 * len(profile.sites))
 
 
@@ -522,7 +565,8 @@ def duplicates_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     share = np.asarray(counts, dtype=float).reshape(len(profile.sites)) / np.maximum(profile.rows.astype(float), 1)
     return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
                       "share of the site's rows that repeat another row exactly",
-                      _title(f"Rows repeated at each site ({finding.site} in colour)"), percent=True)
+                      _title(f"Rows repeated at each site ({finding.site} in colour)", _not_shared(profile.sites, share)),
+                      percent=True)
 
 
 # -- the model lenses -----------------------------------------------------------------------------

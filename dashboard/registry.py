@@ -43,7 +43,8 @@ class Lens:
     kind: str  # the record kind it shows
     page: Page
     runs_called: str  # what its runs are called in its picker
-    report: Callable[[Run, dict[str, str]], list[str]]  # the HTML report's sections (run, site colours)
+    # the HTML report's sections (run, site colours, whether its reader may see a site's rows)
+    report: Callable[[Run, dict[str, str], bool], list[str]]
 
 
 LENSES = {lens.kind: lens for lens in (

@@ -51,7 +51,9 @@ PRINT_SCRIPT = """<script>
 </script>""" % PRINT_WIDTH_PX
 
 
-def html_report(run: Run) -> str:
+def html_report(run: Run, rows: bool = False) -> str:
+    """The run as one offline HTML file; `rows`: its reader may see a site's rows (inDISCO's site
+    images), otherwise they are left out."""
     spec, status, federation = run.spec, run.status, run.federation
     tags = run.identity["tags"]
     sections = [
@@ -78,7 +80,7 @@ def html_report(run: Run) -> str:
         if damage:
             raise RunDamaged(damage)
         if lens is not None:
-            sections.extend(lens.report(run, colors))
+            sections.extend(lens.report(run, colors, rows))
     except RunDamaged as error:
         sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
                         + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")

@@ -19,7 +19,7 @@ from fedcore.store import Run
 IMAGES_PER_SITE = 6
 
 
-def feature_shifts(run: Run, colors: dict[str, str]) -> list[str]:
+def feature_shifts(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
     rounds = run.array_rounds()
     if not rounds:
         return []
@@ -38,7 +38,7 @@ def feature_shifts(run: Run, colors: dict[str, str]) -> list[str]:
     return out
 
 
-def site_similarity(run: Run, colors: dict[str, str]) -> list[str]:
+def site_similarity(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
     rounds = run.array_rounds()
     view = lenses.similarity_view(run, rounds[-1]) if rounds else None
     if view is None:
@@ -47,7 +47,7 @@ def site_similarity(run: Run, colors: dict[str, str]) -> list[str]:
             view.nearest.to_html(index=False)]
 
 
-def site_weights(run: Run, colors: dict[str, str]) -> list[str]:
+def site_weights(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
     view = lenses.weights_view(run)
     if view.shares.empty:
         return []
@@ -57,7 +57,7 @@ def site_weights(run: Run, colors: dict[str, str]) -> list[str]:
                           figures.class_lines(view.kappa, "κ", "Class weights κ_c")])]
 
 
-def mixture(run: Run, colors: dict[str, str]) -> list[str]:
+def mixture(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
     alpha = per_site_series(run, "alpha")
     if alpha.empty:
         return []
@@ -65,9 +65,10 @@ def mixture(run: Run, colors: dict[str, str]) -> list[str]:
             figures_html([figures.site_lines(alpha, "α", "Weight of the personal model", colors)])]
 
 
-def prototypes(run: Run, colors: dict[str, str]) -> list[str]:
-    """inDISCO: the run's own local and global prototypes on each site's hold-out images, and,
-    with a stamp, how far each site's boxes land on it."""
+def prototypes(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
+    """inDISCO: the run's own local and global prototypes on each site's hold-out images (`rows`:
+    the reader may see a site's rows, its images; otherwise the report says why they are left
+    out), and, with a stamp, how far each site's boxes land on it."""
     sides = [side for side in (prototype_views.load_side(run, "local"), prototype_views.load_side(run, "global")) if side]
     if not sides:
         return []
@@ -81,9 +82,12 @@ def prototypes(run: Run, colors: dict[str, str]) -> list[str]:
     if "stamp_box" in arrays:
         table = prototype_views.overlap_table(sides, sites)
         out += [figures_html([prototype_views.overlap_figure(table, sides)]), table.to_html(index=False, float_format="%.2f")]
+    if not rows:
+        return out + ["<p class='note'>Each site's images are its rows: this report leaves them out (they are "
+                      "shown only to roles this deployment allows to see rows).</p>"]
     for i, site in enumerate(sites):
-        rows = [int(r) for r in arrays["test_rows"][i] if r >= 0][:IMAGES_PER_SITE]
-        panels = [prototype_views.holdout_panel(sides, i, row, classes) for row in rows]
+        shown = [int(r) for r in arrays["test_rows"][i] if r >= 0][:IMAGES_PER_SITE]
+        panels = [prototype_views.holdout_panel(sides, i, row, classes) for row in shown]
         stamped = " (stamped)" if "stamped_site" in arrays and arrays["stamped_site"][i] else ""
         out.append(f"<h3>{html.escape(site + stamped)}</h3><div>" + "".join(
             f"<figure style='display:inline-block;margin:4px'>{png(picture)}"

@@ -42,6 +42,7 @@ from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
 from data_adapters.summary import SiteSummary
 from fedcore.errors import DataError
 from fedcore.federation import Federation
+from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 
 __all__ = [
     "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
@@ -51,36 +52,41 @@ __all__ = [
 ]
 
 
-def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None) -> Federation:
+def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None,
+                    disclosure: Policy | None = DEFAULT_POLICY) -> Federation:
     """The federation a data reference names, split with `seed`. `pooled` (feature index -> mean,
-    SD): a table's federated standardisation as a real federation's server pooled it."""
+    SD): a table's federated standardisation as a real federation's server pooled it.
+    `disclosure`: the policy the sites release their profile and sums at (None: as computed,
+    unprotected; only for measuring what the policy costs)."""
     source, options = parse_reference(ref)
     if source.kind == "complete":
-        federation = source.read(seed=seed, **options)
+        federation = source.read(seed=seed, disclosure=disclosure, **options)
     else:
         reader, table, sites = _option_groups(options)
         if source.kind == "table":
             raw = _alignment(source, reader, table).encode()
             federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
                                   missing_indicators=table.missing_indicators,
-                                  reference=dict(pooled) if pooled is not None else None)
+                                  reference=dict(pooled) if pooled is not None else None, disclosure=disclosure)
         else:
             federation = assemble(source.read(**reader), seed, **asdict(sites))
     federation.source = ref if isinstance(ref, str) else json.dumps(dict(ref), sort_keys=True)
     return federation
 
 
-def standardization_sums(ref: Reference, seed: int = 0) -> tuple[str, np.ndarray, list[str]]:
+def standardization_sums(ref: Reference, seed: int = 0, disclosure: Policy | None = DEFAULT_POLICY
+                         ) -> tuple[str, np.ndarray, list[str]]:
     """A table reference's standardisation ('site', 'federated', ...), the summed `moment_sums`
-    of its sites' training rows (original units: [3, features]) and the feature kinds — what a
-    Flower site sends the server when the federation standardises federated."""
+    of its sites' training rows (original units: [3, features]) as `disclosure` releases each
+    site's, and the feature kinds — what a Flower site sends the server when the federation
+    standardises federated."""
     source, options = parse_reference(ref)
     if source.kind != "table":
         return "", np.zeros((3, 0)), []
     reader, table, sites = _option_groups(options)
     raw = _alignment(source, reader, table).encode()
     sums = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
-                    missing_indicators=table.missing_indicators, sums_only=True)
+                    missing_indicators=table.missing_indicators, sums_only=True, disclosure=disclosure)
     kinds = raw.feature_kinds + (["binary"] * (sums.shape[1] - len(raw.feature_kinds)))  # missing indicators
     return table.standardization, sums, kinds
 

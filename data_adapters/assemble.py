@@ -32,6 +32,7 @@ from data_adapters.preprocessing import encode_missing, fit_standardization, sca
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
+from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy, released_sums
 from fedcore.interpret.profile import Profile, profile_federation
 
 # How continuous features are standardised: 'site' (each site with the mean and SD of its own training
@@ -53,6 +54,7 @@ def assemble(
     missing_indicators: bool = False,
     reference: dict[int, tuple[float, float]] | None = None,
     sums_only: bool = False,
+    disclosure: Policy | None = DEFAULT_POLICY,
 ) -> Federation | np.ndarray:
     """The Federation of `raw`; `seed` sets the hold-out split (as for every source), while
     `partition_seed` fixes which rows go to which simulated site, so runs with different seeds
@@ -60,7 +62,9 @@ def assemble(
     'reference', a data dictionary's values; with 'federated', the values pooled over the sites
     of a real federation (a Flower site holds only its own rows, the server pools every site's
     `moment_sums`). `sums_only`: stop before standardising and return the sites' summed
-    `moment_sums` of their training rows (what a Flower site sends)."""
+    `moment_sums` of their training rows (what a Flower site sends). `disclosure`: the policy every
+    site releases its profile and sums at (`fedcore.interpret.disclosure`; None: as computed,
+    unprotected, for measuring what the policy costs)."""
     if standardization == "reference" and reference is None:
         raise DataError("Standardization 'reference' needs the reference values (a data dictionary).")
     if standardization not in (*TABLE_STANDARDIZATION, "reference"):
@@ -79,16 +83,16 @@ def assemble(
         site_rows.append(RawSite(site.name, x, y))
     raw = replace(raw, sites=site_rows)
     # What each site would share of its rows as they are (original units, injected problems in them).
-    profile = profile_of(raw)
+    profile = profile_of(raw, disclosure)
     if missing_indicators and raw.is_tabular:
         raw = with_missing_indicators(raw)
     warnings = list(raw.warnings)
     splits = [holdout_indices(site.name, site.y, seed, warnings) for site in raw.sites]
     if sums_only:
-        return sum(moment_sums(site.x[train]) for site, (train, _) in zip(raw.sites, splits))
+        return sum(moment_sums(site.x[train], disclosure) for site, (train, _) in zip(raw.sites, splits))
     if raw.is_tabular and standardization == "federated" and reference is None:
         reference = pooled_standardization([site.x[train] for site, (train, _) in zip(raw.sites, splits)],
-                                           raw.feature_kinds)
+                                           raw.feature_kinds, disclosure)
     built, scales = [], {}  # scales: what each site subtracted and divided by (values back in °C, years, ...)
     for site, (train_idx, test_idx) in zip(raw.sites, splits):
         x = site.x
@@ -156,16 +160,18 @@ STANDARDIZATION_NOTES = {
 }
 
 
-def moment_sums(x: np.ndarray) -> np.ndarray:
+def moment_sums(x: np.ndarray, disclosure: Policy | None = DEFAULT_POLICY) -> np.ndarray:
     """[3, features]: each feature's count of observed values, their sum and their sum of squares —
-    all a site sends for federated standardisation."""
-    return np.array([np.sum(~np.isnan(x), axis=0), np.nansum(x, axis=0), np.nansum(x**2, axis=0)], dtype=np.float64)
+    all a site sends for federated standardisation, as its disclosure policy releases them."""
+    return released_sums(x, disclosure)
 
 
-def pooled_standardization(parts: Sequence[np.ndarray], kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
+def pooled_standardization(parts: Sequence[np.ndarray], kinds: Sequence[str],
+                           disclosure: Policy | None = DEFAULT_POLICY) -> dict[int, tuple[float, float]]:
     """(mean, population SD) of every continuous feature over all the parts' observed values, from
-    each part's count, sum and sum of squares alone: what a federation's sites can send."""
-    return pooled_from_sums(sum(moment_sums(x) for x in parts), kinds)
+    each part's count, sum and sum of squares alone (as each releases them): what a federation's
+    sites can send."""
+    return pooled_from_sums(sum(moment_sums(x, disclosure) for x in parts), kinds)
 
 
 def pooled_from_sums(sums: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[float, float]]:
@@ -181,13 +187,14 @@ def pooled_from_sums(sums: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[
     return values
 
 
-def profile_of(raw: RawFederation) -> Profile | None:
-    """Every site's federated statistics of its raw rows (tables only)."""
+def profile_of(raw: RawFederation, disclosure: Policy | None = DEFAULT_POLICY) -> Profile | None:
+    """Every site's federated statistics of its raw rows (tables only), as each site's disclosure
+    policy releases them."""
     if not raw.is_tabular:
         return None
     return profile_federation([(s.name, s.x, s.y) for s in raw.sites], raw.feature_names, raw.feature_kinds,
                               raw.feature_columns or raw.feature_names, raw.class_names,
-                              raw.preprocessing.get("units") or {})
+                              raw.preprocessing.get("units") or {}, disclosure)
 
 
 def server_inputs(raw: RawFederation, standardization: str,

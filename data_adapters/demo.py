@@ -27,6 +27,7 @@ import numpy as np
 from data_adapters.assemble import assemble
 from data_adapters.sites import RawFederation, RawSite
 from fedcore.errors import DataError
+from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.federation import Federation
 
 NAME = "Synthetic sepsis triage (demo)"
@@ -85,12 +86,13 @@ GROUND_TRUTH = (
 
 def make_demo_federation(
     seed: int = 0, data_seed: int = 7, standardization: str = "reference", site: str | None = None,
-    problems: bool = True, inject: list[str | dict] | None = None,
+    problems: bool = True, inject: list[str | dict] | None = None, disclosure: Policy | None = DEFAULT_POLICY,
 ) -> Federation:
     """The demo federation; `seed` sets the hold-out split, `data_seed` the generated patients.
     `site` keeps only that hospital, exactly as it is in the whole federation (what one Flower
     site holds in the demo deployment). `problems=False` leaves out the four built-in problems
-    (a clean federation); `inject` adds others (data_adapters.inject), recorded as ground truth too."""
+    (a clean federation); `inject` adds others (data_adapters.inject), recorded as ground truth too.
+    `disclosure`: the policy the hospitals release their statistics at."""
     names = [name for name, _, _ in SITES]
     if site is not None and site not in names:
         raise DataError(f"The demo federation has no site '{site}'; its sites: {', '.join(names)}.")
@@ -114,7 +116,7 @@ def make_demo_federation(
     )
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
     federation = assemble(raw, seed, inject=inject or (), standardization=standardization,
-                          reference=reference if standardization == "reference" else None)
+                          reference=reference if standardization == "reference" else None, disclosure=disclosure)
     built_in = [dict(g) for g in GROUND_TRUTH if problems and site in (None, g["site"])]
     federation.ground_truth = [*built_in, *federation.ground_truth]
     return federation

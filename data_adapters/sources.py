@@ -21,6 +21,11 @@ from data_adapters.synthetic_images import make_synthetic_scans
 from data_adapters.vehicle import read_vehicle
 
 
+# A reader's parameters that the loader passes itself, never a reference's options: the run's seed,
+# and the disclosure policy the sites release their statistics at (a site's setting, not the data's).
+PASSED = ("seed", "disclosure")
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """How a tabular source's columns become features (see README 'Data sources')."""
@@ -59,7 +64,7 @@ class Source:
     def option_types(self) -> dict[str, Any]:
         """Every option name -> its type hint (reader parameters and shared groups)."""
         hints = typing.get_type_hints(self.read)
-        reader = {name: hints[name] for name in inspect.signature(self.read).parameters if name != "seed"}
+        reader = {name: hints[name] for name in inspect.signature(self.read).parameters if name not in PASSED}
         groups = {"complete": (), "table": (TableOptions, SiteOptions), "image": (SiteOptions,)}[self.kind]
         for group in groups:
             group_hints = typing.get_type_hints(group)
@@ -71,7 +76,7 @@ class Source:
         is among `options`)."""
         stand_ins = dict(self.given_by)
         needed = [name for name, p in inspect.signature(self.read).parameters.items()
-                  if name != "seed" and (p.default is inspect.Parameter.empty or name in stand_ins)]
+                  if name not in PASSED and (p.default is inspect.Parameter.empty or name in stand_ins)]
         return [name for name in needed if stand_ins.get(name) not in (options or {})]
 
 

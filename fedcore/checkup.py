@@ -185,6 +185,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     shared = _last_record(runs.get("shared_model", []))
     if shared is not None:
         run, record = shared
+        # a count a site withheld (None: its disclosure policy) leaves its AUC without its null: not testable
         counts = {s["name"]: s.get("test_class_counts") or [] for s in run.federation.get("sites", [])}
         auc = [record["sites"].get(site, {}).get("roc_auc") for site in sites]
         if all(len(counts.get(site, [])) == 2 for site in sites):  # two classes: the AUC's null is known
@@ -276,9 +277,11 @@ class Plan:
 
 
 def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None, sites: Sequence[str],
-                kind: str = "table") -> Plan:
+                kind: str = "table", disclosure: Mapping[str, Any] | None = None) -> Plan:
     """A new check-up folder with its data's profile; its runs are added with `add_runs`. `kind`:
-    'table' or 'image' (images have no data lens: their lenses are the models')."""
+    'table' or 'image' (images have no data lens: their lenses are the models'). `disclosure`: the
+    policy the sites were asked to release their statistics at (what each site did release at is
+    in its profile)."""
     folder = store.root / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     while True:
@@ -291,7 +294,8 @@ def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None,
     if profile is not None:
         atomic_write_bytes(path / "profile.npz", profile.to_npz())
     atomic_write_json(path / "plan.json", {"data": data, "label": label, "sites": list(sites), "created": now_iso(),
-                                           "kind": kind, "runs": {}})
+                                           "kind": kind, "disclosure": dict(disclosure) if disclosure else None,
+                                           "runs": {}})
     return Plan(path)
 
 
@@ -322,11 +326,15 @@ def to_json(result: CheckUp) -> str:
     return json.dumps(result.to_dict(), indent=2, default=float)
 
 
-def runs_of(kind: str, data: Any, replicates: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+def runs_of(kind: str, data: Any, replicates: int, rounds: int,
+            disclosure: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The specs of the runs a check-up of `kind` ('table', 'image') trains, by role: iFedAvg on
-    `replicates` seeds, every other algorithm once, each `rounds` rounds."""
+    `replicates` seeds, every other algorithm once, each `rounds` rounds; with `disclosure`, the
+    policy their sites release their statistics at (the check-up's)."""
     roles = TABLE_ROLES if kind == "table" else IMAGE_ROLES
-    return {role: [{"algorithm": algorithm, "data": data, "params": params, "config": {"rounds": rounds, "seed": seed}}
+    policy = {"disclosure": dict(disclosure)} if disclosure else {}
+    return {role: [{"algorithm": algorithm, "data": data, "params": params, "config": {"rounds": rounds, "seed": seed},
+                    **policy}
                    for seed in (range(replicates) if role == "feature_shifts" else range(1))]
             for role, (algorithm, params) in roles.items()}
 

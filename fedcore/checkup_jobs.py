@@ -13,13 +13,14 @@ the data lens, and the run itself feeds the lens its algorithm records (by the r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from data_adapters import check_reference, describe_reference, load_federation
 from fedcore import jobs
 from fedcore.checkup import IMAGE_ROLES, TABLE_ROLES, Plan, add_runs, create_plan, runs_of
 from fedcore.errors import FedcoreError
+from fedcore.interpret.disclosure import Policy
 from fedcore.interpret.profile import Profile
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore
@@ -30,13 +31,17 @@ ROLE_OF = {algorithm: role for roles in (TABLE_ROLES, IMAGE_ROLES) for role, (al
 
 
 def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int = 300, train: bool = True,
-                  in_process: bool = False, progress: Callable[[str], None] | None = None) -> Plan:
+                  in_process: bool = False, progress: Callable[[str], None] | None = None,
+                  disclosure: Mapping[str, Any] | None = None) -> Plan:
     """A new check-up of `data`; with `train`, its runs are queued as jobs (or, `in_process`,
-    trained here one after another, `progress` told of each)."""
+    trained here one after another, `progress` told of each). `disclosure`: the policy the sites
+    release their statistics at ('min_count', 'dp_epsilon'; the default policy where not given),
+    recorded with the check-up and every run it trains."""
     reference = check_reference(data)
-    federation = load_federation(reference, 0)
+    policy = Policy.from_settings(disclosure)
+    federation = load_federation(reference, 0, disclosure=policy)
     plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names,
-                       "table" if federation.is_tabular else "image")
+                       "table" if federation.is_tabular else "image", policy.to_dict())
     if train:
         train_lenses(store, plan, replicates, rounds, in_process, progress)
     return plan
@@ -45,9 +50,10 @@ def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int =
 def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int = 300, in_process: bool = False,
                  progress: Callable[[str], None] | None = None) -> Plan:
     """Train the runs that feed `plan`'s model lenses (`runs_of`), as jobs or, `in_process`, here one
-    after another (`progress` told of each); a check-up of the data lens alone gets them later."""
+    after another (`progress` told of each); a check-up of the data lens alone gets them later.
+    Every run releases its sites' statistics at the check-up's disclosure policy."""
     reference = plan.contents.get("data")
-    for role, specs in runs_of(plan.kind, reference, replicates, rounds).items():
+    for role, specs in runs_of(plan.kind, reference, replicates, rounds, plan.contents.get("disclosure")).items():
         specs = [resolve_spec(spec) for spec in specs]
         if in_process:
             runs = [store.create(spec) for spec in specs]
@@ -74,7 +80,7 @@ def check_up_run(store: RunStore, run: Run) -> Plan:
         described = str(data)
     sites = [s["name"] for s in run.federation.get("sites", [])]
     kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
-    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind)
+    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, run.spec.get("disclosure"))
     role = ROLE_OF.get(str(run.spec.get("algorithm")))
     if role is not None:
         add_runs(plan, role, [run.id])

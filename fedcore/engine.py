@@ -37,7 +37,6 @@ from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst
 from fedcore.models import MLP, ImageClassifier, build_backbone
 from fedcore.records import Record
 from fedcore.seeding import derive_seed
-from fedcore.training import weighted_nll
 
 __all__ = ["FederatedModels", "Simulation", "TrainConfig", "resolve_device", "round_record"]
 
@@ -212,19 +211,11 @@ class Simulation(FederatedModels):
             return weights.to(self.device)
         return self.class_weights if self.config.class_weighting == "inverse" else None
 
-    def base_loss(self, log_prob: torch.Tensor, y: torch.Tensor, site: int) -> torch.Tensor:
-        """Class-weighted NLL of one site's batch."""
+    def base_loss(self, log_prob: torch.Tensor, y: torch.Tensor, site: int | torch.Tensor) -> torch.Tensor:
+        """Class-weighted NLL of one site's batch (`site`: its index, a 0-dim tensor under vmap)."""
         weights = self.loss_weights()
         weight = weights[site] if weights is not None else None
         return F.nll_loss(log_prob, y, weight=weight, reduction=self.config.loss_reduction)
-
-    def batched_nll(self, log_prob: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
-                    sites: torch.Tensor | None) -> torch.Tensor:
-        """Each site's class-weighted NLL of one step of stacked sites, as base_loss computes it site
-        by site; `sites`: the step's sites (None: all)."""
-        weights = self.loss_weights()
-        weights = weights[sites] if weights is not None and sites is not None else weights
-        return weighted_nll(log_prob, y, valid, weights, self.config.loss_reduction)[0]
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]:
         """A stratified `share` of every site's training rows, pooled at the server (copies: the

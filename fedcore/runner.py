@@ -22,6 +22,7 @@ from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
 from fedcore.flower.eligibility import check_flower_run, runs_over_flower
 from fedcore.flower.launch import run_federation
+from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version, summarize
 from fedcore.store import Run
 
@@ -29,7 +30,9 @@ __all__ = ["DERIVED_KEYS", "SPEC_KEYS", "algorithms", "execute", "resolve_spec",
 
 ProgressCallback = Callable[[int, int, "dict[str, Any] | None"], None]
 
-SPEC_KEYS = ("algorithm", "data", "params", "config")
+# disclosure: the policy the sites release their statistics at (fedcore.interpret.disclosure); a
+# Flower federation's sites each set their own (their node config), so its spec records none.
+SPEC_KEYS = ("algorithm", "data", "params", "config", "disclosure")
 # What a stored spec adds: the run's id and creation time, the code's version, the kind of record
 # its rounds hold (`fedcore.records`: the lens that shows it, readable without the algorithms).
 DERIVED_KEYS = ("run_id", "created", "version", "record")
@@ -67,13 +70,16 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(named, str) and len(named) > LABEL_LENGTH:  # every page shows it (data_labels cuts it there)
         raise SpecError(f"The data's name has at most {LABEL_LENGTH} characters; this one has {len(named):,}.")
     data = check_reference(raw.get("data") or "demo")
+    disclosure = Policy.from_settings(raw.get("disclosure")).to_dict()
     if is_flower_reference(data):
         check_flower_run(algorithm(params), data)
+        disclosure = None
     return {
         "algorithm": algorithm.name,
         "data": data,
         "params": asdict(params),
         "config": config.to_dict(),
+        "disclosure": disclosure,
         "version": code_version(),
         "record": algorithm.Record.kind,
     }
@@ -97,8 +103,9 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         if is_flower_reference(spec["data"]):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
-        federation = load_federation(spec["data"], config.seed)
-        run.write_federation(federation.describe())
+        policy = Policy.from_settings(spec.get("disclosure"))
+        federation = load_federation(spec["data"], config.seed, disclosure=policy)
+        run.write_federation(released_description(federation.describe(), policy))
         if federation.profile is not None:
             run.save_profile(federation.profile.to_npz())
         algorithm = build_algorithm(spec["algorithm"], spec["params"])

@@ -159,7 +159,8 @@ FEDERATION = Record({
     "name": TEXT, "description": TEXT, "source": TEXT, "synthetic": FLAG,
     "sites": required(ListOf(Record({
         "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
-        "train_class_counts": ListOf(WHOLE), "test_class_counts": ListOf(WHOLE),
+        # a class count a site's disclosure policy withheld is null
+        "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
     })), list),
     "feature_names": required(ListOf(TEXT), list),
     "feature_kinds": ListOf(TEXT),

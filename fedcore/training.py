@@ -1,7 +1,6 @@
 """The local update of one model, step by step: what every per-site computation shares (the
 per-site executor, a Flower site, FedHealth2's server pretraining, inDISCO's last-layer stage);
-and the class-weighted NLL of stacked sites' rows, which the batched executors and the algorithms'
-batched losses share."""
+and the class-weighted NLL of stacked sites' rows, which the hand-written batched steps share."""
 
 from __future__ import annotations
 

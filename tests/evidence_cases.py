@@ -6,6 +6,7 @@ checks read, with one site made to stand out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from dashboard.evidence_views import Evidence
 from dashboard.figures import site_colors
 from fedcore.interpret import model_checks
 from fedcore.interpret.data_checks import check_profile
+from fedcore.interpret.disclosure import Policy
 from fedcore.interpret.findings import Finding, decide
 from fedcore.interpret.profile import Profile, profile_federation
 from tests import test_check_registry as registry
@@ -37,7 +39,7 @@ def _data_case(profile: Profile, kind: str, feature: str | None) -> Case:
     return Case(finding, Evidence(profile, findings, site_colors(profile.sites)), {})
 
 
-def _category_profile() -> Profile:
+def _category_profile(policy: Policy | None) -> Profile:
     """The ward written as 1 / 2 / 3 at site 2 where the others write icu / med / surg."""
     rng = np.random.default_rng(0)
     features = [*planted.FEATURES, "ward=1", "ward=2", "ward=3"]
@@ -50,10 +52,10 @@ def _category_profile() -> Profile:
         if name == SITE:
             x, codes = np.column_stack([x[:, :6], np.zeros((len(x), 3))]), x[:, 6:]
         sites.append((name, np.column_stack([x, codes]), y))
-    return profile_federation(sites, features, kinds, columns, ["well", "ill"])
+    return profile_federation(sites, features, kinds, columns, ["well", "ill"], policy=policy)
 
 
-def _distribution_profile() -> Profile:
+def _distribution_profile(policy: Policy | None) -> Profile:
     """Site 2's f0 shifted by 0.22 SD and 1.22 times as wide: each below its own check's size, the
     distribution as a whole beyond it (tests/test_check_registry.py)."""
     rng = np.random.default_rng(4)
@@ -64,41 +66,53 @@ def _distribution_profile() -> Profile:
             x[:, 0] = 0.22 + 1.22 * x[:, 0]
         sites.append((f"site {k}", x, rng.integers(0, 2, 20_000)))
     names = ["f0", "f1", "f2"]
-    return profile_federation(sites, names, ["continuous"] * 3, names, ["a", "b"])
+    return profile_federation(sites, names, ["continuous"] * 3, names, ["a", "b"], policy=policy)
 
 
-def _two_units_case() -> Case:
+def _two_units_case(policy: Policy | None) -> Case:
     """Two sites, site 2's cholesterol in mg/dL where the other's is in mmol/L."""
     rng = np.random.default_rng(7)
     rows = [(name, np.abs(rng.normal(5.2, 1.0, (200, 1))), rng.integers(0, 2, 200)) for name in ("site 1", SITE)]
     rows[1][1][:, 0] *= 38.67
-    return _data_case(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]),
+    return _data_case(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"],
+                                         policy=policy),
                       "unit_pair", "cholesterol")
 
 
-def data_cases() -> dict[str, Case]:
-    """kind -> a finding of the data lens at site 2 (where its problem is planted)."""
+def data_cases(policy: Policy | None = None) -> dict[str, Case]:
+    """kind -> a finding of the data lens at site 2 (where its problem is planted), from the
+    statistics as computed (the views' known answers are theirs), or as the sites release them at
+    a disclosure `policy` (kinds the policy leaves unfound at site 2 left out)."""
+    federation = partial(planted.federation, policy=policy)
     cases = {
-        "unit": _data_case(planted.federation(planted.fahrenheit), "unit", "temperature"),
-        "location": _data_case(planted.federation(planted.shifted), "location", "age"),
-        "spread": _data_case(planted.federation(planted.wider), "spread", "score"),
-        "shape": _data_case(planted.federation(planted.skewed), "shape", "marker"),
-        "missing_code": _data_case(planted.federation(planted.missing_code), "missing_code", "glucose"),
-        "swapped_columns": _data_case(planted.federation(planted.swapped), "swapped_columns", "age"),
-        "missingness": _data_case(planted.federation(planted.more_missing), "missingness", "score"),
-        "missing_by_class": _data_case(planted.federation(planted.missing_by_class), "missing_by_class", "marker"),
-        "category_codes": _data_case(_category_profile(), "category_codes", "ward"),
-        "label_relation": _data_case(planted.federation(planted.flipped), "label_relation", "marker"),
-        "labels_permuted": _data_case(planted.federation(planted.flipped), "labels_permuted", None),
-        "labels_weak": _data_case(planted.federation(planted.noisy), "labels_weak", None),
+        "unit": lambda: _data_case(federation(planted.fahrenheit), "unit", "temperature"),
+        "location": lambda: _data_case(federation(planted.shifted), "location", "age"),
+        "spread": lambda: _data_case(federation(planted.wider), "spread", "score"),
+        "shape": lambda: _data_case(federation(planted.skewed), "shape", "marker"),
+        "missing_code": lambda: _data_case(federation(planted.missing_code), "missing_code", "glucose"),
+        "swapped_columns": lambda: _data_case(federation(planted.swapped), "swapped_columns", "age"),
+        "missingness": lambda: _data_case(federation(planted.more_missing), "missingness", "score"),
+        "missing_by_class": lambda: _data_case(federation(planted.missing_by_class), "missing_by_class", "marker"),
+        "category_codes": lambda: _data_case(_category_profile(policy), "category_codes", "ward"),
+        "label_relation": lambda: _data_case(federation(planted.flipped), "label_relation", "marker"),
+        "labels_permuted": lambda: _data_case(federation(planted.flipped), "labels_permuted", None),
+        "labels_weak": lambda: _data_case(federation(planted.noisy), "labels_weak", None),
     }
     # the kinds of the check registry (issue 23), each from its known-answer federation
     for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation"):
         problem, feature = registry.KNOWN_ANSWERS[kind]
-        cases[kind] = _data_case(registry.federation(problem), kind, feature)
-    cases["distribution"] = _data_case(_distribution_profile(), "distribution", "f0")
-    cases["unit_pair"] = _two_units_case()
-    return cases
+        cases[kind] = lambda problem=problem, kind=kind, feature=feature: _data_case(
+            registry.federation(problem, policy=policy), kind, feature)
+    cases["distribution"] = lambda: _data_case(_distribution_profile(policy), "distribution", "f0")
+    cases["unit_pair"] = lambda: _two_units_case(policy)
+    out = {}
+    for kind, case in cases.items():
+        try:
+            out[kind] = case()
+        except StopIteration:  # no cell of that kind at site 2 (a policy withheld what it reads)
+            if policy is None:
+                raise
+    return out
 
 
 def model_cases() -> dict[tuple[str, str], Case]:

@@ -146,8 +146,7 @@ def test_the_simulation_and_the_flower_server_implement_the_context():
 
 
 def test_the_engine_does_not_know_which_executor_trains():
-    """No name, string or comment of engine.py names an executor or its parts (the context's
-    `batched_nll` is the algorithms' loss of stacked sites, a different word)."""
+    """No name, string or comment of engine.py names an executor or its parts."""
     words = {*execution.KINDS, "kernels", "processes", "workers", "stacked_mlp", "per_site"}
     tokens = tokenize.generate_tokens(io.StringIO((ROOT / "fedcore" / "engine.py").read_text()).readline)
     found = {word for token in tokens if token.type in (tokenize.NAME, tokenize.STRING, tokenize.COMMENT)

@@ -173,7 +173,7 @@ def test_a_training_step_frees_its_saved_tensors_without_the_cycle_collector(mon
 
 
 def test_an_algorithm_that_changes_only_its_loss_never_trains_a_different_one():
-    """A subclass that overrides `loss` but not `batched_loss` has not said how to batch its loss:
+    """A subclass that overrides `loss` without marking it @batchable has not said it can be batched:
     'auto' trains it site by site, and asking for a batched executor is refused with the reason.
     (Before the executors failed closed, it silently trained plain FedAvg on the batched paths.)"""
 

@@ -67,3 +67,33 @@ def test_the_demos_checkup_in_a_browser(dashboard):  # noqa: F811 - the fixture 
             assert not outside, outside
             page.close()
         browser.close()
+
+
+def test_a_checkup_whose_sites_withheld_statistics_in_a_browser(dashboard):  # noqa: F811 - the fixture above
+    """The demo checked at a minimum of 350 rows: Oak District (340 rows) shares its size only, and its
+    data-lens cell reads 'not testable: not shared (fewer than 350 rows)' as drawn; the page's
+    'What each site shared' lists each site's policy and what it withheld."""
+    from playwright.sync_api import sync_playwright
+
+    url, store = dashboard
+    plan = start_checkup(store, "demo", train=False, disclosure={"min_count": 350})
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width in (1280, 1920):
+            page = browser.new_page(viewport={"width": width, "height": 2400})
+            page.goto(f"{url}/checkup?checkup={plan.id}")
+            page.get_by_text("Findings, strongest first").wait_for(timeout=90_000)
+            grid = page.locator(".js-plotly-plot").first
+            grid.locator("g.annotation").first.wait_for(timeout=30_000)
+            drawn = [" ".join(text.split()) for text in grid.locator("g.annotation text.annotation-text").evaluate_all(
+                "notes => notes.map(n => Array.from(n.querySelectorAll('tspan.line')).map(t => t.textContent)"
+                ".join(' ') || n.textContent)")]
+            assert "not testable: not shared (fewer than 350 rows)" in drawn
+            page.get_by_text("What each site shared (disclosure control)").click()
+            shared = page.locator("[data-testid='stExpander']", has_text="What each site shared")
+            shared.locator("[data-testid='stDataFrame']").wait_for(timeout=30_000)  # drawn on a canvas
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(ARTIFACTS / f"checkup-policy-{width}.png"), full_page=True)
+            page.close()
+        browser.close()

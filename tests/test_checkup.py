@@ -14,6 +14,7 @@ from fedcore.interpret import model_checks
 from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
 from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import decide
+from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
 from fedcore.interpret.units import match_conversion
 
@@ -126,7 +127,11 @@ def site_rows(rng: np.random.Generator, rows: int = 400) -> tuple[np.ndarray, np
     return np.column_stack([continuous, smoker, ward]), y
 
 
-def federation(problem=None, seed: int = 0) -> Profile:
+def federation(problem=None, seed: int = 0, policy: Policy | None = DEFAULT_POLICY) -> Profile:
+    """Six sites of 400 rows, the problem at site 2, profiled as the sites release it at the default
+    disclosure policy: every check below is tested at the released resolution (quantiles from
+    blocks of at least 10 values, rounded; the 1 and 99 % quantiles not released). `policy` None:
+    as computed."""
     rng = np.random.default_rng(seed)
     sites = []
     for k, name in enumerate(SITES):
@@ -134,7 +139,8 @@ def federation(problem=None, seed: int = 0) -> Profile:
         if k == 2 and problem is not None:
             x, y = problem(x, y, rng)
         sites.append((name, x, y))
-    return profile_federation(sites, FEATURES, KINDS, COLUMNS, ["well", "ill"], {"temperature": "°C", "age": "years"})
+    return profile_federation(sites, FEATURES, KINDS, COLUMNS, ["well", "ill"], {"temperature": "°C", "age": "years"},
+                              policy)
 
 
 def findings(profile: Profile):

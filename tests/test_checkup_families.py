@@ -278,6 +278,36 @@ def test_summary_pools_cases_as_the_goals_define():
     assert suite.meets(suite.summary([rows[0], rows[3]]))
 
 
+def test_each_policy_is_scored_against_its_own_untouched_federation_on_the_same_cases():
+    """Two policies, a label flip at north: under 'none' both held-out seeds are found, under the
+    default one; a third seed recorded under 'none' only stays out of the comparison, and each
+    policy's findings count against its own untouched federation (east's location under the
+    default is the data's own there, and new under 'none')."""
+    from common import task_key
+
+    flip = {"site": "north", "family": "label_flip", "strength": None, "truth": {"site": "north", "columns": None}}
+    found = [finding("north", "labels_permuted"), finding("east", "location", "age", "age")]
+    def task(family: str, seed: int, policy: str) -> str:
+        return task_key({"dataset": "heart", "family": family, "seed": seed, "lenses": "data", "policy": policy})
+
+    results = {task("none", 0, "default"): BASELINE, task("none", 0, "none"): {**BASELINE, "findings": []},
+               task("label_flip", 10, "default"): {**result(found), "case": flip},
+               task("label_flip", 11, "default"): {**result([]), "case": flip},
+               task("label_flip", 10, "none"): {**result(found), "case": flip},
+               task("label_flip", 11, "none"): {**result(found[:1]), "case": flip},
+               task("label_flip", 12, "none"): {**result(found[:1]), "case": flip}}
+    default, none = (suite.scored(results, "data", "data profile", p) for p in ("default", "none"))
+    assert [(r["seed"], r["hit"], r["others_flagged"]) for r in default] == [(10, True, 0), (11, False, 0)]
+    assert [(r["seed"], r["hit"], r["others_flagged"]) for r in none] == [(10, True, 1), (11, True, 0), (12, True, 0)]
+    text = suite.policy_section(results)
+    assert "| Heart disease (4 hospitals) | default (≥ 10 rows) | 50 % (1/2) |" in text
+    assert "|  | none (as computed) | 100 % (2/2) |" in text  # seed 12: recorded under one policy only
+    assert "| two classes' labels exchanged | 1 · 2 of 2 |" in text
+    assert "found only under *none (as computed)*: heart seed 11 two classes' labels exchanged at north" in text
+    assert "| Heart disease (4 hospitals) | default (≥ 10 rows) | 50 % (1/2) | 0.0 % (0/6) |" in \
+        suite.readme_policy_table(results)
+
+
 def test_tuning_and_held_out_seeds_do_not_overlap():
     assert not set(suite.TUNING) & set(suite.HELD_OUT) and len(suite.TUNING) == len(suite.HELD_OUT)
     tasks = suite.tasks()

@@ -547,6 +547,53 @@ def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monke
     assert any(label == "Check up this run's federation" for label, _, _ in links(at)) is may_start
 
 
+def test_a_site_that_withheld_its_statistics_is_a_not_testable_cell_with_the_reason(tmp_path, monkeypatch):
+    """The demo checked at a minimum of 350 rows: Oak District (340 rows) shares its size only, and its
+    data-lens cell says 'not testable: not shared (fewer than 350 rows)'; Cedar Community (80 patients
+    with sepsis) withholds its per-class statistics, so its label tests are listed as not testable with
+    the reason, while its other tests run; the page and the HTML report say what each site shared at
+    which policy."""
+    from dashboard.checkup_view import NOT_TESTABLE, findings_frame, grid, sharing_frame
+
+    reason = "not shared (fewer than 350 rows)"
+    store = RunStore(tmp_path / "runs")
+    plan = start_checkup(store, "demo", train=False, disclosure={"min_count": 350})
+    assert plan.contents["disclosure"] == {"min_count": 350, "dp_epsilon": None}
+    result = plan.evaluate(store)
+    table = grid(result, "table")
+    cell = dict(zip(table.sites, table.cells))["Oak District"][table.lenses.index("data profile")]
+    assert cell.state == NOT_TESTABLE and cell.text == f"not testable: {reason}"
+    cedar = [f for f in result.findings if f.site == "Cedar Community" and f.untestable]
+    assert {f.kind for f in cedar} >= {"label_relation", "labels_permuted", "labels_weak", "missing_by_class",
+                                       "class_balance"}
+    assert all(np.isnan(f.p) and not f.significant for f in cedar)
+    assert {f.untestable for f in cedar if f.kind in ("label_relation", "labels_permuted", "class_balance")} == {reason}
+    # 380 values make one block of at least 350: its median is shared, its shape is not
+    assert {f.untestable for f in cedar if f.kind == "shape"} == {
+        "not shared at the resolution this check reads (5%, 25%, 50%, 75%, 95%): its median only, too few values "
+        "for blocks further out"}
+    assert any(f.site == "Cedar Community" and f.kind == "location" and np.isfinite(f.p) for f in result.findings)
+    # Elm Regional's °F is still found, as a shift: its one block gives too few quantiles to name a unit
+    assert any(f.site == "Elm Regional" and f.feature == "temperature" for f in result.reported)
+    every = findings_frame(result.findings)
+    assert (every["not testable"] == reason).sum() == sum(f.untestable == reason for f in result.findings) > 0
+    shared = sharing_frame(plan.profile).set_index("site")
+    assert shared.loc["Oak District", "why"] == reason
+    # no site has 350 patients with sepsis: every site keeps its per-class statistics, the larger class by complement
+    assert shared.loc["Alder General", "why"] == reason
+    assert "mean by class" in shared.loc["Alder General", "what"].split("; ")  # all of it: no class listed
+    assert shared.loc["Alder General", "fewest rows per statistic"] == "350"
+    assert shared.loc["Alder General", "noise (ε per release)"] == "none"
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = open_checkup(AppTest.from_file(APP, default_timeout=60), plan.id)
+    assert not at.exception, at.exception
+    assert grid_cells(at)[("Oak District", "data profile")] == f"not testable: {reason}"
+    assert "What each site shared (disclosure control)" in [e.label for e in at.expander]
+    assert "Disclosure control: the sites released statistics of at least 350 rows" in texts(at)
+    report = checkup_report(plan, store)
+    assert "What each site shared" in report and reason in report
+
+
 # -- plain words -----------------------------------------------------------------------------------
 def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
     """The check-up page and its report, every lens filled in: no technical name before its plain

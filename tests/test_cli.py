@@ -1,6 +1,8 @@
 """The command line: run, list, show; bad input; Ctrl-C; a worker killed mid-run."""
 
 import json
+
+import numpy as np
 import os
 import signal
 import subprocess
@@ -180,6 +182,24 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
     assert report["state"] == "interrupted" and report["final"]["round"] >= 3
 
 
+def test_the_sites_disclosure_policy_is_a_flag_recorded_with_the_run(tmp_path, capsys):
+    """--min-count / --dp-epsilon: the spec records the policy, the stored profile every site's
+    policy and what it withheld; a minimum below 3 is refused before any run exists."""
+    from fedcore.interpret.profile import Profile
+
+    assert cli(tmp_path, "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "400") == 0
+    run = only_run(tmp_path)
+    assert run.spec["disclosure"] == {"min_count": 400, "dp_epsilon": None}
+    profile = Profile.from_npz(run.load_profile_arrays())
+    assert all(p == {"min_count": 400, "dp_epsilon": None} for p in profile.policies.values())
+    oak = profile.sites.index("Oak District")  # 340 rows
+    assert np.isnan(profile.mean[oak]).all() and profile.withheld["Oak District"]["mean"] == \
+        "not shared (fewer than 400 rows)"
+    counts = {s["name"]: s["test_class_counts"] for s in run.federation["sites"]}
+    assert counts["Oak District"] == [None, None]  # its hold-out's classes too
+    assert cli(tmp_path / "bad", "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "2") == 2
+    assert "min-count must be at least 3" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists() or not list(RunStore(tmp_path / "bad").runs())
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -16,6 +16,7 @@ from fedcore.interpret import checks
 from dashboard.evidence_views import OTHERS
 from fedcore.glossary import technical_first
 from fedcore.interpret.data_checks import relation_to_labels
+from fedcore.interpret.disclosure import DEFAULT_POLICY
 from fedcore.interpret.findings import KINDS, LENSES
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS
 from tests.evidence_cases import MODEL_SITES, SITE, STANDS_OUT, data_cases, model_cases
@@ -218,3 +219,33 @@ def test_a_point_mass_and_repeated_rows_are_drawn_from_the_profiles_shares(data)
     shared = {name: value for name, value in profile.arrays.items() if name != "duplicate_rows"}
     plain = replace(case.evidence, profile=replace(profile, arrays=shared))
     assert view_name(case.finding) == "duplicates" and evidence_figure(case.finding, plain) is None
+
+
+def test_at_the_default_policy_every_view_draws_what_the_sites_released_and_names_what_they_did_not():
+    """The same planted federations, every site releasing at the default disclosure policy: each data
+    view draws; a line of quantiles holds only released ones (never the 1 or 99 %), no box rests on
+    a quantile that was not released; and a site whose statistic was withheld is no bar (not 0), the
+    title naming it."""
+    released = data_cases(DEFAULT_POLICY)
+    assert len(released) >= len(data_cases()) - 1  # every kind is found or tested at site 2 but a policy's cost
+    for kind, case in released.items():
+        figure = evidence_figure(case.finding, case.evidence)
+        assert figure is not None, kind
+        for trace in figure.data:
+            if trace.type == "scatter" and view_name(case.finding) in ("quantiles", "swapped_columns"):
+                assert np.isfinite(np.asarray(trace.y, dtype=float)).all(), kind  # released quantiles only
+            if trace.type == "box":
+                numbers = [trace[key][0] for key in ("lowerfence", "q1", "median", "q3", "upperfence")]
+                assert np.isfinite(numbers).all() and numbers == sorted(numbers), kind
+    case = released["location"]
+    profile = case.evidence.profile
+    lines = [t for t in evidence_figure(case.finding, case.evidence).data if t.type == "scatter"]
+    assert lines and all(1 not in np.round(t.x) and 99 not in np.round(t.x) for t in lines)
+    # a site whose per-class counts were withheld: no bar of its outcomes, named in the title
+    balance = released["class_balance"]
+    profile = balance.evidence.profile
+    small = replace(profile, arrays={**profile.arrays, "class_counts": profile.class_counts.astype(float)})
+    small.arrays["class_counts"][0] = np.nan
+    figure = evidence_figure(balance.finding, replace(balance.evidence, profile=small))
+    assert all(np.isnan(t.x[0]) and np.isfinite(t.x[1:]).all() for t in figure.data)
+    assert f"not shared by {profile.sites[0]}" in " ".join(texts(figure))

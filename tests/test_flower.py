@@ -367,18 +367,23 @@ def test_flower_sites_send_sums_and_standardise_with_the_server_pooled_mean_and_
     sums = [site.answer(protocol.DESCRIBE, site.load_site(n, seed), n, RecordDict(), spec) for n in nodes]
     total = sum(protocol.read_arrays(reply[protocol.SUMS])["sums"] for reply in sums)
     kinds = protocol.read_json(sums[0][protocol.SITE])["feature_kinds"]
-    from data_adapters import pooled_from_sums
+    from data_adapters import pooled_from_sums, standardization_sums
     pooled = pooled_from_sums(total, kinds)
-    # ... are the mean and population SD of all sites' training rows, computed here from the rows
+    # ... are the mean and population SD of all sites' training rows, computed here from the rows: exactly
+    # from sums as computed, and within the sites' rounding from the sums their disclosure policy releases
     whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                              "standardization": "none"}, seed)
     chol = whole.feature_names.index("chol")
-    rows = np.concatenate([np.asarray(s.x_train[:, chol]) for s in whole.sites])  # missing rows hold 0 here
-    raw_profile_sd = pooled[chol][1]
+    per_site = [np.asarray(s.x_train[:, chol]) for s in whole.sites]
+    rows = np.concatenate(per_site)  # missing rows hold 0 here
     assert set(pooled) == {j for j, k in enumerate(whole.feature_kinds) if k == "continuous"}
     observed = rows[rows != 0]  # 'none' encodes a missing continuous value as 0; no real cholesterol is 0
-    assert pooled[chol][0] == pytest.approx(observed.mean(), rel=1e-6)  # (the tensors hold 32-bit floats)
-    assert raw_profile_sd == pytest.approx(observed.std(), rel=1e-6)
+    exact = pooled_from_sums(sum(standardization_sums(site.site_reference(n), seed, None)[1] for n in nodes), kinds)
+    assert exact[chol][0] == pytest.approx(observed.mean(), rel=1e-6)  # (the tensors hold 32-bit floats)
+    assert exact[chol][1] == pytest.approx(observed.std(), rel=1e-6)
+    # each site's sum is rounded to half its standard error (sqrt(n) SDs): the mean moves by at most a quarter of it
+    rounding = sum(0.25 * np.sqrt(len(v[v != 0])) * v[v != 0].std(ddof=1) for v in per_site) / len(observed)
+    assert 0 < abs(pooled[chol][0] - observed.mean()) <= rounding
     # a site standardised with them holds what the simulation's federated standardisation gives it
     simulated_ = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                                   "standardization": "federated"}, seed)
@@ -414,3 +419,55 @@ def test_sites_that_standardise_differently_are_refused(messy_sites, tmp_path):
     nodes = federated_nodes(files[:2], dictionary) + federated_nodes(files[2:], dictionary, "site")
     with pytest.raises(DataError, match=r"Sites north, south standardise 'federated' but east, west do not"):
         flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
+
+
+def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_withheld(tmp_path):
+    """A site whose node config asks for more rows per statistic than it has (and noise) still trains
+    with the others; it sends its size alone, and its check-up cells say why each is not testable."""
+    from fedcore.checkup import check_up
+    from fedcore.interpret.profile import STATISTICS, Profile
+
+    names = ("Alder General", "Birch University", "Cedar Community", "Elm Regional")
+    nodes = demo_nodes(names)
+    nodes[0].update({"min-count": "100000", "dp-epsilon": "0.01"})
+    nodes[1]["min-count"] = "25"
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
+    assert run.status["state"] == "done", run.status
+    assert run.spec["disclosure"] is None  # each site sets its own
+    with np.load(run.path / "profile.npz", allow_pickle=False) as data:
+        profile = Profile.from_npz(data)
+    strict = profile.sites.index("Alder General")
+    assert profile.policies["Alder General"] == {"min_count": 100000, "dp_epsilon": 0.01}
+    assert profile.policies["Birch University"] == {"min_count": 25, "dp_epsilon": None}
+    assert profile.policies["Cedar Community"] == {"min_count": 10, "dp_epsilon": None}
+    assert profile.rows[strict] == load_federation("demo:site=Alder General", 0).profile.rows[0]  # its size, and
+    too_few = "not shared (fewer than 100000 rows)"
+    no_correlation = "not shared under differential privacy (a correlation has no bounded sensitivity)"
+    for name in STATISTICS:  # nothing else, each with its reason
+        if name == "rows":
+            continue
+        assert np.isnan(profile.arrays[name][strict]).all(), name
+        assert profile.withheld["Alder General"][name] == (no_correlation if name == "correlation" else too_few), name
+    others = [i for i in range(4) if i != strict]
+    assert np.isfinite(profile.quantiles[others][:, 10]).all()  # the others' medians are there
+    result = check_up(profile, {})
+    cells = [f for f in result.findings if f.site == "Alder General"]
+    assert cells and {f.untestable for f in cells if f.kind != "correlation"} == {too_few}
+    assert {f.untestable for f in cells if f.kind == "correlation"} == {no_correlation}
+    assert not any(f.significant for f in cells)
+    tested = [f for f in result.findings if f.site != "Alder General" and f.tested]
+    assert tested and all(np.isfinite(f.p) for f in tested if f.kind == "location")
+
+
+def test_a_site_smaller_than_its_minimum_sends_no_batchnorm_statistics(tmp_path):
+    """FedHealth2's f-variant reads each site's BatchNorm statistics (the mean and variance of its
+    inputs) at the server: a site with fewer training rows than its policy's minimum refuses, by name."""
+    nodes = demo_nodes()
+    nodes[0]["min-count"] = "100000"
+    # (in a deployment the ClientApp answers with this message and the server fails the run with it)
+    with pytest.raises(DataError, match=r"Alder General has \d+ training rows, fewer than its disclosure policy's "
+                                        r"minimum \(100000\): it does not send .*running_mean"):
+        flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2}, nodes)
+    run = flower_run(tmp_path / "default", "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2},
+                     demo_nodes())
+    assert run.status["state"] == "done"  # at the default minimum every demo site sends them

@@ -165,7 +165,11 @@ def test_html_report_of_an_indisco_run_draws_the_boxes_and_the_overlap(finished)
 
     store, ids = finished
     run = store.get(ids["indisco-pm"])
-    report = html_report(run)
+    # for a reader not allowed to see rows (the default): the statistics, none of the sites' images
+    withheld = html_report(run)
+    assert "Hold-out images whose most activated prototype" in withheld and not re.findall(r"<img ", withheld)
+    assert "Each site's images are its rows: this report leaves them out" in withheld
+    report = html_report(run, rows=True)
     assert "Prototypes at round 2" in report and "Hold-out images whose most activated prototype" in report
     assert [f"<h3>{s}</h3>" in report for s in ("site1 (stamped)", "site2", "site3")] == [True] * 3
     images = re.findall(r"<img [^>]*src='([^']*)'", report)

@@ -276,3 +276,33 @@ def test_hostile_names_are_shown_as_text_and_exported_without_formulas(make_app,
     missing = pd.read_csv(io.BytesIO(captured["missing-values.csv"]))
     assert list(missing["feature"]) == ["'" + FORMULA_COLUMN]  # a formula no more
     assert list(missing.columns[1:]) == SITES and np.allclose(missing[SITES].to_numpy(), 0.2)  # numbers stay numbers
+
+
+def test_who_may_see_rows_is_a_setting_of_the_deployment():
+    from dashboard.auth import may_see_rows, rows_role
+
+    assert rows_role({}) == "analyst"  # the default
+    assert [may_see_rows(role, {}) for role in ROLE_ORDER] == [False, True, True]
+    assert [may_see_rows(role, {"rows": "viewer"}) for role in ROLE_ORDER] == [True, True, True]
+    assert [may_see_rows(role, {"rows": "admin"}) for role in ROLE_ORDER] == [False, False, True]
+    assert [may_see_rows(role, {"rows": "nobody"}) for role in ROLE_ORDER] == [False, False, False]
+    assert not may_see_rows("admin", {"rows": "everyone"})  # a value it does not know: nobody (fails closed)
+    assert not may_see_rows(None, {"rows": "viewer"})
+
+
+@pytest.mark.parametrize("role, rows, shown", [("viewer", None, False), ("analyst", None, True),
+                                               ("analyst", "admin", False), ("admin", "admin", True)])
+def test_a_sites_rows_are_drawn_and_exported_only_for_roles_allowed_to_see_rows(make_app, store, role, rows, shown):
+    run = next((r for r in store.runs() if r.spec["algorithm"] == "ifedavg"), None)
+    if run is None:
+        run = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 2}}))
+        execute(run)
+    secrets = {**SECRETS, "roles": {**SECRETS["roles"], **({"rows": rows} if rows else {})}}
+    at = open_page(make_app(USERS[role], secrets), "views/feature_shifts.py", run=run.id)
+    assert not at.exception, at.exception
+    downloads = [b.label for b in at.get("download_button")]
+    assert any(label.startswith("Every site's values of") for label in downloads) is shown
+    assert ("A site's rows are shown only to roles this deployment allows to see rows" in texts(at)) is not shown
+    assert any(label.startswith("Heatmap cells") for label in downloads)  # the statistics, for every role
+    if shown:
+        assert "each site's own rows, training and hold-out, under its name" in texts(at)

@@ -10,7 +10,8 @@ import streamlit as st
 from dashboard.auth import allowed, require
 from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, Evidence,
                                     evidence_figure, evidence_text, findings_frame, grid, grid_figure, lens_notes,
-                                    q_label, readable, reported_frame, run_names, strength, with_names)
+                                    q_label, readable, reported_frame, run_names, sharing_frame, strength,
+                                    with_names)
 from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
                               is_active, page_link, settle_when_finished)
 from dashboard.data_roots import check_up_run, start_checkup, train_lenses
@@ -21,6 +22,7 @@ from dashboard.report import checkup_report
 from dashboard.safe_text import md
 from fedcore.checkup import ROLE_LENSES, Plan, plans, training_estimate
 from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.interpret.disclosure import DEFAULT_MIN_COUNT, MIN_COUNT_FLOOR
 from fedcore.glossary import COLUMNS, plain, term
 from fedcore.interpret.findings import FDR
 
@@ -89,10 +91,23 @@ def start() -> None:
                                      "FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs.")
             replicates, rounds, estimate = lens_settings("checkup", newest_kind(data["ref"]), data["ref"])
             st.caption(("" if train else "The model lenses, if ticked: ") + md(estimate))
+            st.markdown("**What each site may share** (its disclosure policy; README, *Disclosure control*)")
+            policy_columns = st.columns(3)
+            policy = policy_columns[0].number_input(
+                "Smallest group a shared statistic may describe", MIN_COUNT_FLOOR, 100_000, DEFAULT_MIN_COUNT,
+                key="checkup_min_count", help="Statistics of fewer rows (a class, a feature's recorded values) stay "
+                "at the site and their cells say 'not testable: not shared'; quantiles come from blocks of at least this many "
+                "values.")
+            epsilon = policy_columns[2].number_input("ε per release", 0.01, 1000.0, 10.0, key="checkup_epsilon",
+                                                     disabled=not st.session_state.get("checkup_dp", False))
+            noisy = policy_columns[1].checkbox("Add noise (differential privacy)", key="checkup_dp",
+                                               help="Laplace noise on every value statistic: ε-differentially private "
+                                                    "per release; costs the data lens much of its power on small sites.")
+            disclosure = {"min_count": int(policy), "dp_epsilon": float(epsilon) if noisy else None}
             if st.button("Start the check-up", type="primary", key="checkup_start"):
                 try:
                     with st.spinner("Reading every site's statistics…"):
-                        plan = start_checkup(store, data["ref"], replicates, rounds, train)
+                        plan = start_checkup(store, data["ref"], replicates, rounds, train, disclosure)
                 except FedcoreError as error:
                     st.error(md(error))
                 else:
@@ -179,6 +194,13 @@ def checkup() -> None:
                                                     if result.untestable() else ""))
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
+    if profile is not None:
+        with st.expander("What each site shared (disclosure control)"):
+            st.caption("No row leaves a site. Each site releases statistics at its own disclosure policy: a "
+                       "statistic of a group smaller than its minimum stays at the site, quantiles come from blocks "
+                       "of at least that many values, rounded. A test that needs a withheld statistic is listed as "
+                       "not testable with the reason, never as 'nothing found'.")
+            st.dataframe(sharing_frame(profile), hide_index=True, width="stretch")
     if not plan.contents.get("runs") and allowed("train"):
         add_lenses(plan)
     with st.expander("How the check-up decides (calibration)"):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import allowed, require
+from dashboard.auth import allowed, can_see_rows, require, rows_refused
 from dashboard.checkup_view import plan_fed_by, run_names, with_names
 from dashboard.common import (checkup_result, download_csv, get_store, is_active, live, no_rounds_yet, page_link,
                               pick_run_or_explain, site_colors_of)
@@ -17,6 +17,7 @@ from fedcore.interpret import checks
 from fedcore.interpret.findings import FDR, Finding
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
+from fedcore.data_labels import data_label
 from fedcore.glossary import plain, term
 from fedcore.units import feature_scales
 
@@ -191,6 +192,9 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
         st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
                 "Each site can look at its own values of this feature.")
         return
+    if not can_see_rows():
+        st.info(rows_refused())
+        return
     # Imported here, not at the top: loading data rows brings in the data adapters and torch
     # (seconds on a cold start), and the heatmap above should not wait for them.
     from dashboard.data_cache import load_run_federation
@@ -216,6 +220,8 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     axis = (f"{feature} as each site recorded it (expected unit: {unit})" if unit else
             f"{feature} as each site recorded it" if translated else
             f"{feature} (standardised: as the model sees it)")
+    st.caption(md(f"Rows of every site of this run, read on this machine from the run's data "
+                  f"({data_label(run.spec['data'])}): each site's own rows, training and hold-out, under its name."))
     st.plotly_chart(feature_distribution(values, site, feature, site_colors_of(run), axis), width="stretch",
                     key="distribution")
     exported = values.rename(columns={"model input": f"{feature} (preprocessed)"})

@@ -4,7 +4,7 @@ the site's own images; and the bias experiment (a stamp on one site's positive i
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import allowed, require
+from dashboard.auth import allowed, can_see_rows, require, rows_refused
 from dashboard.bias_experiment import preset_choices, preset_specs
 from dashboard.common import (before_first_round, download_csv, get_store, is_active, live, page_link, pick_run,
                               site_names, stop_if_damaged)
@@ -139,50 +139,54 @@ def lens() -> None:
     site = st.selectbox("Site", range(len(sites)), key="site", format_func=lambda i: sites[i] + (
         " (stamped)" if stamp is not None and first.arrays["stamped_site"][i] else ""))
     legend = " and ".join(f"**{side.title}** ({COLOUR_NAMES[side.role]})" for side in sides)
-    tests_tab, prototypes_tab, image_tab = st.tabs(["The site's test images", "The prototypes",
-                                                    "One image, ten prototypes"])
-    rows = [int(r) for r in first.arrays["test_rows"][site] if r >= 0]
+    # every picture below is one of the site's images: its rows
+    if not can_see_rows():
+        st.info(rows_refused())
+    else:
+        tests_tab, prototypes_tab, image_tab = st.tabs(["The site's test images", "The prototypes",
+                                                        "One image, ten prototypes"])
+        rows = [int(r) for r in first.arrays["test_rows"][site] if r >= 0]
 
-    with tests_tab:
-        st.markdown(f"Each recorded hold-out image of {md(sites[site])}, once per side, boxed where the prototype it "
-                    f"activates most looks: {legend}.")
-        columns = st.columns(3)
-        for n, row in enumerate(rows):
-            picture, caption = holdout_panel(sides, site, row, classes)
-            columns[n % 3].image(picture, caption=md(caption))
+        with tests_tab:
+            st.markdown(f"Each recorded hold-out image of {md(sites[site])} (this site's own images), once per side, "
+                        f"boxed where the prototype it activates most looks: {legend}.")
+            columns = st.columns(3)
+            for n, row in enumerate(rows):
+                picture, caption = holdout_panel(sides, site, row, classes)
+                columns[n % 3].image(picture, caption=md(caption))
 
-    with prototypes_tab:
-        st.markdown("Every prototype on the training image of its class, at this site, where it is most activated: "
-                    "its source patch, boxed.")
-        for column, side in zip(st.columns(len(sides)), sides):
-            with column:
-                st.markdown(f"**{side.title}**")
-                found = [p for p in range(len(side.arrays["prototype_class"])) if side.get("source_image")[site, p] >= 0]
-                st.image([render(side.get("source_pixels")[site, p], scale, stamp,
-                                 [(side.get("source_box")[site, p], side.colour)], tile=TILE_SMALL) for p in found],
-                         caption=[md(f"P{p} · {classes[int(side.arrays['prototype_class'][p])]}") for p in found],
-                         width=TILE_SMALL)
+        with prototypes_tab:
+            st.markdown("Every prototype on the training image of its class, at this site, where it is most activated: "
+                        "its source patch, boxed.")
+            for column, side in zip(st.columns(len(sides)), sides):
+                with column:
+                    st.markdown(f"**{side.title}**")
+                    found = [p for p in range(len(side.arrays["prototype_class"])) if side.get("source_image")[site, p] >= 0]
+                    st.image([render(side.get("source_pixels")[site, p], scale, stamp,
+                                     [(side.get("source_box")[site, p], side.colour)], tile=TILE_SMALL) for p in found],
+                             caption=[md(f"P{p} · {classes[int(side.arrays['prototype_class'][p])]}") for p in found],
+                             width=TILE_SMALL)
 
-    with image_tab:
-        row = st.selectbox("Hold-out image", rows, key="image", format_func=lambda r: f"hold-out image {r} (class '"
-                           f"{classes[int(first.arrays['test_label'][site, first.test_position(site, r)])]}')")
-        for column, side in zip(st.columns(len(sides)), sides):
-            with column:
-                st.markdown(f"**{side.title}**")
-                t = side.test_position(site, row)
-                if t is None:
-                    st.caption("Not among this run's recorded images.")
-                    continue
-                table = top_table(side, site, t, classes)
-                st.dataframe(table, hide_index=True, width="stretch",
-                             column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[3:]})
-                pixels = side.arrays["test_pixels"][site, t]
-                st.image([render(pixels, scale, stamp, [(side.get("test_box")[site, t, r], side.colour)],
-                                 heat=side.get("test_heat")[site, t, r], tile=TILE_SMALL) for r in range(len(table))],
-                         caption=[md(f"{row['rank']}. {row['prototype']} · {row['class']} · {row['similarity']:.2f}")
-                                  for _, row in table.iterrows()], width=TILE_SMALL)
-        st.caption("Heat: the prototype's activation on this image (bicubic upsampling, JET colours); box: the pixels "
-                   "above the percentile. Connection: the prototype's last-layer weight for the predicted class.")
+        with image_tab:
+            row = st.selectbox("Hold-out image", rows, key="image", format_func=lambda r: f"hold-out image {r} (class '"
+                               f"{classes[int(first.arrays['test_label'][site, first.test_position(site, r)])]}')")
+            for column, side in zip(st.columns(len(sides)), sides):
+                with column:
+                    st.markdown(f"**{side.title}**")
+                    t = side.test_position(site, row)
+                    if t is None:
+                        st.caption("Not among this run's recorded images.")
+                        continue
+                    table = top_table(side, site, t, classes)
+                    st.dataframe(table, hide_index=True, width="stretch",
+                                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[3:]})
+                    pixels = side.arrays["test_pixels"][site, t]
+                    st.image([render(pixels, scale, stamp, [(side.get("test_box")[site, t, r], side.colour)],
+                                     heat=side.get("test_heat")[site, t, r], tile=TILE_SMALL) for r in range(len(table))],
+                             caption=[md(f"{row['rank']}. {row['prototype']} · {row['class']} · {row['similarity']:.2f}")
+                                      for _, row in table.iterrows()], width=TILE_SMALL)
+            st.caption("Heat: the prototype's activation on this image (bicubic upsampling, JET colours); box: the pixels "
+                       "above the percentile. Connection: the prototype's last-layer weight for the predicted class.")
 
     scores = [(side, side.record.get("local_model")) for side in sides if side.record.get("local_model")]
     final = {side.title: next((r for r in side.run.rounds() if r["round"] == side.record["round"]), {}) for side in sides}

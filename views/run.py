@@ -4,7 +4,7 @@ import json
 
 import streamlit as st
 
-from dashboard.auth import allowed, require
+from dashboard.auth import allowed, can_see_rows, require
 from dashboard.common import (STATE_LABELS, cancel_with_confirmation, download_csv, get_store, identity_editor,
                               is_active, live, page_link, pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
@@ -90,7 +90,7 @@ def details() -> None:
         st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
                       f"{f' · {trained}' if trained else ''} · code {run.spec.get('version')}"))
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
-    st.download_button("Download a self-contained HTML report", lambda: html_report(run).encode("utf-8"),
+    st.download_button("Download a self-contained HTML report", lambda: html_report(run, can_see_rows()).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")
     with st.expander("Last record (raw)"):
         records = run.rounds()

@@ -24,13 +24,21 @@ with a new finding; for the data lens and for all lenses separately.
 Honest protocol: seeds 0-9 are the tuning half (anything tuned — a threshold of the detector —
 may look at them), seeds 10-19 the held-out half, on which the figures are reported.
 
+Disclosure policies (issue 24): every case runs under a named policy (`--policy`): `default`, the
+sites' statistics as the product releases them (at least 10 rows each, quantile blocks, rounding);
+`none`, as computed (what the check-up read before disclosure control); `strict`, at least 20
+rows; `dp`, the default with Laplace noise at ε = 1 per release. The same families, sites and
+seeds under each, so the difference is the policy's cost (RESULTS.md §6).
+
     .venv/bin/python benchmarks/evidence/checkup_families.py --quick          # smoke test, a minute
     nice -n 10 .venv/bin/python benchmarks/evidence/checkup_families.py       # data lens, every case
     .venv/bin/python benchmarks/evidence/checkup_families.py --lenses all     # + model lenses (slow)
-    .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5 and README
+    .venv/bin/python benchmarks/evidence/checkup_families.py --policy default none --lenses data --half held-out
+                                                                              # the policy's cost (§6)
+    .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5, §6 and README
     PYTHONPATH=../other-tree .venv/bin/python benchmarks/evidence/checkup_families.py --tag other
                                                                               # another detector's code
-Results are cached per case in results/checkup_families[-TAG].json with the detector they
+Results are cached per case in results/checkup_families[-TAG].json.gz with the detector they
 measured (a hash of its code) and the case drawn: a case whose detector or draw changed is run
 again, the others are reused.
 """
@@ -58,7 +66,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from common import cached_results, load_results, run_tasks  # noqa: E402
+from common import cached_results, load_results, results_path, run_tasks  # noqa: E402
 from corruptions import FAMILIES, corrupt, describe, draw_case, load_table  # noqa: E402
 
 PART = "checkup_families"
@@ -79,22 +87,44 @@ DATA_LENS = "data profile"
 TARGET = "label"  # the target column of the CSV files written for the model lenses
 README = HERE.parents[1] / "README.md"
 README_BEGIN, README_END = "<!-- checkup-families:begin -->", "<!-- checkup-families:end -->"
+README_POLICY_BEGIN, README_POLICY_END = "<!-- disclosure-cost:begin -->", "<!-- disclosure-cost:end -->"
+# Disclosure policies a case can run under, as the sites' settings (`Policy.from_settings`; None: no
+# policy, the statistics as computed). The product's default is the report's (§5); run.py measures
+# REPORTED, the others on request.
+POLICIES: dict[str, dict[str, Any] | None] = {"default": {}, "none": None, "strict": {"min_count": 20},
+                                              "dp": {"dp_epsilon": 1.0}}
+POLICY_TITLES = {"default": "default (≥ 10 rows)", "none": "none (as computed)", "strict": "strict (≥ 20 rows)",
+                 "dp": "noise (≥ 10 rows, ε = 1)"}
+REPORTED = ("default", "none")
 
 
 # -- tasks ----------------------------------------------------------------------------------------
 def tasks(datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = SEEDS, lenses: Sequence[str] = ("data", "all"),
-          families: Sequence[str] = tuple(FAMILIES)) -> list[dict]:
-    """Every case: (dataset, family, seed, lenses), and per dataset and lens set the untouched
-    federation (family 'none'): the findings the data show without any problem put in."""
+          families: Sequence[str] = tuple(FAMILIES), policies: Sequence[str] = REPORTED) -> list[dict]:
+    """Every case: (dataset, family, seed, lenses, policy), and per dataset, lens set and policy the
+    untouched federation (family 'none'): the findings the data show without any problem put in.
+    Every lens runs at the default policy only (a check-up's sites always release at a policy)."""
     out = []
     for lens_set in lenses:
         chosen = datasets if lens_set == "data" else [d for d in datasets if d in MODEL_DATASETS]
         chosen_seeds = seeds if lens_set == "data" else [s for s in seeds if s in MODEL_SEEDS]
-        for dataset in chosen:
-            out.append({"dataset": dataset, "family": "none", "seed": 0, "lenses": lens_set})
-            out += [{"dataset": dataset, "family": f, "seed": s, "lenses": lens_set} for f in families
-                    for s in chosen_seeds]
+        for policy in (policies if lens_set == "data" else [p for p in policies if p == "default"]):
+            for dataset in chosen:
+                common = {"dataset": dataset, "lenses": lens_set, "policy": policy}
+                out.append({**common, "family": "none", "seed": 0})
+                out += [{**common, "family": f, "seed": s} for f in families for s in chosen_seeds]
     return out
+
+
+def disclosure(policy: str) -> dict[str, Any]:
+    """The keyword a profile is computed with under a named policy: {} for the default (so that
+    another tree's detector, with a default of its own, is measured as it ships)."""
+    if policy == "default":
+        return {}
+    from fedcore.interpret.disclosure import Policy
+
+    settings = POLICIES[policy]
+    return {"policy": None if settings is None else Policy.from_settings(settings)}
 
 
 @functools.cache
@@ -147,10 +177,10 @@ def evaluate(task: dict) -> dict[str, Any]:
     table = load_table(task["dataset"])
     case = case_of(task)
     started = time.perf_counter()
-    result, refused = _check_up(corrupt(table, case) if case else table, task["lenses"])
+    result, refused = _check_up(corrupt(table, case) if case else table, task["lenses"], task["policy"])
     findings = [] if result is None else [compact(f, table) for f in result.reported]
     if case is not None and task["lenses"] == "data":
-        seen = _untouched(task["dataset"])
+        seen = _untouched(task["dataset"], task["policy"])
         findings = [f for f in findings if _key(parse(f)) not in seen]
     return {"case": case, "detector": fingerprint(task["lenses"]), "commit": commit(),
             "sites": list(table.sites), "lenses": [] if result is None else list(result.sources),
@@ -158,11 +188,11 @@ def evaluate(task: dict) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _check_up(table, lenses: str) -> tuple[Any, str | None]:
+def _check_up(table, lenses: str, policy: str) -> tuple[Any, str | None]:
     if lenses == "data":
         from fedcore.checkup import check_up
 
-        return check_up(table.profile(), {}), None
+        return check_up(table.profile(**disclosure(policy)), {}), None
     return _every_lens(table)
 
 
@@ -173,16 +203,16 @@ def compact(finding, table) -> str:
                       column if column and column != finding.feature else "", f"{finding.q:.3g}"])
 
 
-_UNTOUCHED: dict[str, set] = {}
+_UNTOUCHED: dict[tuple[str, str], set] = {}
 
 
-def _untouched(dataset: str) -> set:
-    """The data lens's findings on the dataset as it is (computed once per process)."""
-    if dataset not in _UNTOUCHED:
+def _untouched(dataset: str, policy: str) -> set:
+    """The data lens's findings on the dataset as it is, under the policy (computed once per process)."""
+    if (dataset, policy) not in _UNTOUCHED:
         table = load_table(dataset)
-        result, _ = _check_up(table, "data")
-        _UNTOUCHED[dataset] = {_key(parse(compact(f, table))) for f in result.reported}
-    return _UNTOUCHED[dataset]
+        result, _ = _check_up(table, "data", policy)
+        _UNTOUCHED[(dataset, policy)] = {_key(parse(compact(f, table))) for f in result.reported}
+    return _UNTOUCHED[(dataset, policy)]
 
 
 def _key(finding: dict) -> tuple:
@@ -263,16 +293,17 @@ def score(result: dict, baseline: dict, lens: str | None = None) -> dict[str, An
             "others": len(others)}
 
 
-def scored(results: dict[str, Any], lens_set: str, lens: str | None) -> list[dict]:
-    """Every recorded case of a lens set with its score and what it was (family, dataset, seed,
-    strength, material)."""
-    baselines = {json.loads(k)["dataset"]: r for k, r in results.items()
-                 if json.loads(k)["family"] == "none" and json.loads(k)["lenses"] == lens_set}
+def scored(results: dict[str, Any], lens_set: str, lens: str | None, policy: str = "default") -> list[dict]:
+    """Every recorded case of a lens set under a policy with its score and what it was (family,
+    dataset, seed, strength, material)."""
+    tasks_of = {k: json.loads(k) for k in results}
+    chosen = {k: t for k, t in tasks_of.items() if t["lenses"] == lens_set and t.get("policy") == policy}
+    baselines = {t["dataset"]: results[k] for k, t in chosen.items() if t["family"] == "none"}
     rows = []
-    for key, result in results.items():
-        task = json.loads(key)
-        if task["lenses"] != lens_set or task["family"] == "none" or task["dataset"] not in baselines:
+    for key, task in chosen.items():
+        if task["family"] == "none" or task["dataset"] not in baselines:
             continue
+        result = results[key]
         case, family = result["case"], FAMILIES[task["family"]]
         rows.append({**task, "strength": case["strength"], "material": family.material(case),
                      "refused": result.get("refused"), **score(result, baselines[task["dataset"]], lens)})
@@ -440,6 +471,77 @@ def section(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _by_policy(results: dict[str, Any], half: str) -> tuple[list[str], dict[str, list[dict]], list[str]]:
+    """The policies the data lens was measured under (on the half), each one's scored cases
+    restricted to those recorded under all of them (the very same draws), and the data sets."""
+    measured = [p for p in POLICIES if _in(scored(results, "data", DATA_LENS, p), half)]
+    rows = {p: _in(scored(results, "data", DATA_LENS, p), half) for p in measured}
+    same = set.intersection(*({(r["dataset"], r["family"], r["seed"]) for r in chosen} for chosen in rows.values())) \
+        if rows else set()
+    rows = {p: [r for r in chosen if (r["dataset"], r["family"], r["seed"]) in same] for p, chosen in rows.items()}
+    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in rows[measured[0]])] if measured else []
+    return measured, rows, datasets
+
+
+def policy_section(results: dict[str, Any], half: str = "held-out") -> str:
+    """RESULTS.md §6: the data lens under each disclosure policy measured, on the very same cases
+    (those recorded under every one of them): recall, right column and other sites with a new
+    finding per data set and per family."""
+    lines = ["## 6. What disclosure control costs the check-up", "",
+             "The data lens of §5 on the same cases (families, sites, columns, strengths and seeds), every site "
+             "releasing its statistics at one disclosure policy (README, *Disclosure control*): "
+             + "; ".join(f"*{POLICY_TITLES[p]}*" for p in POLICIES) + ". A case counts under a policy against the "
+             "untouched federation under the same policy. Commands: `nice -n 10 .venv/bin/python "
+             "benchmarks/evidence/checkup_families.py --policy default none --lenses data --half held-out`, then "
+             "`--write`.", ""]
+    measured, rows, datasets = _by_policy(results, half)
+    if len(measured) < 2:
+        return "\n".join([*lines, f"Not yet measured under two policies ({', '.join(measured) or 'none'})."])
+    same = {(r["dataset"], r["family"], r["seed"]) for r in rows[measured[0]]}
+    lines += [f"{len(same)} cases at material strength ({half} half: seeds {HALVES[half][0]}–{HALVES[half][-1]}; "
+              f"{', '.join(TITLES[d] for d in datasets)}).", "",
+              "| data set | policy " + HEAD, "|---|---|---|---|---|"]
+    for dataset in [*datasets, None]:
+        for k, policy in enumerate(measured):
+            chosen = [r for r in rows[policy] if dataset is None or r["dataset"] == dataset]
+            name = ("**all**" if dataset is None else TITLES[dataset]) if k == 0 else ""
+            lines.append(f"| {name} | {POLICY_TITLES[policy]} | " + " | ".join(_cells(summary(chosen))) + " |")
+    lines += ["", "Per family, every data set together: recall (cases found), then the other sites with a new "
+              "finding.", "",
+              "| family | " + " | ".join(f"recall, {POLICY_TITLES[p]}" for p in measured) + " | "
+              + " | ".join(f"other sites, {POLICY_TITLES[p]}" for p in measured) + " |",
+              "|---|" + "---|" * (2 * len(measured))]
+    for family in FAMILIES.values():
+        per = {p: summary([r for r in rows[p] if r["family"] == family.name]) for p in measured}
+        if per[measured[0]]["cases"]:
+            lines.append(f"| {family.title} | " + " | ".join(
+                f"{_pct(per[p]['recall'])} ({_share(per[p]['found'], per[p]['cases'])})" for p in measured) + " | "
+                + " | ".join(f"{100 * per[p]['false']:.1f} %" if per[p]["others"] else "–" for p in measured) + " |")
+    order = " · ".join(POLICY_TITLES[p].split(" (")[0] for p in measured)
+    lines += ["", f"Per family and data set: cases found ({order}) of those put in.", "",
+              "| family | " + " | ".join(TITLES[d].split(" (")[0] for d in datasets) + " |",
+              "|---|" + "---|" * len(datasets)]
+    for family in FAMILIES.values():
+        cells = []
+        for dataset in datasets:
+            found = [[r["hit"] for r in rows[p] if r["family"] == family.name and r["dataset"] == dataset]
+                     for p in measured]
+            cells.append(" · ".join(str(sum(f)) for f in found) + f" of {len(found[0])}" if found[0] else "–")
+        lines.append(f"| {family.title} | " + " | ".join(cells) + " |")
+    changed = [(r_a, r_b) for r_a, r_b in zip(*(sorted(rows[p], key=lambda r: (r["dataset"], r["family"], r["seed"]))
+                                               for p in measured[:2])) if r_a["hit"] != r_b["hit"]]
+    if changed:
+        lines += ["", f"Cases found under one of *{POLICY_TITLES[measured[0]]}* and *{POLICY_TITLES[measured[1]]}* "
+                  "but not the other (up to ten):", ""]
+        cases = {(t["dataset"], t["family"], t["seed"]): r["case"] for t, r in
+                 ((json.loads(k), r) for k, r in results.items()) if t["lenses"] == "data" and t["family"] != "none"}
+        for a, _ in changed[:10]:
+            where = POLICY_TITLES[measured[0]] if a["hit"] else POLICY_TITLES[measured[1]]
+            lines.append(f"- found only under *{where}*: {a['dataset']} seed {a['seed']} "
+                         + describe(cases[(a["dataset"], a["family"], a["seed"])], title=True))
+    return "\n".join(lines) + "\n"
+
+
 def _overall_line(rows: list[dict], half: str) -> str:
     s = summary(_in(rows, half))
     return (f"recall {_pct(s['recall'])} ({_share(s['found'], s['cases'])}), right column {_pct(s['feature'])}, "
@@ -465,12 +567,30 @@ def readme_table(results: dict[str, Any]) -> str:
     return "\n".join([*lines, README_END])
 
 
+def readme_policy_table(results: dict[str, Any], half: str = "held-out") -> str:
+    """The README's disclosure-control table: per data set, the data lens's recall and the other
+    sites with a new finding under each policy measured (§6's first table without the right column)."""
+    measured, rows, datasets = _by_policy(results, half)
+    if len(measured) < 2:
+        return "\n".join([README_POLICY_BEGIN, "Not yet measured under two policies.", README_POLICY_END])
+    lines = ["| data set | policy | recall | other sites with a new finding |", "|---|---|---|---|"]
+    for dataset in [*datasets, None]:
+        for k, policy in enumerate(measured):
+            cells = _cells(summary([r for r in rows[policy] if dataset is None or r["dataset"] == dataset]))
+            name = ("**all**" if dataset is None else TITLES[dataset]) if k == 0 else ""
+            lines.append(f"| {name} | {POLICY_TITLES[policy]} | {cells[0]} | {cells[2]} |")
+    return "\n".join([README_POLICY_BEGIN, *lines, README_POLICY_END])
+
+
 def update_readme(results: dict[str, Any], path: Path = README) -> None:
     text = path.read_text()
-    pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{path} has no {README_BEGIN} … {README_END} block to fill.")
-    path.write_text(pattern.sub(lambda _: readme_table(results), text))
+    for begin, end, made in ((README_BEGIN, README_END, readme_table), (README_POLICY_BEGIN, README_POLICY_END,
+                                                                         readme_policy_table)):
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{path} has no {begin} … {end} block to fill.")
+        text = pattern.sub(lambda _: made(results), text)
+    path.write_text(text)
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -491,7 +611,9 @@ def main(jobs: int, fresh: bool) -> str:
 
 
 def cached_section(part: str = PART) -> str:
-    return section(cached_results(part, tasks()))
+    """§5 (the product's default policy) and §6 (each policy's cost) from the recorded cases."""
+    results = cached_results(part, tasks(policies=tuple(POLICIES)))
+    return section(results) + "\n\n" + policy_section(results)
 
 
 def _cli() -> None:
@@ -506,7 +628,10 @@ def _cli() -> None:
                         help="which seeds to run (the report always shows the held-out half)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
     parser.add_argument("--fresh", action="store_true", help="ignore cached cases and run them again")
-    parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json), "
+    parser.add_argument("--policy", nargs="+", choices=list(POLICIES), default=["default"],
+                        help="the sites' disclosure policies to run the cases under (default: the product's); "
+                        "'none': the statistics as computed, 'strict': at least 20 rows, 'dp': noise at ε = 1")
+    parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json.gz), "
                         "e.g. for another branch's detector")
     parser.add_argument("--write", action="store_true",
                         help="rewrite benchmarks/RESULTS.md (every part from its recorded runs) and the README's table")
@@ -517,18 +642,19 @@ def _cli() -> None:
     if args.quick:
         datasets = [d for d in datasets if d in QUICK_DATASETS]
         seeds = [s for s in seeds if s in QUICK_SEEDS]
-    todo = tasks(datasets, seeds, args.lenses, args.families)
+    todo = tasks(datasets, seeds, args.lenses, args.families, args.policy)
     results = measure(todo, args.jobs, args.fresh, part)
     shown = {k: v for k, v in load_results(part).items()}
     print(section(shown))
-    print(f"\n{len(results)} cases of this run; results in results/{part}.json", file=sys.stderr)
+    print(policy_section(shown, "held-out" if args.half != "tuning" else "tuning"))
+    print(f"\n{len(results)} cases of this run; results in {results_path(part).relative_to(HERE)}", file=sys.stderr)
     if args.write:
         if args.tag:
             raise SystemExit("--write rewrites the report from the untagged results only; leave --tag out.")
         from run import write_report
 
         write_report()
-        update_readme(cached_results(PART, tasks()))
+        update_readme(cached_results(PART, tasks(policies=tuple(POLICIES))))
 
 
 if __name__ == "__main__":

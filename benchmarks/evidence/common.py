@@ -2,13 +2,14 @@
 through the product's own path, and a result cache so that a long `make evidence` can resume.
 
 Every task is a plain JSON-able dict; its result is cached under `results/<part>.json` keyed by
-the task, so RESULTS.md can be regenerated from the recorded runs without retraining
-(`--fresh` retrains). Tasks run in worker processes with one torch thread each: on a 2-core
+the task (`.json.gz` for the parts in COMPRESSED), so RESULTS.md can be regenerated from the
+recorded runs without retraining (`--fresh` retrains). Tasks run in worker processes with one torch thread each: on a 2-core
 machine two single-threaded runs finish sooner than one run on two threads.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -23,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 RESULTS_DIR = HERE / "results"
+# Parts whose results are thousands of small, repetitive entries (one per drawn case, under each
+# disclosure policy) are kept gzip-compressed: the check-up suite's 1.5 MB of JSON is 40 KB so.
+COMPRESSED = ("checkup_families",)
 
 # The iFedAvg paper's seeds (appendix A.3): hold-out split, initialisation and batch order.
 PAPER_SEEDS = (2934384, 10231938, 8273, 2019231, 62739)
@@ -69,11 +73,21 @@ def task_key(task: dict) -> str:
     return json.dumps(task, sort_keys=True)
 
 
+def results_path(part: str) -> Path:
+    """Where a part's results are kept (a tagged part, `PART-TAG`, as its part)."""
+    compressed = part.split("-", 1)[0] in COMPRESSED
+    return RESULTS_DIR / (f"{part}.json.gz" if compressed else f"{part}.json")
+
+
 def load_results(part: str) -> dict[str, Any]:
-    path = RESULTS_DIR / f"{part}.json"
+    path = results_path(part)
     if not path.exists():
-        return {}
-    return {task_key(entry["task"]): entry["result"] for entry in json.loads(path.read_text())}
+        path = RESULTS_DIR / f"{part}.json"  # recorded before its part was compressed
+        if not path.exists():
+            return {}
+    data = path.read_bytes()
+    entries = json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    return {task_key(entry["task"]): entry["result"] for entry in entries}
 
 
 def cached_results(part: str, tasks: Iterable[dict]) -> dict[str, Any]:
@@ -85,9 +99,15 @@ def cached_results(part: str, tasks: Iterable[dict]) -> dict[str, Any]:
 def _save_results(part: str, results: dict[str, Any]) -> None:
     RESULTS_DIR.mkdir(exist_ok=True)
     entries = [{"task": json.loads(key), "result": value} for key, value in sorted(results.items())]
-    tmp = RESULTS_DIR / f".{part}.json.tmp"
-    tmp.write_text(json.dumps(entries, indent=1))
-    os.replace(tmp, RESULTS_DIR / f"{part}.json")
+    path = results_path(part)
+    tmp = RESULTS_DIR / f".{path.name}.tmp"
+    if path.suffix == ".gz":  # no time stamp: the same results give the same bytes
+        tmp.write_bytes(gzip.compress(json.dumps(entries, separators=(",", ":")).encode(), 9, mtime=0))
+    else:
+        tmp.write_text(json.dumps(entries, indent=1))
+    os.replace(tmp, path)
+    if path.suffix == ".gz" and (RESULTS_DIR / f"{part}.json").exists():
+        (RESULTS_DIR / f"{part}.json").unlink()  # the uncompressed record it replaces
 
 
 def _init_worker() -> None:

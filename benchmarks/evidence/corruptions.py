@@ -86,12 +86,13 @@ class Table:
         return replace(self, x=[x if i == index else v for i, v in enumerate(self.x)],
                        y=[y if i == index else v for i, v in enumerate(self.y)])
 
-    def profile(self):
-        """The check-up's data-lens input: every site's federated statistics of these rows."""
+    def profile(self, **disclosure: Any):
+        """The check-up's data-lens input: every site's federated statistics of these rows, released
+        at the product's default disclosure policy (`policy=`: another, or None for as computed)."""
         from fedcore.interpret.profile import profile_federation
 
         return profile_federation(list(zip(self.sites, self.x, self.y)), self.features, self.kinds, self.columns,
-                                  self.classes, self.units)
+                                  self.classes, self.units, **disclosure)
 
 
 def _table_of_federation(reference: dict[str, Any], name: str) -> Table:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
+from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, batchable, param
 from fedcore.records import Mixture
 
 
@@ -34,10 +34,6 @@ def mixture(alpha: torch.Tensor, personal: dict[str, torch.Tensor], shared: dict
         a = alpha.reshape(alpha.shape + (1,) * (v.ndim - alpha.ndim))
         mixed[name] = a * v + (1 - a) * w
     return mixed
-
-
-def _part(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}
 
 
 class APFLModel(nn.Module):
@@ -83,22 +79,11 @@ class APFL(Algorithm):
         with torch.no_grad():
             ctx.stacked["alpha"].clamp_(0.0, 1.0)
 
-    def loss(self, ctx, site: int, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    @batchable
+    def loss(self, ctx, site, model: APFLModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return ctx.base_loss(model.shared(x), y, site) + ctx.base_loss(
             model.mixture(x, detach_shared=True), y, site
         )
-
-    # -- the same, for all sites stacked (the batched path runs the personal MLP's network) ------
-    def batched_template(self, model: APFLModel) -> nn.Module:
-        return model.personal
-
-    def batched_loss(self, ctx, state, run, y, valid, sites, params) -> torch.Tensor:
-        shared = _part(state, "shared.")
-        mixed = mixture(state["alpha"], _part(state, "personal."), shared, detach_shared=True)
-        return ctx.batched_nll(run(shared), y, valid, sites) + ctx.batched_nll(run(mixed), y, valid, sites)
-
-    def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return mixture(state["alpha"], _part(state, "personal."), _part(state, "shared."))
 
     def recorded_locals(self, ctx) -> list[str]:
         return ["alpha"]

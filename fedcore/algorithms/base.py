@@ -12,14 +12,15 @@ loop over rounds, devices, seeds, batching and evaluation. Hooks read only the t
 
 The training hooks (`TRAINING_HOOKS`) decide where an algorithm can train: the executors
 (`fedcore.execution`) each compute some of them, and an algorithm runs only where everything it
-overrides is computed. `penalty` and `class_weights` have one form for one site and for stacked
-sites; an algorithm that overrides `loss` states the same for all sites stacked with
-`batched_loss` (and, if its model is not the MLP itself, which network the batched path runs and
-with which tensors it predicts), as APFL does, or it trains site by site.
+overrides is computed. Every hook is written once, for the model as a module: the batched
+executor runs the same `loss` for all sites at once under torch.func.vmap, where the algorithm
+marks it `batchable` (as APFL does; an override left unmarked trains site by site). `penalty` is
+called with one site's tensors, or with all sites' stacked (see its docstring).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -33,8 +34,20 @@ from fedcore.config import check_params, param, value_problem
 from fedcore.errors import SpecError
 
 # Hooks of the sites' local training: what decides which executors can train an algorithm.
-TRAINING_HOOKS = ("loss", "penalty", "batched_loss", "local_optimizer", "class_weights", "batched_template",
-                  "prediction_state")
+TRAINING_HOOKS = ("loss", "penalty", "local_optimizer", "class_weights")
+
+
+def batchable(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks an algorithm's `loss` as one the batched executor may compute for all sites at once,
+    by running it under torch.func.vmap over the sites' stacked tensors: a function of the model
+    and one site's batch only. There, `model` holds one site's tensors (torch.func.functional_call)
+    and `site` is a 0-dim index tensor, to be used only to index per-site tensors (the class
+    weights, a stacked tensor's rows); no Python branch on a tensor's value, no random draw but
+    through the model's dropout layers, and nothing changed outside the model. (A loss that vmap
+    cannot run after all stops the run at its first batched step with the reason, never a
+    silently different step: train it with execution 'per-site'.)"""
+    hook.batchable = True  # type: ignore[attr-defined]
+    return hook
 
 
 @dataclass
@@ -97,9 +110,9 @@ class Algorithm:
         return frozenset(hook for hook in TRAINING_HOOKS if getattr(cls, hook) is not getattr(Algorithm, hook))
 
     @classmethod
-    def defining_class(cls, hook: str) -> type:
-        """The class of this algorithm's hierarchy whose body defines `hook`."""
-        return next(klass for klass in cls.__mro__ if hook in vars(klass))
+    def is_batchable(cls, hook: str) -> bool:
+        """Whether this algorithm's definition of `hook` is marked `batchable`."""
+        return getattr(getattr(cls, hook), "batchable", False)
 
     # -- model ----------------------------------------------------------------------------
     def build_model(self, ctx: ServerContext) -> nn.Module:
@@ -130,33 +143,17 @@ class Algorithm:
     def penalty(self, ctx: Context, params: dict[str, torch.Tensor],
                 sites: int | slice | torch.Tensor) -> torch.Tensor | float:
         """Extra loss on the parameters of `sites`: a scalar for one site's tensors (`sites` an
-        int), or one value per site for stacked tensors (`sites` a slice or an index tensor that
-        selects those sites' rows of any stacked tensor)."""
+        int, or a 0-dim index tensor when the batched executor runs `loss` under vmap), or one
+        value per site for all sites' stacked tensors (`sites` a slice or a 1-dim index tensor that
+        selects those sites' rows of any stacked tensor: the hand-written batched pass)."""
         return 0.0
 
+    @batchable
     def loss(
-        self, ctx: Context, site: int, model: nn.Module, x: torch.Tensor, y: torch.Tensor
+        self, ctx: Context, site: int | torch.Tensor, model: nn.Module, x: torch.Tensor, y: torch.Tensor
     ) -> torch.Tensor:
-        """One site's loss of one batch (the per-site path; the batched path computes the same)."""
+        """One site's loss of one batch (the per-site path; the batched paths compute the same)."""
         return ctx.base_loss(model(x), y, site) + self.penalty(ctx, dict(model.named_parameters()), site)
-
-    # -- the batched path (all sites' tensors stacked along a first dimension) -------------------
-    def batched_template(self, model: nn.Module) -> nn.Module:
-        """The network the batched path runs; the tensors come from the stacked state."""
-        return model
-
-    def batched_loss(self, ctx: Context, state: dict[str, torch.Tensor], run: Any, y: torch.Tensor,
-                     valid: torch.Tensor, sites: torch.Tensor | None, params: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Each site's loss of one batched step, as `loss` computes it site by site. `run(tensors)`
-        gives the template's log-probabilities on the step's rows with those tensors; `state`
-        holds this step's sites' tensors (`sites`: their indices, None for all), `params` the
-        trainable ones."""
-        penalty = self.penalty(ctx, params, slice(None) if sites is None else sites)
-        return ctx.batched_nll(run(state), y, valid, sites) + penalty
-
-    def prediction_state(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The template's tensors a site predicts with (batched path)."""
-        return state
 
     def mixing(self, ctx: ServerContext) -> torch.Tensor:
         """sites x sites weights for the shared parameters: new_i = sum_j M[i, j] * old_j."""

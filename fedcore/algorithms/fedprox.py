@@ -25,10 +25,11 @@ class FedProx(Algorithm):
         self.received = {name: ctx.stacked[name].detach().clone() for name in ctx.shared_names}
 
     def penalty(self, ctx, params: dict[str, torch.Tensor], sites) -> torch.Tensor:
-        stacked = not isinstance(sites, int)
         drift = 0.0
         for name, weight in params.items():
             if name in self.received:
                 squared = (weight - self.received[name][sites]) ** 2
-                drift = drift + (squared.flatten(1).sum(1) if stacked else squared.sum())
+                # summed over one site's dimensions: all of them for one site, all but the first for stacked sites
+                site_dims = self.received[name].ndim - 1
+                drift = drift + squared.reshape(*squared.shape[: squared.ndim - site_dims], -1).sum(-1)
         return self.params.mu / 2 * drift

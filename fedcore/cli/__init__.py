@@ -29,7 +29,7 @@ from fedcore.checkup import Plan, plans
 from fedcore.checkup_jobs import start_checkup
 from fedcore.cli import parser as arguments
 from fedcore.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
-from fedcore.cli.specs import data_reference, raw_specs
+from fedcore.cli.specs import data_reference, disclosure_settings, raw_specs
 from fedcore.errors import Cancelled, FedcoreError, TrainingError, cancel_on_sigterm
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore, atomic_write_bytes
@@ -140,7 +140,8 @@ def _cmd_checkup(args: argparse.Namespace) -> int:
             raise FedcoreError("--replicates and --rounds must be at least 1.")
         cancel_on_sigterm()
         plan = start_checkup(store, data_reference(args), args.replicates, args.rounds, train=args.train,
-                             in_process=True, progress=lambda text: print(text, file=sys.stderr))
+                             in_process=True, progress=lambda text: print(text, file=sys.stderr),
+                             disclosure=disclosure_settings(args))
     result = plan.evaluate(store)
     if args.json:
         print(json.dumps({"check_up": plan.id, **result.to_dict()}, indent=2, default=float))

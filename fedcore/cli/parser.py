@@ -10,6 +10,7 @@ from typing import Any
 
 from fedcore.algorithms import REGISTRY
 from fedcore.config import TrainConfig
+from fedcore.interpret.disclosure import DEFAULT_MIN_COUNT, MIN_COUNT_FLOOR
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -28,6 +29,7 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     run.add_argument("--spec", help="JSON or TOML spec file; flags override its values.")
     run.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
     _add_data_flags(run)
+    _add_disclosure_flags(run)
     engine = run.add_argument_group("engine settings (all algorithms)")
     for f in fields(TrainConfig):
         _add_flag(engine, f.name, f.default, f.metadata)
@@ -72,6 +74,7 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     checkup.add_argument("--html", metavar="FILE", help="Also write the check-up's self-contained HTML report (the "
                                                        "page's grid, findings and the data behind each) to FILE.")
     _add_data_flags(checkup)
+    _add_disclosure_flags(checkup)
     checkup.set_defaults(handler=handlers["checkup"])
 
     listing = commands.add_parser("list", parents=[common], help="All runs in the store.")
@@ -110,6 +113,16 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--inject", action="append", metavar="SPEC",
                        help="Inject a known problem, e.g. offset:SITE:FEATURE:2, mnar:SITE:FEATURE, flip:SITE, "
                             "stamp:SITE; repeatable.")
+
+
+def _add_disclosure_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("disclosure control (what each site's statistics may reveal; README "
+                                      "'Disclosure control')")
+    group.add_argument("--min-count", dest="min_count", type=int, metavar="N",
+                       help=f"The fewest rows any statistic a site shares describes (at least {MIN_COUNT_FLOOR}) "
+                            f"[default {DEFAULT_MIN_COUNT}].")
+    group.add_argument("--dp-epsilon", dest="dp_epsilon", type=float, metavar="EPSILON",
+                       help="Add Laplace noise: differential privacy with this ε per release [default: no noise].")
 
 
 def _names(text: str) -> list[str]:

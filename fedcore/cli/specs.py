@@ -60,8 +60,19 @@ def raw_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
             "data": data_reference(args, base.get("data")),
             "params": params,
             "config": config,
+            "disclosure": disclosure_settings(args, base.get("disclosure")),
         })
     return specs
+
+
+def disclosure_settings(args: argparse.Namespace, base: Any = None) -> dict[str, Any]:
+    """The sites' disclosure policy: a spec file's `disclosure`, overridden by --min-count and
+    --dp-epsilon (checked by `Policy.from_settings`)."""
+    settings = dict(base) if isinstance(base, dict) else {}
+    for name in ("min_count", "dp_epsilon"):
+        if getattr(args, name, None) is not None:
+            settings[name] = getattr(args, name)
+    return settings
 
 
 def _read_spec_file(path: str) -> dict[str, Any]:

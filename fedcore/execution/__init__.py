@@ -1,8 +1,9 @@
 """How a round's local training runs: one `Executor` interface, four ways behind it.
 
     per-site    each site's torch module in turn (any model; defines what the others compute)
-    batched     all sites as one computation in torch (the MLP family)
-    compiled    the batched rounds in C, one site's whole round at a time (plain NLL, CPU)
+    batched     all sites as one computation in torch (any table model: its own modules under vmap,
+                the paper's MLP by its hand-written pass where that pass is checked to compute it)
+    compiled    the batched rounds in C, one site's whole round at a time (the paper's MLP, plain NLL, CPU)
     processes   wraps batched or compiled: the sites split among forked worker processes
 
 `choose` is the one place a simulation's executor is picked. 'auto' takes the first of compiled,

@@ -3,11 +3,11 @@ models are run forward for scores. The engine holds one executor and never asks 
 
 An executor computes the local update the per-site path defines (`fedcore.training`: the
 algorithm's `loss` with the site's optimiser), and an algorithm's training hooks decide which
-executors may run it. Each executor names the hooks it computes (`runs`); an algorithm that
-overrides any other training hook runs elsewhere (or, when that executor was asked for, is refused
-with the reason) — never with a silently different loss. `loss` and `batched_loss` are one hook in
-two forms: the batched form counts only where it is defined at least as far down the algorithm's
-classes as the per-site one (a subclass that changes only `loss` has not said how to batch it).
+executors may run it. Each executor names the hooks it computes (`runs`), and those it computes
+only where the algorithm marks its definition `batchable` (`runs_batchable`: a loss written for
+one site that can run for all sites at once under torch.func.vmap); an algorithm that overrides
+any other training hook runs elsewhere (or, when that executor was asked for, is refused with the
+reason) — never with a silently different loss.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from fedcore.config import TrainConfig
+from fedcore.federation import Federation
 from fedcore.metrics import pad_sites, site_metrics
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Trainee(Protocol):
     round: int
     site_names: list[str]
     train_sizes: list[int]
+    federation: Federation
     stacked: dict[str, torch.Tensor]
     models: list[nn.Module]
     initial: nn.Module
@@ -57,16 +59,12 @@ class Trainee(Protocol):
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor: ...
 
 
-def unsupported_hooks(algorithm: Algorithm, runs: frozenset[str]) -> list[str]:
-    """The training hooks `algorithm` overrides that an executor running `runs` would not compute."""
-    overridden = set(algorithm.overridden_training_hooks())
-    # loss / batched_loss: one hook in two forms; a form counts if it is the more derived one.
-    loss_at, batched_at = algorithm.defining_class("loss"), algorithm.defining_class("batched_loss")
-    if "batched_loss" in runs and issubclass(batched_at, loss_at):
-        overridden.discard("loss")
-    if "loss" in runs and issubclass(loss_at, batched_at):
-        overridden.discard("batched_loss")
-    return sorted(overridden - runs)
+def unsupported_hooks(algorithm: Algorithm, runs: frozenset[str], runs_batchable: frozenset[str] = frozenset()
+                      ) -> list[str]:
+    """The training hooks `algorithm` overrides that an executor running `runs`, and
+    `runs_batchable` where the algorithm's definition is marked batchable, would not compute."""
+    return sorted(hook for hook in algorithm.overridden_training_hooks()
+                  if hook not in runs and not (hook in runs_batchable and algorithm.is_batchable(hook)))
 
 
 class Executor(ABC):
@@ -75,6 +73,8 @@ class Executor(ABC):
     name: ClassVar[str]
     # The training hooks this executor computes as the per-site path defines them.
     runs: ClassVar[frozenset[str]]
+    # ... and those it computes where the algorithm marks its definition `batchable`.
+    runs_batchable: ClassVar[frozenset[str]] = frozenset()
     processes = 1
 
     def __init__(self, sim: Trainee) -> None:
@@ -83,9 +83,12 @@ class Executor(ABC):
     @classmethod
     def why_not(cls, sim: Trainee) -> str:
         """Why this executor cannot train `sim` ('' when it can)."""
-        hooks = unsupported_hooks(sim.algorithm, cls.runs)
+        hooks = unsupported_hooks(sim.algorithm, cls.runs, cls.runs_batchable)
         if hooks:
-            return f"{sim.algorithm.title} overrides {', '.join(hooks)}, which the {cls.name} path does not compute"
+            unmarked = [hook for hook in hooks if hook in cls.runs_batchable]
+            return (f"{sim.algorithm.title} overrides {', '.join(hooks)}, which the {cls.name} path does not compute"
+                    + (f" (it computes {', '.join(unmarked)} where marked @batchable: see fedcore.algorithms.base)"
+                       if unmarked else ""))
         return ""
 
     @property

@@ -1,9 +1,21 @@
-"""All sites of a round as one computation in torch (`fedcore.execution.stacked`): the MLP family.
+"""All sites of a round as one computation in torch: every model an algorithm builds for a table.
 
-Each step takes every site's next mini-batch (the per-site path's batch order), one hand-written
-forward and backward pass for all of them, and SGD with momentum on the stacked parameters. Where
-the loss is the plain class-weighted NLL its gradient is written in closed form; an algorithm with
-a penalty, or a loss of its own stated for stacked sites (`batched_loss`), goes through autograd.
+Each step takes every site's next mini-batch (the per-site path's batch order), and SGD with
+momentum moves the stacked parameters (`fedcore.execution.stacked.train_round`). The step's
+forward and backward pass is computed one of two ways, chosen once per run:
+
+    hand-written   the MLP's forward and backward written out for all sites at once
+                   (`fedcore.execution.stacked`): the fast path, for the paper's MLP where its
+                   pass is checked to compute the module (`stacked.supports`) and the loss is the
+                   default one; the class-weighted NLL's gradient in closed form, and a penalty
+                   through autograd
+    module         the model's own modules under torch.func.vmap, with autograd
+                   (`fedcore.execution.vmapped`): any table model (APFL's mixture, a layer the
+                   hand-written pass does not know), and an algorithm's own loss where it marks
+                   it `batchable`
+
+Both give the per-site path's weights up to rounding (dropout apart: its masks come from each
+site's own stream, the same on both).
 """
 
 from __future__ import annotations
@@ -11,23 +23,23 @@ from __future__ import annotations
 import torch
 
 from fedcore.algorithms.base import Algorithm
-from fedcore.execution import stacked
+from fedcore.execution import stacked, vmapped
 from fedcore.execution.base import Executor, Sets, Trainee
 from fedcore.execution.per_site import predict_models
 from fedcore.metrics import pad_sites
 from fedcore.seeding import derive_seed
-from fedcore.training import batch_orders
+from fedcore.training import batch_orders, weighted_nll
 
 
 class Batched(Executor):
     name = "batched"
-    runs = frozenset({"penalty", "class_weights", "batched_loss", "batched_template", "prediction_state"})
+    runs = frozenset({"penalty", "class_weights"})
+    runs_batchable = frozenset({"loss"})
 
     def __init__(self, sim: Trainee, first: int | None = None) -> None:
         """Trains the first `first` sites (all by default; with worker processes, this process's share)."""
         super().__init__(sim)
         self.first = len(sim.models) if first is None else first
-        self.template = sim.algorithm.batched_template(sim.initial)
         own = self.own_tensors(self.first)
         trainable = {n: own[n] for n, p in sim.initial.named_parameters() if p.requires_grad}
         self.optimizer = stacked.SiteSGD(trainable, sim.config.momentum, sim.config.weight_decay)
@@ -36,17 +48,25 @@ class Batched(Executor):
         self.dropout = stacked.DropoutMasks(sim.device, [
             derive_seed(sim.config.seed, sim.site_label(site), "batched-dropout") for site in range(len(sim.models))
         ])
+        self.template = sim.initial
+        self.module = None if hand_written(sim) else vmapped.ModulePass(sim, self.dropout)
         self._padded_test_x: torch.Tensor | None = None
 
     @classmethod
     def why_not(cls, sim: Trainee) -> str:
-        if not stacked.supports(sim.algorithm.batched_template(sim.initial)):
-            return f"{sim.algorithm.title}'s model is not the MLP the {cls.name} path computes"
-        return super().why_not(sim)
+        return super().why_not(sim) or cls.why_not_model(sim)
+
+    @classmethod
+    def why_not_model(cls, sim: Trainee) -> str:
+        """Why this executor cannot compute `sim`'s model and loss ('' when it can)."""
+        if not sim.federation.is_tabular:
+            return f"the {cls.name} path stacks the sites' table rows; images train site by site"
+        return "" if hand_written(sim) else vmapped.why_not(sim)
 
     @property
     def description(self) -> str:
-        return "all sites batched (torch)"
+        how = "the model's own layers under vmap" if self.module else "hand-written MLP pass"
+        return f"all sites batched (torch, {how})"
 
     def own_tensors(self, n: int) -> dict[str, torch.Tensor]:
         """The first n sites' rows of every stacked tensor (views)."""
@@ -74,19 +94,21 @@ class Batched(Executor):
     def _step(self, state, x, y, valid, sites) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """One batched step of the sites in it: their losses and their trainable tensors' gradients."""
         sim, algorithm = self.sim, self.sim.algorithm
-        listed, names = None if sites is None else sites.tolist(), list(self.optimizer.parameters)
+        names = list(self.optimizer.parameters)
+        if self.module:
+            return self.module.step(state, x, y, valid, sites, names)
+        listed = None if sites is None else sites.tolist()
         weights = sim.loss_weights()
         weights = weights[sites] if weights is not None and sites is not None else weights
         if plain_nll(algorithm):
             return stacked.nll_step(self.template, state, x, y, valid, weights, sim.config.loss_reduction,
                                     self.dropout, listed, names)
+        # The default loss, stacked: the class-weighted NLL plus the algorithm's penalty.
         params = {name: state[name].detach().requires_grad_(True) for name in names}
-        state = {**state, **params}
-
-        def run(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-            return stacked.forward(self.template, tensors, x, valid, train=True, dropout=self.dropout, sites=listed)
-
-        losses = algorithm.batched_loss(sim, state, run, y, valid, sites, params)
+        log_prob = stacked.forward(self.template, {**state, **params}, x, valid, train=True, dropout=self.dropout,
+                                   sites=listed)
+        losses = weighted_nll(log_prob, y, valid, weights, sim.config.loss_reduction)[0] + algorithm.penalty(
+            sim, params, slice(None) if sites is None else sites)
         return losses.detach(), list(torch.autograd.grad(losses.sum(), list(params.values())))
 
     def log_probs(self, sets: Sets) -> torch.Tensor:
@@ -114,13 +136,18 @@ class Batched(Executor):
     def forward(self, n: int, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """The first n sites' log-probabilities on their rows x [n, rows, D] (those `valid`), in
         evaluation mode."""
-        return stacked.forward(self.template, self.prediction_state(n), x, valid, train=False)
+        if self.module:
+            return self.module.forward(self.own_tensors(n), x)
+        return stacked.forward(self.template, self.own_tensors(n), x, valid, train=False)
 
-    def prediction_state(self, n: int) -> dict[str, torch.Tensor]:
-        return self.sim.algorithm.prediction_state(self.own_tensors(n))
+
+def hand_written(sim: Trainee) -> bool:
+    """Whether the hand-written pass computes `sim`'s step: its model is the MLP the pass is
+    checked to compute, and its loss the default one (the NLL, plus any penalty)."""
+    return "loss" not in sim.algorithm.overridden_training_hooks() and stacked.supports(sim.initial)
 
 
 def plain_nll(algorithm: Algorithm) -> bool:
     """Whether the algorithm's batched loss is the plain class-weighted NLL (no penalty, no loss of
     its own): its gradient is then written in closed form instead of asking autograd."""
-    return not algorithm.overridden_training_hooks() & {"penalty", "batched_loss"}
+    return not algorithm.overridden_training_hooks() & {"penalty", "loss"}

@@ -9,18 +9,18 @@ import torch
 
 from fedcore.execution import kernels
 from fedcore.execution.base import Trainee
-from fedcore.execution.batched import Batched
+from fedcore.execution.batched import Batched, hand_written
 
 
 class Compiled(Batched):
     name = "compiled"
-    runs = frozenset({"class_weights", "batched_template", "prediction_state"})
+    runs = frozenset({"class_weights"})
+    runs_batchable = frozenset()
 
     @classmethod
-    def why_not(cls, sim: Trainee) -> str:
-        why = super().why_not(sim)
-        if why:
-            return why
+    def why_not_model(cls, sim: Trainee) -> str:
+        if not sim.federation.is_tabular or not hand_written(sim):
+            return "the compiled round computes the paper's MLP, with the layers its C code knows, only"
         if sim.device.type != "cpu":
             return f"the compiled round runs on the CPU only, not {sim.device.type}"
         if not kernels.supports(sim.stacked):
@@ -40,4 +40,4 @@ class Compiled(Batched):
 
     @torch.no_grad()
     def forward(self, n: int, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        return kernels.predict(self.template, self.prediction_state(n), x, valid.sum(1))
+        return kernels.predict(self.template, self.own_tensors(n), x, valid.sum(1))

@@ -15,8 +15,7 @@ from fedcore.training import train_locally
 
 class PerSite(Executor):
     name = "per-site"
-    # (batched_template and prediction_state only say how the batched executors see the model)
-    runs = frozenset({"loss", "penalty", "local_optimizer", "class_weights", "batched_template", "prediction_state"})
+    runs = frozenset({"loss", "penalty", "local_optimizer", "class_weights"})
 
     def __init__(self, sim: Trainee) -> None:
         super().__init__(sim)

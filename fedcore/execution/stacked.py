@@ -1,4 +1,6 @@
-"""The math of training all sites of a round as one computation (the MLP family): what the batched
+"""Training all sites of a round as one computation: the round's plan (`train_round`, `batch_plan`),
+SGD on stacked tensors (`SiteSGD`), each site's dropout stream (`DropoutMasks`), and the paper's
+MLP written out by hand for all sites at once (`forward`, `nll_step`): the fast path the batched
 executor (`fedcore.execution.batched`) runs in torch and the compiled one (`.compiled`) feeds to C.
 
 Every parameter is held once for all sites, stacked along a first `sites` dimension, so one
@@ -7,21 +9,26 @@ site (in the same order the per-site path uses), padded to the batch size with a
 rows. For the round the sites are ordered by how many steps they take, so a site with fewer
 batches simply drops out of the tail of the order: the last steps compute the first sites only, on
 views of the stacked tensors, and SGD with momentum updates only the sites that took part in the
-step, exactly as their own optimiser would. The network's forward pass is written out layer by
-layer with its backward beside it, and autograd sees it as one node: a round has many small
-steps, and per-operation bookkeeping would otherwise cost about as much as the arithmetic.
+step, exactly as their own optimiser would.
+
+The hand-written pass writes the MLP's forward layer by layer with its backward beside it, and
+autograd sees it as one node: a round has many small steps, and per-operation bookkeeping would
+otherwise cost about as much as the arithmetic. The network itself is the module's
+(`fedcore.models.MLP`): the pass reads its layers, widths, BatchNorm's eps and momentum and the
+dropout rate from it, and `supports` claims a model only where the pass is checked to compute the
+module's forward; every other model trains on the module's own layers (`fedcore.execution.vmapped`).
 
 Differences from the per-site path are those of floating-point order, plus dropout: here each
 site's masks come from a stream of its own, drawn for all of a step's sites in one call, so they
 differ from (but are distributed like) the per-site path's. With dropout 0 both paths give the same
 weights up to rounding.
 """
-
 from __future__ import annotations
 
+import copy
 import functools
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -30,18 +37,72 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.sgd import sgd
 
-from fedcore.models import MLP, min_batch_rows, tanh_by_sigmoid
+from fedcore.models import MLP, Dropout, min_batch_rows, tanh_by_sigmoid
 from fedcore.training import weighted_nll
 
-BATCH_NORM_MOMENTUM = 0.1  # nn.BatchNorm1d's default
-
-
 def supports(model: nn.Module) -> bool:
-    """Whether this model can be trained batched: our MLP, with or without BatchNorm, one dropout
-    rate throughout (one step draws all its masks at once)."""
-    layer_types = (nn.Dropout, nn.Linear, nn.BatchNorm1d, nn.Tanh)
-    rates = {layer.p for layer in model.modules() if isinstance(layer, nn.Dropout)}
-    return type(model) is MLP and all(isinstance(layer, layer_types) for layer in model.body) and len(rates) <= 1
+    """Whether the hand-written pass computes this model: our MLP built of the layers it knows
+    (Linear with a bias; BatchNorm with an affine transform, running statistics and a momentum;
+    our Dropout, at one rate throughout, as one step draws all its masks at once), whose forward
+    pass, checked once on random rows in training (BatchNorm's statistics and dropout masks
+    included) and in evaluation, is the module's own. A change to the MLP the pass does not know
+    of therefore sends training to the module's own batched path (`fedcore.execution.vmapped`),
+    never to a different network."""
+    if model not in _SUPPORTED:
+        _SUPPORTED[model] = _knows_layers(model) and _computes_the_module(model)
+    return _SUPPORTED[model]
+
+
+_SUPPORTED: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+
+
+def _knows_layers(model: nn.Module) -> bool:
+    if type(model) is not MLP:
+        return False
+    for layer in model.body:
+        if isinstance(layer, nn.BatchNorm1d):
+            known = layer.affine and layer.track_running_stats and layer.momentum is not None
+        elif isinstance(layer, nn.Linear):
+            known = layer.bias is not None
+        else:
+            known = isinstance(layer, (Dropout, nn.Tanh))
+        if not known:
+            return False
+    return len({layer.p for layer in model.body if isinstance(layer, nn.Dropout)}) <= 1
+
+
+def _computes_the_module(model: MLP) -> bool:
+    """The pass and the module's forward agree, in float64, on random tensors and rows."""
+    probe = copy.deepcopy(model).double().cpu()  # where the model is (a GPU) does not change its math
+    generator = torch.Generator().manual_seed(0)
+    state = {}
+    for name, value in {**dict(probe.named_parameters()), **dict(probe.named_buffers())}.items():
+        if value.is_floating_point():
+            noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
+            value = noise.abs() + 0.5 if name.endswith("running_var") else 1 + 0.3 * noise if name.endswith(".w") else noise
+        state[name] = value.detach().clone()
+    x = torch.randn(1, 5, probe.f_in.b.shape[0], generator=generator, dtype=torch.float64)
+    masks = spec(probe).dropout > 0
+    for train in (True, False):
+        stacked_state = {name: value[None].clone() for name, value in state.items()}
+        ours = forward(probe, stacked_state, x, torch.ones(1, 5, dtype=torch.bool), train,
+                       DropoutMasks(torch.device("cpu"), [0]) if train and masks else None)
+        given = {name: value.clone() for name, value in state.items()}
+        if train and masks:
+            dropouts = [name for name, layer in probe.named_modules() if isinstance(layer, Dropout)]
+            drawn = DropoutMasks(torch.device("cpu"), [0]).scaled(
+                [0], 5, [layer.width for layer in spec(probe).layers if layer.kind == "dropout"],
+                [spec(probe).dropout] * len(dropouts))
+            given.update({f"{name}.mask": mask[0].double() for name, mask in zip(dropouts, drawn)})
+        probe.train(train)
+        with torch.no_grad():
+            theirs = torch.func.functional_call(probe, given, (x[0],))
+        if not torch.allclose(ours[0], theirs, rtol=1e-7, atol=1e-9):
+            return False
+        if train and not all(torch.allclose(stacked_state[name][0], given[name]) for name in state
+                             if name.endswith(("running_mean", "running_var", "num_batches_tracked"))):
+            return False
+    return True
 
 
 class DropoutMasks:
@@ -59,18 +120,21 @@ class DropoutMasks:
         else:
             self.torch = torch.Generator(device=device).manual_seed(seeds[0])
 
-    def keep(self, sites: list[int], shape: tuple[int, ...], p: float) -> torch.Tensor:
+    def keep(self, sites: list[int], shape: tuple[int, ...], p: float | Sequence[float]) -> torch.Tensor:
         """Masks [len(sites), *shape], one per site from its own stream, that are 1 with
-        probability 1 - p, else 0: uint8 on the CPU (torch converts uint8 to float about ten times
-        faster than bool there), bool on a GPU."""
+        probability 1 - p, else 0 (`p` one rate, or one per position of the last dimension):
+        uint8 on the CPU (torch converts uint8 to float about ten times faster than bool there),
+        bool on a GPU."""
         if self.device.type != "cpu":
-            return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= p
+            rates = torch.as_tensor(p, dtype=torch.float32, device=self.device)
+            return torch.rand((len(sites), *shape), generator=self.torch, device=self.device) >= rates
         n = int(np.prod(shape))
         draws = np.empty((len(sites), (n + 3) // 4), dtype=np.uint64)
         for row, site in enumerate(sites):
             draws[row] = self.streams[site].random_raw(draws.shape[1])
         sixteen_bits = draws.view(np.uint16)[:, :n].reshape(len(sites), *shape)
-        return torch.from_numpy((sixteen_bits < self.keep_below(p)).view(np.uint8))
+        below = np.vectorize(self.keep_below, otypes=[np.int32])(p) if np.ndim(p) else self.keep_below(p)
+        return torch.from_numpy((sixteen_bits < below).view(np.uint8))
 
     @staticmethod
     def keep_below(p: float) -> int:
@@ -98,11 +162,16 @@ class DropoutMasks:
             full["state"]["state"] = high << 64 | low
             stream.state = full
 
-    def scaled(self, sites: list[int], rows: int, widths: list[int], p: float) -> list[torch.Tensor]:
-        """Masks [sites, rows, width] of 0 and 1 / (1 - p) for layers of these widths, all drawn
-        in one call: one step's dropout for every layer."""
-        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype()).mul_(self.keep_scale(p))
-        return list(mask.split(widths, dim=-1))
+    def scaled(self, sites: list[int], rows: int, widths: list[int], rates: list[float]) -> list[torch.Tensor]:
+        """Masks [sites, rows, width] of 0 and 1 / (1 - p) for dropout layers of these widths and
+        rates, all drawn in one call: one step's dropout for every layer."""
+        if len(set(rates)) == 1:  # one threshold and one scale (all the compiled round draws)
+            p, scale = rates[0], self.keep_scale(rates[0])
+        else:
+            p = [rate for width, rate in zip(widths, rates) for _ in range(width)]
+            scale = torch.tensor([self.keep_scale(rate) for rate in p], device=self.device)
+        mask = self.keep(sites, (rows, sum(widths)), p).to(torch.get_default_dtype())
+        return list(mask.mul_(scale).split(widths, dim=-1))
 
 
 class _Layer(NamedTuple):
@@ -111,6 +180,7 @@ class _Layer(NamedTuple):
     name: str = ""  # prefix of its tensors' names (BatchNorm's running statistics)
     width: int = 0  # dropout: width of the activations it drops
     eps: float = 0.0  # BatchNorm's
+    momentum: float = 0.0  # BatchNorm's: how far a training step moves its running statistics
 
 
 class _Spec(NamedTuple):
@@ -136,7 +206,8 @@ def spec(model: MLP) -> _Spec:
                 layers.append(_Layer("linear", (f"{name}.weight", f"{name}.bias"), name))
                 width = layer.out_features
             elif isinstance(layer, nn.BatchNorm1d):
-                layers.append(_Layer("batch_norm", (f"{name}.weight", f"{name}.bias"), name, eps=layer.eps))
+                layers.append(_Layer("batch_norm", (f"{name}.weight", f"{name}.bias"), name, eps=layer.eps,
+                                     momentum=layer.momentum))
             else:
                 layers.append(_Layer("tanh"))
         layers += [_Layer("linear", ("head.weight", "head.bias"), "head"), _Layer("affine", ("f_out.b", "f_out.w"), "f_out")]
@@ -151,14 +222,15 @@ class _Pass:
     as much as the arithmetic). The equations are those of the layers in `fedcore.models`."""
 
     def __init__(self, spec: _Spec, state: Mapping[str, torch.Tensor], x: torch.Tensor, valid: torch.Tensor,
-                 train: bool, dropout: DropoutMasks | None, sites: list[int] | None) -> None:
+                 train: bool, dropout: DropoutMasks | None, sites: list[int] | None,
+                 masks: Sequence[torch.Tensor] | None = None) -> None:
         self.layers = spec.layers
         self.state, self.x, self.valid, self.train = state, x, valid, train
-        self.masks: list[torch.Tensor] = []
-        if train and spec.dropout > 0:
+        self.masks: list[torch.Tensor] = list(masks) if train and masks is not None else []
+        if train and spec.dropout > 0 and masks is None:
             widths = [layer.width for layer in self.layers if layer.kind == "dropout"]
             sites = list(range(x.shape[0])) if sites is None else sites
-            self.masks = dropout.scaled(sites, x.shape[1], widths, spec.dropout)
+            self.masks = dropout.scaled(sites, x.shape[1], widths, [spec.dropout] * len(widths))
         self.saved: list[tuple[torch.Tensor, ...]] = []
 
     def forward(self, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -209,7 +281,7 @@ class _Pass:
         unbiased = variance.squeeze(1) * rows.squeeze(1) / (rows.squeeze(1) - 1).clamp(min=1)
         for buffer, batch_value in (("running_mean", mean.squeeze(1)), ("running_var", unbiased)):
             running = self.state[f"{layer.name}.{buffer}"]
-            blended = (1 - BATCH_NORM_MOMENTUM) * running + BATCH_NORM_MOMENTUM * batch_value
+            blended = (1 - layer.momentum) * running + layer.momentum * batch_value
             running.copy_(torch.where(updated, blended, running))
         self.state[f"{layer.name}.num_batches_tracked"].add_(updated.squeeze(1).long())
         return normalised * weight + bias, (normalised, inverse_std, mask, rows)
@@ -283,10 +355,12 @@ def forward(
     train: bool,
     dropout: DropoutMasks | None = None,
     sites: list[int] | None = None,
+    masks: Sequence[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Log-probabilities [sites, rows, classes] of every site's model on its rows x [sites, rows, D].
     In training, `dropout` draws each site's masks from its own stream (`sites`: the sites of x's
-    rows, as indices of those streams; None: 0, 1, ...).
+    rows, as indices of those streams; None: 0, 1, ...), or `masks` gives them (one [sites, rows,
+    width] of 0 and 1 / (1 - p) per dropout layer).
 
     `state` maps the model's parameter and buffer names to stacked tensors. In training,
     BatchNorm normalises each site over its valid rows and updates that site's running
@@ -294,7 +368,7 @@ def forward(
     parameters through one hand-written backward.
     """
     network = spec(model)
-    run = _Pass(network, state, x, valid, train, dropout, sites)
+    run = _Pass(network, state, x, valid, train, dropout, sites, masks)
     if torch.is_grad_enabled() and any(state[name].requires_grad for name in network.names):
         return _Network.apply(run, network.names, *(state[name] for name in network.names))
     with torch.no_grad():

@@ -4,7 +4,9 @@
     describe (query)  SPEC                      SITE: its description (names, sizes, features,
                                                       classes; no rows)
     profile (query)   SPEC                      PROFILE: its federated statistics (per feature and
-                                                      class, original units; no rows), unless its
+                                                      class, original units; no rows) as its
+                                                      disclosure policy releases them, and SITE:
+                                                      that policy and what it withheld, unless its
                                                       node config says share-profile=false
     train             SPEC, ROUND, MODEL,       MODEL: its shared tensors after training, and the
                       CLASS_WEIGHTS (if the           local ones ROUND asked for; TRAIN: its loss;
@@ -12,7 +14,8 @@
                                                       hold-out (when ROUND asks to evaluate first)
     evaluate          SPEC, ROUND, MODEL        SCORES
 A site that standardises 'federated' adds SUMS to its describe reply: the count, sum and sum of
-squares of each feature over its training rows (original units), nothing else. When every site
+squares of each feature over its training rows (original units) as its disclosure policy releases
+them (a feature of too few rows sends zeros, the sums are rounded), nothing else. When every site
 does, the server pools the sums into each continuous
 feature's mean and SD and sends them in SPEC (its POOLED entry) with every later message: a site
 standardises its rows with them, as the simulation does with the same values

@@ -34,7 +34,7 @@ from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
 from fedcore.flower import protocol
-from fedcore.interpret.profile import Profile
+from fedcore.interpret.profile import Profile, read_disclosure
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld
 from fedcore.store import Run
@@ -156,11 +156,16 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
     metas = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
     meta = metas[0]
     per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
-    # what each site says it withheld, and why (a statistic it did not send is NaN, NOT_RECORDED)
-    withheld = {node.name: {name: reason for reasons in (m.get("withheld") or {}).values() for name, reason in
-                            reasons.items()} for node, m in zip(nodes, metas)}
+    # what each site says it withheld, and why (a statistic it did not send is NaN, NOT_RECORDED), and
+    # the disclosure policy it released at (a site that says none: not recorded)
+    withheld, policies = {}, {}
+    for node, m in zip(nodes, metas):
+        reasons, released_at = read_disclosure(m)
+        withheld[node.name] = {name: why for entries in reasons.values() for name, why in entries.items()}
+        if released_at:
+            policies[node.name] = next(iter(released_at.values()))
     return Profile.of_sites(per_site, [node.name for node in nodes], meta["features"], meta["kinds"], meta["columns"],
-                            meta["classes"], meta.get("units"), withheld)
+                            meta["classes"], meta.get("units"), withheld, policies)
 
 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,

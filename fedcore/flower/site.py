@@ -12,6 +12,11 @@ A site reads only its own data, named in its SuperNode's node config:
                    algorithm's records (iFedAvg's b_in / w_in heatmaps); true by default
     share-profile  whether the site sends its federated statistics (the check-up's data lens:
                    summaries per feature and class, no rows); true by default
+    min-count      the site's disclosure policy (`fedcore.interpret.disclosure`): the fewest rows
+                   any statistic it sends describes (default 10, at least 3); its profile, and the
+                   sums of a federated standardisation, are released at it
+    dp-epsilon     the same policy's privacy budget per release: Laplace noise on its statistics'
+                   values (differential privacy); none by default
 
 Each round a site is the simulation of a federation of one: a `Simulation` over its own data,
 whose model and optimiser momentum persist between rounds in Flower's `context.state`. It
@@ -35,6 +40,7 @@ from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
 from fedcore.flower import protocol
+from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version
 
 MOMENTUM = "momentum"  # context.state: the optimiser's momentum buffers, by parameter name
@@ -49,7 +55,7 @@ def load_site(node_config: dict[str, Any], seed: int, pooled: dict[int, tuple[fl
     name = str(node_config.get("site") or "") or None
     data = str(node_config.get("data") or "")
     reference = site_reference(node_config)
-    federation = load_federation(normalize_reference(reference), seed, pooled)
+    federation = load_federation(normalize_reference(reference), seed, pooled, disclosure=site_policy(node_config))
     names = federation.site_names
     if name is None and len(names) > 1:
         raise DataError(f"{data} holds the sites {', '.join(names)}; say which one this is with site='...'.")
@@ -76,6 +82,11 @@ def site_reference(node_config: dict[str, Any]) -> Any:
                         "--node-config (target='COLUMN').")
     return {"source": "csv", "files": [data], "target": str(node_config["target"]),
             **({"site_names": [name]} if name else {})}
+
+
+def site_policy(node_config: dict[str, Any]) -> Policy:
+    """The disclosure policy the node config sets (min-count, dp-epsilon; the default where not set)."""
+    return Policy.from_settings({key: node_config[key] for key in ("min-count", "dp-epsilon") if key in node_config})
 
 
 def share_local(node_config: dict[str, Any]) -> bool:
@@ -119,15 +130,16 @@ def answer(kind: str, federation: Federation, node_config: dict[str, Any], state
 
 
 def describe(federation: Federation, node_config: dict[str, Any], content: RecordDict) -> RecordDict:
-    """What the server may know of this site: names, sizes, classes; never a row."""
+    """What the server may know of this site: names, sizes, classes (their counts as its disclosure
+    policy releases them); never a row."""
     spec = protocol.read_json(content[protocol.SPEC])
-    description = federation.describe()
+    description = released_description(federation.describe(), site_policy(node_config))
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
                        version=code_version(), device=str(resolve_device(spec["config"]["device"])))
     reply = RecordDict({protocol.SITE: protocol.json_record(description)})
     if needs_pooled(federation, node_config):  # what the server pools the standardisation from
         sums = standardization_sums(_only(site_reference(node_config), federation.site_names[0]),
-                                    int(spec["config"]["seed"]))[1]
+                                    int(spec["config"]["seed"]), site_policy(node_config))[1]
         reply[protocol.SUMS] = protocol.arrays_record({"sums": sums})
     return reply
 
@@ -152,15 +164,17 @@ def _only(reference: Any, site: str) -> Any:
 
 def profile(federation: Federation, node_config: dict[str, Any]) -> RecordDict:
     """This site's federated statistics (`fedcore.interpret.profile`), computed here from its own
-    rows: the check-up's data lens without moving a row. Nothing when the node config says
+    rows, as its disclosure policy releases them (with what it withheld, and the policy): the
+    check-up's data lens without moving a row. Nothing when the node config says
     share-profile=false, or for images."""
     shared = _flag(node_config, "share-profile")
     if federation.profile is None or not shared:
         return RecordDict()
-    index = federation.profile.sites.index(federation.site_names[0])
-    arrays = {name: value[index] for name, value in federation.profile.arrays.items()}
+    name = federation.site_names[0]
+    index = federation.profile.sites.index(name)
+    arrays = {key: value[index] for key, value in federation.profile.arrays.items()}
     return RecordDict({protocol.PROFILE: protocol.arrays_record(arrays),
-                       protocol.SITE: protocol.json_record(federation.profile.meta())})
+                       protocol.SITE: protocol.json_record(federation.profile.site_meta(name))})
 
 
 def train(federation: Federation, node_config: dict[str, Any], state: RecordDict, content: RecordDict) -> RecordDict:
@@ -175,7 +189,13 @@ def train(federation: Federation, node_config: dict[str, Any], state: RecordDict
     sim.algorithm.start_round(sim)
     loss = sim.executor.train_site(0, float(round_info["lr"]))
     _keep(sim, state)
-    sent = [*sim.shared_names, *sim.algorithm.server_step_locals(sim)]
+    statistics = sim.algorithm.server_step_locals(sim)
+    policy = site_policy(node_config)
+    if statistics and sim.train_sizes[0] < policy.min_count:
+        raise DataError(f"{sim.site_names[0]} has {sim.train_sizes[0]} training rows, fewer than its disclosure "
+                        f"policy's minimum ({policy.min_count}): it does not send {', '.join(statistics)} (statistics "
+                        f"of those rows, which {sim.algorithm.title} reads at the server).")
+    sent = [*sim.shared_names, *statistics]
     if share_local(node_config) and sim.config.is_evaluated(sim.round):
         sent += sim.algorithm.recorded_locals(sim)
     reply[protocol.MODEL] = protocol.array_record({name: sim.stacked[name][0] for name in dict.fromkeys(sent)})

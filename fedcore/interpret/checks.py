@@ -5,7 +5,8 @@ what makes a finding material, in words: the README's check table is made from t
 belongs (its lens, the family whose false discovery rate it shares), how specific an explanation
 it is (its rank: the order of `CHECKS`, most specific first), which evidence view draws it (a
 name the dashboard's drawings are keyed by: `EVIDENCE_VIEWS`), which profile statistics it needs
-(`profile.STATISTICS`: a cell whose statistics were withheld is *not testable*, with the reason),
+(`profile.STATISTICS`: a cell whose statistics were withheld is *not testable*, with the reason)
+and which of their quantiles (a site's disclosure policy may release fewer),
 what one of its cells is (`scope`), and which function computes it (a method of
 `data_checks.Checks` for the data lens, a function of `model_checks` for the model lenses).
 
@@ -105,6 +106,10 @@ class Check:
     min_sites: int = 3  # fewer sites than this: every site's cell is not testable
     # the numbers of its rule, by name: its function reads them here, `material` names them {like_this}
     limits: tuple[tuple[str, float], ...] = ()
+    # the quantiles (by probability) it reads at a site, of those `needs` names: a disclosure policy
+    # releases a small group's at a coarser resolution (its median only), and a cell whose own are
+    # not released is not testable, with the resolution that was
+    quantiles: tuple[float, ...] = (0.5,)
 
     @property
     def rank(self) -> int:
@@ -125,6 +130,7 @@ class Check:
 
 
 QUANTILES = ("quantiles", "observed")
+QUARTILES = (0.25, 0.5, 0.75)
 CLASS_PROFILE = ("mean_by_class", "sd_by_class", "observed_by_class", "class_counts")
 LOO = "leave-one-out t over sites, moderated across features"
 SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
@@ -144,14 +150,16 @@ CHECKS: tuple[Check, ...] = (
           "spread differs materially with p < {tried}", "the shift's or spread's p, × 2",
           "the quantiles land within {fit} SD and {closer} × closer", "unit_conversion", QUANTILES, "continuous",
           "unit_conversions",
-          limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5))),
+          limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5)),
+          quantiles=QUARTILES),
     Check("unit_pair", "a unit factor between two sites", "values", DATA,
           "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
           "positive quantities with ≥ {values} values at both, where no site-level unit finding names the column",
           "the log ratio of the medians, normal with their sampling SDs (× the partners tried)",
           "medians within {median:%} of the factor, spreads within what sampling allows (at least {spread:%})",
           "quantiles", QUANTILES, "continuous", "unit_pairs", min_sites=2,
-          limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE))),
+          limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE)),
+          quantiles=QUARTILES),
     Check("missing_code", "value used as a missing code", "recording", DATA,
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
           "binomial against the others' rate",
@@ -175,7 +183,7 @@ CHECKS: tuple[Check, ...] = (
           "the site's values of two features fit the others' of each other", "the shift's or spread's p, × 2",
           "both fit within {fit} SD, {closer} × closer than to their own column", "swapped_columns", QUANTILES,
           "continuous",
-          "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT))),
+          "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT)), quantiles=QUARTILES),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
           "over the features the others show related to the label (a class difference of {informative} SD or "
           "more either way): how often "
@@ -216,9 +224,10 @@ CHECKS: tuple[Check, ...] = (
     Check("shape", "different shape", "values", DATA,
           "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
           "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
-          limits=(("skew", 0.15), ("tails", 1.3))),
+          limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95)),
     Check("spread", "different spread", "values", DATA,
-          "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %)", LOO,
+          "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
+          "disclosure policy released too few quantiles for them)", LOO,
           "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
           limits=(("ratio", 1.25),)),
     Check("location", "values shifted", "values", DATA,
@@ -240,7 +249,7 @@ CHECKS: tuple[Check, ...] = (
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
           "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",
-          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),)),
+          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),), quantiles=QUARTILES),
     Check("feature_shift", "learned input correction stands out", "feature shifts", "feature shifts",
           "iFedAvg's b_in and w_in per cell, the mean over replicate runs with other seeds", LOO,
           "b_in ≥ {b_in}, w_in ≥ {w_in}", "feature_correction", scope="feature", function="feature_shifts",

@@ -69,10 +69,11 @@ COULD_NOT = "the other sites' statistics needed to compare it are missing or wit
 
 def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """[sites, features] robust SD from quantiles [sites, PROBABILITIES, features]: the mean of the
-    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0 (NaN
-    where the quantiles are: withheld or no values)."""
+    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0, or
+    not released (a disclosure policy's resolution gives a small group its median only); NaN
+    where neither is (withheld, or no values)."""
     central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
-    return np.where(central_sd > 0, central_sd, np.where(central_sd == 0, sd, np.nan))  # no quantiles: no SD
+    return np.where(central_sd > 0, central_sd, sd)
 
 
 def check_profile(profile: Profile) -> list[Finding]:
@@ -237,33 +238,34 @@ class Checks:
                 "column": [Item(column, tuple(members)) for column, members in by_column.items()],
                 "site": [Item(None, ())]}
 
-    def _available(self, name: str) -> np.ndarray:
-        """[sites, features]: where statistic `name` is there (finite) at each site."""
-        return self._availability[name]
-
-    @cached_property
-    def _availability(self) -> dict[str, np.ndarray]:
-        out = {}
-        n_features = len(self.profile.features)
-        for name, (group, _) in STATISTICS.items():
-            finite = np.isfinite(self.profile.arrays[name].astype(np.float64))
-            if group == "site":
-                mask = np.repeat(finite.reshape(self.n, 1), n_features, axis=1)
-            elif group == "class":
-                mask = np.repeat(finite.reshape(self.n, -1).all(1, keepdims=True), n_features, axis=1)
-            elif group == "feature pairs":
+    def _available(self, name: str, quantiles: Sequence[float] = ()) -> np.ndarray:
+        """[sites, features]: where statistic `name` is there (finite) at each site: every entry of
+        a feature's (each class's, each code's; of a statistic with quantiles, those at the
+        probabilities `quantiles`); a site-wide or per-class statistic at every feature; a feature
+        with correlations where any is."""
+        key = (name, tuple(quantiles))
+        memo = self.__dict__.setdefault("_availability", {})
+        if key not in memo:
+            axes = STATISTICS[name].axes
+            finite = np.isfinite(self.profile.arrays[name].astype(np.float64))  # [sites, *axes]
+            if "probability" in axes:
+                finite = np.take(finite, [_probability(p) for p in quantiles], axis=1 + axes.index("probability"))
+            n_features = len(self.profile.features)
+            if "feature" in axes:
+                mask = np.moveaxis(finite, 1 + axes.index("feature"), -1).reshape(self.n, -1, n_features).all(1)
+            elif "continuous" in axes:
                 mask = np.ones((self.n, n_features), dtype=bool)
                 mask[:, self.continuous] = finite.any(2) if finite.size else True
-            else:  # one feature, overall or per class: every entry of it
-                mask = finite.reshape(self.n, -1, n_features).all(1)
-            out[name] = mask
-        return out
+            else:
+                mask = np.repeat(finite.reshape(self.n, -1).all(1, keepdims=True), n_features, axis=1)
+            memo[key] = mask
+        return memo[key]
 
     def _unavailable(self, check: Check) -> dict[tuple[str, str | None], str]:
         """(site, cell's column) -> why a statistic the check needs is missing there."""
         if not check.needs:
             return {}
-        available = np.logical_and.reduce([self._available(name) for name in check.needs])
+        available = np.logical_and.reduce([self._available(name, check.quantiles) for name in check.needs])
         out = {}
         for item in self.items(check.scope):
             if item.members:
@@ -272,21 +274,23 @@ class Checks:
                 missing = ~available.any(1)
             members = list(item.members) or list(range(len(self.profile.features)))
             for i in np.flatnonzero(missing):
-                out[(self.sites[i], item.name)] = self._reason(int(i), members, check.needs)
+                out[(self.sites[i], item.name)] = self._reason(int(i), members, check)
         return out
 
-    def _reason(self, i: int, members: Sequence[int], needs: Sequence[str]) -> str:
+    def _reason(self, i: int, members: Sequence[int], check: Check) -> str:
         site = self.sites[i]
-        for name in needs:
-            if self._available(name)[i, members].all():
+        for name in check.needs:
+            if self._available(name, check.quantiles)[i, members].all():
                 continue
+            axes = STATISTICS[name].axes
+            if "probability" in axes and self._available(name, _RELEASED)[i, members].all():
+                return _resolution(self.profile.arrays[name][i], axes, members, check.quantiles)
             withheld = self.profile.withheld.get(site, {}).get(name)
             if withheld:
                 return withheld
-            group = STATISTICS[name][0]
-            if group not in ("site", "class") and not (self.profile.observed[i, members] > 0).any():
+            if "feature" in axes and not (self.profile.observed[i, members] > 0).any():
                 return "no values of it at this site"
-            if group == "feature × class":
+            if "class" in axes and "feature" in axes:
                 empty = [c for k, c in enumerate(self.profile.classes)
                          if not (self.profile.observed_by_class[i, k, members] > 1).all()]
                 if empty:
@@ -431,8 +435,8 @@ class Checks:
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
         site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
         distinct = limit("unit", "distinct")
-        if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q)) >= distinct
-                and len(np.unique(np.round(others, 12))) >= distinct):
+        if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q[np.isfinite(site_q)])) >= distinct
+                and len(np.unique(np.round(others[np.isfinite(others)], 12))) >= distinct):
             return None
         match = match_conversion(name, site_q, others, scale)
         if match is not None and match.conversion is not None:
@@ -453,11 +457,12 @@ class Checks:
         k = np.array([k for k in self.continuous if k != j and scale[k] > 0], dtype=np.int64)
         if not k.size or not scale[j] > 0:
             return None
-        with np.errstate(invalid="ignore"):
-            j_as_k = np.median(np.abs(q[:, [j]] - others[:, k]), axis=0) / scale[k]
-            k_as_j = np.median(np.abs(q[:, k] - others[:, [j]]), axis=0) / scale[j]
-            j_as_j = float(np.median(np.abs(q[:, j] - others[:, j]))) / scale[j]
-            k_as_k = np.median(np.abs(q[:, k] - others[:, k]), axis=0) / scale[k]
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():  # over the quantiles both released
+            warnings.simplefilter("ignore", RuntimeWarning)
+            j_as_k = np.nanmedian(np.abs(q[:, [j]] - others[:, k]), axis=0) / scale[k]
+            k_as_j = np.nanmedian(np.abs(q[:, k] - others[:, [j]]), axis=0) / scale[j]
+            j_as_j = float(np.nanmedian(np.abs(q[:, j] - others[:, j]))) / scale[j]
+            k_as_k = np.nanmedian(np.abs(q[:, k] - others[:, k]), axis=0) / scale[k]
             both = ((j_as_k <= fit) & (j_as_j >= closer * np.maximum(j_as_k, 0.05))
                     & (k_as_j <= fit) & (k_as_k >= closer * np.maximum(k_as_j, 0.05)))
         found = np.flatnonzero(both)
@@ -498,8 +503,11 @@ class Checks:
             if j in named:
                 continue
             median, iqr, count = q[:, MEDIAN, j], q[:, UPPER, j] - q[:, LOWER, j], p.observed[:, j]
-            with np.errstate(invalid="ignore"):
-                usable = np.flatnonzero((count >= fewest) & (q[:, Q05, j] >= 0) & (median > 0) & (iqr > 0))
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                # positive amounts: the 5 % quantile, or the lowest a small group's policy released
+                low = np.where(np.isfinite(q[:, Q05, j]), q[:, Q05, j], np.nanmin(q[:, :, j], axis=1))
+                usable = np.flatnonzero((count >= fewest) & (low >= 0) & (median > 0) & (iqr > 0))
             if len(usable) < 2:
                 continue
             name, factors = p.features[j], column_factors(p.features[j])
@@ -623,9 +631,11 @@ class Checks:
                               material=bool(share - rate >= excess and share >= ratio * rate))
 
     def _mass_words(self, i: int, j: int, where: str, share: float, rate: float, value: float) -> str:
-        """`value`: the value two neighbouring shared quantiles show (NaN: none)."""
+        """`value`: the value two neighbouring shared quantiles show (NaN: none; 'about' it where the
+        site's disclosure policy rounded them)."""
         site, name = self.sites[i], self.profile.features[j]
-        at = f" ({self.value(j, value)})" if np.isfinite(value) else ""
+        about = "about " if self.profile.policies.get(site) is not None else ""
+        at = f" ({about}{self.value(j, value)})" if np.isfinite(value) else ""
         if where == "min":
             how = f"at its minimum{at}: clipped at the bottom, zero-filled, or dropouts?"
         elif where == "max":
@@ -721,12 +731,19 @@ class Checks:
                 yield Finding(site, LENS, "range", name,
                               f"{share:.1%} of {site}'s {name} values lie far outside its own middle range (beyond "
                               f"the quartiles by 3 interquartile ranges) against {float(rate[i, c]):.2%} at the other "
-                              f"sites; its 99 % quantile is {self.value(j, p.quantiles[i, Q99, j])} against "
-                              f"{self.value(j, others_q99[i, c])}: implausible values (a unit slip in some rows, "
-                              "spikes)?", float(p_more[i, c]), share, "share of values",
+                              f"sites{self._q99_words(i, j, others_q99[i, c])}: implausible values (a unit slip "
+                              "in some rows, spikes)?", float(p_more[i, c]), share, "share of values",
                               evidence=self._evidence(i, c) if np.isfinite(share) else {},
                               material=bool(share >= at_least and share * observed[i, c] >= fewest
                                             and share >= ratio * rate[i, c]))
+
+    def _q99_words(self, i: int, j: int, others: float) -> str:
+        """'; its 99 % quantile is X against Y' where both are shared ('' where a disclosure policy
+        keeps it: it rests on 1 % of the rows)."""
+        mine = self.profile.quantiles[i, Q99, j]
+        if not (np.isfinite(mine) and np.isfinite(others)):
+            return ""
+        return f"; its 99 % quantile is {self.value(j, mine)} against {self.value(j, others)}"
 
     # -- missing values ------------------------------------------------------------------------
     def missingness(self) -> Iterator[Finding]:
@@ -1048,6 +1065,25 @@ class Checks:
                               "correlations", evidence={"partner": p.features[cols[k]], "r": float(r[i, c, k]),
                                                         "others_r": float(reference[i, c, k])},
                               material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
+
+
+def _probability(p: float) -> int:
+    """The index of probability p among the profile's PROBABILITIES."""
+    return int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0])
+
+
+_RELEASED = (0.5,)  # a feature's values released at all: its median (every released group has one)
+
+
+def _resolution(released: np.ndarray, axes: Sequence[str], members: Sequence[int], needed: Sequence[float]) -> str:
+    """Why a check found too few of a site's quantiles: the resolution its disclosure policy
+    released them at (fewer quantiles for fewer values; none beyond its outermost blocks)."""
+    at = np.moveaxis(released, axes.index("probability"), 0)[..., list(members)]
+    shared = np.flatnonzero(np.isfinite(at.reshape(len(PROBABILITIES), -1)).all(1))
+    low, high = PROBABILITIES[shared[0]], PROBABILITIES[shared[-1]]
+    what = "its median only" if shared.size == 1 else f"its quantiles from {low:.0%} to {high:.0%} only"
+    wanted = ", ".join(f"{p:.0%}" for p in needed)
+    return f"not shared at the resolution this check reads ({wanted}): {what}, too few values for blocks further out"
 
 
 def repeated_quantiles(q: np.ndarray) -> np.ndarray:

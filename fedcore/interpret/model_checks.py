@@ -92,6 +92,12 @@ def shared_model_auc(auc: Sequence[float], positives: Sequence[int], negatives: 
     one-vs-one mean): below 0.5 beyond chance means the site's labels run against everyone else's."""
     out = []
     for site, value, n1, n0 in zip(sites, auc, positives, negatives):
+        if n1 is None or n0 is None:  # the site's disclosure policy withheld its hold-out's class counts
+            why = "not shared (a class of its hold-out has fewer rows than its disclosure policy's minimum)"
+            out.append(Finding(site, "labels", "shared_model_reversed", None,
+                               f"a shared model's ROC AUC at {site} could not be tested ({why})", float("nan"),
+                               material=False, evidence={"run": source}, untestable=why))
+            continue
         if value is None or not np.isfinite(value) or n1 < 1 or n0 < 1:
             continue
         se = np.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))  # Mann-Whitney's null SD of the AUC

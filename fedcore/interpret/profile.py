@@ -2,16 +2,21 @@
 
 Each site summarises its rows in their *original units* (before any standardisation: a unit error
 is visible there and nowhere else once each site has standardised itself). `STATISTICS` declares
-every array once: its name, the group whose row count governs it (a disclosure policy releases
-each array by that group's size: `GROUPS`) and what it reveals about the rows; `ARRAYS` is its
-names. No statistic is a single row's value: there is no minimum or maximum (one patient's value),
-and the shares at the minimum and maximum are shares, not the values.
+every array once: the group whose row count governs it, the rule the site's disclosure policy
+releases it by, its axes and what it reveals about the rows (`disclosure.Statistic`); `ARRAYS` is
+its names. No statistic is a single row's value: there is no minimum or maximum (one patient's
+value), and the shares at the minimum and maximum are shares, not the values.
 
-`site_profile` computes one site's summary (a Flower site runs it on its own rows and sends the
-arrays); `Profile` stacks every site's, is stored with a run (`profile.npz`, arrays only) and is
-what the check-up's data lens compares (`fedcore.interpret.data_checks`). A statistic a site did
-not release (a disclosure policy withheld it, or the profile was recorded before it existed) is
-NaN, with the reason in `Profile.withheld`; the check-up shows such a cell as *not testable*.
+Every site releases its statistics at its disclosure policy (`fedcore.interpret.disclosure`): no
+statistic of fewer rows than its minimum count, quantiles from blocks of at least that many values
+(so the 1 and 99 % ones, and all beyond the outermost blocks, stay unreleased), values and shares
+rounded, optionally noised; means, SDs and quantiles of values drawn in to the far-out fences
+(their share beyond is `far_share`). `site_profile` computes one site's summary (a Flower site runs it on
+its own rows and sends the arrays); `Profile` stacks every site's, is stored with a run
+(`profile.npz`, arrays only) and is what the check-up's data lens compares
+(`fedcore.interpret.data_checks`). A statistic a site did not release (its policy withheld it, or
+the profile was recorded before it existed) is NaN, with the reason in `Profile.withheld`; the
+check-up shows such a cell as *not testable*.
 """
 
 from __future__ import annotations
@@ -25,51 +30,116 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy, Statistic, describe_policy,
+                                          dp_noise, location, release)
+
 PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
 SENTINELS = np.array([-999.0, -99.0, -9.0, -1.0, 0.0, 9.0, 99.0, 999.0, 9999.0])
 FAR_OUT_IQRS = 3.0  # Tukey's "far out": beyond the quartiles by 3 interquartile ranges
 
-# The groups whose row count governs a statistic (a disclosure policy's minimum applies to it):
-# the site's rows, the rows of one class, one feature's observed values (overall or within a
-# class), and the rows where two features are both observed.
-GROUPS = ("site", "class", "feature", "feature × class", "feature pairs")
+__all__ = ["ARRAYS", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "SENTINELS", "STATISTICS", "Profile", "SiteProfile",
+           "profile_federation", "site_profile"]
 
-# name -> (group, what it reveals about the site's rows). Every array of a profile, declared once.
-STATISTICS: dict[str, tuple[str, str]] = {
-    "rows": ("site", "how many rows the site has"),
-    "class_counts": ("class", "how many rows each class has"),
-    "observed": ("feature", "how many rows have a value of the feature (so how many lack one)"),
-    "observed_by_class": ("feature × class", "the same within each class"),
-    "mean": ("feature", "the mean of the feature's values"),
-    "sd": ("feature", "the standard deviation of the feature's values"),
-    "mean_by_class": ("feature × class", "the mean within each class"),
-    "sd_by_class": ("feature × class", "the standard deviation within each class"),
-    "quantiles": ("feature", "21 quantiles (1 %, 5 %, ..., 95 %, 99 %), linearly interpolated between sorted values"),
-    "quantiles_by_class": ("feature × class", "the same quantiles within each class"),
-    "integer_share": ("feature", "the share of the feature's values that are whole numbers"),
-    "sentinel_counts": ("feature", "how many values equal each usual missing-value code (SENTINELS)"),
-    "correlation": ("feature pairs", "the Pearson correlation of two continuous features over the rows that have both"),
-    "top_share": ("feature", "the share of values at the feature's most common value (not the value)"),
-    "min_share": ("feature", "the share of values equal to the site's minimum (not the minimum)"),
-    "max_share": ("feature", "the share of values equal to the site's maximum (not the maximum)"),
-    "far_share": ("feature", f"the share of values beyond the quartiles by {FAR_OUT_IQRS:g} interquartile ranges"),
-    "duplicate_rows": ("site", "how many rows repeat an earlier row exactly (features and label), not which"),
+FEATURE, BY_CLASS = ("feature",), ("class", "feature")
+# Every array of a profile, declared once. `disclosure.release` applies a site's policy to exactly
+# these; an array not declared here never leaves a site.
+STATISTICS: dict[str, Statistic] = {
+    "rows": Statistic("site", "size", (), "how many rows the site has"),
+    "class_counts": Statistic("class", "count", ("class",), "how many of the site's rows are of each class"),
+    "observed": Statistic("site", "cell_count", FEATURE,
+                          "in how many rows each feature is recorded (so how many lack it)"),
+    "observed_by_class": Statistic("class", "cell_count", BY_CLASS, "the same within each class"),
+    "mean": Statistic("feature", "location", FEATURE, "the centre of a feature's values"),
+    "sd": Statistic("feature", "location", FEATURE, "how widely a feature's values vary"),
+    "mean_by_class": Statistic("feature × class", "location", BY_CLASS,
+                               "the centre of a feature's values within each class"),
+    "sd_by_class": Statistic("feature × class", "location", BY_CLASS, "how widely they vary within each class"),
+    "quantiles": Statistic("feature", "location", ("probability", "feature"),
+                           "a feature's distribution: the value below which a given share of its values lie, at "
+                           "the probabilities its policy's resolution allows"),
+    "quantiles_by_class": Statistic("feature × class", "location", ("class", "probability", "feature"),
+                                    "the same within each class"),
+    "integer_share": Statistic("feature", "share", FEATURE, "the share of a feature's values that are whole numbers"),
+    "sentinel_counts": Statistic("feature", "cell_count", ("code", "feature"),
+                                 "how many of a feature's values are exactly each usual missing-value code (SENTINELS)"),
+    "correlation": Statistic("feature pairs", "correlation", ("continuous", "continuous"),
+                             "how two continuous features vary together, over the rows that have both"),
+    "top_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values at its most common value (not the value)"),
+    "min_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values equal to its minimum (not the minimum)"),
+    "max_share": Statistic("feature", "share", FEATURE,
+                           "the share of a feature's values equal to its maximum (not the maximum)"),
+    "far_share": Statistic("feature", "share", FEATURE,
+                           f"the share of a feature's values beyond its quartiles by {FAR_OUT_IQRS:g} interquartile "
+                           "ranges (how many are far out, not which or where)"),
+    "duplicate_rows": Statistic("site", "cell_count", (),
+                                "how many rows repeat an earlier row exactly (features and label), not which"),
 }
 ARRAYS = tuple(STATISTICS)
 NOT_RECORDED = "not in this profile (recorded before this statistic was shared)"
+DP_TOO_FEW = "not shared under differential privacy (too few values for a range to clip them to)"
 
 
-def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
+@dataclass
+class SiteProfile:
+    """What one site releases: its statistics (ARRAYS), statistic -> why a part of it was withheld
+    (its NaN entries), and the policy it released them at (None: as computed, no policy)."""
+
+    arrays: dict[str, np.ndarray]
+    withheld: dict[str, str] = field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+
+
+def site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int],
+                 policy: Policy | None = DEFAULT_POLICY) -> SiteProfile:
     """One site's summary of its rows x [rows, features] (NaN = missing, original units) with class
-    indices y; `continuous`: the features whose correlations are kept. Values so large that their
-    sums overflow (1e308) give infinite or NaN moments: statistics the check-up cannot test."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _site_profile(x, y, n_classes, continuous)
-
-
-def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
+    indices y, as its disclosure `policy` releases it (None: as computed, unprotected: only for
+    measuring what the policy costs); `continuous`: the features whose correlations are kept.
+    Values so large that their sums overflow (1e308) give infinite or NaN moments: statistics the
+    check-up cannot test."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        computed, pairs = _site_profile(x, y, n_classes, continuous)
+        if policy is None:
+            return SiteProfile(computed)
+        fenced = _fenced(x, computed["quantiles"])
+        noise = dp_noise(fenced, policy)
+        computed["mean"], computed["sd"], computed["quantiles"] = location(fenced, PROBABILITIES, policy, noise)
+        per_class = [location(fenced[y == k], PROBABILITIES, policy, noise) for k in range(n_classes)]
+        for a, name in enumerate(("mean", "sd", "quantiles")):
+            computed[f"{name}_by_class"] = np.stack([released[a] for released in per_class])
+        groups = Groups(len(x), computed["class_counts"], computed["observed"], computed["observed_by_class"], pairs)
+        arrays, withheld = release(computed, STATISTICS, groups, policy, noise)
+    if noise is not None:  # a feature too small for a range: its values are withheld under the noise
+        ranged = np.isfinite(noise.low) | (computed["observed"] < policy.min_count)
+        for name, declared in STATISTICS.items():
+            if declared.kind == "location" and not ranged.all():
+                arrays[name] = arrays[name].copy()
+                arrays[name][..., ~ranged] = np.nan
+                withheld[name] = "; ".join(dict.fromkeys(filter(None, (withheld.get(name), DP_TOO_FEW))))
+    return SiteProfile(arrays, withheld, policy.to_dict())
+
+
+def _fenced(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """x with each feature's far-out values (beyond its quartiles by FAR_OUT_IQRS interquartile
+    ranges, where it has a spread) drawn in to those fences: what a policy's means, SDs and quantile
+    blocks are computed from. A far-out value is one row's, and the likeliest to be known: its
+    share is released (`far_share`), never its size (one wild value in a block's mean or in the
+    SD would give its value away), and it does not drag the quantiles of the rest."""
+    q25, q75 = (quantiles[int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0])] for p in (0.25, 0.75))
+    iqr = q75 - q25
+    with np.errstate(invalid="ignore"):
+        spread = np.isfinite(iqr) & (iqr > 0)
+        low = np.where(spread, q25 - FAR_OUT_IQRS * iqr, -np.inf)
+        high = np.where(spread, q75 + FAR_OUT_IQRS * iqr, np.inf)
+    return np.where(np.isnan(x), x, np.clip(x, low, high))
+
+
+def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every statistic as computed, and the row counts of the correlations' pairs."""
     n_rows, n_features = x.shape
     observed = ~np.isnan(x)
     out: dict[str, np.ndarray] = {
@@ -88,9 +158,9 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
         whole = np.where(observed, np.isclose(x, np.round(x)), False).sum(0)
         out["integer_share"] = np.where(out["observed"] > 0, whole / np.maximum(out["observed"], 1), np.nan)
     out["sentinel_counts"] = np.stack([(x == value).sum(0) for value in SENTINELS])
-    out["correlation"] = _correlation(x[:, list(continuous)])
+    out["correlation"], pairs = _correlation(x[:, list(continuous)])
     out["duplicate_rows"] = np.array(_duplicate_rows(x, y))
-    return out
+    return out, pairs
 
 
 def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
@@ -156,16 +226,18 @@ def _duplicate_rows(x: np.ndarray, y: np.ndarray) -> int:
     return int(len(keys) - len(np.unique(keys)))
 
 
-def _correlation(x: np.ndarray) -> np.ndarray:
+def _correlation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pearson correlations of the columns over pairwise complete rows (NaN where fewer than 3 rows
-    or no spread), all pairs at once: sums over the rows where both columns are observed."""
+    or no spread), all pairs at once: sums over the rows where both columns are observed; and those
+    rows' counts (what a policy's minimum applies to)."""
     if x.shape[0] >= 3 and not np.isnan(x).any():  # every pair complete: one product of the centred columns
         centred = x - x.mean(0)
         squares = (centred**2).sum(0)
         with np.errstate(invalid="ignore", divide="ignore"):
             out = (centred.T @ centred) / np.sqrt(np.outer(squares, squares))
         spread = squares > 1e-12 * x.shape[0]
-        return np.where(spread[:, None] & spread[None, :], np.clip(out, -1, 1), np.nan)
+        return (np.where(spread[:, None] & spread[None, :], np.clip(out, -1, 1), np.nan),
+                np.full((x.shape[1], x.shape[1]), float(x.shape[0])))
     observed = (~np.isnan(x)).astype(np.float64)
     values = np.nan_to_num(x)
     n = observed.T @ observed  # rows where both are observed
@@ -176,37 +248,48 @@ def _correlation(x: np.ndarray) -> np.ndarray:
         covariance = products - sums * sums.T / n
         spread = (squares - sums**2 / n) * (squares - sums**2 / n).T
         out = covariance / np.sqrt(spread)
-    return np.where((n >= 3) & (spread > 1e-12 * np.maximum(n, 1)), np.clip(out, -1, 1), np.nan)
+    return np.where((n >= 3) & (spread > 1e-12 * np.maximum(n, 1)), np.clip(out, -1, 1), np.nan), n
 
 
 @dataclass
 class Profile:
     """Every site's summary (`site_profile`), stacked over sites, with the names that say what
-    the axes are."""
+    the axes are, and what each site withheld at which policy."""
 
     sites: list[str]
     features: list[str]
     kinds: list[str]
     columns: list[str]  # the input column each feature came from (a categorical gives several one-hot features)
     classes: list[str]
-    arrays: dict[str, np.ndarray]  # ARRAYS, each [sites, ...]
+    arrays: dict[str, np.ndarray]  # ARRAYS, each [sites, ...]; NaN where a site did not release it
     units: dict[str, str] = field(default_factory=dict)  # feature -> unit, where the data say
-    # site -> statistic -> why its values are NaN there (withheld by a disclosure policy, not recorded)
+    # site -> statistic -> why its values are NaN there (withheld by the site's disclosure policy, not recorded)
     withheld: dict[str, dict[str, str]] = field(default_factory=dict)
+    # site -> the policy it released at (`Policy.to_dict`; None: as computed); a site not in it: not recorded
+    policies: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     @classmethod
-    def of_sites(cls, per_site: Sequence[Mapping[str, np.ndarray]], sites: Sequence[str], features: Sequence[str],
-                 kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
-                 units: Mapping[str, str] | None = None,
-                 withheld: Mapping[str, Mapping[str, str]] | None = None) -> Profile:
-        """Stacked over sites; a statistic a site did not send is NaN there, withheld as NOT_RECORDED
-        (a site running an older version)."""
+    def of_sites(cls, per_site: Sequence[Mapping[str, np.ndarray] | SiteProfile], sites: Sequence[str],
+                 features: Sequence[str], kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
+                 units: Mapping[str, str] | None = None, withheld: Mapping[str, Mapping[str, str]] | None = None,
+                 policies: Mapping[str, Mapping[str, Any] | None] | None = None) -> Profile:
+        """Stacked over sites (each a site's arrays, or its `SiteProfile` with what it withheld and
+        its policy); a statistic a site did not send is NaN there, withheld as NOT_RECORDED (a
+        site running an older version)."""
         reasons = {site: dict(r) for site, r in (withheld or {}).items()}
+        recorded = {site: (dict(p) if isinstance(p, Mapping) else None) for site, p in (policies or {}).items()}
         empty = _unreleased(len(features), len(classes), [j for j, kind in enumerate(kinds) if kind == "continuous"])
         arrays = {}
+        summaries = []
+        for site, summary in zip(sites, per_site):
+            if isinstance(summary, SiteProfile):
+                reasons.setdefault(site, {}).update(summary.withheld)
+                recorded[site] = summary.policy
+                summary = summary.arrays
+            summaries.append(summary)
         for name in ARRAYS:
             stacked = []
-            for site, summary in zip(sites, per_site):
+            for site, summary in zip(sites, summaries):
                 if name in summary:
                     stacked.append(np.asarray(summary[name]).reshape(empty[name].shape))
                 else:
@@ -214,7 +297,7 @@ class Profile:
                     reasons.setdefault(site, {}).setdefault(name, NOT_RECORDED)
             arrays[name] = np.stack(stacked) if stacked else empty[name][None][:0]
         return cls(list(sites), list(features), list(kinds), list(columns or features), list(classes), arrays,
-                   dict(units or {}), reasons)
+                   dict(units or {}), {site: r for site, r in reasons.items() if r}, recorded)
 
     @property
     def continuous(self) -> list[int]:
@@ -227,10 +310,21 @@ class Profile:
             return arrays[name]
         raise AttributeError(name)
 
+    def policy_text(self, site: str) -> str:
+        """The policy `site` released its statistics at, in words."""
+        if site not in self.policies:
+            return "not recorded (released before disclosure control)"
+        return describe_policy(self.policies[site])
+
+    def site_meta(self, site: str) -> dict[str, Any]:
+        """What one site sends with its arrays: the names, its own policy and what it withheld."""
+        return {**self.meta(), "policies": {site: self.policies.get(site)},
+                "withheld": {site: self.withheld.get(site, {})}}
+
     def meta(self) -> dict[str, Any]:
         return {"sites": self.sites, "features": self.features, "kinds": self.kinds, "columns": self.columns,
                 "classes": self.classes, "units": self.units, "probabilities": PROBABILITIES.tolist(),
-                "sentinels": SENTINELS.tolist(), "withheld": self.withheld}
+                "sentinels": SENTINELS.tolist(), "withheld": self.withheld, "policies": self.policies}
 
     def to_npz(self) -> bytes:
         """The profile as one npz (arrays, and the names as a JSON string array): nothing pickled."""
@@ -248,20 +342,34 @@ class Profile:
         stored = {name: np.asarray(data[name], dtype=np.float64 if data[name].dtype.kind == "f" else data[name].dtype)
                   for name in ARRAYS if name in data}
         per_site = [{name: value[i] for name, value in stored.items()} for i in range(len(meta["sites"]))]
+        withheld, policies = read_disclosure(meta)
         return cls.of_sites(per_site, meta["sites"], meta["features"], meta["kinds"], meta["columns"],
-                            meta["classes"], meta.get("units") or {}, meta.get("withheld") or {})
+                            meta["classes"], meta.get("units") or {}, withheld, policies)
+
+
+def read_disclosure(meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, Any] | None]]:
+    """What the sites of a profile's (or one site's) meta say they withheld (site -> statistic ->
+    reason) and the policies they released at (none: a profile from before disclosure control,
+    whose sites released everything as computed). Entries of another shape are left out."""
+    withheld, policies = meta.get("withheld"), meta.get("policies")
+    reasons = {str(site): {str(name): str(why) for name, why in entries.items() if isinstance(why, str)}
+               for site, entries in (withheld.items() if isinstance(withheld, dict) else []) if isinstance(entries, dict)}
+    recorded = {str(site): (policy if isinstance(policy, dict) else None)
+                for site, policy in (policies.items() if isinstance(policies, dict) else [])}
+    return reasons, recorded
 
 
 def _unreleased(n_features: int, n_classes: int, continuous: Sequence[int]) -> dict[str, np.ndarray]:
     """Every statistic of one site, all NaN, in its shape (what a site that did not send it counts as)."""
-    template = site_profile(np.zeros((0, n_features)), np.zeros(0, dtype=np.int64), n_classes, continuous)
+    template, _ = _site_profile(np.zeros((0, n_features)), np.zeros(0, dtype=np.int64), n_classes, continuous)
     return {name: np.full(np.shape(value), np.nan) for name, value in template.items()}
 
 
 def profile_federation(sites: Sequence[tuple[str, np.ndarray, np.ndarray]], features: Sequence[str],
                        kinds: Sequence[str], columns: Sequence[str], classes: Sequence[str],
-                       units: Mapping[str, str] | None = None) -> Profile:
-    """The profile of every (name, x, y) site, as if each had computed and sent its own."""
+                       units: Mapping[str, str] | None = None, policy: Policy | None = DEFAULT_POLICY) -> Profile:
+    """The profile of every (name, x, y) site, as if each had computed and sent its own, every
+    site releasing at `policy` (None: as computed, unprotected: for measuring the policy's cost)."""
     continuous = [j for j, kind in enumerate(kinds) if kind == "continuous"]
-    return Profile.of_sites([site_profile(x, y, len(classes), continuous) for _, x, y in sites],
+    return Profile.of_sites([site_profile(x, y, len(classes), continuous, policy) for _, x, y in sites],
                             [name for name, _, _ in sites], features, kinds, columns, classes, units)

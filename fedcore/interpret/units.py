@@ -52,6 +52,7 @@ import numpy as np
 
 FIT_TOLERANCE = 0.25  # reference SDs (median |difference| over the quantiles) for "fits"
 IMPROVEMENT = 4.0  # the conversion must bring the quantiles this many times closer
+SPREAD_RATIO = 1.25  # an unexplained factor must map the spread of the site's quantiles onto the others' this closely
 
 
 @dataclass(frozen=True)
@@ -193,8 +194,11 @@ def candidates(column: str) -> list[Conversion]:
 
 
 def discrepancy(site: np.ndarray, others: np.ndarray, scale: float) -> float:
-    """Median |site - others| over matching quantiles, in units of `scale` (the others' SD)."""
-    return float(np.median(np.abs(np.asarray(site) - np.asarray(others)))) / scale
+    """Median |site - others| over the matching quantiles both released, in units of `scale` (the
+    others' SD); NaN when none are."""
+    difference = np.abs(np.asarray(site, dtype=np.float64) - np.asarray(others, dtype=np.float64))
+    difference = difference[np.isfinite(difference)]
+    return float(np.median(difference)) / scale if difference.size else float("nan")
 
 
 def match_conversion(column: str, site_quantiles: Sequence[float], other_quantiles: Sequence[float],
@@ -217,7 +221,11 @@ def match_conversion(column: str, site_quantiles: Sequence[float], other_quantil
         return None
     a = float(np.median(others / site))  # the pure scale factor (units differ by a factor, not an offset)
     free = discrepancy(a * site, others, other_sd)
-    if free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5):
+    # a factor scales the spread as much as the values: a shifted column is no unit (the range of its
+    # quantiles, times the factor, would miss the others' by as much)
+    spread = abs(np.log(a * np.ptp(site) / np.ptp(others))) if np.ptp(site) > 0 and np.ptp(others) > 0 else np.inf
+    if (free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5)
+            and spread < np.log(SPREAD_RATIO)):
         near = [c for c in candidates(column) if c.b == 0 and abs(np.log(c.a / a)) < 0.05]
         if near:  # a known factor within 5 %: name it
             return Match(near[0], near[0].a, 0.0, before, discrepancy(near[0].apply(site), others, other_sd))

@@ -45,7 +45,7 @@ _LAYER_FIELDS = [
     ("kind", ctypes.c_int32, "int32_t"), ("inputs", ctypes.c_int32, "int32_t"),
     ("outputs", ctypes.c_int32, "int32_t"),
     ("mask_offset", ctypes.c_int32, "int32_t"),  # dropout: its first column in a row of a step's masks
-    ("eps", ctypes.c_float, "float"),  # BatchNorm's
+    ("eps", ctypes.c_float, "float"), ("bn_momentum", ctypes.c_float, "float"),  # BatchNorm's
     ("size", ctypes.c_int64 * 2, "int64_t", 2),  # elements per site of its tensors (b, w) or (weight, bias)
     ("tensor", ctypes.c_void_p * 2, "float *", 2),  # site 0's; site s's start s * size later
     ("momentum", ctypes.c_void_p * 2, "float *", 2),  # NULL: not trained
@@ -88,8 +88,7 @@ def _c_struct(name: str, described: list[tuple]) -> str:
 def header() -> str:
     """mlp_round.h: what the C source declares from this module (written beside it at build time)."""
     kinds = ", ".join(f"{name.upper()} = {value}" for name, value in KINDS.items())
-    return (f"enum {{ {kinds} }};\n#define BATCH_NORM_MOMENTUM {stacked.BATCH_NORM_MOMENTUM!r}f\n"
-            + _c_struct("Layer", _LAYER_FIELDS) + _c_struct("Round", _ROUND_FIELDS))
+    return (f"enum {{ {kinds} }};\n" + _c_struct("Layer", _LAYER_FIELDS) + _c_struct("Round", _ROUND_FIELDS))
 
 
 class _Layer(ctypes.Structure):
@@ -179,7 +178,7 @@ def _network(model: MLP, state: Mapping[str, torch.Tensor], features: int,
     layers_spec = stacked.spec(model).layers
     layers, width, offset, lowest = (_Layer * len(layers_spec))(), features, 0, len(layers_spec)
     for index, (layer, slot) in enumerate(zip(layers_spec, layers)):
-        slot.kind, slot.inputs, slot.eps = KINDS[layer.kind], width, layer.eps
+        slot.kind, slot.inputs, slot.eps, slot.bn_momentum = KINDS[layer.kind], width, layer.eps, layer.momentum
         if layer.kind == "linear":
             width = state[layer.tensors[0]].shape[1]
         slot.outputs = width

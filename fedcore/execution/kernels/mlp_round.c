@@ -22,7 +22,7 @@
 typedef void (*sgemm_t)(const char *, const char *, const int *, const int *, const int *, const float *,
                         const float *, const int *, const float *, const int *, const float *, float *, const int *);
 
-/* The layer kinds, BatchNorm's momentum and the Layer and Round structs: written at build time by
+/* The layer kinds and the Layer and Round structs: written at build time by
    fedcore/execution/kernels/__init__.py from the one Python description ctypes also reads, so the
    two sides cannot disagree on a field, its order or a constant. */
 #include "mlp_round.h"
@@ -206,9 +206,8 @@ static void forward(const Round *r, Work *w, int site, int m) {
                     normalised[i * o + j] = (h[i * o + j] - mean) * inverse_std[j];
                     out[i * o + j] = normalised[i * o + j] * first[j] + second[j];
                 }
-                running_mean[j] = (1 - BATCH_NORM_MOMENTUM) * running_mean[j] + BATCH_NORM_MOMENTUM * mean;
-                running_var[j] = (1 - BATCH_NORM_MOMENTUM) * running_var[j]
-                                 + BATCH_NORM_MOMENTUM * variance * m / (m - 1);
+                running_mean[j] = (1 - L->bn_momentum) * running_mean[j] + L->bn_momentum * mean;
+                running_var[j] = (1 - L->bn_momentum) * running_var[j] + L->bn_momentum * variance * m / (m - 1);
             }
             L->tracked[site] += 1;
             break;
