@@ -133,21 +133,27 @@ def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tupl
     return alignment, suggest(sites, alignment)
 
 
-def draft_dictionary(ref: Reference, name: str = "") -> dict[str, Any]:
+def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion] | None = None) -> dict[str, Any]:
     """The reference's dictionary (or an empty one) with every suggestion accepted, the suggestions
-    looked for again after each round of them (a rename makes a column comparable)."""
+    looked for again after each round of them (a rename makes a column comparable). Questions (what
+    the data cannot decide) are never answered; `questions`, when given, receives those asked."""
     source, options = parse_reference(ref)
     reader, _, _ = _option_groups(options)
     content = read_dictionary(reader["dictionary"]) if reader.get("dictionary") else empty_dictionary(name)
     if name:
         content["name"] = name
+    asked: dict[str, Suggestion] = {}
     for _ in range(DRAFT_PASSES):
         alignment, suggestions = mapping(ref, content)
         content = merge(content, {"target": {"column": alignment.sites.target}})
-        if not suggestions:
+        asked.update({s.id: s for s in suggestions if s.question})
+        decided = [s for s in suggestions if not s.question]
+        if not decided:
             break
-        for suggestion in suggestions:
+        for suggestion in decided:
             content = merge(content, suggestion.patch)
+    if questions is not None:
+        questions += asked.values()
     return content
 
 

@@ -6,8 +6,9 @@ south.csv   semicolons, Windows-1252, decimal commas; age spelled 'Âge'; two ga
 east.csv    cholesterol in mg/dL (× 38.67); sex written male/female
 west.csv    age 999 and cholesterol 0 for 'not measured'; sex coded 1/0 (1 = M); a spreadsheet's
             trailing empty, unnamed column
-Every file has a patient identifier and an integer-coded chest-pain type (1-4). The outcome
-depends on cholesterol, sex and chest pain, so the codes can be paired by their label relation.
+Every file has a patient identifier and an integer-coded chest-pain type (1-4, types 2 and 4
+raising the risk: codes, not a scale). The outcome depends on cholesterol, sex and chest pain,
+so the codes can be paired by their label relation.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def study_rows(site: int, n: int = ROWS) -> dict[str, np.ndarray]:
     chol = np.round(rng.normal(5.4, 1.0, n), 2)
     pain = rng.integers(1, 5, n)
     smoker = rng.random(n) < 0.3
-    score = 1.4 * (chol - 5.4) + 1.5 * male - 0.9 + 0.6 * (pain == 4) + rng.normal(0, 0.8, n)
+    # chest pain 2 and 4 raise the risk, 1 and 3 do not: codes of categories, not a scale
+    score = 1.4 * (chol - 5.4) + 1.5 * male - 1.4 + 1.2 * np.isin(pain, (2, 4)) + rng.normal(0, 0.8, n)
     return {"patient_id": np.array([f"{site}-{k:05d}" for k in range(n)]), "age": age,
             "sex": np.where(male, "M", "F"), "chol": chol, "chest_pain": pain,
             "smoker": np.where(smoker, "yes", "no"), "outcome": (score > 0).astype(int)}

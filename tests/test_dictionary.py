@@ -37,7 +37,12 @@ def suggestions(frames: dict[str, pd.DataFrame], content: dict | None = None, ta
 
 
 def of_kind(found, kind):
-    return [(s.site, s.column, s.value) for s in found if s.kind == kind]
+    """The pre-filled suggestions of a kind (questions leave the decision to the analyst)."""
+    return [(s.site, s.column, s.value) for s in found if s.kind == kind and not s.question]
+
+
+def questions(found, kind):
+    return [(s.site, s.column) for s in found if s.kind == kind and s.question]
 
 
 def clinic(seed: int, n: int = 120, **columns) -> pd.DataFrame:
@@ -76,6 +81,7 @@ def test_no_rename_where_a_site_holds_two_spellings():
     frames["b"] = frames["b"].rename(columns={"age": "Age"}).assign(AGE=frames["b"]["age"])
     _, found = suggestions(frames)
     assert of_kind(found, "rename") == []
+    assert sorted(questions(found, "rename")) == [("b", "AGE"), ("b", "Age")]  # asked: both match age by the data
 
 
 def test_a_renamed_column_is_found_by_its_values_and_its_relation_to_the_label():
@@ -162,10 +168,17 @@ def test_codes_that_mean_one_thing(a, b):
 
 
 # -- kinds, drops -----------------------------------------------------------------------------------
-def test_whole_numbers_with_few_values_are_suggested_categorical_and_others_not():
-    frames = {s: clinic(k, pain=lambda rng, f: rng.integers(1, 5, len(f)),
+def test_codes_of_categories_are_suggested_categorical_counts_are_asked_and_measurements_left_alone():
+    def pain(rng, f):  # y = 1 mostly with codes 1 and 3: a rate that rises and falls, as codes' do
+        return np.where(f["y"] == 1, rng.choice([1, 3], len(f)), rng.choice([2, 4], len(f)))
+
+    frames = {s: clinic(k, n=200, pain=pain, thal=lambda rng, f: rng.choice([3, 6, 7], len(f)),
+                        vessels=lambda rng, f: rng.integers(0, 4, len(f)),
                         dose=lambda rng, f: np.round(rng.uniform(0, 3, len(f)), 1)) for k, s in enumerate("abc")}
-    assert of_kind(suggestions(frames)[1], "kind") == [(None, "pain", "categorical")]  # age: many; dose: decimals
+    found = suggestions(frames)[1]
+    # pain: not monotone; thal: gaps; vessels 0-3, unrelated: a count or codes, the data cannot tell
+    assert sorted(of_kind(found, "kind")) == [(None, "pain", "categorical"), (None, "thal", "categorical")]
+    assert questions(found, "kind") == [(None, "vessels")]  # age: many values; dose: decimals
 
 
 def test_identifiers_empty_and_unnamed_columns_are_suggested_for_dropping_and_measurements_not():
