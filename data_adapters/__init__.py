@@ -11,6 +11,8 @@ hold-out split follows the run's seed.
                                spec; tables that would not combine are refused here already
     mapping(ref, dictionary)   tables: the alignment with a data dictionary applied (the reference's
                                file, or a dictionary's content given here) and the suggestions left
+    mapping_view(ref, dict.)   the same and what the mapping step shows of the mapped tables
+    decision_effects(...)      what one more decision would change
     draft_dictionary(ref)      the reference's dictionary with every suggestion accepted
 """
 
@@ -25,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from data_adapters.alignment import Alignment, AlignmentReport
-from data_adapters.dictionary import apply_dictionary, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.alignment import Alignment, AlignmentReport, TableSites
+from data_adapters.dictionary import apply_dictionary, effects, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.study_view import study_view
 from data_adapters.suggestions import Suggestion, suggest
 from data_adapters.assemble import assemble, moment_sums, pooled_from_sums
 from data_adapters.flower_reference import flower_reference, is_flower_reference
@@ -43,8 +46,8 @@ from fedcore.errors import DataError
 from fedcore.federation import Federation
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
-    "draft_dictionary", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
+    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "decision_effects",
+    "describe_reference", "draft_dictionary", "mapping_view", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
     "moment_sums", "normalize_reference", "parse_reference", "pooled_from_sums", "reference_dict",
     "standardization_sums",
 ]
@@ -118,6 +121,26 @@ DRAFT_PASSES = 4  # a rename can make a column common, whose units or codes are 
 def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tuple[Alignment, list[Suggestion]]:
     """A table reference's alignment with `dictionary` applied (default: the reference's own
     dictionary file, if any), and the suggestions for what is left."""
+    sites, table = _mapped_sites(ref, dictionary)
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment)
+
+
+def mapping_view(ref: Reference, dictionary: Mapping[str, Any]) -> tuple[Alignment, list[Suggestion], dict[str, Any]]:
+    """`mapping`, and what the mapping step shows of the mapped tables (`study_view`): every
+    column, the target's candidates and values."""
+    sites, table = _mapped_sites(ref, dictionary)
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment), study_view(sites)
+
+
+def decision_effects(ref: Reference, dictionary: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:
+    """What `patch` would change on the tables as `dictionary` maps them (`dictionary.effects`)."""
+    sites, _ = _mapped_sites(ref, dictionary)
+    return effects(sites, patch)
+
+
+def _mapped_sites(ref: Reference, dictionary: Mapping[str, Any] | None) -> tuple[TableSites, TableOptions]:
     source, options = parse_reference(ref)
     if source.kind != "table":
         raise DataError(f"Data source '{source.name}' holds no tables to map.")
@@ -129,8 +152,7 @@ def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tupl
     sites = source.read(**reader)
     if content is not None:
         sites = apply_dictionary(sites, content, Path(path).name if path and dictionary is None else "the dictionary")
-    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
-    return alignment, suggest(sites, alignment)
+    return sites, table
 
 
 def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion] | None = None) -> dict[str, Any]:
@@ -146,7 +168,7 @@ def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion]
     for _ in range(DRAFT_PASSES):
         alignment, suggestions = mapping(ref, content)
         content = merge(content, {"target": {"column": alignment.sites.target}})
-        asked.update({s.id: s for s in suggestions if s.question})
+        asked = {s.id: s for s in suggestions if s.question}  # those still open after the last pass
         decided = [s for s in suggestions if not s.question]
         if not decided:
             break

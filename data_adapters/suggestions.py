@@ -406,6 +406,8 @@ def _codings(values: SiteValues, columns: Sequence[str], virtual: set[tuple[str,
             mapping = _code_map(codes, reference) or _binary_map(values, column, site, codes, reference, seen)
             left = [v for v in codes if v not in mapping and v not in reference]
             what = (f"'{column}' at {site} is coded {', '.join(codes)} where most sites use {', '.join(reference)}")
+            if not mapping and not values.labels_agree:
+                continue  # shares and label rates tell only once the sites' labels are one coding
             if not mapping:
                 pairings = ([{codes[0]: reference[0], codes[1]: reference[1]}, {codes[0]: reference[1], codes[1]: reference[0]}]
                             if len(codes) == 2 and len(reference) == 2 else [])
@@ -484,10 +486,9 @@ def _units(findings, virtual: set[tuple[str, str]]) -> list[Suggestion]:
         runner = f"; the next best, {unit.runner_up[0]}, {unit.runner_up[1]:.2g} SD" if unit.runner_up else ""
         key = f"convert:{unit.site}:{unit.column}"
         if unit.conversion is None or unit.ambiguous:
-            options = [_conversion_option(unit.site, unit.column, unit.conversion, unit.a, unit.b)]
-            if unit.ambiguous and unit.runner is not None:
-                options.append(_conversion_option(unit.site, unit.column, unit.runner, unit.runner.a, unit.runner.b))
-            why = ("two conversions fit about as well: the data cannot tell them apart" if unit.ambiguous else
+            options = [_conversion_option(unit.site, unit.column, c, a, b)
+                       for c, a, b in [(unit.conversion, unit.a, unit.b), *((c, c.a, c.b) for c in unit.alike)]]
+            why = ("other conversions fit about as well: the data cannot tell them apart" if unit.ambiguous else
                    "a factor no known unit conversion explains")
             best = unit.conversion.formula() if unit.conversion else f"× {unit.a:.4g}"
             out.append(question(
@@ -549,7 +550,7 @@ def edited_patch(suggestion: Mapping[str, Any], value: str) -> dict[str, Any]:
     """The suggestion's patch with its editable part replaced by `value` (as the analyst wrote it);
     ValueError says what is wrong with the text."""
     kind, site, column = suggestion["kind"], suggestion["site"], suggestion["column"]
-    value = value.strip()
+    value = str(value).strip()
     if value == suggestion["value"]:
         return dict(suggestion["patch"])
     if kind in ("rename", "target"):
@@ -581,4 +582,12 @@ def edited_patch(suggestion: Mapping[str, Any], value: str) -> dict[str, Any]:
         if value not in ("continuous", "binary", "categorical"):
             raise ValueError("A kind is continuous, binary or categorical.")
         return {"kinds": {column: value}}
+    if kind == "drop":
+        return {"drop": [column]} if site is None else _site_patch(site, "drop", [column])
     return dict(suggestion["patch"])
+
+
+def decision(kind: str, site: str | None, column: str, value: str) -> dict[str, Any]:
+    """A decision the analyst makes by hand, as a dictionary patch: the same reading of the text as
+    an edited suggestion's (`edited_patch`); ValueError says what is wrong with it."""
+    return edited_patch({"kind": kind, "site": site, "column": column, "value": None, "patch": {}}, value)

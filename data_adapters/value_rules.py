@@ -80,7 +80,7 @@ RELATION_CORR = 0.3
 RELATION_SIZE = 5.0
 KIND_P = 0.01
 UNIT_SPREAD = 5.0
-SPREAD_FIT = 1.5  # a conversion's factor brings the site's SD within this factor of the consensus's
+SPREAD_FIT = 2.0  # a conversion's factor brings the site's SD within this factor of the consensus's
 AMBIGUOUS_FIT = 1.0  # a second conversion within this many SDs of the consensus is as good as the best
 PAIR_SCALE = 2.0  # sites whose SDs differ by this factor or more are not taken to share a unit
 MEDIAN = int(np.flatnonzero(np.isclose(PROBABILITIES, 0.5))[0])
@@ -110,8 +110,11 @@ class UnitFinding:
     median: float
     consensus_median: float
     spread_ratio: float  # the site's SD over the consensus's, as exported
-    ambiguous: bool  # the next best conversion fits about as well: the analyst decides
-    runner: catalogue.Conversion | None = None
+    alike: list[catalogue.Conversion] = field(default_factory=list)  # as good as the chosen: the analyst decides
+
+    @property
+    def ambiguous(self) -> bool:
+        return bool(self.alike)
 
 
 @dataclass
@@ -407,23 +410,23 @@ def _units(values: SiteValues, column: str) -> tuple[list[UnitFinding], UnitSpli
         chosen = match.conversion
         if chosen is not None:
             chosen = next((c for fit, c in fits if fit <= PAIR_SCALE * catalogue.FIT_TOLERANCE or _same(c, chosen)), chosen)
-        rest = [(fit, c) for fit, c in fits if c is not chosen and not _same(c, chosen)]
+        rest = [(fit, c) for fit, c in fits if not _same(c, chosen)]
         runner = rest[0] if rest else None
-        # A second conversion is as good when it lands as close and scales the SD as well: quantiles
-        # of a zero-centred column barely tell × 60 from × 100, their SDs do.
-        ambiguous = runner is not None and runner[0] <= AMBIGUOUS_FIT and _spread_fits(runner[1].a, ratio, tolerance)
-        if ambiguous and chosen is not None and bool(chosen.analytes) != bool(runner[1].analytes):
+        # Another conversion is as good when it lands about as close and scales the SD as well:
+        # quantiles of a zero-centred column barely tell × 60 from × 100, their SDs do; sites whose
+        # SDs differ by 2 cannot tell × 10 from × 12.
+        alike = [c for fit, c in rest if fit <= AMBIGUOUS_FIT and _spread_fits(c.a, ratio, tolerance)]
+        if chosen is not None and alike and all(bool(c.analytes) != bool(chosen.analytes) for c in alike):
             # the column's name names an analyte: its own units beat a factor that holds for anything
-            chosen = chosen if chosen.analytes else runner[1]
-            ambiguous = False
+            named = [c for c in (chosen, *alike) if c.analytes]
+            chosen, alike = (named[0], []) if len(named) == 1 else (chosen, alike)
         a, b = (chosen.a, chosen.b) if chosen is not None else (match.a, match.b)
         converted = a * quantiles[k] + b
         out.append(UnitFinding(column, site, consensus, chosen, a, b,
                                catalogue.discrepancy(quantiles[k], reference, scale),
                                catalogue.discrepancy(converted, reference, scale),
                                (runner[1].formula(), runner[0]) if runner else None,
-                               float(quantiles[k, MEDIAN]), float(reference[MEDIAN]), ratio, ambiguous,
-                               runner[1] if runner else None))
+                               float(quantiles[k, MEDIAN]), float(reference[MEDIAN]), ratio, alike))
     return out, None
 
 
@@ -665,7 +668,9 @@ def _kinds(values: SiteValues, columns: Sequence[str]) -> list[KindFinding]:
             out.append(KindFinding(column, seen.tolist(), True, f"its values {_listed(seen)} leave gaps: codes, not a "
                                                                 "count or a scale"))
             continue
-        p = _monotone_p(values, column, at, seen) if values.labels_agree else 1.0
+        if not values.labels_agree:
+            continue  # the class rates tell only once the sites' labels are one coding
+        p = _monotone_p(values, column, at, seen)
         if p < KIND_P:
             out.append(KindFinding(column, seen.tolist(), True,
                                    f"the share of each class does not rise or fall steadily over {_listed(seen)} "
