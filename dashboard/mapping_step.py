@@ -97,8 +97,8 @@ def mapping_step(ref: dict[str, Any], name: str, first_guess: str) -> dict[str, 
     prefix = hashlib.sha256(files.encode()).hexdigest()[:10]
     mappings = draft().setdefault("mapping", {})
     state = mappings.setdefault(prefix, {"target": None, "target_columns": {}, "positive": {}, "base": empty_dictionary(),
-                                         "manual": [], "known": {}, "decisions": {}, "values": {}, "answers": {},
-                                         "upload": None})
+                                         "manual": [], "known": {}, "order": [], "decisions": {}, "values": {},
+                                         "answers": {}, "upload": None})
     mappings.pop(prefix)
     mappings[prefix] = state  # the latest file set last; the oldest beyond KEPT_MAPPINGS go
     for old in list(mappings)[:-KEPT_MAPPINGS]:
@@ -113,17 +113,15 @@ def mapping_step(ref: dict[str, Any], name: str, first_guess: str) -> dict[str, 
     target = _target_step(state, guess, editable, prefix)
     ref = {**ref, "target": target}
     ref_json = json.dumps(ref, sort_keys=True)
+    # the target's values as the sites write them: every decision applied but the positive values
+    before = _mapped(ref_json, json.dumps(_content(state, name, positive=False)[0], sort_keys=True))
+    _remember(state, before["suggestions"])
+    _positive_step(state, before, editable, prefix)
     content, problems = _content(state, name)
     mapped = _mapped(ref_json, json.dumps(content, sort_keys=True))
-    for suggestion in mapped["suggestions"]:
-        state["known"][suggestion["id"]] = suggestion
-    _positive_step(state, mapped, editable, prefix)
-    content, problems = _content(state, name)
-    mapped = _mapped(ref_json, json.dumps(content, sort_keys=True))
-    for suggestion in mapped["suggestions"]:
-        state["known"][suggestion["id"]] = suggestion
+    _remember(state, mapped["suggestions"])
     open_ids = {s["id"] for s in mapped["suggestions"]}
-    shown = [s for key, s in state["known"].items() if s["kind"] not in ("target", "positive")
+    shown = [state["known"][key] for key in state["order"] if state["known"][key]["kind"] not in ("target", "positive")
              and (key in open_ids or state["decisions"].get(key, "undecided") != "undecided" or key in state["answers"])]
     st.markdown("#### 2 · Suggestions and questions")
     _suggestions(state, shown, problems, editable, prefix)
@@ -136,9 +134,18 @@ def mapping_step(ref: dict[str, Any], name: str, first_guess: str) -> dict[str, 
     return {**ref, "dictionary": str(keep_dictionary(content, upload_folder()))}
 
 
-def _content(state: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The dictionary the decisions make: a started-from file, step 1, the accepted suggestions
-    (as edited), the answered questions, then the decisions made by hand."""
+def _remember(state: dict[str, Any], suggestions: list[dict[str, Any]]) -> None:
+    """Every suggestion seen, newest content for each, in the order first seen."""
+    for suggestion in suggestions:
+        if suggestion["id"] not in state["known"]:
+            state["order"].append(suggestion["id"])
+        state["known"][suggestion["id"]] = suggestion
+
+
+def _content(state: dict[str, Any], name: str, positive: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    """The dictionary the decisions make: a started-from file, step 1 (without the positive values
+    unless `positive`), the accepted suggestions (as edited), the answered questions, then the
+    decisions made by hand."""
     content = merge(state["base"], {"name": name})
     target = state["target"]
     if target:
@@ -146,7 +153,7 @@ def _content(state: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str
         for site, column in state["target_columns"].items():
             if column and column != target:
                 content = merge(content, {"sites": {site: {"rename": {column: target}}}})
-    for site, values in state["positive"].items():
+    for site, values in state["positive"].items() if positive else ():
         if values is not None:
             names = state.get("positive_names") or {"negative": "0", "positive": "1"}
             content = merge(content, {"target": {**names, "column": target}, "sites": {site: {"positive": values}}})
@@ -175,7 +182,8 @@ def _target_step(state: dict[str, Any], view: dict[str, Any], editable: bool, pr
     choices = view["target_choices"]
     names = [c["name"] for c in choices]
     labels = {c["name"]: _choice_label(c, len(view["sites"])) for c in choices}
-    current = state["target"] if state["target"] in names else (view["target"] if view["target"] in names else names[-1])
+    guessed = next((c["name"] for c in choices if view["target"] in c["spellings"].values()), names[-1])
+    current = state["target"] if state["target"] in names else guessed
     target = st.selectbox("The target column (the outcome to predict), as the study calls it", names,
                           index=names.index(current), format_func=labels.get, key=f"target-{prefix}",
                           disabled=not editable)
@@ -359,6 +367,9 @@ def _by_hand(state: dict[str, Any], view: dict[str, Any], ref_json: str, content
         label = f"{ACTIONS[action]} · {column} · {site if site != EVERY_SITE else 'every site'}"
         state["manual"].append({"label": label, "patch": patch, "effect": lines})
         keep_draft()
+        for key in [k for k in st.session_state if str(k).startswith(f"hand-") and str(k).endswith(prefix)
+                    or str(k).startswith((f"hand-value-{prefix}", f"hand-value-text-{prefix}"))]:
+            del st.session_state[key]  # a fresh form for the next decision
         st.rerun()
 
 

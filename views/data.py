@@ -27,7 +27,10 @@ st.title("Data")
 current = chosen_data()
 st.caption(f"Training currently uses: **{md(current['label'])}**")
 st.page_link(CHECKUP.path, label="Check up the chosen data: which site has which problem →", icon=CHECKUP.icon)
-source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source")
+kept_source = draft().get("source")  # this user's last choice, kept across reloads with the draft
+source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source",
+                  index=SOURCES.index(kept_source) if kept_source in SOURCES else 0)
+draft()["source"] = source
 
 
 def use_button(ref, label: str, ok: bool = True) -> None:
@@ -159,10 +162,9 @@ def upload() -> None:
         if kept.get("files") != listed:  # other files: their own choices
             kept = draft()["upload"] = {"files": listed, "left_out": left_out}
     elif kept.get("files") and all(Path(f["path"]).is_file() for f in kept["files"]):
-        left, right = st.columns([4, 1])
-        left.info(md(f"Continuing with the files you uploaded: {', '.join(f['name'] for f in kept['files'])} "
-                     "(kept, with your choices and decisions, when you leave this page)."))
-        if right.button("Start again with other files", key="forget_upload"):
+        st.info(md(f"Continuing with the files you uploaded: {', '.join(f['name'] for f in kept['files'])} "
+                   "(kept, with your choices and decisions, when you leave this page)."))
+        if st.button("Start again with other files", key="forget_upload"):
             draft().pop("upload", None)
             keep_draft()
             st.rerun()
@@ -212,9 +214,9 @@ def upload() -> None:
     ref["name"] = st.text_input("Name of this data (shown wherever it is listed)", kept.get("name") or default,
                                 key="data_name").strip() or default
     kept["name"] = ref["name"]
-    choices = [c for c in everywhere if c != site_column]
+    first = [c for c in checked[0].columns if c != site_column]  # the first file's last column, as a first guess
     try:
-        ref = mapping_step(ref, ref["name"], choices[-1] if choices else "")
+        ref = mapping_step(ref, ref["name"], first[-1] if first else "")
         check_reference(ref)
         report, ok = inspect_reference(ref)
     except DataError as error:
@@ -238,3 +240,4 @@ def upload() -> None:
 
 
 {SOURCES[0]: demo, SOURCES[1]: on_disk, SOURCES[2]: upload}[source]()
+keep_draft()
