@@ -53,16 +53,19 @@ __all__ = [
 ]
 
 
-def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None) -> Federation:
+def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None,
+                    dictionary: Mapping[str, Any] | None = None) -> Federation:
     """The federation a data reference names, split with `seed`. `pooled` (feature index -> mean,
-    SD): a table's federated standardisation as a real federation's server pooled it."""
+    SD): a table's federated standardisation as a real federation's server pooled it.
+    `dictionary`: a data dictionary's content for a table reference that names none of its own
+    (a Flower server's data, mapped as the sites mapped theirs)."""
     source, options = parse_reference(ref)
     if source.kind == "complete":
         federation = source.read(seed=seed, **options)
     else:
         reader, table, sites = _option_groups(options)
         if source.kind == "table":
-            raw = _alignment(source, reader, table).encode()
+            raw = _alignment(source, reader, table, dictionary).encode()
             federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
                                   missing_indicators=table.missing_indicators,
                                   reference=dict(pooled) if pooled is not None else None)
@@ -179,8 +182,17 @@ def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion]
     return content
 
 
-def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:
-    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows, table.standardization)
+def _alignment(source: Source, reader: dict, table: TableOptions, dictionary: Mapping[str, Any] | None = None
+               ) -> Alignment:
+    """The alignment of a table source's reading; `dictionary` (content) applied when the
+    reference names no dictionary file of its own."""
+    if dictionary is not None and not reader.get("dictionary"):
+        if "target" in inspect.signature(source.read).parameters:
+            reader = {**reader, "target": target_of(dictionary, reader.get("target"))}
+        sites = apply_dictionary(source.read(**reader), dictionary, "the sites' data dictionary")
+    else:
+        sites = source.read(**reader)
+    return Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
 
 
 def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:

@@ -291,7 +291,7 @@ def _apply_site(table: SiteTable, entry: Mapping[str, Any], drop: list[str], tar
         warnings.append(f"{where}: {step} '{column}', which the file does not have (columns: {quoted(frame.columns)}).")
         return True
 
-    frame = _renamed(frame, entry.get("rename", {}), [*drop, *entry.get("drop", [])], lacks, where)
+    frame = _renamed(frame, entry.get("rename", {}), lacks, where)
     for column in entry.get("drop", []):
         lacks("drops", column)
     frame = frame.drop(columns=[c for c in dict.fromkeys([*drop, *entry.get("drop", [])]) if c in frame.columns])
@@ -325,20 +325,20 @@ def _mapped(values: pd.Series, mapping: Mapping[str, Any]) -> pd.Series:
     return labels.map(lambda v: keys.get(v, v) if isinstance(v, str) else v)
 
 
-def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], dropped: list[str], lacks, where: str) -> pd.DataFrame:
+def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], lacks, where: str) -> pd.DataFrame:
     """Columns renamed; several sources of one study column merged (first value per row). A rename
-    onto a column the site has and keeps (not renamed itself, not dropped, not named as a source
-    of the merge) is refused: it would silently lose that column."""
+    onto a column the site has and keeps (not renamed itself, not named as a source of the merge)
+    is refused: it would silently lose that column."""
     sources: dict[str, list[str]] = {}
     for source, study in rename.items():
         if not lacks("renames", source):
             sources.setdefault(study, []).append(source)
     for study, columns in sources.items():
-        if study in frame.columns and study not in columns and study not in rename and study not in dropped:
+        if study in frame.columns and study not in columns and study not in rename:
             raise DataError(
-                f"{where}: renames {quoted(columns)} to '{study}', a column the site already has. Rename or drop "
-                f"its '{study}' first, or list it among the sources ('{study}': '{study}') to merge them (each row "
-                "takes the first source that has a value).")
+                f"{where}: renames {quoted(columns)} to '{study}', a column the site already has. Rename its "
+                f"'{study}' too (to another name, or to '{study}' to merge the two: each row takes the first "
+                "source that has a value).")
     merged = {}
     for study, columns in sources.items():
         values = frame[columns[0]]
@@ -445,9 +445,9 @@ def _site_effects(table: SiteTable, entry: Mapping[str, Any], target: str, names
         if not has(source):
             continue
         filled = int(frame[source].notna().sum())
-        if study in frame.columns and study != source:
+        if study in frame.columns and study != source and study not in entry.get("rename", {}):
             lines.append(f"Refused: {site} already has a column '{study}'; renaming '{source}' onto it would lose it "
-                         "(drop or rename it first).")
+                         "(rename that one first).")
         else:
             lines.append(f"{site}'s '{source}' ({filled} values) becomes '{study}'.")
     for column in entry.get("drop", []):

@@ -65,6 +65,7 @@ from fedcore.interpret.profile import PROBABILITIES, SENTINELS, profile_federati
 MIN_VALUES = 10
 MAX_CODES = 10
 CODE_P = 0.01
+CODE_ROUNDS = 3
 OTHERS_RATE = 0.005  # a code is used by most other sites in under this share of their values
 OTHERS_VALUES = 30  # values at the other sites together, for "they never use it" to mean something
 NA_WORDS = ("unknown", "unk", "missing", "not recorded", "not known", "not done", "nd", "nr", "na", "n a", "x", "none")
@@ -249,10 +250,14 @@ def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> F
     for code in out.codes:
         values.hide(code.site, code.column, code.value)
     continuous = [c for c in shared if not values.coded(c)]
-    found = _continuous_codes(values, continuous)
-    out.codes += found
-    for code in found:
-        values.hide(code.site, code.column, code.value)
+    for _ in range(CODE_ROUNDS):  # a code found hides: the next site is judged against the others' real values
+        found = [c for c in _continuous_codes(values, continuous)
+                 if c.value not in values.hidden.get((c.site, c.column), ())]
+        out.codes += found
+        for code in found:
+            values.hide(code.site, code.column, code.value)
+        if not found:
+            break
     for column in continuous:
         units, split = _units(values, column)
         out.units += units
