@@ -161,7 +161,11 @@ def suggest(sites: TableSites, alignment: Alignment) -> list[Suggestion]:
     renamed: dict[str, dict[str, str]] = {}
     for s in renames:
         renamed.setdefault(s.site, {}).update(s.patch["sites"][s.site]["rename"])
-    values = SiteValues(alignment, renamed)
+    present: dict[str, set[str]] = {}
+    for table in sites.tables:
+        for column in table.frame.columns:
+            present.setdefault(renamed.get(table.site, {}).get(column, column), set()).add(table.site)
+    values = SiteValues(alignment, renamed, present)
     at = {c: values.at(c) for c in values.columns if c not in dropped and c != target}
     shared = [c for c, where in at.items() if len(where) >= 2]
     partial = [c for c, where in at.items() if 0 < len(where) < len(values.sites)]
@@ -389,9 +393,8 @@ def _codings(values: SiteValues, columns: Sequence[str], virtual: set[tuple[str,
     """A coded column written differently at some sites: a map onto the coding most sites use."""
     out = []
     for column in columns:
-        seen = {s: sorted({v for v in values.labels(s, column) if isinstance(v, str)}, key=label_order)
-                for s in values.at(column)}
-        seen = {s: v for s, v in seen.items() if v}
+        labels = {s: [v for v in values.labels(s, column) if isinstance(v, str)] for s in values.at(column)}
+        seen = {s: sorted(set(v), key=label_order) for s, v in labels.items() if len(v) >= MIN_VALUES}
         codings = Counter(frozenset(v) for v in seen.values())
         if len(codings) < 2:
             continue

@@ -79,10 +79,12 @@ RELATION_SHARE = 0.25  # of the largest class difference: sites differ in how st
 RELATION_KEEP = 1 / 3  # an informative relation keeps at least this share of its size
 RELATION_CORR = 0.3
 RELATION_SIZE = 5.0
+MATCH_MARGIN = 1.5  # another column fitting with this much slack leaves a match unsure
 KIND_P = 0.01
 UNIT_SPREAD = 5.0
-SPREAD_FIT = 2.0  # a conversion's factor brings the site's SD within this factor of the consensus's
-AMBIGUOUS_FIT = 1.0  # a second conversion within this many SDs of the consensus is as good as the best
+UNIT_CLOSE = 0.02  # quantiles within this share of the larger |median|: one unit, whatever the SDs
+SPREAD_FIT = 2.5  # a conversion's factor brings the site's SD within this factor of the consensus's
+AMBIGUOUS_FIT = 1.5  # a second conversion within this many SDs of the consensus is as good as the best
 PAIR_SCALE = 2.0  # sites whose SDs differ by this factor or more are not taken to share a unit
 MEDIAN = int(np.flatnonzero(np.isclose(PROBABILITIES, 0.5))[0])
 
@@ -137,6 +139,7 @@ class SameColumn:
     distance: float  # quantiles, in the study column's SDs (after `conversion`)
     conversion: catalogue.Conversion | None
     gap: float  # class profiles
+    strict: bool = True  # fits within the tolerances (else only with MATCH_MARGIN's slack)
 
 
 @dataclass
@@ -162,7 +165,8 @@ class SiteValues:
     """Every column of every site with a target (the alignment's rows), typed, as the rules read
     them: numbers, or labels; `drop` hides a code or an unmeasured column once a rule found it."""
 
-    def __init__(self, alignment: Alignment, renamed: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(self, alignment: Alignment, renamed: dict[str, dict[str, str]] | None = None,
+                 present: dict[str, set[str]] | None = None) -> None:
         target = alignment.sites.target
         self.alignment = alignment
         self.y = alignment.y
@@ -178,7 +182,10 @@ class SiteValues:
                 self.present.setdefault(study, set()).add(table.site)
                 if column.kind != "empty":
                     self.columns.setdefault(study, {})[table.site] = column
+        for column, sites in (present or {}).items():
+            self.present.setdefault(column, set()).update(sites)
         self.sites = [t.site for t in alignment.tables]
+        self.complete = len(alignment.tables) == len(alignment.sites.tables)  # every site has the target
         self.hidden: dict[tuple[str, str], set[Any]] = {}  # (site, column) -> codes; {None}: the whole column
 
     def hide(self, site: str, column: str, value: Any) -> None:
@@ -258,11 +265,11 @@ def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> F
             values.hide(code.site, code.column, code.value)
         if not found:
             break
-    for column in continuous:
+    for column in continuous if values.complete else ():  # a site left out (no target yet) could be the consensus
         units, split = _units(values, column)
         out.units += units
         out.splits += [split] if split else []
-    if values.labels_agree:
+    if values.labels_agree and values.complete:  # a site left out (no target yet) would look like a missing column
         out.same, out.ambiguous = _same_columns(values, list(partial), out.units)
     out.kinds = _kinds(values, shared)
     return out
@@ -384,7 +391,13 @@ def _units(values: SiteValues, column: str) -> tuple[list[UnitFinding], UnitSpli
     quantiles = np.stack([values.quantiles(s, column) for s in sites])
     spreads = _spread(quantiles, [values.numbers(s, column) for s in sites])
     groups = _unit_groups(column, sites, quantiles, spreads)
-    sizes = sorted((len(g) for g in groups), reverse=True)
+    largest = _refined(column, sites, quantiles, spreads, groups[0])
+    if largest != groups[0]:  # members that only a neighbour linked in: grouped again with the rest
+        rest = [s for s in sites if s not in largest]
+        rows = [sites.index(s) for s in rest]
+        groups = [largest, *_unit_groups(column, rest, quantiles[rows], spreads[rows])]
+    groups = sorted(groups, key=len, reverse=True)
+    sizes = [len(g) for g in groups]
     if len(groups) == 1:
         return [], None
     if sizes[0] == sizes[1] or sizes[0] < 2:
@@ -449,6 +462,26 @@ def _same(a: catalogue.Conversion, b: catalogue.Conversion | None) -> bool:
     return b is not None and math.isclose(a.a, b.a, rel_tol=1e-6) and math.isclose(a.b, b.b, rel_tol=1e-6, abs_tol=1e-9)
 
 
+def _refined(column: str, sites: list[str], quantiles: np.ndarray, spreads: np.ndarray, group: list[str]
+             ) -> list[str]:
+    """The group without its members that a catalogue conversion maps onto the rest of it (their
+    median quantiles): linked pair by pair, a site in another unit can join through one neighbour
+    whose own case mix makes the pair look alike."""
+    group = list(group)
+    while len(group) >= 3:
+        for site in group:
+            rest = [sites.index(s) for s in group if s != site]
+            k = sites.index(site)
+            match = _match(column, quantiles[k], PAIR_SCALE * float(spreads[k]), np.median(quantiles[rest], axis=0),
+                           PAIR_SCALE * float(np.median(spreads[rest])))
+            if match is not None and match.conversion is not None:
+                group.remove(site)
+                break
+        else:
+            return group
+    return group
+
+
 def _spread_fits(a: float, ratio: float, tolerance: float) -> bool:
     """A factor a brings a site whose SD is `ratio` times the consensus's within `tolerance` of it
     (SPREAD_FIT, or as far as the consensus's own sites' SDs lie from their median)."""
@@ -457,8 +490,10 @@ def _spread_fits(a: float, ratio: float, tolerance: float) -> bool:
 
 def _unit_groups(column: str, sites: list[str], quantiles: np.ndarray, spreads: np.ndarray) -> list[list[str]]:
     """Sites linked when no catalogue conversion maps one onto the other (either way) and their
-    SDs lie within UNIT_SPREAD of each other (two sites in units 10⁴ apart have no conversion
-    between them, yet are no one unit): the connected groups, largest first. Two sites differ by
+    SDs lie within UNIT_SPREAD of each other or their values within UNIT_CLOSE of their size (two
+    sites in units 10⁴ apart have no conversion between them, yet are no one unit; two HAR
+    subjects' energies, near -1 at both, differ in SD, not in unit): the connected groups,
+    largest first. Two sites differ by
     their case mix as well as by any unit, where a site against the others' median differs less:
     between two, distances are measured in PAIR_SCALE SDs."""
     n = len(sites)
@@ -468,7 +503,9 @@ def _unit_groups(column: str, sites: list[str], quantiles: np.ndarray, spreads: 
             match = _match(column, quantiles[i], PAIR_SCALE * float(spreads[i]), quantiles[j],
                            PAIR_SCALE * float(spreads[j]))
             ratio = max(spreads[i], spreads[j]) / max(min(spreads[i], spreads[j]), 1e-300)
-            linked[i, j] = linked[j, i] = (match is None or match.conversion is None) and ratio < UNIT_SPREAD
+            size = float(max(abs(quantiles[i, MEDIAN]), abs(quantiles[j, MEDIAN])))
+            close = size > 0 and catalogue.discrepancy(quantiles[i], quantiles[j], size) <= UNIT_CLOSE
+            linked[i, j] = linked[j, i] = (match is None or match.conversion is None) and (ratio < UNIT_SPREAD or close)
     groups, seen = [], set()
     for i in range(n):
         if i in seen:
@@ -527,7 +564,8 @@ def _same_columns(values: SiteValues, partial: list[str], units: list[UnitFindin
             if (y == x or set(x_sites) & values.present[y] or len(y_sites) < len(x_sites)
                     or references[y] is None):
                 continue
-            fit = _fit(values, x, x_sites, y, y_sites, references[y])
+            # a column that fits only with some slack is no match, but it makes the one that fits no sure thing
+            fit = _fit(values, x, x_sites, y, y_sites, references[y], MATCH_MARGIN)
             if fit is not None:
                 fits.setdefault(x, []).append(fit)
     claims: dict[str, list[str]] = {}
@@ -535,14 +573,17 @@ def _same_columns(values: SiteValues, partial: list[str], units: list[UnitFindin
         for fit in found:
             claims.setdefault(fit.study, []).append(x)
     sure, ambiguous = [], {}
-    for x, found in fits.items():
-        larger = [f for f in found if len(f.study_sites) > len(f.sites)]  # other spellings at as few sites aside
+    for x, near in fits.items():
+        found = [f for f in near if f.strict]
+        if not found:
+            continue
+        larger = [f for f in near if len(f.study_sites) > len(f.sites)]  # other spellings at as few sites aside
         rivals = [o for o in claims[larger[0].study] if o != x and set(values.at(o)) & set(values.at(x))] if larger else []
-        if len(larger) == 1 and not rivals:
+        if len(larger) == 1 and larger[0].strict and not rivals:
             sure.append(larger[0])
             continue
         for site in values.at(x):
-            ambiguous[(site, x)] = sorted(found, key=lambda f: f.distance + f.gap)
+            ambiguous[(site, x)] = sorted(near, key=lambda f: f.distance + f.gap)
     return sure, ambiguous
 
 
@@ -578,32 +619,36 @@ def _reference(values: SiteValues, column: str, converted: dict[tuple[str, str],
 
 
 def _fit(values: SiteValues, x: str, x_sites: list[str], y: str, y_sites: list[str],
-         reference: tuple[np.ndarray, float, float, np.ndarray]) -> SameColumn | None:
+         reference: tuple[np.ndarray, float, float, np.ndarray], slack: float = 1.0) -> SameColumn | None:
+    """x (at x_sites) against y's consensus: a SameColumn when its values and class profile fit
+    within the tolerances times `slack`; `strict` when they fit within the tolerances themselves."""
     ref_q, scale, apart, ref_profile = reference
     tolerance = max(MATCH_SDS, MATCH_SPREAD * apart)
-    worst, gap_worst, conversion = 0.0, 0.0, None
+    worst, gap_worst, conversion, strict = 0.0, 0.0, None, True
     for site in x_sites:
         q = values.quantiles(site, x)
         numbers = values.numbers(site, x)
         distance = catalogue.discrepancy(q, ref_q, scale)
-        if distance > tolerance:
+        if distance > slack * tolerance:
             match = catalogue.match_conversion(y, q, ref_q, scale)
             if match is None or match.conversion is None:
                 return None
             conversion = match.conversion
             numbers = conversion.apply(numbers)
             distance = catalogue.discrepancy(conversion.apply(q), ref_q, scale)
-            if distance > tolerance:
+            if distance > slack * tolerance:
                 return None
         profile = _class_profile(numbers, values.y[site], len(values.classes))
-        gap = _relation_gap(profile, ref_profile, _profile_se(values.y[site], numbers, len(values.classes)))
+        se = _profile_se(values.y[site], numbers, len(values.classes))
+        gap = _relation_gap(profile, ref_profile, se, slack)
         if gap is None:
             return None
+        strict = strict and distance <= tolerance and _relation_gap(profile, ref_profile, se) is not None
         worst, gap_worst = max(worst, distance), max(gap_worst, gap)
-    return SameColumn(x, x_sites, y, y_sites, worst, conversion, gap_worst)
+    return SameColumn(x, x_sites, y, y_sites, worst, conversion, gap_worst, strict)
 
 
-def _relation_gap(profile: np.ndarray, reference: np.ndarray, se: float) -> float | None:
+def _relation_gap(profile: np.ndarray, reference: np.ndarray, se: float, slack: float = 1.0) -> float | None:
     """How far a site's class profile lies from the reference's (the largest difference), or None
     when it does not relate to the label alike: with two classes, a difference beyond RELATION_GAP
     + RELATION_SHARE of the reference's + RELATION_SES sampling SDs, or — where the reference is
@@ -616,15 +661,16 @@ def _relation_gap(profile: np.ndarray, reference: np.ndarray, se: float) -> floa
         return None
     mine, theirs = profile[both], reference[both]
     gap = float(np.max(np.abs(mine - theirs)))
-    allowed = RELATION_GAP + RELATION_SHARE * float(np.max(np.abs(theirs))) + RELATION_SES * se
+    allowed = slack * (RELATION_GAP + RELATION_SHARE * float(np.max(np.abs(theirs))) + RELATION_SES * se)
     informative = np.abs(theirs) >= RELATION_GAP
-    weaker = np.abs(mine[informative]) < RELATION_KEEP * np.abs(theirs[informative])
+    weaker = np.abs(mine[informative]) < RELATION_KEEP / slack * np.abs(theirs[informative])
     turned = np.sign(mine[informative]) != np.sign(theirs[informative])
     if gap <= allowed and not weaker.any() and not turned.any():
         return gap
     if len(theirs) >= 2 and np.std(mine) > 0 and np.std(theirs) > 0:
         size = np.linalg.norm(mine) / np.linalg.norm(theirs)
-        if np.corrcoef(mine, theirs)[0, 1] >= RELATION_CORR and 1 / RELATION_SIZE <= size <= RELATION_SIZE:
+        if (np.corrcoef(mine, theirs)[0, 1] >= RELATION_CORR / slack
+                and 1 / (slack * RELATION_SIZE) <= size <= slack * RELATION_SIZE):
             return gap
     return None
 
@@ -666,7 +712,7 @@ def _kinds(values: SiteValues, columns: Sequence[str]) -> list[KindFinding]:
         if any(a is None for a in arrays):
             continue
         pooled = np.concatenate([a[np.isfinite(a)] for a in arrays])
-        seen = np.unique(pooled)
+        seen = _without_outer_codes(np.unique(pooled))
         if not (pooled.size and np.all(np.mod(pooled, 1) == 0) and 3 <= len(seen) <= MAX_CODES):
             continue
         if np.any(np.diff(seen) > 1):
@@ -687,6 +733,16 @@ def _kinds(values: SiteValues, columns: Sequence[str]) -> list[KindFinding]:
     return out
 
 
+def _without_outer_codes(seen: np.ndarray) -> np.ndarray:
+    """The values without a usual code (SENTINELS) beyond a gap at either end: 0-3 and a 9 no rule
+    could call a code yet (too few values elsewhere) are a count and a code, not codes with gaps."""
+    while len(seen) > 3 and seen[-1] in SENTINELS and seen[-1] - seen[-2] > 1:
+        seen = seen[:-1]
+    while len(seen) > 3 and seen[0] in SENTINELS and seen[1] - seen[0] > 1:
+        seen = seen[1:]
+    return seen
+
+
 def _listed(seen: np.ndarray) -> str:
     return ", ".join(f"{v:g}" for v in seen)
 
@@ -699,7 +755,7 @@ def _monotone_p(values: SiteValues, column: str, sites: list[str], seen: np.ndar
     classes times their number."""
     x = np.concatenate([values.numbers(s, column) for s in sites])
     y = np.concatenate([values.y[s] for s in sites])
-    keep = np.isfinite(x) & (y >= 0)
+    keep = np.isfinite(x) & (y >= 0) & np.isin(x, seen)
     x, y = x[keep], y[keep]
     index = np.searchsorted(seen, x)
     counts = np.bincount(index, minlength=len(seen)).astype(float)

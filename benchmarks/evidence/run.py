@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup")
+PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup", "mapping")
 OUTPUT = HERE.parent / "RESULTS.md"
 
 
