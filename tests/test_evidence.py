@@ -24,8 +24,8 @@ def rebuilt(tmp_path_factory) -> str:
 
 def test_results_md_rebuilds_from_the_recorded_runs(rebuilt):
     headings = re.findall(r"^## (\d)\. ", rebuilt, flags=re.M)
-    assert headings == ["1", "2", "3", "4", "5"]
-    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup"):
+    assert headings == ["1", "2", "3", "4", "5", "6"]
+    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup", "mapping"):
         path = EVIDENCE / "results" / f"{part}.json"
         recorded = len(json.loads(path.read_text())) if path.exists() else 0
         assert re.search(rf"_Runs recorded: {recorded} of \d+ planned\._", rebuilt), part
