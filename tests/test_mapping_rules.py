@@ -101,6 +101,22 @@ def test_no_factor_for_a_code_column_or_against_a_median_of_zero():
     assert [s for s in run(frames)[1] if s.kind == "convert"] == []
 
 
+def test_no_factor_against_a_median_of_zero_a_mostly_zero_column_has_no_unit_to_read():
+    def bleeds(rng, f):  # 0 for most patients: the quantiles hold a few distinct values only
+        return np.where(rng.random(len(f)) < 0.85, 0.0, np.round(rng.lognormal(0, 1, len(f)), 2))
+    frames = {s: clinic(k, bleeds=bleeds) for k, s in enumerate("abcd")}
+    frames["d"]["bleeds"] = frames["d"]["bleeds"] * 1000
+    assert [s for s in run(frames)[1] if s.kind == "convert"] == []
+
+
+def test_no_factor_from_step_shaped_quantiles_the_check_up_s_rule_for_discrete_columns():
+    def steps(rng, f):  # nearly all at 1 or 2: the quantiles take three values
+        return np.where(rng.random(len(f)) < 0.97, rng.choice([1.0, 2.0], len(f)), np.round(rng.uniform(0, 10, len(f)), 1))
+    frames = {s: clinic(k, n=300, steps=steps) for k, s in enumerate("abcd")}
+    frames["d"]["steps"] = frames["d"]["steps"] / 0.45359237  # × 2.2 fits (lb against kg): read from three values
+    assert [s for s in run(frames)[1] if s.kind == "convert"] == []
+
+
 def test_sites_split_in_two_units_are_asked_which_is_the_study_s():
     frames = {s: clinic(k) for k, s in enumerate("abcd")}
     for site in "cd":
