@@ -184,9 +184,10 @@ def _target_step(state: dict[str, Any], view: dict[str, Any], editable: bool, pr
     labels = {c["name"]: _choice_label(c, len(view["sites"])) for c in choices}
     guessed = next((c["name"] for c in choices if view["target"] in c["spellings"].values()), names[-1])
     current = state["target"] if state["target"] in names else guessed
+    if st.session_state.get("target") not in names:  # another file set's choice
+        st.session_state.pop("target", None)
     target = st.selectbox("The target column (the outcome to predict), as the study calls it", names,
-                          index=names.index(current), format_func=labels.get, key=f"target-{prefix}",
-                          disabled=not editable)
+                          index=names.index(current), format_func=labels.get, key="target", disabled=not editable)
     if target != state["target"]:
         state["target"], state["target_columns"], state["positive"] = target, {}, {}
     spellings = next(c["spellings"] for c in choices if c["name"] == target)
