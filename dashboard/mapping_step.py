@@ -316,10 +316,12 @@ def _question(state: dict[str, Any], suggestion: dict[str, Any], editable: bool,
                       format_func=lambda k: md(labels[k]), key=f"answer-{prefix}-{key}", disabled=not editable)
     if chosen:
         state["answers"][key] = chosen - 1
-        for line in suggestion["options"][chosen - 1].get("effect") or []:
-            st.caption("→ " + md(line))
     else:
         state["answers"].pop(key, None)
+    for k, option in enumerate(suggestion["options"], 1):  # what each answer changes, before it is chosen
+        lines = "; ".join(option.get("effect") or [])
+        if lines:
+            st.caption(("**→** " if k == chosen else "→ ") + md(f"{option['label']}: {lines}"))
     if not suggestion["options"]:
         st.caption("No choice fits on the data alone: decide it by hand below.")
 

@@ -16,21 +16,33 @@ codes       continuous columns: the check-up's rule (`data_checks.Checks.missing
             sites never use — so `-9` does not become a category of `exang`.
 coded       a column is coded when it is text at a site or holds at most MAX_CODES distinct values
             (codes aside) at all its sites together: no unit factor is ever tried on it.
-units       per continuous column with three or more usable sites: sites are in one unit unless the
-            catalogue (`units.match_conversion`, the check-up's one detector) maps one onto the
-            other; the largest group of sites in one unit is the consensus when no other group is
-            as large. Every other site is matched against the consensus's median quantiles: a
-            catalogue conversion is a suggestion (its fit, and the next best's, shown); an
-            unexplained factor, or sites split into equal groups, is a question. A site's column is
-            tried only where its quantiles and the consensus's have MIN_DISTINCT_QUANTILES distinct
-            values and a spread (the check-up's rule for discrete columns).
-same_column a column at some sites only, against each column the study has at more sites and
-            never at the same site: the site's quantiles against that column's consensus quantiles
-            (directly or through a catalogue conversion), within MATCH_SDS of its SD or within
-            MATCH_SPREAD times the distance its own sites lie from one another; and the class
-            profile (each class's mean against the first class's, in within-class SDs) within
-            RELATION_GAP, widened by its sampling error. A pairing is sure when each side has
-            only the other.
+units       per continuous column with three or more usable sites, once every site has its
+            target: two sites are in one unit unless a catalogue conversion maps one onto the
+            other (`_match`: `units.match_conversion`, the check-up's one detector, tried both
+            ways, with the pairs' tolerance PAIR_SCALE) and as long as their SDs lie within
+            UNIT_SPREAD (or their values within UNIT_CLOSE of their size); the largest connected
+            group, less any member a conversion maps onto the rest of it, is the consensus when no
+            other group is as large. Every other site gets the conversion that brings its quantiles
+            onto the consensus's median quantiles, chosen by the fit (within the pairs' tolerance)
+            and then by how close its factor brings the SDs (`_evidence`): a suggestion with its
+            fit and the next best's; a question when another conversion lands within
+            AMBIGUOUS_FIT and scales the SD within SPREAD_FIT (or the consensus's own spread) as
+            well — unless exactly one of them is the analyte's the column names — when only a
+            factor no conversion explains fits, or when the sites split into groups of one size.
+            Only quantiles with MIN_DISTINCT_QUANTILES distinct values and a spread are read
+            (the check-up's rule for discrete columns).
+same_column a column at some sites only, against each column the study has at as many sites or
+            more and never at the same site: the site's quantiles against that column's consensus
+            quantiles (directly or through a catalogue conversion), within MATCH_SDS of its SD or
+            MATCH_SPREAD times the distance its own sites lie from one another; and its class
+            profile (each class's median against the first class's, in within-class robust SDs:
+            a code not yet found does not turn it) within RELATION_GAP, a share of its size and
+            its sampling error, not weaker than RELATION_KEEP of an informative relation (or, with
+            more classes, a pattern correlated RELATION_CORR and within RELATION_SIZE). A pairing
+            is sure when the column fits exactly one column at more sites, no other column fits
+            even with MATCH_MARGIN's slack, and no other column at the same sites claims it;
+            otherwise a question. Only once every site has its target and the labels are one
+            coding.
 kinds       whole numbers with 3 to MAX_CODES values (codes aside): codes of categories when the
             values have gaps (3, 6, 7) or the rate of a class over them is not monotone (a
             likelihood-ratio test against the best monotone fit, p < KIND_P: chest pain types);
@@ -366,8 +378,10 @@ def _continuous_codes(values: SiteValues, columns: Sequence[str]) -> list[Code]:
         if finding.material and finding.p < CODE_P:
             count = int(finding.evidence["count"])
             total = int(profile.observed[profile.sites.index(finding.site), columns.index(finding.feature)])
-            out.append(Code(finding.site, finding.feature, _written(finding.evidence["code"]), count, total,
-                            finding.message.removeprefix(f"{finding.site}'s {finding.feature} ")))
+            code = _written(finding.evidence["code"])
+            out.append(Code(finding.site, finding.feature, code, count, total,
+                            f"is {code} in {count} of its {total} values ({count / max(total, 1):.0%}), far outside "
+                            "the values the other sites hold"))
     return out
 
 

@@ -35,29 +35,51 @@ def upload(page, url: str, files: list) -> None:
     page.get_by_text("1 · What to predict").wait_for(timeout=90_000)
 
 
+def settle(page) -> None:
+    """Wait until the page's run after the last change has finished (Streamlit's status widget
+    shows while a script runs)."""
+    page.wait_for_timeout(500)
+    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=120_000)
+    page.wait_for_timeout(500)
+
+
 def accept_all(page) -> None:
-    for _ in range(4):  # accepting a rename makes a column comparable: its codes and units are suggested next
+    from playwright.sync_api import TimeoutError as Timeout
+
+    for _ in range(5):  # accepting a rename makes a column comparable: its codes and units are suggested next
+        settle(page)
         button = page.get_by_role("button", name=re.compile(r"Accept the \d+ undecided suggestion"))
         button.wait_for(timeout=60_000)
         if not button.is_enabled():
             return
-        button.click()
-        page.wait_for_timeout(3000)
+        try:
+            button.click(timeout=10_000)
+        except Timeout:  # a run in between disabled it: look again
+            continue
 
 
 def answer(page, question: str, choice: str) -> None:
     """Pick `choice` in the question whose text contains `question`."""
     box = page.locator("[data-testid='stLayoutWrapper']").filter(has_text=question).filter(has_text="Your answer").first
     box.locator("label").filter(has_text=choice).first.click()
-    page.wait_for_timeout(2500)
+    settle(page)
 
 
 def select(page, label: str, option) -> None:
+    from playwright.sync_api import TimeoutError as Timeout
+
     named = page.locator("[data-testid='stWidgetLabel']").filter(has_text=re.compile(f"^{re.escape(label)}$"))
     box = page.locator("[data-testid='stSelectbox']").filter(has=named).first
-    box.locator("div[role=combobox], input").first.click()
-    page.get_by_role("option", name=option).first.click()
-    page.wait_for_timeout(2000)
+    for attempt in range(4):  # a run that ends after the click redraws the box and closes its list: open it again
+        box.locator("div[role=combobox], input").first.click()
+        try:
+            page.get_by_role("option", name=option).first.click(timeout=15_000)
+            break
+        except Timeout:
+            if attempt == 3:
+                raise
+            settle(page)
+    settle(page)
 
 
 def train(page, url: str, store, name: str) -> None:
@@ -122,7 +144,7 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
         select(page, "Column", re.compile(r"^sex — at every site"))
         select(page, "At", "hungarian")
         page.get_by_text("value map", exact=True).click()
-        page.wait_for_timeout(2000)
+        settle(page)
         select(page, "'F' means", "0")
         select(page, "'M' means", "1")
         page.get_by_text("At hungarian, 'sex': ").first.wait_for(timeout=30_000)  # what it changes, before it applies
