@@ -21,7 +21,7 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 
 # The dashboard on http://localhost:8501, opening on the synthetic demo federation.
 run: $(VENV)/.runtime
-	$(BIN)/streamlit run app.py
+	$(BIN)/python -m dashboard.serve
 
 # The same demo without a browser: iFedAvg on the demo federation, scores and caught shifts.
 cli-demo: $(VENV)/.runtime

@@ -1,4 +1,6 @@
-"""Peak memory and time of reading the largest bad or big site files (issue 18's cases).
+"""Peak memory and time of reading the largest bad or big site files (issue 18's cases) and the
+hostile ones of issue 25: workbooks that declare every cell of a sheet, and data dictionaries
+that are large, deep or hold a 5,000-digit number.
 
     .venv/bin/python benchmarks/bad_inputs.py              # the table (a few minutes on 2 cores)
     .venv/bin/python benchmarks/bad_inputs.py --only gzip  # the cases whose name holds 'gzip'
@@ -7,7 +9,9 @@ Every case is a two-site federation: the case's file beside a small normal site,
 `python -m fedcore inspect` checks it (`data_adapters.inspect_data`: read, parse, align); for the
 upload rows, the way the dashboard checks an upload before keeping it (`fedcore.datasets.check_upload`
 on the file's bytes in memory), and then the page's whole path: the check, the kept file and its
-alignment (which finds the check's parse in the cache instead of parsing again). Each measurement runs in a
+alignment (which finds the check's parse in the cache instead of parsing again). A dictionary case is
+read as `fedcore inspect` reads a reference's `dictionary=` (two normal sites) and as the mapping step
+takes an upload (its announced size first, then its bytes). Each measurement runs in a
 fresh process, so its peak resident memory (VmHWM) is its own; 'imports' is that of a process
 that only imports the modules, the floor under every other row. The files are generated here
 (declared synthetic: random numbers), in a temporary folder removed afterwards.
@@ -24,9 +28,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import openpyxl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from tests.hostile_files import EXCEL_LAST_CELL, declared_dimension_workbook, deep_json, long_number_json  # noqa: E402
 
 HEADER = ["age", "sex", *(f"lab{k:02d}" for k in range(1, 12)), "outcome"]
 
@@ -80,6 +87,30 @@ def make_cases(folder: Path) -> dict[str, Path]:
         for _ in range(30):  # 3 million rows, 15 MB once decompressed: under the size limit
             stream.write(chunk)
     cases["3M rows (above the row limit)"] = path
+    path = folder / "honest_100k.xlsx"
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet("north")
+    for k, line in enumerate(numeric_rows(100_000, 5).splitlines()):
+        sheet.append(line.split(",") if k == 0 else [float(v) if v not in ("F", "M") else v for v in line.split(",")])
+    book.save(path)
+    cases["workbook of 100,000 rows x 14 columns (nothing hostile)"] = path
+    rows = [line.split(",") for line in numeric_rows(3, 4).splitlines()]
+    rows = [rows[0], *([float(v) if v not in ("F", "M") else v for v in row] for row in rows[1:])]
+    for name, extra in (("", {}), (", a value in A1048576", {"A1048576": 50}),
+                        (f", a value in {EXCEL_LAST_CELL}", {EXCEL_LAST_CELL: 50})):
+        path = folder / f"declared{len(cases)}.xlsx"
+        declared_dimension_workbook(path, rows, extra_cells=extra)
+        cases[f"workbook declaring A1:{EXCEL_LAST_CELL}, 3 rows{name}"] = path
+    path = folder / "large.dictionary.json"
+    with path.open("w") as stream:  # 150 MB of valid JSON: one site renaming a million columns
+        stream.write('{"format": "fedcore-data-dictionary/1", "sites": {"north": {"rename": {')
+        stream.write(",".join(f'"column {k:07d} {"x" * 100}": "c{k}"' for k in range(1_150_000)))
+        stream.write("}}}}")
+    cases["dictionary of 150 MB"] = path
+    (folder / "deep.dictionary.json").write_bytes(deep_json(100_000))
+    cases["dictionary 100,000 deep"] = folder / "deep.dictionary.json"
+    (folder / "long.dictionary.json").write_bytes(long_number_json(5_000))
+    cases["dictionary with a 5,000-digit number"] = folder / "long.dictionary.json"
     return cases
 
 
@@ -116,6 +147,38 @@ if check.error is None:
         report = datasets.inspect_data({{"source": "csv", "files": [{normal!r}, str(kept)], "target": "outcome"}})
     outcome = "read" if report.ok else "refused: " + report.errors[0]
 seconds = time.perf_counter() - start""")
+DICTIONARY = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from data_adapters import inspect_data
+from fedcore.errors import DataError
+start = time.perf_counter()
+try:
+    report = inspect_data({{"source": "csv", "files": [{normal!r}, {normal!r}], "target": "outcome",
+                           "site_names": ["a", "b"], "dictionary": {case!r}}})
+    outcome = "read" if report.ok else "refused: " + report.errors[0]
+except DataError as error:
+    outcome = "refused: " + str(error)
+seconds = time.perf_counter() - start
+"""
+# The mapping step's upload: Streamlit holds the upload; its size is checked before its bytes are
+# copied out (here: read from disk only when the size passes).
+DICTIONARY_UPLOAD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from fedcore.datasets import check_dictionary_size, parse_dictionary
+from fedcore.errors import DataError
+path = Path({case!r})
+start = time.perf_counter()
+try:
+    check_dictionary_size(path.stat().st_size, path.name)
+    parse_dictionary(path.read_bytes(), path.name)
+    outcome = "read"
+except DataError as error:
+    outcome = "refused: " + str(error)
+seconds = time.perf_counter() - start
+"""
 IMPORTS = """
 import json, sys
 sys.path.insert(0, {root!r})
@@ -148,7 +211,13 @@ def main() -> None:
         for name, path in cases.items():
             if args.only and args.only not in name:
                 continue
-            size = f"{path.stat().st_size / 1e6:.1f} MB"
+            size = f"{path.stat().st_size / 1e6:.1f} MB" if path.stat().st_size > 50_000 else \
+                f"{path.stat().st_size / 1e3:.1f} KB"
+            if name.startswith("dictionary"):
+                for how, code in (("inspect", DICTIONARY), ("mapping step upload", DICTIONARY_UPLOAD)):
+                    rows.append((name, size, how, measure(code.format(root=str(ROOT), normal=str(folder / "normal.csv"),
+                                                                      case=str(path)))))
+                continue
             rows.append((name, size, "inspect", measure(INSPECT.format(root=str(ROOT), normal=str(folder / "normal.csv"),
                                                                        case=str(path)))))
             if not args.no_upload:

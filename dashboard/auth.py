@@ -17,18 +17,24 @@ Rules:
   named by `groups_claim` (default `groups`), `sub:ID` for a subject identifier, or `*` for
   everyone who signs in. E-mail entries match only when the provider has not marked the address
   unverified (`email_verified = false`). A signed-in person with no matching entry gets no access.
+- Claims are read by their type: a claim of another (`email_verified` as text, `groups` as a
+  number or an object) refuses with a message and grants nothing.
+- A sign-in ends on sign-out everywhere and after `[sessions] max_hours` (dashboard/sessions.py).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from dashboard import sessions
 from dashboard.safe_text import md
+from dashboard.sessions import ClaimError, described
+from fedcore.store import RunStore
 
 ROLES = ("viewer", "analyst", "admin")
 # What each role adds to the ones before it.
@@ -56,13 +62,17 @@ def least_role(action: str) -> str:
 
 
 def role_for(claims: Mapping[str, Any], roles: Mapping[str, Any]) -> str | None:
-    """The highest role whose `[roles]` entries match the signed-in person's claims, or None."""
-    email = str(claims.get("email") or "").strip().lower()
-    if claims.get("email_verified") is False:
+    """The highest role whose `[roles]` entries match the signed-in person's claims, or None.
+    Each claim is read by its type (`ClaimError` for one of another type: it refuses)."""
+    email = _text_claim(claims, "email").lower()
+    verified = claims.get("email_verified")
+    if verified is not None and not isinstance(verified, bool):
+        raise ClaimError(f"the claim 'email_verified' is {described(verified)}, not true or false")
+    if verified is False:
         email = ""
-    groups = claims.get(str(roles.get("groups_claim") or DEFAULT_GROUPS_CLAIM)) or []
-    groups = {str(g) for g in ([groups] if isinstance(groups, str) else groups)}
-    subject = str(claims.get("sub") or "")
+    groups_claim = str(roles.get("groups_claim") or DEFAULT_GROUPS_CLAIM)
+    groups = _groups_claim(claims.get(groups_claim), groups_claim)
+    subject = _text_claim(claims, "sub")
 
     def matches(entry: str) -> bool:
         entry = entry.strip()
@@ -84,6 +94,30 @@ def role_for(claims: Mapping[str, Any], roles: Mapping[str, Any]) -> str | None:
     return granted
 
 
+def _text_claim(claims: Mapping[str, Any], name: str) -> str:
+    value = claims.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ClaimError(f"the claim '{name}' is {described(value)}, not text")
+    return value.strip()
+
+
+def _groups_claim(value: Any, name: str) -> set[str]:
+    """A groups claim: a list of names (or one name); anything else refuses, so that no shape of
+    claim can be read as a membership it does not state."""
+    if value is None:
+        return set()
+    if isinstance(value, str):
+        return {value}
+    if not isinstance(value, list):
+        raise ClaimError(f"the claim '{name}' is {described(value)}, not a list of group names")
+    odd = next((item for item in value if not isinstance(item, str)), None)
+    if odd is not None:
+        raise ClaimError(f"the claim '{name}' holds {described(odd)}, not only group names")
+    return set(value)
+
+
 def auth_problem(secrets: Mapping[str, Any]) -> str | None:
     """None when `secrets` set up sign-in completely, else what is missing. No `[auth]` at all is
     reported too (as local mode's reason)."""
@@ -97,6 +131,10 @@ def auth_problem(secrets: Mapping[str, Any]) -> str | None:
         return "[auth] redirect_uri must end with /oauth2callback"
     if not providers(auth):
         return f"[auth] names no provider with {', '.join(PROVIDER_KEYS)}"
+    try:
+        sessions.max_hours(secrets)
+    except ValueError as error:
+        return str(error)
     return None
 
 
@@ -120,12 +158,33 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def local_address_problem(host: str | None, origin: str | None, port: int, address: str | None = None) -> str | None:
+    """Why a request to the local-mode dashboard does not come from a page of this machine's
+    dashboard, or None: its Host must be one of this machine's names (or the loopback `address`
+    it listens on) with `port`, and its Origin, when the browser sends one, the same over http.
+    A host name that an attacker's DNS points at 127.0.0.1 (DNS rebinding) arrives as Host."""
+    served = (address or "").strip()
+    names = {*LOCAL_NAMES, *([f"[{served.strip('[]')}]" if ":" in served else served] if is_loopback(served) else [])}
+    allowed = {f"{name}:{port}" for name in names} | (names if port == 80 else set())
+    if (host or "").lower() not in allowed:
+        return f"this dashboard answers only to http://localhost:{port} and http://127.0.0.1:{port}, not to " \
+               f"the host name {host!r}"
+    if origin is not None and origin.lower() not in {f"http://{name}" for name in allowed}:
+        return f"a page of {origin!r} may not use this dashboard"
+    return None
+
+
 # -- in the running app ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Access:
-    """This session's access: `mode` is 'local', 'signed in', 'signed out', 'no role', 'exposed'
-    (local mode on a non-loopback address) or 'misconfigured'."""
+    """This session's access: `mode` is 'local', 'signed in', 'signed out' (`problem`: why, when
+    a sign-in ended), 'no role', 'refused' (a claim of the wrong type), 'exposed' (local mode on
+    a non-loopback address), 'foreign page' (local mode opened under another host name or from
+    another page's origin) or 'misconfigured'."""
 
     mode: str
     role: str | None = None
@@ -150,6 +209,13 @@ def current_access() -> Access:
     if "auth" not in secrets:
         address = st.get_option("server.address")
         if is_loopback(address):
+            # The launcher's LocalOnly (dashboard/guard.py) refuses such a page before it loads; this
+            # is the same rule for `streamlit run app.py` (no headers at all: a test's bare session).
+            headers = st.context.headers
+            problem = headers and local_address_problem(headers.get("Host"), headers.get("Origin"),
+                                                        int(st.get_option("server.port")), address)
+            if problem:
+                return Access("foreign page", problem=problem)
             return Access("local", role=ROLES[-1], who="this machine")
         return Access("exposed", problem=f"it listens on '{address or 'every interface'}' without sign-in")
     if problem:
@@ -157,8 +223,14 @@ def current_access() -> Access:
     if not st.user.get("is_logged_in"):
         return Access("signed out")
     claims = st.user.to_dict()
-    who = str(claims.get("email") or claims.get("name") or claims.get("sub") or "")
-    role = role_for(claims, secrets.get("roles") or {})
+    who = next((str(claims[k]) for k in ("email", "name", "sub") if isinstance(claims.get(k), str) and claims[k]), "")
+    try:
+        over = sessions.ended(claims, RunStore().root, sessions.max_hours(secrets))
+        role = None if over else role_for(claims, secrets.get("roles") or {})
+    except ClaimError as error:
+        return Access("refused", who=who, problem=str(error))
+    if over:
+        return Access("signed out", who=who, problem=over)
     return Access("signed in" if role else "no role", role=role, who=who)
 
 
@@ -177,10 +249,11 @@ def require(action: str) -> None:
         st.stop()
 
 
-def gate() -> Access:
+def gate(pages: Callable[[], Sequence[Any]] = tuple) -> Access:
     """Run before the navigation: a sign-in page for a signed-out visitor, a refusal for a
-    signed-in one without a role or for an exposed local mode (each stops the app); otherwise
-    who is signed in, and the sign-out button, in the sidebar."""
+    signed-in one without a role or for an exposed local mode (each stops the app, with every
+    st.Page of the app, `pages()`, registered but hidden); otherwise who is signed in, and the
+    sign-out button, in the sidebar."""
     access = current_access()
     if access.mode in ("signed in", "local"):
         with st.sidebar:
@@ -189,11 +262,17 @@ def gate() -> Access:
                            "README, *Security*, says how to share it.")
             else:
                 st.caption(f"Signed in as {md(access.who)} · {access.role}")
-                if st.button("Sign out", key="sign_out"):
-                    st.logout()
+                sign_out_button()
         return access
+    # The pages, hidden: a deep link finds its page (and stops here), and a tab whose sign-in just
+    # ended (here or in another tab) does not keep the navigation its last page drew.
+    every = list(pages())
+    if every:
+        st.navigation(every, position="hidden")
     st.title("Federated interoperability dashboard")
     if access.mode == "signed out":
+        if access.problem:
+            st.info(access.problem)
         st.markdown("Sign in with your organisation's account to see the runs and their lenses.")
         auth = read_secrets()["auth"]
         for name in providers(auth):
@@ -203,8 +282,13 @@ def gate() -> Access:
     elif access.mode == "no role":
         st.warning(f"You are signed in as {md(access.who)}, who has no role in this dashboard. "
                    "Ask its administrator to add you under [roles] in the secrets file.")
-        if st.button("Sign out", key="sign_out"):
-            st.logout()
+        sign_out_button()
+    elif access.mode == "refused":
+        st.warning(f"Your identity provider's answer cannot be read safely ({md(access.problem)}), so this dashboard "
+                   "gives no role. Ask its administrator to check the provider's claims (README, *Security*).")
+        sign_out_button()
+    elif access.mode == "foreign page":
+        st.error(f"Refused: {md(access.problem)}.")
     elif access.mode == "exposed":
         st.error(f"This dashboard has no sign-in set up, and {md(access.problem)}: anyone who reaches "
                  "it could read, train and delete. Serve it on 127.0.0.1 (the default of `make run`) or set up "
@@ -213,6 +297,19 @@ def gate() -> Access:
         st.error(f"Sign-in is set up incompletely ({md(access.problem)}); README, *Security*, "
                  "shows a complete [auth] section.")
     st.stop()
+
+
+def sign_out_button() -> None:
+    """Sign out here and everywhere: the sign-out is recorded on the server first (ending this
+    person's sign-ins in every tab and browser, `dashboard.sessions`), then Streamlit's own
+    sign-out clears this browser's cookie and the provider's session."""
+    if st.button("Sign out", key="sign_out"):
+        claims = st.user.to_dict()
+        try:
+            sessions.sign_out(claims, RunStore().root, sessions.max_hours(read_secrets()))
+        except (ClaimError, ValueError):
+            pass  # claims that cannot name the person granted nothing to end
+        st.logout()
 
 
 def visible(pages: Sequence[tuple[Any, str]], access: Access) -> list[Any]:

@@ -5,8 +5,12 @@ the reports draw the very same things.
 
 A grid cell is one of:
     a finding      its title and q-value, coloured by strength (the smaller q, the darker);
-                   "+n more" when the lens found several things at that site
-    nothing found  the lens looked at the site and nothing passed the calibration
+                   "+n more" when the lens found several things at that site; a model lens's
+                   finding that another lens's explains says "agrees with the data lens"
+    nothing found  the lens looked at the site and nothing passed the calibration ("n not
+                   testable" below it when some of its cells could not be tested)
+    not testable   the lens could test nothing at the site (its statistics withheld, too few
+                   sites): the reason in the hover
     training       the runs that feed the lens are still queued or training
     not checked    no run feeds the lens (or it failed); "no data lens" for images, or where
                    the sites kept their statistics to themselves
@@ -19,49 +23,55 @@ from __future__ import annotations
 import html
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
+from dashboard import evidence_views as views
+from dashboard.evidence_views import Evidence
 from dashboard.figures import FONT, site_colors
-from dashboard.safe_text import plot_text
+from dashboard.records import run_name
+from dashboard.safe_text import plot_lines, plot_text
 from dashboard.report_sections import figures_html
+from fedcore.glossary import COLUMNS, effect_unit, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
+from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
-from fedcore.interpret.profile import PROBABILITIES, Profile
+from fedcore.interpret.profile import Profile
 from fedcore.store import Run, RunStore
 
 DATA_LENS = LENSES[0]
 IMAGE_LENSES = (DATA_LENS, "labels", "prototypes")
 TABLE_LENSES = tuple(lens for lens in LENSES if lens != "prototypes")
 NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS = "not checked", "nothing found", "training…", "no data lens"
+NOT_TESTABLE = "not testable"
 # Cells' colour values: states below the findings' -log10(q) scale, which starts at -log10(FDR).
-STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
+STATE_Z = {NOT_CHECKED: -0.75, NO_DATA_LENS: -0.75, NOT_TESTABLE: -0.75, NOTHING_FOUND: 0.0, TRAINING: 0.75}
 Z_MIN, Z_MAX, Q_FLOOR = -1.0, 4.0, 1e-4
-QUANTILE_KINDS = ("location", "spread", "shape", "unit", "swapped_columns", "missing_code")
-MISSING_KINDS = ("missingness", "missing_by_class")
-BOX = {"lowerfence": 0.05, "q1": 0.25, "median": 0.5, "q3": 0.75, "upperfence": 0.95}  # the boxes' quantiles
 CALIBRATION = (
     "**How to read it.** Each site is compared with the other sites *without itself*, so an unusual site cannot "
     "hide by pulling the average towards it, and federations of three or four sites work too. A finding is shown "
     "only when it is large enough to matter *and* unlikely to be chance. Its **q-value** says how likely it is to "
     f"be a false alarm: findings are shown up to q = {FDR:g}, so of everything shown, at most about one in "
     f"{round(1 / FDR)} is expected to be a false alarm, however many cells were tested. The trained lenses are "
-    "trained several times with other random seeds (replicate runs), so that training noise is not mistaken for a "
-    "site's problem."
+    f"trained several times, as {term('replicate runs')}, so that training noise is not mistaken for a site's "
+    "problem."
 )
 CALIBRATION_DETAILS = (
     "The data lens compares every site's federated statistics in their original units (counts, quantiles, missing "
-    "shares, class-wise means: no row leaves a site); each check states its null (a leave-one-out predictive t "
-    "with variances moderated across features, binomial or χ² counts). The model lenses compare what trained models "
-    "record per site the same way: iFedAvg's input and output layers averaged over the replicate runs, a shared "
-    "model's ROC AUC on each site's hold-out, AdaFed's score of each site's model, FedHealth2's distances. "
-    "Benjamini–Hochberg then sets the q-values over every cell tested, all lenses together. The README's "
-    "Check-up section has each check's statistic and its threshold for a material finding."
+    "shares, class-wise means: no row leaves a site). Each check states its null: "
+    f"{term('leave-one-out')}, a predictive t with variances moderated across features, or binomial and χ² counts. "
+    "The model lenses compare what trained models record per site the same way: iFedAvg's input and output layers "
+    f"averaged over the repeat runs, a shared model's ROC AUC on each site's {term('hold-out')}, AdaFed's score of "
+    f"each site's model, FedHealth2's distances. The q-values come from a {term('Benjamini–Hochberg')} within each "
+    "family of checks (values, recording, missing values, labels, correlations, and each model lens on its own), so "
+    "one broken site's many findings of one kind do not make other sites' small differences reportable. A cell that "
+    "could not be tested (a statistic withheld, too few sites) says so, with the reason. The README's Check-up "
+    "section has each check's statistic and its threshold for a material finding."
 )
 
 
@@ -82,26 +92,41 @@ escaped = plot_text  # a user-supplied name in a plotly text
 # -- the grid -----------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS
-    # the reported findings of this lens at this site, strongest first
+    state: str  # "finding", or one of NOT_CHECKED, NOTHING_FOUND, TRAINING, NO_DATA_LENS, NOT_TESTABLE
+    # the reported findings of this lens at this site, strongest first; where it has none, its
+    # significant findings another lens explains (it agrees with that lens)
     findings: list[Finding] = field(default_factory=list)
+    untestable: list[Finding] = field(default_factory=list)  # its cells that could not be tested
+
+    @property
+    def agrees(self) -> str:
+        """The lens the cell's finding agrees with, in words ('' when it is a finding of its own)."""
+        top = self.findings[0] if self.findings else None
+        if top is None or top.explained_by not in BY_KIND:
+            return ""
+        lens = BY_KIND[top.explained_by].lens
+        return "the data lens" if lens == DATA_LENS else f"the {lens} lens"
 
     @property
     def text(self) -> str:
         if self.state != "finding":
-            return self.state
+            more = f" ({len(self.untestable)} not testable)" if self.untestable and self.state == NOTHING_FOUND else ""
+            return self.state + more
         top = self.findings[0]
         more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
-        return f"{top.title}, {q_label(top.q)}{more}"
+        agrees = f", agrees with {self.agrees}" if self.agrees else ""
+        return f"{top.title}, {q_label(top.q)}{more}{agrees}"
 
     def lines(self, width: int = 16) -> tuple[list[str], list[str]]:
         """The text drawn in the grid's cell, as (title, the rest): the finding's title wrapped, then
         its q-value and how many more the lens found here (a state: its words, nothing else)."""
         if self.state != "finding":
-            return [], textwrap.wrap(self.state, width)
+            more = [f"{len(self.untestable)} not testable"] if self.untestable and self.state == NOTHING_FOUND else []
+            return [], [*textwrap.wrap(self.state, width), *more]
         top = self.findings[0]
         more = [f"+{len(self.findings) - 1} more"] if len(self.findings) > 1 else []
-        return textwrap.wrap(top.title, width), [q_label(top.q), *more]
+        agrees = textwrap.wrap(f"agrees with {self.agrees}", width) if self.agrees else []
+        return textwrap.wrap(top.title, width), [q_label(top.q), *more, *agrees]
 
     @property
     def z(self) -> float:
@@ -134,15 +159,24 @@ def grid(result: CheckUp, kind: str) -> Grid:
     by_cell: dict[tuple[str, str], list[Finding]] = {}
     for finding in result.reported:
         by_cell.setdefault((finding.site, finding.lens), []).append(finding)
+    untestable: dict[tuple[str, str], list[Finding]] = {}
+    tested: set[tuple[str, str]] = set()
+    for finding in result.findings:
+        if finding.untestable:
+            untestable.setdefault((finding.site, finding.lens), []).append(finding)
+        else:
+            tested.add((finding.site, finding.lens))
     cells = []
     for site in result.sites:
         row = []
         for lens in lenses:
-            found = by_cell.get((site, lens), [])
+            found = by_cell.get((site, lens), []) or result.agreeing(site, lens)
+            missed = untestable.get((site, lens), [])
             if found:
-                row.append(Cell("finding", found))
+                row.append(Cell("finding", found, missed))
             elif lens in result.sources:
-                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND))
+                row.append(Cell(TRAINING if lens in training else NOTHING_FOUND if (site, lens) in tested or not missed
+                                else NOT_TESTABLE, untestable=missed))
             elif lens in training:
                 row.append(Cell(TRAINING))
             else:
@@ -167,9 +201,9 @@ def grid_figure(table: Grid) -> go.Figure:
     colour bar is the legend (states, then q-values)."""
     sites = [escaped(s) for s in table.sites]
     z = np.array([[cell.z for cell in row] for row in table.cells], dtype=float)
-    hover = [[escaped(_hover(site, lens, cell)) for lens, cell in zip(table.lenses, row)]
+    hover = [[_hover(site, lens, cell) for lens, cell in zip(table.lenses, row)]
              for site, row in zip(table.sites, table.cells)]
-    ticks = {-0.75: NOT_CHECKED, 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
+    ticks = {-0.75: f"{NOT_CHECKED} or {NOT_TESTABLE}", 0.0: NOTHING_FOUND, 0.75: "training", -math.log10(FDR): f"q = {FDR:g}",
              2.0: "q = 0.01", 3.0: "q = 0.001", 4.0: "q ≤ 0.0001"}
     fig = go.Figure(go.Heatmap(
         z=z, x=list(table.lenses), y=sites, zmin=Z_MIN, zmax=Z_MAX, colorscale=_colorscale(), xgap=3, ygap=3,
@@ -187,20 +221,27 @@ def grid_figure(table: Grid) -> go.Figure:
             fig.add_annotation(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
                                font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
                                                                                 else "#5b6b7b")))
-    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False)
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False)
+    fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False, automargin=True)
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False, automargin=True)
     row_height = max(48, 15 * most + 14)
-    fig.update_layout(font=FONT, height=row_height * len(sites) + 70, margin=dict(l=10, r=10, t=40, b=10),
+    # the lenses' names sit below the chart's toolbar (the top 30 px, shown on hover), not under it
+    fig.update_layout(font=FONT, height=row_height * len(sites) + 100, margin=dict(l=10, r=10, t=70, b=10),
                       plot_bgcolor="white", paper_bgcolor="white")
     return fig
 
 
 def _hover(site: str, lens: str, cell: Cell) -> str:
+    """A cell's hover, as plotly text (plot_lines: names escaped once, lines kept)."""
+    missed = [textwrap.shorten(f"not testable: {f.title}{' (' + f.feature + ')' if f.feature else ''}: {f.untestable}",
+                               110) for f in cell.untestable[:6]]
+    if len(cell.untestable) > 6:
+        missed.append(f"… and {len(cell.untestable) - 6} more not testable")
     if cell.state != "finding":
-        return f"{site} · {lens}: {cell.state}"
-    return f"{site} · {lens}:<br>" + "<br>".join(
+        return plot_lines([f"{site} · {lens}: {cell.state}", *missed])
+    agrees = [f"agrees with {cell.agrees} ({KINDS.get(cell.findings[0].explained_by, '')})"] if cell.agrees else []
+    return plot_lines([f"{site} · {lens}:", *(
         textwrap.shorten(f"{f.title}{' (' + f.feature + ')' if f.feature else ''}, {q_label(f.q)}", 90)
-        for f in cell.findings[:8])
+        for f in cell.findings[:8]), *agrees, *missed])
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -216,10 +257,10 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
         "q": f.q, "p": f.p, "effect": f.effect, "effect unit": f.effect_unit, "large enough to matter": f.material,
         "reported": f.significant and f.explained_by is None,
         "explained by": KINDS.get(f.explained_by, f.explained_by) if f.explained_by else "",
-        "source": source_of(f),
+        "not testable": f.untestable, "source": source_of(f),
     } for f in findings]
     columns = ["site", "lens", "finding", "feature", "message", "q", "p", "effect", "effect unit",
-               "large enough to matter", "reported", "explained by", "source"]
+               "large enough to matter", "reported", "explained by", "not testable", "source"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -227,118 +268,57 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     """The reported findings, ranked (the CSV export of the findings)."""
     frame = findings_frame(result.reported)
     frame.insert(0, "rank", range(1, len(frame) + 1))
-    return frame.drop(columns=["reported", "explained by"])
+    return frame.drop(columns=["reported", "explained by", "not testable"])
 
 
-# -- evidence of a data-lens finding -------------------------------------------------------------
-def evidence_figure(finding: Finding, profile: Profile | None, colors: dict[str, str]) -> go.Figure | None:
-    """The data behind a data-lens finding, from the sites' statistics (None: its evidence is the text)."""
-    if profile is None or finding.lens != DATA_LENS or finding.feature not in profile.features:
-        return None
-    if finding.site not in profile.sites:
-        return None
-    j = profile.features.index(finding.feature)
-    if finding.kind in QUANTILE_KINDS:
-        return quantile_figure(finding, profile, j, colors)
-    if finding.kind in MISSING_KINDS:
-        return missing_figure(finding, profile, j, colors)
-    if finding.kind == "label_relation":
-        return class_means_figure(finding, profile, j, colors)
-    return None
+# -- the evidence of a finding -------------------------------------------------------------------
+# Every evidence view by name: a pure function of a finding and what the check-up computed it from
+# (`evidence_views.Evidence`) to a figure, None where it has nothing to draw from.
+EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
+    "quantiles": views.quantiles_view,
+    "unit_conversion": views.unit_view,
+    "missing_code": views.missing_code_view,
+    "swapped_columns": views.swapped_view,
+    "missing_share": views.missing_share_view,
+    "missing_by_class": views.missing_by_outcome_view,
+    "categories": views.category_view,
+    "class_means": views.outcome_means_view,
+    "label_pattern": views.outcome_pattern_view,
+    "correlations": views.correlations_view,
+    "class_balance": views.outcome_balance_view,
+    "point_mass": views.point_mass_view,
+    "duplicates": views.duplicates_view,
+    "feature_correction": views.feature_correction_view,
+    "output_scale": partial(views.site_values_view, axis=f"{term('w_out')} each site's model learnt",
+                            title="iFedAvg's output layer at each site", reference=0.0,
+                            reference_name="0: its outcome scores turned off; below: turned around"),
+    "shared_model_auc": partial(views.site_values_view, axis=f"ROC AUC of a shared model on each site's {term('hold-out')}",
+                                title="A model trained across the federation, scored at each site", reference=0.5,
+                                reference_name="0.5: no better than guessing"),
+    "server_score": partial(views.site_values_view, axis="accuracy of each site's model on the server's test set",
+                            title="How AdaFed's server scores each site's model", reference="others", percent=True),
+    "distance": partial(views.site_values_view, axis="mean distance to the other sites (FedHealth2)",
+                        title="How far each site's statistics lie from the others'", reference="others"),
+    "stamp_share": partial(views.site_values_view,
+                           axis="share of the site's images decided by a prototype on the marked corner",
+                           title="Prototypes looking at a mark on the images", reference="others", percent=True),
+    "site_values": views.site_values_view,  # one number per site, as the check's effect unit says
+}
 
 
-def _unit_title(profile: Profile, feature: str) -> str:
-    unit = profile.units.get(feature, "")
-    return escaped(f"{feature} ({unit})" if unit else f"{feature} (original units)")
+def view_name(finding: Finding) -> str:
+    """The name of the view that draws a finding's evidence: its check's declaration in the check
+    registry (`checks.Check.evidence`); a kind the registry does not know (a finding stored by an
+    older version): its feature's values, or one number per site."""
+    check = BY_KIND.get(finding.kind)
+    if check is not None:
+        return check.evidence
+    return "quantiles" if finding.feature is not None and finding.lens == DATA_LENS else "site_values"
 
 
-def quantile_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Left: every site's values of the feature as a box (5, 25, 50, 75, 95 % quantiles), the
-    finding's site in its colour. Right: the site's quantiles against the other sites' mean
-    quantiles (the finding's evidence), each other site a thin line."""
-    site, feature = finding.site, finding.feature or ""
-    colour = colors.get(site, "#d62728")
-    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.12,
-                        subplot_titles=("Every site's values (box: 25–75 %, whiskers: 5–95 %)",
-                                        "Quantiles: this site against the others"))
-    for k, name in enumerate(profile.sites):
-        quantiles = profile.quantiles[k, :, j]
-        if not np.isfinite(quantiles).any():
-            continue
-        mine = name == site
-        fig.add_trace(go.Box(y=[escaped(name)], orientation="h", name=escaped(name), showlegend=False,
-                             **{key: [float(quantiles[i])] for key, i in index.items()},
-                             marker_color=colour if mine else "#9aa5b1", line=dict(width=3 if mine else 1.5),
-                             fillcolor=colour if mine else "rgba(154,165,177,0.35)",
-                             hoverinfo="x+name"), row=1, col=1)
-        if not mine:
-            fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=quantiles, mode="lines", showlegend=False,
-                                     line=dict(color="#c5ccd4", width=1), hoverinfo="skip"), row=1, col=2)
-    others = finding.evidence.get("others_quantiles")
-    if others is not None:
-        fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=others, mode="lines+markers", name="the other sites' mean",
-                                 line=dict(color="#44546a", width=2.5, dash="dash")), row=1, col=2)
-    own = finding.evidence.get("quantiles", profile.quantiles[profile.sites.index(site), :, j])
-    fig.add_trace(go.Scatter(x=PROBABILITIES * 100, y=own, mode="lines+markers", name=escaped(site),
-                             line=dict(color=colour, width=3)), row=1, col=2)
-    if "code" in finding.evidence:
-        fig.add_vline(x=finding.evidence["code"], line=dict(color="#b00020", dash="dot"), row=1, col=1,
-                      annotation_text=f"{finding.evidence['code']:g}", annotation_position="top")
-    axis = _unit_title(profile, feature)
-    fig.update_xaxes(title_text=axis, row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="quantile (% of the site's values below)", row=1, col=2)
-    fig.update_yaxes(title_text=axis, row=1, col=2)
-    fig.update_layout(title=dict(text=escaped(f"{site}: {feature}, as recorded at each site"), x=0),
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.3, x=0.55))
-    return _styled(fig, max(380, 26 * len(profile.sites) + 200))
-
-
-def missing_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Each site's share of missing values of the feature, per class (the finding's site marked)."""
-    counts = profile.class_counts.astype(float)  # [sites, classes]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        missing = 1 - profile.observed_by_class[:, :, j] / counts
-    names = [escaped(s) for s in profile.sites]
-    fig = go.Figure([go.Bar(x=names, y=missing[:, k], name=escaped(f"outcome: {c}"),
-                            hovertemplate="%{x}: %{y:.0%} missing<extra>" + escaped(c) + "</extra>")
-                     for k, c in enumerate(profile.classes)])
-    i = profile.sites.index(finding.site)
-    fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=colors.get(finding.site, "#d62728"), opacity=0.15, line_width=0)
-    fig.update_yaxes(title_text="share missing", tickformat=".0%", rangemode="tozero")
-    fig.update_xaxes(tickangle=-35)
-    fig.update_layout(barmode="group", title=dict(
-        text=escaped(f"{finding.feature}: share of rows where it is missing, per outcome (shaded: {finding.site})"),
-        x=0))
-    return _styled(fig, 380)
-
-
-def class_means_figure(finding: Finding, profile: Profile, j: int, colors: dict[str, str]) -> go.Figure:
-    """Each site's mean of the feature per class, joined per site: a relation to the label that
-    differs or reverses shows as a line that runs the other way."""
-    names = [escaped(s) for s in profile.sites]
-    fig = go.Figure()
-    for k, c in enumerate(profile.classes):
-        fig.add_trace(go.Scatter(x=names, y=profile.mean_by_class[:, k, j], mode="markers",
-                                 name=escaped(f"outcome: {c}"), marker=dict(size=12),
-                                 hovertemplate="%{x}: mean %{y:.4g}<extra>" + escaped(c) + "</extra>"))
-    for i, name in enumerate(names):
-        fig.add_trace(go.Scatter(x=[name] * len(profile.classes), y=profile.mean_by_class[i, :, j], mode="lines",
-                                 showlegend=False, hoverinfo="skip",
-                                 line=dict(color=colors.get(finding.site, "#d62728") if profile.sites[i] == finding.site
-                                           else "#c5ccd4", width=4 if profile.sites[i] == finding.site else 2)))
-    fig.update_yaxes(title_text=_unit_title(profile, finding.feature or ""))
-    fig.update_xaxes(tickangle=-35)
-    fig.update_layout(title=dict(text=escaped(f"{finding.feature}: mean per outcome at each site "
-                                              f"({finding.site} in colour)"), x=0))
-    return _styled(fig, 380)
-
-
-def _styled(fig: go.Figure, height: int) -> go.Figure:
-    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="white",
-                      paper_bgcolor="white")
-    return fig
+def evidence_figure(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """The data behind a finding, drawn by its view (None: nothing to draw it from)."""
+    return EVIDENCE_VIEWS[view_name(finding)](finding, evidence)
 
 
 def evidence_text(finding: Finding) -> str:
@@ -348,27 +328,32 @@ def evidence_text(finding: Finding) -> str:
         return f"Codes only this site uses: {', '.join(map(str, e.get('site_codes', [])))}; the others use: " \
                f"{', '.join(map(str, e.get('other_codes', [])))}."
     if finding.kind == "feature_shift" and e.get("replicates", 1) > 1 and np.isfinite(e.get("replicate_sd", np.nan)):
-        return (f"Across the {e['replicates']} replicate runs this cell varied with an SD of {e['replicate_sd']:.2f}; "
+        return (f"Across the {e['replicates']} {term('replicate runs')} this cell varied with an SD of "
+                f"{e['replicate_sd']:.2f}; "
                 f"its mean {e['value']:+.2f} against {e['others']:+.2f} at the other sites.")
-    if finding.kind == "labels_permuted" and "positives" in e:
-        return f"Hold-out at this site: {e['positives']} of the last class, {e['negatives']} of the first."
+    if finding.kind == "shared_model_reversed" and "positives" in e:
+        return (f"The {term('hold-out')} at this site: {e['positives']} of the last class, {e['negatives']} of the "
+                "first.")
     return ""
 
 
 # -- HTML ---------------------------------------------------------------------------------------
-def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: dict[str, str], level: int = 2,
-                  evidence: int = 12, tested: int = 500) -> list[str]:
+def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: dict[str, str],
+                  names: Mapping[str, str] | None = None, level: int = 2, evidence: int = 12,
+                  tested: int = 500) -> list[str]:
     """The check-up as HTML under a heading of `level`: what it checked, the grid, the ranked
-    findings (the first `evidence` data findings with their figure), and the tested cells with the
-    smallest q-values (`tested`)."""
+    findings (the first `evidence` with the figure of their evidence), and the tested cells with
+    the smallest q-values (`tested`, folded away: a printed report keeps to the findings). `names`:
+    run id -> the run's name, said in place of its id."""
+    names = names or {}
     heading, sub = f"h{level}", f"h{level + 1}"
     out = [f"<{heading}>Check-up: {html.escape(result.label or str(result.data))}</{heading}>",
-           f"<p>{len(result.sites)} sites · {len(result.findings)} cells tested · "
+           f"<p>{len(result.sites)} sites · {result.tested} cells tested · "
            f"<b>{len(result.reported)} findings</b> "
            f"at a {FDR:.0%} false discovery rate.</p>",
            "<p class='note'>" + html.escape(CALIBRATION.replace("**", "").replace("*", "")) + "</p>",
            "<p class='note'>" + html.escape(CALIBRATION_DETAILS) + "</p>"]
-    out.append("<ul>" + "".join(f"<li>{html.escape(lens)}: {html.escape(source)}</li>"
+    out.append("<ul>" + "".join(f"<li>{html.escape(lens)}: {html.escape(with_names(source, names))}</li>"
                                 for lens, source in result.sources.items()) + "</ul>")
     notes = lens_notes(result, kind, profile)
     if notes:
@@ -377,30 +362,53 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
     out.append(f"<{sub}>Findings, strongest first</{sub}>")
     if not result.reported:
         out.append("<p>No site stands out from the others in any lens checked.</p>")
-    items, plots = [], 0
-    for finding in result.reported:
+    context = Evidence(profile, result.findings, colors)
+    items = []
+    for rank, finding in enumerate(result.reported):
         where = f" · {finding.feature}" if finding.feature else ""
         extra = evidence_text(finding)
-        item = (f"<li><b>{html.escape(finding.site)}</b> · {html.escape(finding.lens)}{html.escape(where)}: "
-                f"{html.escape(finding.message)} "
+        item = (f"<li><b>{html.escape(finding.site)}</b> · {html.escape(finding.lens)}{html.escape(where)} · "
+                f"<b>{html.escape(finding.title)}</b>: {html.escape(finding.message)} "
                 f"<b>({html.escape(q_label(finding.q))}, {strength(finding.q)} evidence)</b>"
                 + (f"<br><span class='note'>{html.escape(extra)}</span>" if extra else "")
-                + (f"<br><span class='note'>from {html.escape(source_of(finding))}</span>"
+                + (f"<br><span class='note'>from {html.escape(with_names(source_of(finding), names))}</span>"
                    if finding.lens != DATA_LENS else ""))
-        figure = evidence_figure(finding, profile, colors) if plots < evidence else None
+        figure = evidence_figure(finding, context) if rank < evidence else None
         if figure is not None:
-            plots += 1
             item += figures_html([figure])
         items.append(item + "</li>")
     out.append("<ol>" + "".join(items) + "</ol>")
-    frame = findings_frame(sorted(result.findings, key=lambda f: f.q))
-    shown = frame.head(tested)
-    which = f" (the {tested} with the smallest q)" if len(frame) > tested else ""
-    out.append(f"<{sub}>Every tested cell{which}"
-               f"</{sub}><p class='note'>Not significant, or too small to matter, is a result too: these are the "
-               "cells behind the findings, with their p- and q-values.</p>")
-    out.append(shown.drop(columns=["message"]).to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–"))
+    if len(result.reported) > evidence:
+        out.append(f"<p class='note'>The first {evidence} findings are drawn; the page draws any of them.</p>")
+    frame = readable(findings_frame(sorted(result.findings, key=lambda f: f.q)), names)
+    which = f"the {tested} with the smallest q-value" if len(frame) > tested else "all of them"
+    out.append(f"<{sub}>Every tested cell ({len(frame)})</{sub}><p class='note'>Not significant, or too small to "
+               "matter, is a result too: these are the cells behind the findings, with their p- and q-values.</p>"
+               f"<details><summary>Show {which}</summary>"
+               + frame.head(tested).drop(columns=["message"]).to_html(index=False, float_format=lambda v: f"{v:.3g}",
+                                                                       na_rep="–")
+               + "</details>")
     return out
+
+
+def run_names(plan: Plan, store: RunStore) -> dict[str, str]:
+    """Run id -> the run's name, for every run of a check-up still in the store."""
+    return {run.id: run_name(run) for runs in plan.runs(store).values() for run in runs}
+
+
+def with_names(text: str, names: Mapping[str, str]) -> str:
+    """A text that quotes run ids (a lens's source, a finding's runs) with the runs' names instead."""
+    for run_id, name in names.items():
+        text = text.replace(run_id, name)
+    return text
+
+
+def readable(frame: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
+    """A findings table as a person reads it: the columns' words (`glossary.COLUMNS`), the effect's
+    unit in words, runs by name."""
+    out = frame.assign(**{"effect unit": frame["effect unit"].map(effect_unit),
+                          "source": frame["source"].map(lambda text: with_names(text, names))})
+    return out.rename(columns=COLUMNS)
 
 
 def lens_notes(result: CheckUp, kind: str, profile: Profile | None) -> list[str]:
@@ -429,5 +437,6 @@ def checkup_sections(run: Run) -> list[str]:
     plan = plan_fed_by(run)
     if plan is None:
         return []
-    result = plan.evaluate(RunStore(run.path.parent))
-    return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), level=2)
+    store = RunStore(run.path.parent)
+    result = plan.evaluate(store)
+    return html_sections(result, plan.kind, plan.profile, site_colors(result.sites), run_names(plan, store), level=2)

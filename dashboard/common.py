@@ -15,10 +15,12 @@ from typing import Any
 import streamlit as st
 
 from dashboard import figures
+from dashboard.auth import allowed, least_role
 from dashboard.figures import site_colors
 from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
+from fedcore import jobs
 from fedcore.checkup import CheckUp, Plan
 from fedcore.errors import FedcoreError
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required
@@ -95,6 +97,16 @@ def pick_run(lens: Lens | None = None, label: str = "Run", key: str = "run_picke
     return runs[ids.index(chosen)]
 
 
+def page_link(where: Page, label: str, *, into: Any = None, **options: Any) -> None:
+    """A link to `where` (in the container `into`, default the page), drawn only when this
+    person's role may open it: a page outside their navigation is not found (Streamlit raises),
+    so instead a caption says which role may. Every page link of the dashboard is drawn here."""
+    if allowed(where.action):
+        (into or st).page_link(where.path, label=label, **options)
+    else:
+        (into or st).caption(f"{where.title} needs the {least_role(where.action)} role; ask someone who has it.")
+
+
 def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> Run:
     """The page's run picker (the runs `lens` shows, or every run); without any, say what to do
     and stop the page; with a damaged one, say what is wrong and stop."""
@@ -102,7 +114,7 @@ def pick_run_or_explain(lens: Lens | None, next_page: Page, next_label: str) -> 
     run = pick_run(lens, called)
     if run is None:
         st.info(f"No {called if lens is not None else 'run'} yet.")
-        st.page_link(next_page.path, label=next_label, icon=":material/play_arrow:")
+        page_link(next_page, next_label, icon=":material/play_arrow:")
         st.stop()
     stop_if_damaged(run)
     return run
@@ -114,7 +126,7 @@ def stop_if_damaged(run: Run) -> None:
     damage = run.damage
     if damage:
         show_damage(damage)
-        st.page_link(RUNS.path, label="Runs: delete it or pick another", icon=RUNS.icon)
+        page_link(RUNS, "Runs: delete it or pick another", icon=RUNS.icon)
         st.stop()
 
 
@@ -165,15 +177,33 @@ def identity_editor(run: Run, key: str) -> None:
     name = st.text_input("Name", value=identity["name"] or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
                          key=f"{key}-name", help="Empty: the run is called by its algorithm and number.")
     known = sorted({tag for other in get_store().runs() for tag in other.identity["tags"]} | set(identity["tags"]))
-    tags = st.multiselect("Tags", known, default=identity["tags"], accept_new_options=True, max_selections=MAX_TAGS,
-                          key=f"{key}-tags", help="Type a new tag and press Enter, or pick one other runs have.")
-    if st.button("Save name and tags", key=f"{key}-save"):
+    # Save beside the tags, not below them: the list of tags stays open while one types tags, and
+    # covered a button below it.
+    tags_column, save_column = st.columns([3, 1], vertical_alignment="bottom")
+    tags = tags_column.multiselect("Tags", known, default=identity["tags"], accept_new_options=True,
+                                   max_selections=MAX_TAGS, key=f"{key}-tags",
+                                   help="Type a new tag and press Enter, or pick one other runs have.")
+    if save_column.button("Save", key=f"{key}-save", width="stretch", help="Save the name and the tags"):
         try:
             run.set_identity(name, tags)
         except FedcoreError as error:
             st.error(md(error))
         else:
             st.toast("Saved.")
+            st.rerun()
+
+
+def cancel_with_confirmation(container: Any, run: Run, key: str) -> None:
+    """A 'Cancel' control in `container` that asks first: it stops a run for good (it cannot be
+    resumed), so one stray click must not end an hour of training."""
+    with container.popover("Cancel", icon=":material/stop_circle:"):
+        info = progress(run)
+        where = f" at round {info['round']} of {info['total']}" if info["total"] else ""
+        st.markdown(md(f"Stop {run_name(run)}{where}? What it recorded so far is kept; it cannot be resumed "
+                       "(re-running starts again at round 1)."))
+        if st.button("Yes, cancel it", key=f"{key}-confirm", type="primary"):
+            jobs.cancel(run)
+            st.toast(md(f"Cancelling {run_name(run)}; what it recorded so far is kept."))
             st.rerun()
 
 
@@ -203,6 +233,24 @@ def show_progress(run: Run) -> None:
     if state in ("failed", "interrupted", "damaged") and info["error"]:
         what = {"failed": "This run failed", "interrupted": "This run was interrupted", "damaged": "This run is damaged"}
         st.error(f"{what[state]}: {md(info['error'])}")
+
+
+def before_first_round(run: Run) -> str:
+    """Why a lens has nothing to draw yet, in words: still waiting for the first evaluated round, or
+    the run stopped before it (failed, cancelled, interrupted, damaged: what it said)."""
+    if is_active(run):
+        return "waiting for the first evaluated round…"
+    info = progress(run)
+    state = STATE_LABELS.get(info["state"], info["state"])
+    why = f" ({info['error']})" if info["error"] else ""
+    return (f"the run {state} before its first evaluated round{why}: there is nothing to draw. Re-run it from "
+            "Runs or Run details.")
+
+
+def no_rounds_yet(run: Run) -> None:
+    """The lens area of a run without an evaluated round: waiting (information) or stopped (a warning)."""
+    text = md(before_first_round(run))
+    (st.info if is_active(run) else st.warning)(text[0].upper() + text[1:])
 
 
 def is_active(run: Run) -> bool:

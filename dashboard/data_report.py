@@ -11,7 +11,8 @@ import streamlit as st
 from dashboard import figures
 from dashboard.common import download_csv
 from dashboard.safe_text import code, md
-from fedcore.datasets import MISSING_CODE, unit_message
+from fedcore.checkup import finding_line, untestable_summary
+from fedcore.datasets import MISSING_CODE
 from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}
@@ -67,14 +68,19 @@ def show_alignment(report: dict[str, Any]) -> None:
         for column, values in report["category_differences"].items():
             st.warning(f"{code(column)} has different categories: "
                        + md("; ".join(f"{site}: {', '.join(v)}" for site, v in values.items())))
-        for outlier in report["location_outliers"]:
-            st.warning(f"{code(outlier['column'])} at **{md(outlier['site'])}**: median {outlier['median']:g}, other "
-                       f"sites {outlier['others_median']:g} — a different unit or code?")
-        for finding in report["unit_differences"]:
-            st.warning(md(unit_message(finding)))
-        if not (report["type_conflicts"] or report["category_differences"] or report["location_outliers"]
-                or report["unit_differences"]):
-            st.success("No type conflicts, category differences, far-off columns or unit factors.")
+        if not (report["type_conflicts"] or report["category_differences"]):
+            st.success("No type conflicts or category differences.")
+        findings = report.get("findings")
+        if findings is not None:  # the check-up's data lens on these files
+            st.markdown("**What the site check-up finds** (each site's statistics against the other sites'; the same "
+                        "checks as a check-up of these files)")
+            for finding in findings:
+                st.warning(md(finding_line(finding)))
+            if not findings:
+                st.success("No site's values differ from the others' beyond what they differ among themselves.")
+        untestable = untestable_summary(report.get("not_testable") or [])
+        if untestable:
+            st.caption(md(untestable))
     show_missing(pd.DataFrame(report["missing_share"]).fillna(0.0))
 
 

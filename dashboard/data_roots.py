@@ -56,6 +56,14 @@ def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, trai
     return checkup_jobs.start_checkup(store, data, replicates, rounds, train)
 
 
+def train_lenses(store: RunStore, plan: Plan, replicates: int, rounds: int) -> Plan:
+    """checkup_jobs.train_lenses for a check-up of data inside the data roots (its runs queued as jobs)."""
+    from fedcore import checkup_jobs, datasets
+
+    datasets.check_roots(store, plan.contents.get("data"))
+    return checkup_jobs.train_lenses(store, plan, replicates, rounds)
+
+
 def check_up_run(store: RunStore, run: Run) -> Plan:
     """A check-up of a run's federation from what the run stored (nothing is read or trained)."""
     from fedcore import checkup_jobs

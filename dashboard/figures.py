@@ -23,19 +23,18 @@ from plotly.subplots import make_subplots
 from dashboard.records import METRIC_LABELS
 from dashboard.safe_text import plot_text
 from fedcore.checkup import format_q
+from fedcore.glossary import plain, term
 from fedcore.interpret.findings import FDR, KINDS, Finding
 
 NEUTRAL = {"b_in": 0.0, "b_out": 0.0, "w_in": 1.0, "w_out": 1.0}
 LAYER_TITLES = {  # what a reader sees first, the technical name after
-    "b_in": "How each site shifts each feature (input shift b_in)",
-    "w_in": "How each site scales each feature (input scale w_in)",
-    "b_out": "How each site shifts its class scores (output shift b_out)",
-    "w_out": "How each site scales its class scores (output scale w_out)",
+    "b_in": f"How each site shifts each feature ({plain('b_in')} b_in)",
+    "w_in": f"How each site scales each feature ({plain('w_in')} w_in)",
+    "b_out": f"How each site shifts its class scores ({plain('b_out')} b_out)",
+    "w_out": f"How each site scales its class scores ({plain('w_out')} w_out)",
 }
-LAYER_LABELS = {  # short, for a choice between the layers
-    "b_in": "Input shift (b_in)", "w_in": "Input scale (w_in)",
-    "b_out": "Output shift (b_out)", "w_out": "Output scale (w_out)",
-}
+LAYER_LABELS = {layer: term(layer)[0].upper() + term(layer)[1:] for layer in NEUTRAL}  # 'Input shift (b_in)'
+
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 # What the heatmap's marks mean, by who sets them.
 PAPER_MARKS = ("O: this site's value lies unusually far from the feature's mean across sites · "
@@ -107,26 +106,23 @@ def site_colors(site_names: Sequence[str]) -> dict[str, str]:
     return {name: palette[i % len(palette)] for i, name in enumerate(site_names)}
 
 
+# Classes and categories (sites and runs have palettes of their own). Every figure names its colours:
+# plotly express bakes the default template's colours into a figure when it makes it, and inside the
+# dashboard's server that template is Streamlit's, whose colours are placeholders (#000001, ...) only
+# its front end fills in: a report made there drew them black.
+CLASS_COLOURS = tuple(pc.qualitative.T10)
+
 # Eight colours far apart (D3's, without its grey and olive, which read as 'inactive' next to the
 # others); sites have their own palette (Safe).
 RUN_PALETTE = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
 
 
 def run_colors(numbers: Mapping[str, int | None]) -> dict[str, str]:
-    """A colour per run (run id -> number in its store), kept wherever the run is drawn: the
-    number picks it, so consecutive runs differ; among the runs given, one whose colour another
-    already has takes the first colour none of them uses (runs eight apart would look alike)."""
-    taken: dict[str, str] = {}
-    colours = {}
-    for run_id, number in sorted(numbers.items(), key=lambda item: (item[1] is None, item[1] or 0, item[0])):
-        index = (number - 1) if number is not None else zlib.crc32(run_id.encode())
-        colour = RUN_PALETTE[index % len(RUN_PALETTE)]
-        if colour in taken:
-            free = [c for c in RUN_PALETTE if c not in taken]
-            colour = free[0] if free else colour
-        taken[colour] = run_id
-        colours[run_id] = colour
-    return {run_id: colours[run_id] for run_id in numbers}
+    """A colour per run (run id -> number in its store), the same wherever and with whichever other
+    runs it is drawn: its number picks it (consecutive runs differ; runs eight apart share one, and
+    their names tell them apart), a run from before numbers by a hash of its id."""
+    return {run_id: RUN_PALETTE[((number - 1) if number is not None else zlib.crc32(run_id.encode())) % len(RUN_PALETTE)]
+            for run_id, number in numbers.items()}
 
 
 def _style(fig: go.Figure, height: int, top: int = 60, left: int = 10, bottom: int = 10) -> go.Figure:
@@ -351,7 +347,8 @@ def site_lines(frame: pd.DataFrame, y_title: str, title: str, colors: dict[str, 
 
 def class_lines(frame: pd.DataFrame, y_title: str, title: str) -> go.Figure:
     """Per-class values over rounds (columns round, class, value)."""
-    fig = px.line(frame, x="round", y="value", color="class", markers=frame["round"].nunique() < 30)
+    fig = px.line(frame, x="round", y="value", color="class", markers=frame["round"].nunique() < 30,
+                  color_discrete_sequence=CLASS_COLOURS)
     fig.update_layout(title=dict(text=title, x=0), legend_title_text="class")
     fig.update_yaxes(title_text=y_title)
     _rounds_axis(fig, frame)
@@ -365,7 +362,7 @@ def learning_curves(frame: pd.DataFrame, metric: str, title: str,
     fig = px.line(frame, x="round", y="value", color="run", line_dash="statistic",
                   markers=frame["round"].nunique() < 30,
                   line_dash_map={"mean": "solid", "worst": "dot"}, color_discrete_map=dict(colors or {}),
-                  category_orders={"run": list(colors)} if colors else {})
+                  color_discrete_sequence=RUN_PALETTE, category_orders={"run": list(colors)} if colors else {})
     fig.update_yaxes(title_text=METRIC_LABELS[metric])
     fig.update_layout(title=dict(text=title, x=0), legend_title_text="")
     _rounds_axis(fig, frame)
@@ -388,7 +385,8 @@ def per_site_spread(frame: pd.DataFrame, metric: str, style: str, colors: dict[s
     """Distribution of per-site scores per run (strip or violin, as in the iFedAvg appendix);
     `frame` has run, site, and the metric."""
     if style == "violin":
-        fig = px.violin(frame, x="run", y=metric, points="all", box=True, hover_data=["site"])
+        fig = px.violin(frame, x="run", y=metric, points="all", box=True, hover_data=["site"],
+                        color_discrete_sequence=["#44546a"])
         fig.update_traces(marker=dict(size=7), line_color="#44546a", fillcolor="rgba(68,84,106,0.15)")
     else:
         fig = px.strip(frame, x="run", y=metric, color="site", color_discrete_map=colors,

@@ -11,17 +11,17 @@ import streamlit as st
 
 def field_input(field: Field, key: str, default: Any = None, label: str | None = None) -> Any:
     """One widget for one parameter, starting at its default (or `default`); a float parameter
-    with bounds (low, high) is a slider, so that a share reads as a position on its range."""
+    with bounds (low, high) is a slider, so that a share reads as a position on its range. Other
+    numbers are free: the spec's validation (`param()`'s declaration) says what is wrong."""
     value = field.default if default is None else default
     label = label or field.name.replace("_", " ")
     help_text = field.metadata.get("help")
     choices = field.metadata.get("choices")
     if choices:
         return st.selectbox(label, list(choices), index=list(choices).index(value), help=help_text, key=key)
-    bounds = field.metadata.get("bounds")
-    if bounds is not None and isinstance(value, float):
-        low, high = bounds
-        return float(st.slider(label, low, high, value, step=(high - low) / 100, help=help_text, key=key))
+    low, high = field.metadata.get("bounds") or (None, None)
+    if isinstance(value, float) and low is not None and high is not None:
+        return float(st.slider(label, float(low), float(high), value, step=(high - low) / 1000, help=help_text, key=key))
     if isinstance(value, bool):
         return st.checkbox(label, value=value, help=help_text, key=key)
     if isinstance(value, int):

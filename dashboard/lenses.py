@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,26 +11,27 @@ import plotly.graph_objects as go
 
 from dashboard import figures
 from dashboard.records import per_class_series, per_site_series
+from dashboard.safe_text import plot_lines, plot_text
 from fedcore.interpret.detection import detection_report
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run, check_array
+from fedcore.glossary import plain, term
 from fedcore.units import correction_text, feature_scales
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
 CENTRE_WORD = {"sd": "mean", "robust": "median"}  # what a rule's z is measured from
-LAYER_WORDS = {"b_in": "the input shift", "w_in": "the input scale", "b_out": "the output shift",
-               "w_out": "the output scale"}
+LAYER_WORDS = {layer: f"the {plain(layer)}" for layer in ("b_in", "w_in", "b_out", "w_out")}
 # Which layer shows which kind of problem (iFedAvg's docstring says why), for the pages.
 LAYER_GUIDE = (
-    "**Input layers** (shift b_in, scale w_in) show a problem with *one feature at one site*: another unit "
-    "(°F for °C), an offset (ages 20 years too high), a feature recorded only for some patients. "
-    "**Output layers** (shift b_out, scale w_out) show a problem with *a site's labels*: flipped or differently "
-    "defined outcomes — a flipped site's scale w_out turns negative. They exist only with a local f_out "
-    "(the default); with a shared f_out, label problems push the flipped site's input layers instead and "
-    "mark features that are fine."
+    "**Input layers** — the input shift b_in and the input scale w_in — show a problem with *one feature at one "
+    "site*: another unit (°F for °C), an offset (ages 20 years too high), a feature recorded only for some "
+    "patients. **Output layers** — the output shift b_out and the output scale w_out — show a problem with *a "
+    "site's labels*: flipped or differently defined outcomes; a flipped site's output scale w_out turns negative. "
+    f"They exist only with an {term('local f_out')} (the default); with a shared one, label problems push the "
+    "flipped site's input layers instead and mark features that are fine."
 )
 
 
@@ -83,11 +83,11 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
             "check-up O": calibration.marked.ravel()} if calibration is not None else {}),
     })
     # plotly reads hover text as HTML: names escaped
-    notes = np.array([[f"<b>{html.escape(site)}</b> · {html.escape(str(columns[j]))}<br>{html.escape(meanings[i, j])}<br>"
-                       + distance_text(marks.z[i, j], rule)
+    notes = np.array([[f"<b>{plot_text(site)}</b> · " + plot_lines(
+                           [columns[j], meanings[i, j], distance_text(marks.z[i, j], rule)])
                        + ("" if not marks.cells[i, j] else "<br>the paper's 2-SD rule marks it" if calibrated
                           else "<br><b>O</b>: unusually far from the other sites")
-                       + (f"<br>{html.escape(calibration.notes[i, j])}" if calibration is not None else "")
+                       + ("<br>" + plot_text(calibration.notes[i, j]) if calibration is not None else "")
                        for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
     marked = cells.any(axis=0) | features_marked
     # A constant column has no z (NaN): it ranks last, not first.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import streamlit as st
@@ -33,9 +34,9 @@ from dashboard.auth import allowed, current_access
 from dashboard.common import get_store
 from dashboard.data_roots import upload_folder
 from dashboard.safe_text import code, md
-from fedcore.datasets import (catalogue_conversions, decision, dictionary_bytes, edited_patch, effects_of,
-                              empty_dictionary, keep_dictionary, load_draft, map_data, merge, parse_dictionary,
-                              save_draft)
+from fedcore.datasets import (DICTIONARY_MAX_BYTES, catalogue_conversions, check_dictionary_size, decision,
+                              dictionary_bytes, edited_patch, effects_of, empty_dictionary, keep_dictionary,
+                              load_draft, map_data, merge, parse_dictionary, save_draft)
 from fedcore.errors import DataError
 
 DECISIONS = ("undecided", "accept", "reject")
@@ -465,9 +466,17 @@ def _decided(state: dict[str, Any], content: dict[str, Any], name: str, editable
 
 
 def _start_from_file(state: dict[str, Any], editable: bool, prefix: str) -> None:
+    # The browser refuses a larger file before sending it; one sent anyway is refused by its size
+    # before its bytes are copied out of Streamlit's upload store.
     upload = st.file_uploader("Start from a data dictionary (optional, .dictionary.json)", type=["json"],
-                              key=f"dictionary-upload-{prefix}", disabled=not editable)
+                              key=f"dictionary-upload-{prefix}", disabled=not editable,
+                              max_upload_size=max(1, math.ceil(DICTIONARY_MAX_BYTES / 2**20)))
     if upload is None:
+        return
+    try:
+        check_dictionary_size(upload.size, upload.name)
+    except DataError as error:
+        st.error(md(error))
         return
     data = upload.getvalue()
     fingerprint = [upload.name, len(data), hashlib.sha256(data).hexdigest()]

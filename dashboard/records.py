@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from fedcore.data_labels import data_label
+from fedcore.glossary import METRIC_WORDS, setting_words
 from fedcore.metric_names import METRICS
 from fedcore.shapes import NUMBER, ListOf, MapOf, Nullable, fits
 from fedcore.store import Run
@@ -18,15 +19,7 @@ from fedcore.store import Run
 PER_SITE = MapOf(Nullable(NUMBER))
 PER_CLASS = ListOf(Nullable(NUMBER))
 
-METRIC_LABELS = {
-    "f1": "F1 (weighted)",
-    "roc_auc": "ROC AUC",
-    "balanced_accuracy": "Balanced accuracy",
-    "accuracy": "Accuracy",
-    "loss": "Loss",
-    "sensitivity": "Sensitivity (recall of the last class)",
-    "specificity": "Specificity (recall of the first class)",
-}
+METRIC_LABELS = METRIC_WORDS  # what a score is called wherever it is shown (the glossary's words)
 
 
 def site_metrics(run: Run) -> pd.DataFrame:
@@ -173,7 +166,7 @@ def settings_table(runs: list[Run], differing_only: bool = True) -> pd.DataFrame
         values = [flat[key] for flat in specs.values() if key in flat]  # the runs that have the setting
         if differing_only and len({json.dumps(v, sort_keys=True, default=str) for v in values}) <= 1:
             continue
-        rows.append({"setting": key, **{name: _setting_text(flat[key]) if key in flat else MISSING_SETTING
+        rows.append({"setting": setting_words(key), **{name: _setting_text(flat[key]) if key in flat else MISSING_SETTING
                                         for name, flat in specs.items()}})
     return pd.DataFrame(rows, columns=["setting", *specs])
 
@@ -194,7 +187,7 @@ def differing_settings(runs: list[Run]) -> dict[str, str]:
         keys = [k for k in dict.fromkeys(k for flat in flats for k in flat)
                 if len({json.dumps(flat.get(k), sort_keys=True, default=str) for flat in flats}) > 1]
         for run, flat in zip(group, flats):
-            out[run.id] = " · ".join(f"{k.split('.', 1)[-1]} {_setting_text(flat.get(k))}" for k in keys)
+            out[run.id] = " · ".join(f"{setting_words(k)} {_setting_text(flat.get(k))}" for k in keys)
     return out
 
 

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from dashboard import figures
-from dashboard.checkup_view import checkup_sections, html_sections
+from dashboard.checkup_view import checkup_sections, html_sections, run_names
 from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, progress, round_text, run_name,
                                site_metrics)
 from dashboard.registry import lens_of
@@ -27,7 +27,28 @@ h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-botto
 table { border-collapse: collapse; font-size: 0.9rem; } td, th { padding: 4px 10px; border-bottom: 1px solid #eef1f4; }
 th { text-align: left; background: #f5f7fa; } .note { color: #5b6b7b; font-size: 0.9rem; }
 pre { background: #f5f7fa; padding: 1rem; overflow-x: auto; }
+@page { size: A4 landscape; margin: 10mm; }
+@media print {
+  body { margin: 0; max-width: none; font-size: 11pt; }
+  h1, h2, h3 { break-after: avoid; }
+  .figure, figure, tr, li { break-inside: avoid; }  /* a page break goes before a figure (a finding), not through it */
+  .modebar-container { display: none; }
+  details { display: block; }
+}
 """
+# Printed (Chromium's "Save as PDF", `page.pdf()`), each figure is drawn again at a width that fits
+# a landscape A4 or Letter page inside the margins above (the grid's five lenses and the sites' names
+# need the width of a screen, not of a portrait page): plotly sized it for the screen, and a wider
+# figure was cut at the page's edge. `relayout` draws at once (a resize would wait for a timer, and
+# the page would be printed before it fired); afterwards the figure fills the screen's width again.
+PRINT_WIDTH_PX = 960
+PRINT_SCRIPT = """<script>
+(function () {
+  const plots = () => Array.from(document.querySelectorAll('.js-plotly-plot'));
+  window.addEventListener('beforeprint', () => plots().forEach(p => Plotly.relayout(p, {width: %d})));
+  window.addEventListener('afterprint', () => plots().forEach(p => Plotly.relayout(p, {width: null, autosize: true})));
+})();
+</script>""" % PRINT_WIDTH_PX
 
 
 def html_report(run: Run) -> str:
@@ -71,7 +92,8 @@ def document(title: str, sections: list[str]) -> str:
     """A self-contained HTML page of the report's style around `sections`; plotly.js once, inline
     (the report opens offline), and only where there is a figure to draw."""
     body = "".join(sections)
-    script = f"<script type='text/javascript'>{get_plotlyjs()}</script>" if "Plotly.newPlot" in body else ""
+    script = (f"<script type='text/javascript'>{get_plotlyjs()}</script>{PRINT_SCRIPT}" if "Plotly.newPlot" in body
+              else "")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style>{script}</head><body>{body}</body></html>")
 
@@ -79,7 +101,8 @@ def document(title: str, sections: list[str]) -> str:
 def checkup_report(plan: Plan, store: RunStore) -> str:
     """A check-up's findings, grid and evidence (`dashboard.checkup_view`)."""
     result = plan.evaluate(store)
-    sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), level=1)
+    sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), run_names(plan, store),
+                             level=1)
     if result.pending:
         sections.insert(1, "<p class='note'>Still training when this report was made: "
                            f"{html.escape(', '.join(result.pending))}.</p>")

@@ -99,9 +99,18 @@ def png(picture: Image.Image) -> str:
     return f"<img alt='' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
 
 
+# A report's figures carry plotly's own template. Inside the dashboard's server the default template
+# is Streamlit's, made for its front end: its colours are placeholders the front end replaces
+# (#000001: in a file every bar was black) and its axes make no room for their labels (the grid's
+# site names were cut off). A figure's own colours and margins still win over the template.
+REPORT_TEMPLATE = "plotly_white"
+
+
 def figures_html(plots: list[go.Figure]) -> str:
-    """Figures as HTML, without plotly.js (the report carries it once, inline: no network)."""
-    return "".join(fig.to_html(full_html=False, include_plotlyjs=False) for fig in plots)
+    """Figures as HTML, without plotly.js (the report carries it once, inline: no network), each
+    in the report's template whatever plotly's default is where the report is made."""
+    return "".join("<div class='figure'>" + go.Figure(fig).update_layout(template=REPORT_TEMPLATE).to_html(
+        full_html=False, include_plotlyjs=False, config={"displaylogo": False}) + "</div>" for fig in plots)
 
 
 def markdown_html(text: str) -> str:

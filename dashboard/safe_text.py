@@ -12,7 +12,8 @@
   quotes one goes through it; tables (st.dataframe) show their cells as text already.
 - In a plotly figure, texts (tick labels, legend names, titles, hover) are a subset of HTML:
   `<a href=...>` is a link, `<b>` bold. `plot_text()` escapes `&`, `<` and `>` so a name is drawn
-  as written; `dashboard.figures` applies it to every category and trace name it draws.
+  as written; `dashboard.figures` applies it to every category and trace name it draws, and
+  `plot_lines()` builds a hover of several lines (each escaped once, joined by `<br>`).
 - In a CSV file, a spreadsheet runs a text cell that starts with `=`, `+`, `-`, `@`, a tab or a
   carriage return as a formula (OWASP, "CSV injection"). `csv_bytes()` prefixes such text cells,
   and such column names, with `'`. Numbers stay numbers: numeric columns are left alone, and so
@@ -24,6 +25,7 @@ from __future__ import annotations
 import html
 import re
 import string
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -41,8 +43,16 @@ def md(value: Any) -> str:
 
 
 def plot_text(value: Any) -> str:
-    """`value` as plotly text that shows literally (plotly reads <a>, <b>, <br>, ... in its texts)."""
+    """`value` as plotly text that shows literally (plotly reads <a>, <b>, <br>, ... in its texts).
+    Only &, < and > are escaped: plotly reads back &amp;, &lt; and &gt; but shows &quot; and
+    &#x27; as written (html.escape's default), so quotes stay quotes."""
     return html.escape(str(value), quote=False)
+
+
+def plot_lines(lines: Iterable[Any]) -> str:
+    """Lines of plain text as one plotly text (a hover, an annotation): each escaped once, then
+    joined by plotly's line break — escaping the joined text would show '<br>' as written."""
+    return "<br>".join(plot_text(line) for line in lines)
 
 
 def code(value: Any) -> str:

@@ -49,7 +49,8 @@ SECTIONS = {
 
 def main() -> None:
     st.set_page_config(page_title="Federated interoperability", page_icon="🩺", layout="wide")
-    access = gate()  # a sign-in page or a refusal stops here
+    access = gate(lambda: [page(where, default=where == registry.RUNS) for pages in SECTIONS.values()
+                           for where in pages])  # a sign-in page or a refusal stops here
     # a page a role may not use is not in the navigation, so not reachable by its URL either
     navigation = st.navigation({
         section: [page(where, default=where == registry.RUNS) for where in pages if access.may(where.action)]

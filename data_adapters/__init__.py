@@ -5,7 +5,8 @@ A data reference (`references.py`) names a source and its options, as a string s
 object such as {"source": "csv", "files": ["a.csv", "b.csv"], "target": "outcome"}. The
 hold-out split follows the run's seed.
 
-    inspect_data(ref)          the alignment report (tables) or a per-site summary (other data)
+    inspect_data(ref)          the alignment report (tables: with the check-up's data-lens findings for
+                               the files) or a per-site summary (other data)
     load_federation(ref, seed) the Federation
     check_reference(ref)       the checked, JSON-ready reference with absolute paths, for a run
                                spec; tables that would not combine are refused here already
@@ -92,12 +93,13 @@ def standardization_sums(ref: Reference, seed: int = 0) -> tuple[str, np.ndarray
 
 def inspect_data(ref: Reference) -> AlignmentReport | SiteSummary:
     """What the dashboard's data page and `python -m fedcore inspect` show before training: for
-    tables the alignment report (it lists problems instead of raising on them), for other
-    sources a per-site summary of the loaded federation."""
+    tables the alignment report (it lists problems instead of raising on them) with the check-up's
+    findings for the files (`Alignment.checked`), for other sources a per-site summary of the
+    loaded federation."""
     source, options = parse_reference(ref)
     if source.kind == "table":
         reader, table, _ = _option_groups(options)
-        return _alignment(source, reader, table).report
+        return _alignment(source, reader, table).checked()
     return SiteSummary.of(load_federation(ref))
 
 
@@ -112,9 +114,10 @@ def check_reference(ref: Reference) -> str | dict:
             resolved["server_data"] = check_reference(resolved["server_data"])
         return resolved
     normalized = normalize_reference(ref)
-    source, _ = parse_reference(normalized)
+    source, options = parse_reference(normalized)
     if source.kind == "table":
-        inspect_data(normalized).raise_errors()
+        reader, table, _ = _option_groups(options)
+        _alignment(source, reader, table).report.raise_errors()  # what blocks it; no check-up needed
     return normalized
 
 

@@ -22,11 +22,11 @@ Rules (README "Data sources" repeats them for users):
   with standardization 'none' a continuous value beyond ±1.8e19 is refused too: the network's
   BatchNorm variances (FedBN, FedHealth2) square it in 32-bit floats, which overflows;
 - two sites with the same rows are refused, much overlap is flagged (`duplicates.py`);
-- unit-like differences (`units.py`, the catalogue of `fedcore.interpret.units`): with three or
-  more sites, the site whose values a known conversion maps onto the others' is named with it;
-  otherwise every pair of sites whose column's middle and spread differ by a known factor
-  (naming no culprit); and, for columns no conversion explains, with three or more sites a site
-  whose median lies far from the others' (`location_outliers`).
+- how the sites' values differ (units, codes for 'not measured', constant or shifted columns,
+  missingness, labels, ...) is the check-up's to say: `checked` profiles the files at hand as
+  their sites would (`profile`) and reports the data lens's findings (`fedcore.checkup`, the
+  checks of `fedcore.interpret.checks`), so the Data page, `inspect` and a check-up of the same
+  files give the same answer for every column.
 - a server test file (csv server_test) is checked against, and encoded onto, what the sites
   decided (`server_table.py`); it never changes the features, kinds or classes.
 Nothing here fits statistics: standardisation happens after the hold-out split (`assemble`).
@@ -62,17 +62,14 @@ from data_adapters.report_text import alignment_text
 from data_adapters.server_table import ServerTable, align_server_table
 from data_adapters.sites import RawFederation, RawSite
 from data_adapters.targets import label_problems, single_site_classes
-from data_adapters.units import unit_differences
+from fedcore.checkup import check_up
+from fedcore.interpret.profile import Profile, profile_federation
 from fedcore.errors import DataError
 from fedcore.federation import FEATURE_KINDS
 
 MIN_ROWS = 20
 MAX_CLASSES = 50
 MAX_CATEGORIES = 50
-# A site's median of a continuous column more than OUTLIER_SPREADS typical within-site IQRs from
-# the other sites' medians is reported (units? codes?), if it rests on OUTLIER_MIN_VALUES values.
-OUTLIER_SPREADS = 3.0
-OUTLIER_MIN_VALUES = 10
 
 
 @dataclass
@@ -120,13 +117,15 @@ class AlignmentReport:
     features: dict[str, dict[str, Any]]  # column -> kind, kind_from (inferred/given/documented), values
     type_conflicts: list[dict[str, Any]]  # column, numeric_at [sites], text_at {site: examples}
     category_differences: dict[str, dict[str, list[str]]]  # column -> site -> values seen there
-    location_outliers: list[dict[str, Any]]  # column, site, median, others_median, spread
-    unit_differences: list[dict[str, Any]]  # a site and its conversion, or a pair of sites and the factor (units.py)
     duplicate_sites: list[dict[str, Any]]  # sites, kind (same / overlap), shared, rows, blocking
     missing_share: dict[str, dict[str, float]]  # site -> feature column -> share of rows missing
     warnings: list[str]
     errors: list[str]
     server_test: dict[str, Any] | None = None  # file, rows, rows_used, delimiter, encoding, class_counts
+    # The check-up's data-lens findings for these files (`Alignment.checked`; None: not looked for),
+    # each `Finding.to_dict()`, and the cells it could not test (with their reasons).
+    findings: list[dict[str, Any]] | None = None
+    not_testable: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -442,11 +441,6 @@ class Alignment:
         n_sites = len(self.columns_at)
         first = list(self.tables[0].frame.columns) if self.tables else []
         tables = {t.site: t for t in self.sites.tables}
-        units = unit_differences(
-            {name: {site: c.values for site, c in self.columns[name].items() if c.kind == "numeric"}
-             for name, kind in self.kinds.items() if kind == "continuous"},
-            [t.site for t in self.tables])
-        explained = {f["column"] for f in units if "site" in f}  # a site named with its conversion says it all
         return AlignmentReport(
             target=self.sites.target,
             class_names=self.class_names,
@@ -476,8 +470,6 @@ class Alignment:
                 if {c.kind for c in at.values()} >= {"numeric", "text"}
             ],
             category_differences=self._category_differences(),
-            location_outliers=[o for o in self._location_outliers() if o["column"] not in explained],
-            unit_differences=units,
             duplicate_sites=self.duplicates,
             missing_share={
                 t.site: {name: round(float(self.columns[name][t.site].missing.mean()), 4) for name in self.kinds}
@@ -513,61 +505,11 @@ class Alignment:
                 differences[name] = seen
         return differences
 
-    def _location_outliers(self) -> list[dict[str, Any]]:
-        """Sites whose median lies far from the other sites' medians, measured in typical
-        within-site IQRs: the signature of a unit or coding difference (mg/dL against mmol/L,
-        0 written for 'not measured'), not of a different patient mix."""
-        names = [name for name, kind in self.kinds.items() if kind == "continuous"]
-        if not names or len(self.tables) < 3:
-            return []
-        blocks = [np.column_stack([self.columns[name][t.site].values.astype(np.float64) for name in names])
-                  for t in self.tables]
-        q25, median, q75 = np.stack([_column_quantiles(block, (0.25, 0.5, 0.75)) for block in blocks], axis=1)
-        usable = np.stack([(~np.isnan(block)).sum(axis=0) for block in blocks]) >= OUTLIER_MIN_VALUES
-        outliers = []
-        for j, name in enumerate(names):
-            sites = np.flatnonzero(usable[:, j])
-            if len(sites) < 3:
-                continue
-            spread = float(np.median(q75[sites, j] - q25[sites, j]))
-            for i in sites:
-                others = float(np.median(median[sites[sites != i], j]))
-                if spread > 0 and abs(median[i, j] - others) > OUTLIER_SPREADS * spread:
-                    outliers.append({"column": name, "site": self.tables[i].site, "median": round(float(median[i, j]), 4),
-                                     "others_median": round(others, 4), "spread": round(spread, 4)})
-        return outliers
-
     # -- encoding --------------------------------------------------------------------------
     def encode(self) -> RawFederation:
         """Feature matrices (NaN = missing) and class indices per site; DataError if misaligned."""
         self.report.raise_errors()
-        names, kinds, columns = [], [], []
-        # Key None: the server's test set, encoded with the sites' coding and categories.
-        blocks: dict[str | None, list[np.ndarray]] = {t.site: [] for t in self.tables}
-        if self.server:
-            blocks[None] = []
-        binary_values, categories = {}, {}
-        for name, kind in self.kinds.items():
-            at: dict[str | None, Column] = {**self.columns[name], **({None: self.server.columns[name]}
-                                                                      if self.server else {})}
-            if kind == "continuous":
-                encoded = {name: {site: c.values.astype(np.float64) for site, c in at.items()}}
-            elif kind == "binary":
-                binary_values[name] = self._values(name)
-                one = coded_one(binary_values[name])
-                encoded = {name: {site: indicator(c, one) for site, c in at.items()}}
-            else:
-                categories[name] = self._values(name)
-                encoded = {
-                    f"{name}={value}": {site: indicator(c, value) for site, c in at.items()}
-                    for value in categories[name]
-                }
-            for feature, per_site in encoded.items():
-                names.append(feature)
-                kinds.append(kind)
-                columns.append(name)
-                for site, values in per_site.items():
-                    blocks[site].append(values)
+        names, kinds, columns, blocks = self._encoded(with_server=True)
         return RawFederation(
             name=self.sites.name,
             description=self.sites.description,
@@ -584,11 +526,80 @@ class Alignment:
                 "target": self.sites.target,
                 "excluded": self.exclude,
                 "kinds": dict(self.kinds),
-                "binary_values": binary_values,  # [value coded 0, value coded 1]
-                "categories": categories,
+                "binary_values": {name: self._values(name) for name, kind in self.kinds.items() if kind == "binary"},
+                "categories": {name: self._values(name) for name, kind in self.kinds.items() if kind == "categorical"},
                 **({"server_test": {"file": self.server.file, "rows": len(self.server.y)}} if self.server else {}),
             },
         )
+
+    def _encoded(self, with_server: bool = False, skip: Sequence[str] = ()
+                 ) -> tuple[list[str], list[str], list[str], dict[str | None, list[np.ndarray]]]:
+        """Every feature (a categorical column one-hot, a binary one 0/1, NaN = missing) of the
+        columns not in `skip`: their names, kinds, source columns, and per site (key None: the
+        server's test set, encoded with the sites' coding and categories) their value columns."""
+        names, kinds, columns = [], [], []
+        blocks: dict[str | None, list[np.ndarray]] = {t.site: [] for t in self.tables}
+        server = self.server if with_server else None
+        if server:
+            blocks[None] = []
+        for name, kind in self.kinds.items():
+            if name in skip:
+                continue
+            at: dict[str | None, Column] = {**self.columns[name], **({None: server.columns[name]} if server else {})}
+            if kind == "continuous":
+                encoded = {name: {site: c.values.astype(np.float64) for site, c in at.items()}}
+            elif kind == "binary":
+                one = coded_one(self._values(name))
+                encoded = {name: {site: indicator(c, one) for site, c in at.items()}}
+            else:
+                encoded = {f"{name}={value}": {site: indicator(c, value) for site, c in at.items()}
+                           for value in self._values(name)}
+            for feature, per_site in encoded.items():
+                names.append(feature)
+                kinds.append(kind)
+                columns.append(name)
+                for site, values in per_site.items():
+                    blocks[site].append(values)
+        return names, kinds, columns, blocks
+
+    # -- the check-up of the files at hand --------------------------------------------------------
+    def profile(self) -> Profile | None:
+        """The files' federated statistics as their sites would compute them (original units, each
+        site its own rows: what a check-up of them profiles). While errors block the encoding, of
+        the columns whose values fit their kind (a column typed differently at two sites is left out)
+        and the rows whose class is known; None when no column or row is left."""
+        names, kinds, columns, blocks = self._encoded(skip=[name for name in self.kinds if not self._encodes(name)])
+        if not names or not self.class_names:
+            return None
+        rows = []
+        for table in self.tables:
+            y = self.y[table.site]
+            known = y >= 0
+            rows.append((table.site, np.column_stack(blocks[table.site])[known], y[known]))
+        if not any(len(y) for _, _, y in rows):
+            return None
+        return profile_federation(rows, names, kinds, columns, self.class_names, self.sites.notes.get("units") or {})
+
+    def _encodes(self, name: str) -> bool:
+        """Whether a column's values fit its kind at every site (an error of the report otherwise)."""
+        kind, at = self.kinds[name], list(self.columns[name].values())
+        if {c.kind for c in at} >= {"numeric", "text"}:
+            return False  # a type conflict
+        if kind == "continuous":
+            return all(c.kind != "text" and not np.isinf(c.values.astype(np.float64)).any() for c in at)
+        if kind == "binary":
+            return count_distinct(at) <= 2 and len({c.kind for c in at} - {"empty"}) <= 1
+        return count_distinct(at) <= MAX_CATEGORIES  # beyond: an identifier or free text (an error)
+
+    def checked(self) -> AlignmentReport:
+        """The report with the check-up's data-lens findings for these files (the reported ones,
+        and the cells it could not test): a check-up of the same files finds the same."""
+        profile = self.profile()
+        if profile is None:
+            return replace(self.report, findings=[])
+        result = check_up(profile, {})
+        return replace(self.report, findings=[f.to_dict() for f in result.reported],
+                       not_testable=[f.to_dict() for f in result.untestable()])
 
     # -- helpers ---------------------------------------------------------------------------
     def _values(self, name: str) -> list[str]:
@@ -597,20 +608,3 @@ class Alignment:
     def _sites_with(self, column: str) -> list[str]:
         return [site for site, columns in self.columns_at.items() if column in columns]
 
-
-def _column_quantiles(block: np.ndarray, levels: Sequence[float]) -> np.ndarray:
-    """Quantiles (levels x columns) of each column's non-NaN values, linearly interpolated like
-    np.percentile; NaN for an empty column. One sort for the whole block, where np.nanpercentile
-    would loop over the columns."""
-    ordered = np.sort(block, axis=0)  # NaN sorts last
-    counts = (~np.isnan(block)).sum(axis=0)
-    columns = np.arange(block.shape[1])
-    rows = []
-    for level in levels:
-        position = np.maximum(counts - 1, 0) * level
-        low = np.floor(position).astype(int)
-        high = np.minimum(low + 1, np.maximum(counts - 1, 0))
-        fraction = position - low
-        value = ordered[low, columns] * (1 - fraction) + ordered[high, columns] * fraction
-        rows.append(np.where(counts > 0, value, np.nan))
-    return np.stack(rows)

@@ -61,12 +61,15 @@ import pandas as pd
 from data_adapters.alignment import SiteTable, TableSites
 from data_adapters.cells import as_labels, quoted
 from fedcore.errors import DataError
+from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.federation import FEATURE_KINDS
 from fedcore.interpret.units import CONVERSIONS, Conversion
 
 FORMAT = "fedcore-data-dictionary/1"
 SUFFIX = ".dictionary.json"
 MAX_BYTES = 2_000_000
+MAX_DEPTH = 16  # a dictionary nests 6 deep (sites → site → convert → column → {a, b}); room for edits
+MAX_PROBLEMS = 20  # listed in one message; the rest are counted
 EVERY_COLUMN = "*"
 TOP_KEYS = ("format", "name", "description", "target", "drop", "kinds", "sites")
 SITE_KEYS = ("rename", "drop", "missing", "values", "convert", "positive")
@@ -82,17 +85,30 @@ def read_dictionary(path: str | Path) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise DataError(f"The data dictionary {file} does not exist or is not a file.")
-    if file.stat().st_size > MAX_BYTES:
-        raise DataError(f"{file.name} is larger than {MAX_BYTES / 1e6:g} MB: not a data dictionary.")
+    check_size(file.stat().st_size, file.name)
     return parse_dictionary(file.read_bytes(), file.name)
 
 
+def check_size(size: int, label: str) -> None:
+    """DataError unless `size` bytes may be a data dictionary: every path checks this before it
+    reads a byte (a file's size on disk, an upload's announced size)."""
+    if size > MAX_BYTES:
+        raise DataError(f"{label} is {size / 1e6:.3g} MB, larger than {MAX_BYTES / 1e6:g} MB: not a data dictionary.")
+
+
 def parse_dictionary(data: bytes, label: str) -> dict[str, Any]:
-    """A dictionary from a file's bytes (e.g. an upload), validated; `label` names it in messages."""
+    """A dictionary from a file's bytes (e.g. an upload), validated; `label` names it in messages.
+    Its size, how deep it nests and how long its numbers are bound it before and while it is
+    parsed (`fedcore.shapes.bounded_json`)."""
+    check_size(len(data), label)
     try:
-        content = json.loads(data.decode("utf-8-sig"))
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{label} is not UTF-8 text: not a data dictionary.") from None
+    try:
+        content = bounded_json(text, MAX_DEPTH)
+    except JsonLimit as error:
+        raise DataError(f"{label} {error}: not a data dictionary.") from None
     except json.JSONDecodeError as error:
         raise DataError(f"{label} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}.") from None
     return validate(content, label)
@@ -153,7 +169,9 @@ def validate(content: Any, label: str) -> dict[str, Any]:
     for site, entry in sites.items():
         _site(entry, ["sites", repr(site)], problem)
     if problems:
-        raise DataError("The data dictionary cannot be used:\n- " + "\n- ".join(problems))
+        more = len(problems) - MAX_PROBLEMS
+        raise DataError("The data dictionary cannot be used:\n- " + "\n- ".join(problems[:MAX_PROBLEMS])
+                        + (f"\n- and {more:,} more problem(s)." if more > 0 else ""))
     return dict(content)
 
 

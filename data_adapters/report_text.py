@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from data_adapters.text_tables import DELIMITER_NAMES
-from data_adapters.units import unit_message
+from fedcore.checkup import finding_line, untestable_summary
 from fedcore.text import table
 
 if TYPE_CHECKING:
@@ -52,17 +52,22 @@ def alignment_text(report: AlignmentReport) -> str:
     lines.append("Categorical values that differ between sites:" + ("" if report.category_differences else " none"))
     for column, per_site in report.category_differences.items():
         lines.append(f"  {column}: " + " | ".join(f"{site}: {', '.join(v)}" for site, v in per_site.items()))
-    lines.append("Continuous columns far from the other sites (different units or codes?):"
-                 + ("" if report.location_outliers else " none"))
-    for o in report.location_outliers:
-        lines.append(f"  {o['column']} at {o['site']}: median {o['median']:g}, other sites {o['others_median']:g} "
-                     f"(typical spread within a site {o['spread']:g})")
-    lines.append("Columns in another unit at one site, or differing by a known unit factor between two sites:"
-                 + ("" if report.unit_differences else " none"))
-    lines += [f"  {unit_message(finding)}" for finding in report.unit_differences]
+    lines += _checkup_lines(report)
     lines += _missing_lines(report.missing_share)
     lines += _messages("Warnings", report.warnings) + _messages("Errors", report.errors)
     return "\n".join(lines)
+
+
+def _checkup_lines(report: AlignmentReport) -> list[str]:
+    """The check-up's findings for the files (its data lens), as a check-up of them lists them."""
+    if report.findings is None:
+        return []
+    title = ("What the site check-up finds in these files (each site against the others, from their statistics; "
+             f"q-values within each family of checks):")
+    lines = [title + ("" if report.findings else " nothing")]
+    lines += [f"  {finding_line(finding)}" for finding in report.findings]
+    summary = untestable_summary(report.not_testable)
+    return lines + ([f"  {summary}"] if summary else [])
 
 
 def summary_text(summary: SiteSummary) -> str:

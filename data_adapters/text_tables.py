@@ -18,9 +18,10 @@ What is accepted, and why:
   data rows: read with the header's delimiter each would be one cell and the rest empty;
 - long cells (a 1 MB note, a pasted blob) are read like any other; messages quote only their start;
 - missing values: empty cells and the tokens in MISSING_TOKENS (`?` is the UCI convention);
-- limits: the file's size, its decompressed size and its number of data rows, each checked while
-  the file streams through (a gzip bomb or a file of ten million rows stops at the limit; nothing
-  is held but the parsed table).
+- limits: the file's size, its decompressed size, its columns (MAX_COLUMNS), its data rows
+  (`max_rows`) and its cells, rows × columns (`max_cells`), each checked while the file streams
+  through (a gzip bomb or a file of ten million rows stops at the limit; nothing is held but the
+  parsed table). The workbook reader (`workbooks.py`) checks the same limits on a sheet.
 
 pandas' parser reads the (decompressed) bytes through a stream that enforces the limits and finds
 NUL bytes as it goes; only a file that turns out not to be UTF-8 is streamed again, to find its
@@ -57,6 +58,8 @@ DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}  # the candidate
 FALLBACK_ENCODINGS = (("cp1252", "Windows-1252 (cp1252)"), ("latin-1", "Latin-1 (ISO-8859-1)"))
 CP1252_UNDEFINED = (b"\x81", b"\x8d", b"\x8f", b"\x90", b"\x9d")  # bytes Windows-1252 has no character for
 MAX_ROWS = 2_000_000  # data rows of one file; above it the file is refused (raise max_rows to read it)
+MAX_COLUMNS = 10_000  # columns of one table
+MAX_CELLS = 50_000_000  # data rows × columns of one table (2M rows of 25 columns, 5,000 rows of 10,000)
 SNIFF_LINES = 50
 SNIFF_BYTES = 65536
 CHUNK_BYTES = 1 << 20  # how much of a file is held at once while it streams through a check
@@ -94,7 +97,8 @@ class TextTable:
 
 
 def read_text_table(
-    path: str | Path, max_bytes: int, column_names: Sequence[str] | None = None, max_rows: int = MAX_ROWS
+    path: str | Path, max_bytes: int, column_names: Sequence[str] | None = None, max_rows: int = MAX_ROWS,
+    max_cells: int = MAX_CELLS,
 ) -> TextTable:
     """Read the file at `path`; `column_names` for files without a header row."""
     file = Path(path)
@@ -110,18 +114,19 @@ def read_text_table(
         data = file.read_bytes()
     except OSError as error:
         raise DataError(f"{file.name} cannot be read: {error.strerror or error}.") from None
-    return parse_text_table(data, file.name, max_bytes, column_names, max_rows)
+    return parse_text_table(data, file.name, max_bytes, column_names, max_rows, max_cells)
 
 
 def parse_text_table(
-    data: bytes, label: str, max_bytes: int, column_names: Sequence[str] | None = None, max_rows: int = MAX_ROWS
+    data: bytes, label: str, max_bytes: int, column_names: Sequence[str] | None = None, max_rows: int = MAX_ROWS,
+    max_cells: int = MAX_CELLS,
 ) -> TextTable:
     """Parse a file's bytes (e.g. an upload not yet on disk); `label` names it in messages."""
-    key = PARSED.key(data, label, max_bytes, column_names, max_rows)
+    key = PARSED.key(data, label, max_bytes, column_names, (max_rows, max_cells))
     cached = PARSED.get(key)
     if cached is not None:
         return cached
-    table = _parse(data, label, max_bytes, column_names, max_rows)
+    table = _parse(data, label, max_bytes, column_names, max_rows, max_cells)
     PARSED.put(key, table)
     return table
 
@@ -138,11 +143,11 @@ class ParsedTables:
         self._lock = threading.Lock()
 
     def key(self, data: bytes, label: str, max_bytes: int, column_names: Sequence[str] | None,
-            max_rows: int) -> tuple | None:
+            limits: tuple[int, ...]) -> tuple | None:
         if not self.max_entries:
             return None
         names = tuple(column_names) if column_names is not None else None
-        return hashlib.sha256(data).hexdigest(), label, max_bytes, names, max_rows
+        return hashlib.sha256(data).hexdigest(), label, max_bytes, names, limits
 
     def get(self, key: tuple | None) -> TextTable | None:
         with self._lock:
@@ -168,7 +173,8 @@ class ParsedTables:
 PARSED = ParsedTables()
 
 
-def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] | None, max_rows: int) -> TextTable:
+def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] | None, max_rows: int,
+           max_cells: int) -> TextTable:
     if data.startswith(GZIP_MAGIC) and int.from_bytes(data[-4:], "little") > max_bytes:
         # The gzip trailer's size (of the last member, modulo 4 GiB; garbage if the file is cut)
         # says the file may be too large once decompressed: decompressing alone, holding nothing,
@@ -184,6 +190,9 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
     delimiter = _detect_delimiter(lines, label)
     header = next(csv.reader(lines[:1], delimiter=delimiter))
     names = _column_names(header, column_names, label)
+    if len(names) > MAX_COLUMNS:
+        raise DataError(f"{label} has {len(names):,} columns, above the limit of {MAX_COLUMNS:,}.")
+    row_cap = min(max_rows, max_cells // len(names))  # rows read at most, one more says there are more
     decimal = "," if delimiter != "," and DECIMAL_COMMA.search("\n".join(lines[1:])) else "."
     if delimiter != ",":
         warnings.append(
@@ -192,7 +201,7 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
         )
 
     def read(codec: str) -> pd.DataFrame:
-        return _read_frame(data, label, max_bytes, codec, delimiter, decimal, names, column_names is None, max_rows)
+        return _read_frame(data, label, max_bytes, codec, delimiter, decimal, names, column_names is None, row_cap)
 
     try:
         frame = read(codec)
@@ -211,10 +220,18 @@ def _parse(data: bytes, label: str, max_bytes: int, column_names: Sequence[str] 
             f"{label} has more than {max_rows:,} data rows, the limit (raise max_rows to read it); "
             "reading stopped there."
         )
+    if len(frame) > row_cap:
+        raise DataError(cell_limit_message(label, len(frame), len(names), max_cells))
     _check_delimiters(frame, label, delimiter)
     if column_names is None:
         frame = _without_empty_unnamed(frame, label, warnings)
     return TextTable(label, frame, delimiter, encoding, decimal, warnings)
+
+
+def cell_limit_message(label: str, rows: int, columns: int, max_cells: int, where: str = "") -> str:
+    """The refusal of a table above `max_cells` (`where`: what showed it)."""
+    return (f"{label}: {rows:,} data rows × {columns:,} columns is more than {max_cells:,} cells, the limit of one "
+            f"table{where}; reading stopped there.")
 
 
 # -- the bytes: decompressed, limited, checked ---------------------------------------------------

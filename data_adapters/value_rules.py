@@ -65,15 +65,12 @@ from data_adapters.alignment import Alignment
 from data_adapters.cells import label, label_order
 from data_adapters.columns import Column, type_columns
 from fedcore.interpret import units as catalogue
-from fedcore.interpret.data_checks import (
-    MIN_CODE_COUNT,
-    MIN_CODE_SHARE,
-    MIN_DISTINCT_QUANTILES,
-    Checks,
-    robust_sd,
-)
+from fedcore.interpret.checks import limit
+from fedcore.interpret.data_checks import Checks, robust_sd
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, profile_federation
 
+MIN_CODE_SHARE, MIN_CODE_COUNT = limit("missing_code", "share"), limit("missing_code", "count")  # the check-up's
+MIN_DISTINCT_QUANTILES = limit("unit", "distinct")  # a discrete feature's step-shaped quantiles say nothing of units
 MIN_VALUES = 10
 MAX_CODES = 10
 CODE_P = 0.01

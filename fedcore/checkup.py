@@ -13,11 +13,13 @@ Roles of the runs (each trained like any run, and shown by its own lens page too
     similarity      FedHealth2: how far each site's statistics lie from the others'
     prototypes      inDISCO (images): where each site's prototypes look
 
-`evaluate` reads the plan, the profile and whichever runs have finished, runs every check
-(`fedcore.interpret.data_checks`, `.model_checks`), and controls the false discovery rate over
-all findings together (`fedcore.interpret.findings.decide`). What is shown as a finding is
-significant at a 5 % false discovery rate and large enough to matter; everything tested stays in
-the report with its p- and q-value.
+`evaluate` reads the plan, the profile and whichever runs have finished, runs every check of the
+registry (`fedcore.interpret.checks`: computed by `.data_checks` and `.model_checks`), and controls
+the false discovery rate within each family of checks (`fedcore.interpret.findings.decide`). What
+is shown as a finding is significant at a 5 % false discovery rate and large enough to matter;
+everything tested stays in the report with its p- and q-value, and every cell that could not be
+tested stays with its reason. A model lens's finding that a data finding explains (the same site
+and feature) is shown in its own cell as agreeing with that lens.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from fedcore.interpret import model_checks
+from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import FDR, LENSES, Finding, decide
 from fedcore.interpret.profile import Profile
@@ -48,6 +51,17 @@ ROLE_LENSES = {
     "contribution": ("contribution",),
     "similarity": ("similarity",),
     "prototypes": ("prototypes",),
+}
+# The runs a check-up trains for its model lenses, by role: (algorithm, the parameters it sets).
+TABLE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "feature_shifts": ("ifedavg", {"local_f_out": True, "scalar_w_out": True}),
+    "shared_model": ("fedavg", {}),
+    "contribution": ("adafed", {}),
+    "similarity": ("fedhealth2", {}),
+}
+IMAGE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "shared_model": ("fedavg", {}),
+    "prototypes": ("indisco-lm", {}),
 }
 ACTIVE = ("queued", "running")
 FOLDER = "checkups"
@@ -65,6 +79,11 @@ class CheckUp:
     label: str = ""
 
     @property
+    def tested(self) -> int:
+        """How many cells were tested (those that could not be are findings too, `untestable`)."""
+        return sum(f.tested for f in self.findings)
+
+    @property
     def reported(self) -> list[Finding]:
         """The findings shown: significant and material, not explained by a more specific one."""
         return [f for f in self.findings if f.significant and f.explained_by is None]
@@ -72,6 +91,21 @@ class CheckUp:
     def cell(self, site: str, lens: str) -> Finding | None:
         """The strongest finding of one lens at one site (None: nothing found, or not checked)."""
         return next((f for f in self.reported if f.site == site and f.lens == lens), None)
+
+    def agreeing(self, site: str, lens: str) -> list[Finding]:
+        """This lens's significant findings at the site that another lens's finding explains: the
+        lens agrees with that lens (shown in its cell as such, never as 'nothing found')."""
+        return [f for f in self.findings if f.site == site and f.lens == lens and f.significant
+                and f.explained_by is not None and BY_KIND[f.explained_by].lens != lens]
+
+    def agreeing_with(self, finding: Finding) -> list[Finding]:
+        """Other lenses' significant findings at the finding's site (and feature) that it explains."""
+        return [f for f in self.findings if f.site == finding.site and f.feature == finding.feature and f.significant
+                and f.explained_by == finding.kind and f.lens != finding.lens]
+
+    def untestable(self, site: str | None = None, lens: str | None = None) -> list[Finding]:
+        """The cells that could not be tested (of one site and lens, when given), each with its reason."""
+        return [f for f in self.findings if f.untestable and site in (None, f.site) and lens in (None, f.lens)]
 
     def grid(self) -> dict[str, dict[str, Finding | None]]:
         return {site: {lens: self.cell(site, lens) for lens in LENSES} for site in self.sites}
@@ -84,26 +118,49 @@ class CheckUp:
             "data": self.data, "label": self.label, "sites": self.sites, "fdr": FDR,
             "lenses": {lens: self.sources.get(lens) for lens in LENSES}, "pending": self.pending,
             "findings": [f.to_dict() for f in self.reported],
-            "tested": len(self.findings),
+            "tested": self.tested,
+            "not_testable": [f.to_dict() for f in self.untestable()],
+            "agreeing": [f.to_dict() for f in self.findings if f.significant and f.explained_by is not None
+                         and BY_KIND[f.explained_by].lens != f.lens],
             "grid": {site: {lens: (f.kind if f else None) for lens, f in row.items()} for site, row in self.grid().items()},
         }
 
     def to_text(self) -> str:
-        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {len(self.findings)} cells tested, "
-                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate"]
+        lines = [f"Check-up of {self.label or self.data}: {len(self.sites)} sites, {self.tested} cells tested, "
+                 f"{len(self.reported)} findings at a {FDR:.0%} false discovery rate (within each family of checks)"]
         lines.append("Lenses: " + "; ".join(f"{lens}: {self.sources[lens]}" for lens in self.lenses_checked())
                      + (f"; still training: {', '.join(self.pending)}" if self.pending else ""))
         if not self.reported:
             lines.append("No site stands out from the others in any lens checked.")
         for f in self.reported:
-            where = f" / {f.feature}" if f.feature else ""
-            lines.append(f"  [{f.lens}] {f.site}{where}: {f.message} (q {format_q(f.q)})")
-        return "\n".join(lines)
+            agree = sorted({a.lens for a in self.agreeing_with(f)})
+            lines.append(f"  [{f.lens}] {finding_line(f)}" + (f" — {', '.join(agree)} agree" if agree else ""))
+        summary = untestable_summary(self.untestable())
+        return "\n".join(lines + ([summary] if summary else []))
 
 
 def format_q(q: float) -> str:
     """A q-value as people read it: "< 0.001", else three decimals."""
     return "< 0.001" if q < 0.001 else f"{q:.3f}"
+
+
+def finding_line(finding: Finding | Mapping[str, Any]) -> str:
+    """One finding (or its `to_dict`) as a line: site / feature: message (q)."""
+    values = finding.to_dict() if isinstance(finding, Finding) else finding
+    where = f" / {values['feature']}" if values.get("feature") else ""
+    return f"{values['site']}{where}: {values['message']} (q {format_q(values['q'])})"
+
+
+def untestable_summary(findings: Sequence[Finding | Mapping[str, Any]]) -> str:
+    """How many cells could not be tested, by reason ('' when none)."""
+    reasons: dict[str, int] = {}
+    for finding in findings:
+        reason = finding.untestable if isinstance(finding, Finding) else finding["untestable"]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return ""
+    return (f"Not testable: {sum(reasons.values())} cells ("
+            + "; ".join(f"{count} × {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])) + ")")
 
 
 def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: Sequence[str] | None = None) -> CheckUp:
@@ -263,3 +320,57 @@ def read_profile(data: bytes) -> Profile:
 
 def to_json(result: CheckUp) -> str:
     return json.dumps(result.to_dict(), indent=2, default=float)
+
+
+def runs_of(kind: str, data: Any, replicates: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """The specs of the runs a check-up of `kind` ('table', 'image') trains, by role: iFedAvg on
+    `replicates` seeds, every other algorithm once, each `rounds` rounds."""
+    roles = TABLE_ROLES if kind == "table" else IMAGE_ROLES
+    return {role: [{"algorithm": algorithm, "data": data, "params": params, "config": {"rounds": rounds, "seed": seed}}
+                   for seed in (range(replicates) if role == "feature_shifts" else range(1))]
+            for role, (algorithm, params) in roles.items()}
+
+
+# Seconds a round on this kind of machine where the store has no finished run of an algorithm to time
+# (benchmarks/README.md: HAR's 30 sites, the compiled path, 2 cores, medians; smaller federations
+# train faster). inDISCO's image rounds have no benchmark.
+BENCHMARK_SECONDS_PER_ROUND = {"ifedavg": 0.031, "fedavg": 0.033, "adafed": 0.053, "fedhealth2": 0.033}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a check-up's model lenses take to train, and what the figure rests on."""
+
+    seconds: float
+    basis: str
+
+
+def training_estimate(store: RunStore, kind: str, data: Any, replicates: int, rounds: int) -> Estimate | None:
+    """The training time of a check-up's runs (`runs_of`), one after another: for each algorithm
+    the median seconds per round of its finished runs in the store (those on the same data if any,
+    else on any data), else the benchmark's figure; None where neither has one. Starting each run
+    (a few seconds) is not counted."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    paces: dict[str, list[tuple[bool, float]]] = {}
+    for run in store.runs():
+        status = run.status
+        rounds_done, start, end = status.get("round"), status.get("started_at"), status.get("heartbeat")
+        if status.get("state") == "done" and isinstance(rounds_done, int) and rounds_done > 0 \
+                and isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+            same = json.dumps(run.spec.get("data"), sort_keys=True, default=str) == key
+            paces.setdefault(str(run.spec.get("algorithm")), []).append((same, (end - start) / rounds_done))
+    seconds, bases = 0.0, set()
+    for specs in runs_of(kind, data, replicates, rounds).values():
+        algorithm = specs[0]["algorithm"]
+        timed = paces.get(algorithm, [])
+        same = [pace for on_same, pace in timed if on_same]
+        if same or timed:
+            pace = float(np.median(same or [pace for _, pace in timed]))
+            bases.add(f"the pace of finished runs of {'this' if same else 'other'} data in this store")
+        elif algorithm in BENCHMARK_SECONDS_PER_ROUND:
+            pace = BENCHMARK_SECONDS_PER_ROUND[algorithm]
+            bases.add("the benchmark's pace (HAR, 2 cores)")
+        else:
+            return None
+        seconds += len(specs) * rounds * pace
+    return Estimate(seconds, " and ".join(sorted(bases)))

@@ -18,24 +18,14 @@ from typing import Any
 
 from data_adapters import check_reference, describe_reference, load_federation
 from fedcore import jobs
-from fedcore.checkup import Plan, add_runs, create_plan
+from fedcore.checkup import IMAGE_ROLES, TABLE_ROLES, Plan, add_runs, create_plan, runs_of
 from fedcore.errors import FedcoreError
 from fedcore.interpret.profile import Profile
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore
 
-TABLE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
-    "feature_shifts": ("ifedavg", {"local_f_out": True, "scalar_w_out": True}),
-    "shared_model": ("fedavg", {}),
-    "contribution": ("adafed", {}),
-    "similarity": ("fedhealth2", {}),
-}
-IMAGE_ROLES: dict[str, tuple[str, dict[str, Any]]] = {
-    "shared_model": ("fedavg", {}),
-    "prototypes": ("indisco-lm", {}),
-}
-# The role a run of each algorithm plays in a check-up (the parameters above are what a check-up
-# sets; a run trained without them still records what its role reads).
+# The role a run of each algorithm plays in a check-up (the parameters of TABLE_ROLES / IMAGE_ROLES
+# are what a check-up sets; a run trained without them still records what its role reads).
 ROLE_OF = {algorithm: role for roles in (TABLE_ROLES, IMAGE_ROLES) for role, (algorithm, _) in roles.items()}
 
 
@@ -47,19 +37,25 @@ def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int =
     federation = load_federation(reference, 0)
     plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names,
                        "table" if federation.is_tabular else "image")
-    if not train:
-        return plan
-    roles = TABLE_ROLES if federation.is_tabular else IMAGE_ROLES
-    for role, (algorithm, params) in roles.items():
-        seeds = range(replicates) if role == "feature_shifts" else range(1)
-        specs = [resolve_spec({"algorithm": algorithm, "data": reference, "params": params,
-                               "config": {"rounds": rounds, "seed": seed}}) for seed in seeds]
+    if train:
+        train_lenses(store, plan, replicates, rounds, in_process, progress)
+    return plan
+
+
+def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int = 300, in_process: bool = False,
+                 progress: Callable[[str], None] | None = None) -> Plan:
+    """Train the runs that feed `plan`'s model lenses (`runs_of`), as jobs or, `in_process`, here one
+    after another (`progress` told of each); a check-up of the data lens alone gets them later."""
+    reference = plan.contents.get("data")
+    for role, specs in runs_of(plan.kind, reference, replicates, rounds).items():
+        specs = [resolve_spec(spec) for spec in specs]
         if in_process:
             runs = [store.create(spec) for spec in specs]
             add_runs(plan, role, [run.id for run in runs])
             for run in runs:
                 if progress is not None:
-                    progress(f"training {algorithm} (seed {run.spec['config']['seed']}) for the {role.replace('_', ' ')} lens")
+                    progress(f"training {run.spec['algorithm']} (seed {run.spec['config']['seed']}) for the "
+                             f"{role.replace('_', ' ')} lens")
                 execute(run)
         else:
             add_runs(plan, role, [jobs.submit(store, spec).id for spec in specs])

@@ -13,7 +13,7 @@ called by it. Otherwise the label is built from the reference itself, file names
                                                  Flower federation at 10.0.0.5:9093 (3 sites)
 
 Options that say nothing (empty lists, false switches) are left out; long file lists are cut
-after a few names. Pure string work on the stored reference: no data adapter is loaded, so the
+after a few names, and a label longer than LABEL_LENGTH characters is cut. Pure string work on the stored reference: no data adapter is loaded, so the
 dashboard's pages and the command line label runs without torch.
 """
 
@@ -25,14 +25,28 @@ from typing import Any
 PATH_OPTIONS = ("files", "path")  # where a source's own path(s) sit in a reference's object form
 FILES_SHOWN = 3
 NAME_KEYS = ("name", "label")
+LABEL_LENGTH = 160
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` on one line (each run of white space one space), cut to `limit` characters ending
+    in '…': what a page or a list shows of a name, however long the stored one (a name pasted by
+    mistake, a store edited by hand) — only its start is ever looked at."""
+    line = " ".join(text[: 4 * limit].split())
+    return line if len(line) <= limit and len(text) <= 4 * limit else line[: limit - 1] + "…"
 
 
 def data_label(ref: Any) -> str:
-    """The readable label of a data reference (a string or its object form)."""
+    """The readable label of a data reference (a string or its object form), at most
+    LABEL_LENGTH characters."""
+    return shortened(_label(ref), LABEL_LENGTH)
+
+
+def _label(ref: Any) -> str:
     if isinstance(ref, Mapping):
         for key in NAME_KEYS:
             if isinstance(ref.get(key), str) and ref[key].strip():
-                return " ".join(ref[key].split())
+                return ref[key]
         source = str(ref.get("source") or "data")
         options = {k: v for k, v in ref.items() if k not in ("source", *NAME_KEYS)}
         paths = [p for key in PATH_OPTIONS for p in _as_list(options.pop(key, None))]

@@ -46,6 +46,8 @@ from data_adapters import (
 from data_adapters import decision_effects, mapping_view
 from data_adapters.csv_sites import MAX_FILE_MB, site_name
 from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
+from data_adapters.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
+from data_adapters.dictionary import check_size as check_dictionary_size
 from data_adapters.dictionary import (
     conversion_name,
     dictionary_bytes,
@@ -62,7 +64,6 @@ from data_adapters.preprocessing import MISSING_CODE
 from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
-from data_adapters.units import unit_message
 from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore.interpret.units import CONVERSIONS
 from fedcore import jobs
@@ -72,14 +73,14 @@ from fedcore.store import Run, RunStore, atomic_write_bytes
 BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site files shipped with the product
 
 __all__ = [
-    "BUNDLED", "DEMO_FEATURES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
+    "BUNDLED", "DEMO_FEATURES", "DICTIONARY_MAX_BYTES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
     "UPLOAD_STANDARDIZATION",
     "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "catalogue_conversions", "check_roots",
-    "check_spec", "check_upload", "clear_draft", "configured_roots", "data_kind", "data_roots", "decision",
-    "default_name", "describe_reference", "dictionary_bytes", "edited_patch", "effects_of", "empty_dictionary", "find_datasets",
-    "inspect_data", "is_flower_reference", "keep_dictionary", "keep_upload", "load_draft", "load_federation",
-    "map_data", "merge", "parse_dictionary", "read_text_table", "rerun", "save_draft",
-    "search_folders", "site_name", "submit", "unit_message", "upload_folder", "within_roots",
+    "check_dictionary_size", "check_spec", "check_upload", "clear_draft", "configured_roots", "data_kind", "data_roots",
+    "decision", "default_name", "describe_reference", "dictionary_bytes", "edited_patch", "effects_of", "empty_dictionary",
+    "find_datasets", "inspect_data", "is_flower_reference", "keep_dictionary", "keep_upload", "load_draft",
+    "load_federation", "map_data", "merge", "parse_dictionary", "read_text_table", "rerun", "save_draft",
+    "search_folders", "site_name", "submit", "upload_folder", "within_roots",
 ]
 
 # The Data page's standardisation choices for uploaded tables, its default first: chosen by measurement
@@ -173,12 +174,13 @@ def safe_file_name(name: str) -> str:
 # -- the mapping step: a data dictionary built decision by decision --------------------------------
 def map_data(ref: Reference, content: Mapping[str, Any]) -> dict[str, Any]:
     """The mapping step's state for a table reference with the dictionary `content` applied:
-    `report` (the alignment report as a dict), `ok` (whether the tables combine), `suggestions`
+    `report` (the alignment report as a dict, with the check-up's findings), `ok` (whether the tables combine), `suggestions`
     (`data_adapters.suggestions`, questions among them) and `view` (`data_adapters.study_view`:
     every column, the target's candidates and values)."""
     alignment, suggestions, view = mapping_view(ref, validate_dictionary(dict(content), "the dictionary"))
-    return {"report": alignment.report.to_dict(), "ok": alignment.report.ok,
-            "suggestions": [s.to_dict() for s in suggestions], "view": view}
+    report = alignment.checked()  # with the check-up's data-lens findings, as the Data page shows them
+    return {"report": report.to_dict(), "ok": report.ok, "suggestions": [s.to_dict() for s in suggestions],
+            "view": view}
 
 
 def effects_of(ref: Reference, content: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:

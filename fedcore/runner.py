@@ -17,6 +17,7 @@ from data_adapters import check_reference, is_flower_reference, load_federation
 from fedcore.algorithms import REGISTRY, build_algorithm, get_algorithm, params_from_dict
 from fedcore.algorithms.base import Algorithm
 from fedcore.config import TrainConfig
+from fedcore.data_labels import LABEL_LENGTH
 from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
 from fedcore.flower.eligibility import check_flower_run, runs_over_flower
@@ -62,6 +63,9 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     # A string or a JSON object; checked now (unknown source, bad option, missing file, tables
     # that do not combine) so that no run is created for data that cannot load. A Flower
     # federation's rows are at its sites: only its settings can be checked here.
+    named = raw.get("data").get("name") if isinstance(raw.get("data"), Mapping) else None
+    if isinstance(named, str) and len(named) > LABEL_LENGTH:  # every page shows it (data_labels cuts it there)
+        raise SpecError(f"The data's name has at most {LABEL_LENGTH} characters; this one has {len(named):,}.")
     data = check_reference(raw.get("data") or "demo")
     if is_flower_reference(data):
         check_flower_run(algorithm(params), data)

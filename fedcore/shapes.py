@@ -35,6 +35,50 @@ import numpy as np
 from fedcore.errors import FedcoreError
 
 MAX_LISTED = 3  # problems named per file; the rest are counted
+# Bounds on JSON that a reader parses: Python's parser recurses once per level (100,000 levels
+# overflow its stack) and refuses integers above 4,300 digits with a ValueError of its own. A
+# run's files nest 4 deep, spec files and data dictionaries 6; numbers are written in at most
+# 25 characters.
+MAX_JSON_DEPTH = 64
+MAX_NUMBER_CHARACTERS = 40
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_OPENING, _CLOSING = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
+
+
+class JsonLimit(ValueError):
+    """JSON text past a limit on how deep it nests or how long its numbers are (the message
+    says which, and how far, e.g. 'nests objects and lists 100,000 deep (at most 64)')."""
+
+
+def bounded_json(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads(text)` for text from outside: JsonLimit before parsing when it nests more than
+    `max_depth` deep, and while parsing at a number longer than MAX_NUMBER_CHARACTERS;
+    json.JSONDecodeError as json.loads raises it."""
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise JsonLimit(f"nests objects and lists {depth:,} deep (at most {max_depth})")
+
+    def number(kind: type) -> Callable[[str], Any]:
+        def parse(literal: str) -> Any:
+            if len(literal) > MAX_NUMBER_CHARACTERS:
+                raise JsonLimit(f"holds a number written with {len(literal):,} characters (at most "
+                                f"{MAX_NUMBER_CHARACTERS})")
+            return kind(literal)
+        return parse
+
+    try:
+        return json.loads(text, parse_int=number(int), parse_float=number(float))
+    except RecursionError:  # the depth check is meant to make this unreachable
+        raise JsonLimit("nests too deep to be read") from None
+
+
+def json_depth(text: str) -> int:
+    """How deep JSON text's objects and lists nest, counted without parsing it (brackets inside
+    strings left out)."""
+    brackets = _JSON_STRING.sub("", text).encode("utf-8", errors="replace")
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.isin(codes, _OPENING).astype(np.int64) - np.isin(codes, _CLOSING).astype(np.int64)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 @dataclass(frozen=True)
@@ -328,10 +372,12 @@ def read_json(path: Path, shape: Shape, name: str, missing_ok: bool = False) -> 
     if problem:
         return None, [Damage(name, problem)]
     try:
-        value = json.loads(text)
+        value = bounded_json(text)
     except json.JSONDecodeError as error:
         return None, [Damage(name, f"is not valid JSON, cut off or garbled ({error.msg}: line {error.lineno}, "
                                    f"column {error.colno})")]
+    except JsonLimit as error:
+        return None, [Damage(name, f"is no file fedcore writes: it {error}")]
     problems: list[str] = []
     fitted = shape.fit(value, "", problems)
     if fitted is _MISFIT:
@@ -367,8 +413,8 @@ def read_json_lines(path: Path, shape: Shape, name: str) -> tuple[list[Any], lis
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            value = bounded_json(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, JsonLimit):
             unreadable.append(number)
             continue
         problems: list[str] = []
@@ -380,12 +426,12 @@ def read_json_lines(path: Path, shape: Shape, name: str) -> tuple[list[Any], lis
         records.append(fitted)
     if torn.strip():
         try:  # complete but for its newline: keep it
-            value = json.loads(torn.decode("utf-8"))
+            value = bounded_json(torn.decode("utf-8"))
             problems = []
             fitted = shape.fit(value, "", problems)
             if fitted is not _MISFIT and not problems:
                 records.append(fitted)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, JsonLimit):
             pass
     damage = []
     if unreadable:

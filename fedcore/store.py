@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.data_labels import shortened
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
 from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
                             OneOf, Record, RunDamaged, Scalar, Shape, npz_damage, read_json_lines, read_npz, required)
@@ -60,6 +61,7 @@ from fedcore.shapes import read_json as read_json_shaped
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 NAME_LENGTH, TAG_LENGTH, MAX_TAGS = 80, 32, 12
+IDENTITY_MAX_BYTES = 16_384  # identity.json as set_identity writes it is well under 1 KB
 FINISHED = frozenset({"done", "failed", "cancelled", "interrupted"})
 
 
@@ -536,13 +538,17 @@ class Run:
     def identity(self) -> dict[str, Any]:
         """{'number': its place in the store's sequence (None for runs from before identities),
         'name': a name a person gave it (None: none yet), 'tags': [...]}, whatever the file holds."""
-        stored = read_json(self.path / "identity.json", {})  # damaged: its place, without a name
+        path = self.path / "identity.json"
+        # damaged, or larger than set_identity ever writes (a 5 MB name made every page take a
+        # minute): its place, without a name; a name or tag longer than it may be is cut
+        stored = read_json(path, {}) if _size(path) <= IDENTITY_MAX_BYTES else {}
         stored = stored if isinstance(stored, dict) else {}
         number, name, tags = stored.get("number"), stored.get("name"), stored.get("tags")
         return {
             "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
-            "name": name if isinstance(name, str) and name.strip() else None,
-            "tags": [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+            "name": shortened(name, NAME_LENGTH) if isinstance(name, str) and name.strip() else None,
+            "tags": [shortened(t, TAG_LENGTH) for t in tags[:MAX_TAGS] if isinstance(t, str)]
+            if isinstance(tags, list) else [],
         }
 
     def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> dict[str, Any]:
@@ -668,6 +674,13 @@ def _remove_stale_staging(root: Path) -> None:
 def _is_run_folder(path: Path) -> bool:
     return (bool(RUN_ID.fullmatch(path.name)) and not path.is_symlink() and path.is_dir()
             and ((path / "spec.json").exists() or (path / "status.json").exists()))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # missing: read_json says so
 
 
 def _one_line(text: str, limit: int, what: str) -> str:

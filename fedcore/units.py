@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fedcore.glossary import plain
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -84,20 +86,23 @@ def with_unit(text: str, unit: str) -> str:
 
 def correction_text(layer: str, value: float, scale: Scale | None) -> str:
     """What a learned iFedAvg value does, in words and, where known, in the feature's units; the
-    technical name and value come after ('+1.8 °C (b_in = +2.25)')."""
-    technical = f"{layer} = {number(value, signed=layer.startswith('b'))}"
+    layer's name and value come after ('shifted by +1.8 °C (input shift b_in = +2.25)')."""
+    technical = f"{plain(layer)} {layer} = {number(value, signed=layer.startswith('b'))}"
     if layer == "b_in":
-        if scale is None:
-            return f"shifted by {number(value, True)} SD ({technical})"
-        return f"shifted by {with_unit(number(scale.shift(value), True), scale.unit)} ({technical})"
+        amount = f"{number(value, True)} SD" if scale is None else with_unit(number(scale.shift(value), True), scale.unit)
+        return f"shifted by {amount} ({technical})"
     if layer == "w_in":
-        if scale is None:
-            return f"scaled ×{number(value)} ({technical})"
-        return f"scaled ×{number(value)} around {with_unit(number(scale.mean), scale.unit)} ({technical})"
+        around = "" if scale is None else f" around {with_unit(number(scale.mean), scale.unit)}"
+        if value < 0:
+            return f"turned around{around}, ×{number(value)} ({technical})"
+        how = f"squeezed to {number(value)} of" if value < 1 else f"stretched to {number(value)} times"
+        return f"{how} its spread{around} ({technical})"
     if layer == "w_out":
-        reversed_ = " — negative: the site's outcome scores run against the others' (flipped labels?)"
-        return f"class scores scaled ×{number(value)} ({technical}){reversed_ if value < 0 else ''}"
-    return f"class score shifted by {number(value, True)} ({technical})"
+        if value < 0:
+            return (f"outcome scores turned around, ×{number(value)} ({technical}): the site's outcome scores run "
+                    "against the others' (flipped labels?)")
+        return f"outcome scores scaled ×{number(value)} ({technical})"
+    return f"outcome score shifted by {number(value, True)} ({technical})"
 
 
 def _pair(value: Any) -> bool:

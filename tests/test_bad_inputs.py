@@ -110,9 +110,11 @@ def rows_read(n: int) -> Callable[[AlignmentReport], None]:
 
 
 def unit_finding(column: str, conversion: str) -> Callable[[AlignmentReport], None]:
+    """Two sites: the check-up's unit factor between them, naming the conversion and no culprit."""
     def check(report: AlignmentReport) -> None:
-        assert any(f["column"] == column and any(conversion in c for c in f["conversions"])
-                   for f in report.unit_differences), report.unit_differences
+        assert any(f["feature"] == column and f["kind"] == "unit_pair"
+                   and any(conversion in c for pair in f["evidence"]["pairs"] for c in pair["conversions"])
+                   for f in report.findings), report.findings
     return check
 
 

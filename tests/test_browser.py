@@ -1,5 +1,5 @@
-"""End to end in a real browser (Debian Chromium + Playwright): the dashboard served by
-Streamlit, the one-click demo, training in a background job, the heatmap with its marks, and a
+"""End to end in a real browser (Debian Chromium + Playwright): the dashboard served as `make run`
+serves it, the one-click demo, training in a background job, the heatmap with its marks, and a
 reload that finds the run still there. Screenshots go to test-artifacts/ for a person to look at."""
 
 import os
@@ -37,9 +37,8 @@ def dashboard(tmp_path):
     store = RunStore(tmp_path / "runs")
     port = _free_port()
     env = {**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1"],
+    server = subprocess.Popen(  # as `make run` starts it: the launcher, local mode on 127.0.0.1
+        [sys.executable, "-m", "dashboard.serve", "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -146,29 +145,92 @@ def test_prototypes_page_draws_local_and_global_boxes(dashboard):
         browser.close()
 
 
-# Every figure of a report: tick labels and axis titles must lie inside the figure, and no axis
-# title may cover a tick label (each returned problem names the figure, the text and where it is).
+# Every figure of a report: every text a reader needs — tick labels (sites, features), axis titles,
+# the figure's title, legend entries, annotations (subplot titles, a colour bar's labels) — must lie
+# inside the figure, and none may cover another (an axis title over a tick, a legend over an axis
+# title, two subplot titles); each returned problem names the figure, the texts and where they are.
+# No mark may carry a placeholder colour (Streamlit's template fills bars with #000001...#00000a,
+# which its front end replaces: in a file they are black), and a figure with bars or boxes has more
+# than one colour (the finding's site against the others, one per outcome).
 READABILITY = """() => {
   const problems = [];
   const inside = (b, f) => b.left >= f.left - 1 && b.right <= f.right + 1 && b.top >= f.top - 1 && b.bottom <= f.bottom + 1;
   const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const shown = t => t.textContent.trim() && t.getBoundingClientRect().width > 0;
+  const placeholder = /^rgb\\(0, 0, ([1-9]|10)\\)$/;
   const heatmaps = [];
+  const colours = [];
   document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
     const figure = plot.getBoundingClientRect();
     const title = (plot.querySelector('.gtitle') || {}).textContent || `figure ${i}`;
-    const ticks = [...plot.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text')].filter(t => t.textContent.trim());
-    const titles = [...plot.querySelectorAll('text[class$="title"]:not(.gtitle)')].filter(t => t.textContent.trim());
+    const ticks = [...plot.querySelectorAll('.xaxislayer-above text, .yaxislayer-above text')].filter(shown);
+    const titles = [...plot.querySelectorAll('text[class$="title"]:not(.gtitle):not(.legendtitletext)')].filter(shown);
+    const legend = [...plot.querySelectorAll('.legend .traces text, .legendtitletext')].filter(shown);
+    const plotArea = plot.querySelector('.nsewdrag');
+    const area = plotArea ? plotArea.getBoundingClientRect() : null;
+    // annotations outside the plotting area: subplot titles, notes (a grid's cell texts lie inside it)
+    const notes = [...plot.querySelectorAll('.annotation-text')].filter(shown).filter(t => !area ||
+      !inside(t.getBoundingClientRect(), area));
+    const colourbar = [...plot.querySelectorAll('.colorbar text')].filter(shown);
+    const figureTitle = [...plot.querySelectorAll('.gtitle')].filter(shown);
     if (plot.querySelector('.heatmaplayer .hm, .heatmaplayer image')) heatmaps.push({title, ticks: ticks.length});
-    for (const t of [...ticks, ...titles]) {
+    const where = b => `x ${Math.round(b.left - figure.left)}..${Math.round(b.right - figure.left)}, y ${Math.round(b.top - figure.top)}..${Math.round(b.bottom - figure.top)} of ${Math.round(figure.width)}x${Math.round(figure.height)}`;
+    for (const t of [...ticks, ...titles, ...legend, ...notes, ...colourbar, ...figureTitle]) {
       const b = t.getBoundingClientRect();
-      if (!inside(b, figure)) problems.push(`${title}: '${t.textContent}' at x ${Math.round(b.left - figure.left)}..${Math.round(b.right - figure.left)}, y ${Math.round(b.top - figure.top)}..${Math.round(b.bottom - figure.top)} of ${Math.round(figure.width)}x${Math.round(figure.height)}`);
+      if (!inside(b, figure)) problems.push(`${title}: '${t.textContent}' outside the figure at ${where(b)}`);
     }
-    for (const a of titles) for (const t of ticks) {
-      if (overlap(a.getBoundingClientRect(), t.getBoundingClientRect())) problems.push(`${title}: axis title '${a.textContent}' covers tick '${t.textContent}'`);
+    // a text of several lines covers what its lines cover (its whole box would take in the space
+    // beside a short last line)
+    const lines = t => { const parts = [...t.querySelectorAll('tspan.line')].filter(shown);
+                         return (parts.length ? parts : [t]).map(p => p.getBoundingClientRect()); };
+    const covers = (a, b) => lines(a).some(x => lines(b).some(y => overlap(x, y)));
+    const pairs = [[titles, ticks], [legend, titles], [legend, ticks], [notes, ticks], [notes, titles], [notes, legend],
+                   [figureTitle, legend], [figureTitle, notes], [figureTitle, ticks]];
+    for (const [first, second] of pairs) for (const a of first) for (const t of second) {
+      if (a !== t && covers(a, t))
+        problems.push(`${title}: '${a.textContent}' covers '${t.textContent}' at ${where(a.getBoundingClientRect())}`);
     }
+    // the texts in a heatmap's cells (the check-up grid's findings) stay apart: one spilling into the
+    // next cell covers its text
+    const cells = [...plot.querySelectorAll('.annotation-text')].filter(shown).filter(t => area &&
+      inside(t.getBoundingClientRect(), area));
+    for (let a = 0; a < cells.length; a++) for (let b = a + 1; b < cells.length; b++) {
+      if (covers(cells[a], cells[b])) problems.push(`${title}: '${cells[a].textContent}' covers '${cells[b].textContent}'`);
+    }
+    const rows = [...plot.querySelectorAll('g.ytick text')].filter(shown);  // horizontal names: one row each
+    for (let a = 0; a < rows.length; a++) for (let b = a + 1; b < rows.length; b++) {
+      if (covers(rows[a], rows[b])) problems.push(`${title}: '${rows[a].textContent}' covers '${rows[b].textContent}'`);
+    }
+    for (let a = 0; a < notes.length; a++) for (let b = a + 1; b < notes.length; b++) {
+      if (covers(notes[a], notes[b])) problems.push(`${title}: '${notes[a].textContent}' covers '${notes[b].textContent}'`);
+    }
+    const marks = [...plot.querySelectorAll('.bars path, .boxlayer path, .scatterlayer .point, .scatterlayer .js-line')];
+    const fills = new Set();
+    for (const m of marks) {
+      const style = getComputedStyle(m);
+      for (const c of [style.fill, style.stroke]) if (placeholder.test(c)) problems.push(`${title}: a mark in the placeholder colour ${c}`);
+      if (style.fill && style.fill !== 'none' && !m.classList.contains('js-line')) fills.add(style.fill);
+    }
+    const filled = plot.querySelector('.bars path, .boxlayer path');
+    colours.push({title, colours: fills.size});
+    if (filled && fills.size < 2) problems.push(`${title}: bars or boxes in ${fills.size} colour(s)`);
   });
-  return {problems, heatmaps};
+  return {problems, heatmaps, colours};
 }"""
+
+
+def in_the_servers_template(make):
+    """What `make()` returns when plotly's default template is the one Streamlit's server sets (its
+    placeholder colours, its axes without room for their labels): a report is made there."""
+    import plotly.io as pio
+    from streamlit.elements.lib.streamlit_plotly_theme import configure_streamlit_plotly_theme
+
+    default = pio.templates.default
+    configure_streamlit_plotly_theme()
+    try:
+        return make()
+    finally:
+        pio.templates.default = default
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +281,7 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for run in readable_report_runs:
             path = ARTIFACTS / f"report-{run.spec['algorithm']}.html"
-            path.write_text(html_report(run), encoding="utf-8")
+            path.write_text(in_the_servers_template(lambda: html_report(run)), encoding="utf-8")
             for width in (1280, 1920):
                 page = browser.new_page(viewport={"width": width, "height": 1000})
                 page.goto(path.as_uri())

@@ -200,3 +200,53 @@ def test_sign_in_each_role_sees_what_it_may_and_signs_out(dashboard):
         context.close()
         browser.close()
     assert [u for u in outside if PROVIDER_STYLESHEET not in u] == []
+
+
+def test_signing_out_ends_the_other_tabs_and_every_copy_of_the_cookie(dashboard):
+    """The probe: after sign-out, a second tab that stayed open kept admin and deleted a run, and a
+    cookie copied before sign-out still gave admin in a fresh browser (a 30-day cookie, nothing
+    ended on the server). Now both are signed out, told why; the cookie lasts a sign-in (12 h)."""
+    from playwright.sync_api import sync_playwright
+
+    url, store = dashboard
+    sub, claims = PEOPLE["admin"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        first = context.new_page()
+        sign_in(first, url, sub)
+        assert shown_text(first, "Signed in as") == f"Signed in as {claims['email']} · admin"
+        cookie = next(c for c in context.cookies() if c["name"] == "_streamlit_user")
+        assert cookie["httpOnly"] and abs(cookie["expires"] - (time.time() + 12 * 3600)) < 120  # not 30 days
+        copied = context.cookies()
+        second = context.new_page()  # a second tab of the same browser, open before the sign-out
+        second.goto(url)
+        assert shown_text(second, "Signed in as") == f"Signed in as {claims['email']} · admin"
+        first.bring_to_front()
+        first.get_by_role("button", name="Sign out").click()
+        first.get_by_role("button", name="End session").click()
+        first.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        second.bring_to_front()
+        second.get_by_role("link", name="Run details").click()  # the open tab's next step: no reload
+        second.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
+        assert second.get_by_role("button", name="Sign in").count() == 1
+        assert second.locator('[data-testid="stSidebarNavLink"]').count() == 0
+        second.screenshot(path=str(ARTIFACTS / "auth-other-tab-after-sign-out-1280.png"), full_page=True)
+        context.close()
+
+        stolen = browser.new_context(viewport={"width": 1280, "height": 900})  # the cookie copied before
+        stolen.add_cookies(copied)
+        page = stolen.new_page()
+        page.goto(url)
+        page.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+        stolen.close()
+
+        again = browser.new_context(viewport={"width": 1280, "height": 900})  # signing in again works
+        page = again.new_page()
+        time.sleep(1.1)  # a new token's issue time is a later second than the sign-out
+        sign_in(page, url, sub)
+        assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · admin"
+        again.close()
+        browser.close()
+    assert len(store.runs()) == 1  # nothing deleted

@@ -4,7 +4,8 @@ behind the strongest findings drawn too. Screenshots go to test-artifacts/ for a
 
 import re
 
-from dashboard.checkup_view import DATA_LENS, evidence_figure
+from dashboard.checkup_view import evidence_figure
+from dashboard.evidence_views import Evidence
 from dashboard.figures import site_colors
 from fedcore.checkup_jobs import start_checkup
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 - the fixture
@@ -20,9 +21,9 @@ def test_the_demos_checkup_in_a_browser(dashboard):  # noqa: F811 - the fixture 
     url, store = dashboard
     plan = start_checkup(store, "demo", train=False)
     result = plan.evaluate(store)
-    shown_evidence = sum(evidence_figure(f, plan.profile, site_colors(result.sites)) is not None
-                         for f in result.reported[:3] if f.lens == DATA_LENS)
-    assert shown_evidence == 2  # Fir Valley's confusion by class, Elm Regional's temperature (Oak's labels: none)
+    evidence = Evidence(plan.profile, result.findings, site_colors(result.sites))
+    shown_evidence = sum(evidence_figure(f, evidence) is not None for f in result.reported[:3])
+    assert shown_evidence == 3  # Fir Valley's confusion by class, Oak's labels' pattern, Elm Regional's temperature
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

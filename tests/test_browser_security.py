@@ -5,6 +5,7 @@ no formula. Every request to a host other than this machine is blocked and recor
 Screenshots go to test-artifacts/."""
 
 import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -99,3 +100,78 @@ def test_server_files_are_refused_and_hostile_names_are_text(data_root, dashboar
         assert np.allclose(exported.iloc[0, 1:].astype(float), 0.2)  # and the shares stay numbers
         browser.close()
     assert outside == []
+
+
+REBIND_HOST = "rebind.attacker.test"  # an attacker's name that its DNS points at 127.0.0.1 (Chromium maps it)
+
+
+def test_a_foreign_host_name_pointed_at_this_machine_gets_no_app(dashboard):  # noqa: F811
+    """DNS rebinding: a page of http://rebind.attacker.test:PORT whose name resolves to 127.0.0.1
+    reached the whole admin app of a local dashboard. Now it gets a refusal, and its scripts
+    cannot open the app's WebSocket under the dashboard's own name either; the dashboard's own
+    address still serves the app."""
+    from playwright.sync_api import sync_playwright
+
+    url, _ = dashboard
+    port = url.rsplit(":", 1)[1]
+    ARTIFACTS.mkdir(exist_ok=True)
+    socket = """port => new Promise(done => {
+        const ws = new WebSocket(`ws://localhost:${port}/_stcore/stream`);
+        ws.onopen = () => { ws.close(); done('open'); };
+        ws.onclose = () => done('closed');
+    })"""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBIND_HOST} 127.0.0.1"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        response = page.goto(f"http://{REBIND_HOST}:{port}/")
+        assert response.status == 403 and "Refused: this dashboard answers only to" in page.inner_text("body")
+        page.wait_for_timeout(1500)  # nothing else arrives: no app, no WebSocket
+        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+        assert page.evaluate(socket, port) == "closed"  # its Origin names the attacker's page
+        page.screenshot(path=str(ARTIFACTS / "rebinding-refused-1280.png"), full_page=True)
+        for host in ("localhost", "127.0.0.1"):
+            page.goto(f"http://{host}:{port}/")
+            page.get_by_text("Which site has which problem?").wait_for(timeout=60_000)
+            assert page.locator('[data-testid="stSidebarNavLink"]').count() > 5
+        assert page.evaluate(socket, port) == "open"  # the same socket from the dashboard's own page
+        browser.close()
+
+
+def test_a_download_address_is_not_served_once_its_page_is_closed(dashboard):  # noqa: F811
+    """The probe: a download's address, copied, kept working after its page was closed. Now it is
+    served while the page that shows it is open, and refused once that page has gone."""
+    import urllib.error
+    import urllib.request
+
+    from playwright.sync_api import sync_playwright
+
+    from fedcore.runner import execute, resolve_spec
+
+    url, store = dashboard
+    run = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}}))
+    execute(run)
+
+    def status(address: str) -> int:
+        try:
+            return urllib.request.urlopen(address, timeout=10).status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(accept_downloads=True)
+        page = context.new_page()
+        page.goto(f"{url}/run?run={run.id}")
+        button = page.get_by_role("button", name="Download every round's per-site scores (CSV)")
+        button.wait_for(timeout=60_000)
+        with page.expect_download() as download:
+            button.click()
+        address = download.value.url
+        assert "/media/" in address and status(address) == 200  # the page is open: served
+        context.close()  # the page closes, and its WebSocket with it
+        deadline = time.time() + 20
+        while status(address) == 200 and time.time() < deadline:
+            time.sleep(0.5)
+        assert status(address) == 404
+        browser.close()

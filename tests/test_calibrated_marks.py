@@ -3,6 +3,7 @@ place of the paper's 2-SD marks, every tested cell's q on hover; never a q the c
 compute. Known inputs for the pure function (dashboard.figures.calibrated_cells), a real check-up
 of two replicate iFedAvg runs for the page (AppTest, both ways)."""
 
+import html
 import json
 import math
 import re
@@ -16,6 +17,7 @@ from dashboard.figures import calibrated_cells
 from dashboard.lenses import shift_view
 from dashboard.registry import CHECKUP
 from fedcore.checkup import add_runs, create_plan
+from fedcore.glossary import technical_first
 from fedcore.interpret.findings import Finding
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
@@ -164,8 +166,22 @@ def test_the_page_explains_and_links_where_no_checkup_calibrates_the_run(app):
 def test_the_output_shift_has_no_calibrated_marks_and_says_so(app):
     store, plan, replicates, alone = app
     at = open_feature_shifts(replicates[0].id, calibrated=True, layer="b_out")
-    assert "the output shift b_out has no calibrated test" in texts(at)
+    assert "the output shift (b_out) has no calibrated test" in texts(at)
     w_out = open_feature_shifts(replicates[0].id, calibrated=True, layer="w_out")
     assert all(math.isfinite(q) for q in shift_view(replicates[0], replicates[0].array_rounds()[-1], "w_out",
                                                       checkup=plan.evaluate(store).findings).table["check-up q"])
-    assert "mean output weight" in texts(w_out)
+    assert "each site's mean output scale (w_out)" in texts(w_out)
+
+
+def test_the_feature_shifts_page_says_the_words_first_and_names_its_runs(app):
+    """What a clinician reads on Feature shifts (the layers' guide, the calibration's captions, the
+    heatmap's title and hover): the plain words before each technical name, runs by name, not id."""
+    store, plan, replicates, alone = app
+    run_ids = [run.id for run in store.runs()]
+    for layer in ("b_in", "w_in", "w_out", "b_out"):
+        at = open_feature_shifts(replicates[0].id, calibrated=True, layer=layer)
+        spec = heatmap(at)
+        shown = " ".join([texts(at), spec["layout"]["title"]["text"], *hover(spec)])
+        shown = re.sub(r"<[^>]+>", " ", html.unescape(shown))
+        assert technical_first(shown) == [], (layer, technical_first(shown))
+        assert not [run_id for run_id in run_ids if run_id in shown], layer

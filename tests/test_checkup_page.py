@@ -23,10 +23,14 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from data_adapters import load_federation
-from dashboard.checkup_view import NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from dashboard.common import format_duration
+from dashboard.records import run_name
+from dashboard.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from fedcore.interpret import checks
 from dashboard.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
 from fedcore.checkup_jobs import start_checkup
+from fedcore.glossary import COLUMNS, technical_first
 from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
 from fedcore.runner import execute, resolve_spec
@@ -141,8 +145,13 @@ def test_starting_a_checkup_shows_the_data_lens_at_once_and_the_model_lenses_tra
     monkeypatch.setenv("FEDCORE_MAX_JOBS", "1")
     at = open_checkup(AppTest.from_file(APP, default_timeout=120))
     try:
+        assert at.checkbox(key="checkup_train").value is False  # the data lens first: seconds, not minutes
+        at.checkbox(key="checkup_train").check()
         at.number_input(key="checkup_rounds").set_value(2000)  # long enough to be still training below
-        at.number_input(key="checkup_replicates").set_value(2)
+        at.number_input(key="checkup_replicates").set_value(2).run()
+        # nothing finished in this store yet: the benchmark's pace, 2 iFedAvg runs and 3 others of 2000 rounds
+        benchmark = 2000 * (2 * 0.031 + 0.033 + 0.053 + 0.033)
+        assert f"About {format_duration(benchmark)} of training" in texts(at) and "benchmark" in texts(at)
         at.button(key="checkup_start").click().run()
         assert not at.exception, at.exception
         [plan] = plans(store)
@@ -183,7 +192,7 @@ def test_the_data_lens_names_the_demos_four_problems_at_their_sites_and_nothing_
     shown = texts(at)
     result = next(p for p in plans(store) if p.id == ids["data only"]).evaluate(store)
     assert (f"**{len(result.reported)} findings** at a 5% false discovery rate · 8 sites · "
-            f"{len(result.findings)} cells tested") in shown
+            f"{result.tested} cells tested") in shown
     # the ranked list: every finding's site, title and message, strongest first
     ranked = [m for m in (unescaped(m.value) for m in at.markdown) if re.match(r"\*\*\d+\. ", m)]
     assert len(ranked) == len(result.reported) == 4
@@ -194,43 +203,53 @@ def test_the_data_lens_names_the_demos_four_problems_at_their_sites_and_nothing_
     assert "How the check-up decides (calibration)" in [e.label for e in at.expander]
 
 
-def test_a_data_finding_draws_the_sites_quantiles_against_the_others(app):
+def test_the_first_findings_draw_their_data_in_its_units(app):
     at, store, ids = app
     open_checkup(at, ids["data only"])
     plan = next(p for p in plans(store) if p.id == ids["data only"])
     result = plan.evaluate(store)
     unit = next(f for f in result.reported if f.kind == "unit")
-    figures = charts(at)[1:]  # the first three findings show their data, where it can be drawn
-    drawable = [f for f in result.reported[:3] if evidence_figure(f, plan.profile, {}) is not None]
-    assert len(figures) == len(drawable) >= 2
+    figures = charts(at)[1:]  # the first three findings show their data: every kind has a view
+    assert len(figures) == 3
     figure = next(f for f in figures if "temperature" in f["layout"]["title"]["text"])
-    own = next(t for t in figure["data"] if t.get("name") == "Elm Regional" and t["type"] == "scatter")
-    others = next(t for t in figure["data"] if t.get("name") == "the other sites' mean")
-    # the drawn numbers are the finding's evidence, in °F and °C
-    own_y, others_y = plotted(own["y"]), plotted(others["y"])
-    assert np.allclose(own_y, unit.evidence["quantiles"]) and np.allclose(others_y, unit.evidence["others_quantiles"])
-    assert np.allclose(plotted(own["x"]), PROBABILITIES * 100)
-    assert 90 < np.median(own_y) < 110 and 35 < np.median(others_y) < 40
+    # the °F site as it records it, on an axis in °F; converted (× 5/9 − 17.78) among the others in °C
+    assert "°F" in figure["layout"]["xaxis"]["title"]["text"] and "°C" in figure["layout"]["xaxis2"]["title"]["text"]
     boxes = [t for t in figure["data"] if t["type"] == "box"]
-    assert len(boxes) == 8 and [b["y"][0] for b in boxes if b["marker"]["color"] != "#9aa5b1"] == ["Elm Regional"]
+    recorded = next(b for b in boxes if b["xaxis"] == "x")
+    converted = next(b for b in boxes if b["xaxis"] == "x2" and b["y"][0] == "Elm Regional, converted")
+    elm = plan.profile.sites.index("Elm Regional")
+    median = plan.profile.quantiles[elm, list(np.round(PROBABILITIES, 2)).index(0.5), plan.profile.features.index(
+        "temperature")]
+    assert np.isclose(recorded["median"][0], median) and 90 < median < 110
+    assert np.isclose(converted["median"][0], (median - 32) * 5 / 9) and 35 < converted["median"][0] < 40
+    assert np.isclose(unit.evidence["a"], 5 / 9) and unit.evidence["site_unit"] == "°F"
+    others = [b for b in boxes if b["xaxis"] == "x2" and b is not converted]
+    assert len(others) == 7 and all(35 < b["median"][0] < 40 and b["marker"]["color"] == "#9aa5b1" for b in others)
     missing = next(f for f in figures if "missing" in f["layout"]["title"]["text"])
-    bars = {t["name"]: plotted(t["y"]) for t in missing["data"]}
+    bars = {t["name"]: plotted(t["x"]) for t in missing["data"]}
     fir = load_federation("demo", 0).site_names.index("Fir Valley")
     assert bars["outcome: no sepsis"][fir] == 1.0 and bars["outcome: sepsis"][fir] == 0.0  # 'only for sick patients'
+    assert len({t["marker"]["color"] for t in missing["data"]}) == 2  # a colour per outcome
 
 
 def test_every_tested_cell_is_listed_with_p_and_q(app):
     at, store, ids = app
     open_checkup(at, ids["data only"])
     result = next(p for p in plans(store) if p.id == ids["data only"]).evaluate(store)
-    every = at.dataframe[-1].value
+    # the page's headers in words, the technical name after (the glossary's); the CSV keeps the names
+    every = at.dataframe[-1].value.rename(columns={words: name for name, words in COLUMNS.items()})
+    assert {"q", "p", "effect", "effect unit"} <= set(every.columns)
     assert len(every) == len(result.findings) > 100
     assert every["reported"].sum() == len(result.reported)
     assert (every.loc[every["reported"], "q"] < 0.05).all()
     assert set(every.loc[~every["reported"], "site"]) >= {"Alder General", "Pine County"}  # what was not found, too
-    assert every["q"].between(0, 1).all() and (every["q"] >= every["p"] - 1e-12).all()
-    assert np.allclose(every["q"], [f.q for f in result.findings])
-    assert np.allclose(every["p"], [f.p for f in result.findings])
+    tested = every["not testable"] == ""
+    assert tested.sum() == result.tested
+    assert every.loc[tested, "q"].between(0, 1).all() and (every.loc[tested, "q"] >= every.loc[tested, "p"] - 1e-12).all()
+    # a cell that could not be tested is listed with its reason, never with a p-value that looks like a pass
+    assert every.loc[~tested, "p"].isna().all() and every.loc[~tested, "q"].isna().all()
+    assert np.allclose(every["q"], [f.q for f in result.findings], equal_nan=True)
+    assert np.allclose(every["p"], [f.p for f in result.findings], equal_nan=True)
 
 
 # -- every lens, from small finished runs --------------------------------------------------------
@@ -245,18 +264,29 @@ def test_finished_runs_fill_every_lens_and_link_to_their_pages(app):
         assert cells[(site, "data profile")].startswith(KINDS[kind]), (site, cells[(site, "data profile")])
     # the flipped labels at Oak District: a shared model scores worse than guessing there, and AdaFed's
     # server scores its model lowest
-    assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])
+    # (the data lens found the swap too: the labels lens's cell says it agrees, and stays visible)
+    assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])
+    assert "agrees with the data lens" in cells[("Oak District", "labels")]
     assert cells[("Oak District", "contribution")].startswith(KINDS["low_contribution"])
     assert all(cells[(site, "labels")] == NOTHING_FOUND for site in truth if site != "Oak District")
-    # the drill-downs: each model-lens finding links to its run's lens page
     plan = next(p for p in plans(store) if p.id == ids["full"])
+    # a lens with a significant finding at a site never says 'nothing found' there: a finding another
+    # lens explains stays visible in its own cell, agreeing (the calibrated heatmap marks the same cells)
+    result = plan.evaluate(store)
+    for (site, lens), text in cells.items():
+        mine = [f for f in result.findings if (f.site, f.lens) == (site, lens) and f.significant]
+        assert not mine or not text.startswith(NOTHING_FOUND), (site, lens, text)
+        if mine and all(f.explained_by for f in mine) and {checks.BY_KIND[f.explained_by].lens for f in mine} == {
+                DATA_LENS}:
+            assert "agrees with the data lens" in text, (site, lens, text)
+    # the drill-downs: each model-lens finding links to its run's lens page
     roles = plan.contents["runs"]
     shown = links(at)
     fedavg, adafed = roles["shared_model"][0], roles["contribution"][0]
     assert any(page == "run" and query == f"run={fedavg}" and "Oak District" in label
                for label, page, query in shown), shown
     assert any(page == "site_weights" and query == f"run={adafed}" for _, page, query in shown)
-    assert "ROC AUC" in texts(at) and "Oak District's own hold-out" in texts(at)
+    assert "ROC AUC" in texts(at) and "Oak District's own test rows kept aside (hold-out)" in texts(at)
 
 
 def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(demo_store, tmp_path, monkeypatch):
@@ -273,9 +303,10 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
     try:
         cells = grid_cells(at)
         assert {cells[(site, "similarity")] for site in demo_truth()} == {TRAINING}
-        assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])  # the other lenses stay
+        assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])  # the other lenses stay
         assert "Still training for: similarity" in texts(at)
-        assert any("fedhealth2 for the similarity lens: running" in unescaped(p.proto.text) for p in at.get("progress"))
+        assert any(f"{run_name(similarity)} for the similarity lens: running" in unescaped(p.proto.text)
+                   for p in at.get("progress"))
     finally:
         atomic_write_json(similarity.path / "status.json", status)  # done again
     at.run()
@@ -296,7 +327,7 @@ def test_a_failed_run_leaves_its_lens_unchecked_and_says_why(demo_store, tmp_pat
     at = open_checkup(AppTest.from_file(APP, default_timeout=120), plan.id)
     cells = grid_cells(at)
     assert {cells[(site, "contribution")] for site in demo_truth()} == {NOT_CHECKED}
-    assert "adafed for the contribution lens: run" in texts(at) and "diverged at round 2" in texts(at)
+    assert f"{run_name(adafed)} for the contribution lens: failed" in texts(at) and "diverged at round 2" in texts(at)
     assert "Still training" not in texts(at)
 
 
@@ -352,7 +383,8 @@ def test_a_flower_run_whose_sites_kept_their_statistics_has_no_data_lens(demo_st
     at.button(key="checkup_from_run").click().run()
     cells = grid_cells(at)
     assert {cells[(site, "data profile")] for site in demo_truth()} == {NO_DATA_LENS}
-    assert cells[("Oak District", "labels")].startswith(KINDS["labels_permuted"])
+    assert cells[("Oak District", "labels")].startswith(KINDS["shared_model_reversed"])
+    assert "agrees" not in cells[("Oak District", "labels")]  # no data lens to agree with: a finding of its own
     assert "No data lens: the sites did not share their statistics" in texts(at)
 
 
@@ -513,3 +545,25 @@ def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monke
     at.switch_page("views/run.py")
     at.run()
     assert any(label == "Check up this run's federation" for label, _, _ in links(at)) is may_start
+
+
+# -- plain words -----------------------------------------------------------------------------------
+def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
+    """The check-up page and its report, every lens filled in: no technical name before its plain
+    words (the glossary's), no run id where a run is meant (the findings' sources and links), the
+    tables' headers in words."""
+    at, store, ids = app
+    open_checkup(at, ids["full"])
+    if any(toggle.key == "checkup_all" for toggle in at.toggle):  # every finding, not the first few
+        at.toggle(key="checkup_all").set_value(True).run()
+    plan = next(p for p in plans(store) if p.id == ids["full"])
+    run_ids = [run_id for role_ids in plan.contents["runs"].values() for run_id in role_ids]
+    shown = texts(at) + " ".join(label for label, _, _ in links(at))
+    assert technical_first(shown) == [], technical_first(shown)
+    assert not [run_id for run_id in run_ids if run_id in shown]
+    headers = list(at.dataframe[-1].value.columns)
+    assert COLUMNS["q"] in headers and not [h for h in headers if technical_first(h)]
+    report = checkup_report(plan, store)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<script.*?</script>", " ", report)))
+    assert technical_first(text) == [], technical_first(text)
+    assert not [run_id for run_id in run_ids if run_id in text]

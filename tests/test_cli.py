@@ -178,3 +178,84 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
     assert cli(tmp_path, "show", run.id, "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "interrupted" and report["final"]["round"] >= 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lr", "nan"], "lr must be a finite number, not nan"),
+        (["--lr", "inf"], "lr must be a finite number, not inf"),
+        (["--lr=-inf"], "lr must be a finite number, not -inf"),
+        (["--weight-decay", "inf"], "weight_decay must be a finite number, not inf"),
+        (["-a", "fedprox", "--mu", "nan"], "mu must be a finite number, not nan"),
+        (["-a", "fedprox", "--mu=-1"], "mu cannot be negative (-1.0)"),
+        (["-a", "apfl", "--alpha", "nan"], "alpha must be a finite number, not nan"),
+        (["--hidden", "0"], "hidden: each width must be from 1 to"),
+        (["--hidden", "64,0"], "hidden: each width must be from 1 to"),
+        (["--dropout", "nan"], "dropout must be a finite number, not nan"),
+    ],
+)
+def test_numbers_that_are_not_finite_or_out_of_range_are_refused_before_a_run_exists(tmp_path, capsys, args, message):
+    # The probe: --lr nan created a run that then failed with an internal TypeError (exit 1), and
+    # --hidden 0 trained a degenerate model to 'done'.
+    algorithm = [] if "-a" in args else ["-a", "fedavg"]
+    assert cli(tmp_path, "run", *algorithm, *args, "--rounds", "1", "-q") == 2
+    assert message in capsys.readouterr().err
+    assert RunStore(tmp_path).runs() == []
+
+
+@pytest.mark.parametrize(("config", "params"), [({"lr": float("nan")}, {}), ({"lr": "0.1"}, {}), ({"rounds": True}, {}),
+                                                ({}, {"mu": float("inf")}), ({}, {"mu": "x"})])
+def test_a_spec_file_with_such_numbers_is_refused_too(config, params):
+    with pytest.raises(SpecError):
+        resolve_spec({"algorithm": "fedprox", "config": config, "params": params})
+
+
+@pytest.mark.parametrize(("suffix", "text", "message"), [
+    (".json", '{"a":' * 100_000 + "1" + "}" * 100_000, "nests objects and lists 100,000 deep (at most 64): not a spec."),
+    (".json", '{"algorithm": "fedavg", "config": {"rounds": ' + "9" * 5_000 + "}}",
+     "holds a number written with 5,000 characters (at most 40): not a spec."),
+    (".toml", "algorithm = 'fedavg'\nrounds = " + "9" * 5_000 + "\n", "cannot be read as a spec (ValueError)"),
+    (".toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "cannot be read as a spec (RecursionError)"),
+])
+def test_a_hostile_spec_file_gets_a_message_and_exit_2_not_a_traceback(tmp_path, capsys, suffix, text, message):
+    spec = tmp_path / f"spec{suffix}"
+    spec.write_text(text)
+    assert cli(tmp_path, "run", "--spec", str(spec)) == 2
+    assert message in capsys.readouterr().err
+
+
+# -- the HTML reports ---------------------------------------------------------------------------------------
+def test_checkup_and_show_write_the_dashboards_html_reports(tmp_path, capsys):
+    from fedcore.__main__ import html_reports
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    assert main(["checkup", "--store", str(tmp_path / "runs"), "--data", "demo", "--html", str(out / "checkup.html")],
+                reports=html_reports) == 0
+    capsys.readouterr()
+    report = (out / "checkup.html").read_text(encoding="utf-8")
+    # the page's report: the grid and the findings with the data behind them, plotly.js inline (offline)
+    assert "<h1>Check-up: demo</h1>" in report and report.count("Plotly.newPlot") >= 5
+    assert "Elm Regional" in report and "°F" in report and "<script src=" not in report
+    assert cli(tmp_path / "runs", "run", "--algorithm", "fedavg", "--rounds", "2", "--quiet") == 0
+    run = only_run(tmp_path / "runs")
+    assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out / "run.html")],
+                reports=html_reports) == 0
+    assert f"run {run.id}" in (out / "run.html").read_text(encoding="utf-8")
+    # a folder, or no reports to hand (fedcore.cli.main called without them): a message, nothing written
+    assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out)], reports=html_reports) == 2
+    assert "that is a folder" in capsys.readouterr().err
+    assert cli(tmp_path / "runs", "show", run.id, "--html", str(out / "none.html")) == 2
+    assert "python -m fedcore" in capsys.readouterr().err and not (out / "none.html").exists()
+
+
+def test_python_m_fedcore_writes_a_checkups_html_report(tmp_path):
+    """The same file from the command line: `python -m fedcore` hands the command its reports."""
+    store = tmp_path / "runs"
+    assert main(["checkup", "--store", str(store), "--data", "demo"]) == 0
+    target = tmp_path / "checkup.html"
+    done = subprocess.run([sys.executable, "-m", "fedcore", "checkup", "--store", str(store), "--check-up", "latest",
+                           "--html", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Wrote the HTML report" in done.stderr and "<h1>Check-up: demo</h1>" in target.read_text(encoding="utf-8")

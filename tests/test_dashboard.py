@@ -15,9 +15,10 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from dashboard.lenses import DEVIATION, FEATURE_VIEWS, shift_view
-from dashboard.records import per_site_series
+from dashboard.records import per_site_series, run_name
 from dashboard.safe_text import md
 from fedcore import jobs
+from fedcore.glossary import setting_words, technical_first
 from fedcore.interpret.significance import significance_marks
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
@@ -173,7 +174,8 @@ def test_runs_that_differ_only_in_settings_are_told_apart(app):
     other = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
     at.run()
     table = at.dataframe[0].value.set_index("run id")
-    assert table.loc[other.id, "settings"] == "lr 0.01" and table.loc[ids["fedavg"], "settings"] == "lr 0.002"
+    assert table.loc[other.id, "settings"] == "learning rate 0.01"
+    assert table.loc[ids["fedavg"], "settings"] == "learning rate 0.002"
     assert table.loc[other.id, "name"] != table.loc[ids["fedavg"], "name"]
     assert table.loc[ids["adafed"], "settings"] == ""  # the only AdaFed run: nothing to tell apart
     jobs.cancel(other)
@@ -187,7 +189,11 @@ def test_runs_page_cancels_a_training_run(app):
         time.sleep(0.2)
     select_run(at, run.id)
     assert "confirm_delete" not in [b.key for b in at.button]  # a training run cannot be deleted
-    at.button(key="cancel").click().run()
+    # cancelling asks first: the control says what it stops and what stays, and only its confirmation acts
+    assert "cancel" not in [b.key for b in at.button] and "cancel-confirm" in [b.key for b in at.button]
+    assert f"Stop {run_name(run)} at round" in texts(at) and "it cannot be resumed" in texts(at)
+    assert run.status["state"] == "running"
+    at.button(key="cancel-confirm").click().run()
     assert not at.exception, at.exception
     while run.status["state"] == "running" and time.time() < deadline:
         time.sleep(0.2)
@@ -199,7 +205,7 @@ def test_runs_page_deletes_a_finished_run_after_confirmation(app):
     run = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 1}}))
     execute(run)
     select_run(at, run.id)
-    assert "cancel" not in [b.key for b in at.button]  # nothing to cancel on a finished run
+    assert "cancel-confirm" not in [b.key for b in at.button]  # nothing to cancel on a finished run
     at.button(key="confirm_delete").click().run()
     assert not at.exception, at.exception
     assert run.id not in {r.id for r in store.runs()}
@@ -234,6 +240,15 @@ def test_train_page_explains_invalid_settings(app):
     at.button[0].click().run()
     assert "rounds must be at least 1" in texts(at)
     assert {r.id for r in store.runs()} == set(ids.values())  # nothing stored
+
+
+def test_train_page_refuses_what_the_parameter_declarations_refuse(app):
+    # A browser's number box cannot hold nan or inf; a list of widths can hold a 0.
+    at, store, ids = open_page(app[0], "views/train.py"), app[1], app[2]
+    at.text_input(key="config-hidden").set_value("64,0")
+    at.button[0].click().run()
+    assert "hidden: each width must be from 1 to 65,536" in texts(at)
+    assert {r.id for r in store.runs()} == set(ids.values())
 
 
 def test_train_page_launches_a_flower_federation_run_as_a_job(app):
@@ -413,7 +428,7 @@ def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(
     b_in = run.load_arrays(run.array_rounds()[-1])["b_in"]
     elm, temperature = 3, run.federation["feature_names"].index("temperature")
     note = notes[("temperature", "Elm Regional")]
-    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (b_in = " in note  # 1 SD = 0.8 °C
+    assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (input shift b_in = " in note  # 1 SD = 0.8 °C
 
 
 def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, downloads):
@@ -538,6 +553,33 @@ def test_compare_page(app):
     assert len(at.get("plotly_chart")) == 2
 
 
+def test_compare_takes_finished_runs_and_marks_only_a_finished_run_best(app):
+    at, store, ids = app
+    # a cancelled run whose last round scores better than every finished run, and a failed one
+    cancelled = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.02}}))
+    execute(cancelled)
+    records = [json.loads(line) for line in (cancelled.path / "rounds.jsonl").read_text().splitlines()]
+    records[-1]["mean"]["f1"] = 0.99
+    (cancelled.path / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cancelled.update_status(state="cancelled", total_rounds=20000)
+    failed = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 2}}))
+    execute(failed)
+    failed.update_status(state="failed", error="diverged")
+    open_page(at, "views/compare.py")
+    picker = at.multiselect[0]
+    assert set(picker.value) == set(ids.values())  # the finished runs, one of each setting
+    assert "(cancelled)" in picker.format_func(cancelled.id) and "(failed)" in picker.format_func(failed.id)
+    picker.select(cancelled.id).run()
+    table = at.dataframe[0].value
+    row = list(table["state"]).index("cancelled")
+    assert table["mean F1 (weighted)"][row] == table["mean F1 (weighted)"].max()  # it would have been 'best'
+    styles = at.dataframe[0].proto.arrow_data.styler.styles
+    highlighted = {int(r) for r in re.findall(r"_row(\d+)_col3", styles)}
+    best_done = table["mean F1 (weighted)"].where(table["state"] == "done").idxmax()
+    assert highlighted == {best_done}, (styles, table)
+    assert "Green marks the best finished run" in texts(at)
+
+
 def test_run_details_page(app):
     at, store, ids = app
     open_page(at, "views/run.py", ids["apfl"])
@@ -655,7 +697,8 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     assert not at.exception
     sites = at.dataframe[0].value
     assert list(sites["rows"]) == [303, 294, 123, 200]
-    assert "`chol` at **switzerland**" in texts(at)
+    assert "switzerland / chol: switzerland's chol is 0 in 100% of its rows" in texts(at)  # the check-up's finding
+    assert "not measured?" in texts(at)
     preview = at.dataframe[-1].value  # the first rows of each hospital, as the model sees them
     assert list(preview["site"].value_counts(sort=False)) == [5] * 4 and {"site", "class", "age"} <= set(preview)
     at.button(key="use").click().run()
@@ -663,18 +706,18 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
     (store.root / ".dashboard.json").unlink()
 
 
-def test_each_run_keeps_one_colour_and_runs_shown_together_never_share_one():
+def test_each_run_keeps_one_colour_whatever_is_drawn_with_it():
     from dashboard.figures import RUN_PALETTE, run_colors
 
-    # the run's number picks its colour, whatever else is drawn with it
+    # the run's number picks its colour, whatever else is drawn with it: consecutive runs differ
     assert run_colors({"a": 1, "b": 2}) == {"a": RUN_PALETTE[0], "b": RUN_PALETTE[1]}
     assert run_colors({"b": 2, "c": 3})["b"] == RUN_PALETTE[1]
-    # runs eight apart would share a colour: the later one takes the first colour nobody uses
-    together = run_colors({"first": 1, "ninth": 9, "second": 2})
-    assert together == {"first": RUN_PALETTE[0], "ninth": RUN_PALETTE[2], "second": RUN_PALETTE[1]}
+    selections = [{"first": 1, "ninth": 9, "second": 2}, {"ninth": 9}, {"ninth": 9, "tenth": 10, "first": 1}]
+    assert {run_colors(chosen)["ninth"] for chosen in selections} == {RUN_PALETTE[0]}  # eight apart: alike
     many = run_colors({f"r{i}": i for i in range(1, 9)})
     assert len(set(many.values())) == 8
-    assert run_colors({"old run": None})["old run"] in RUN_PALETTE  # runs from before numbers
+    old = run_colors({"old run": None})["old run"]  # runs from before numbers: by their id
+    assert old in RUN_PALETTE and run_colors({"old run": None, "x": 1})["old run"] == old
 
 
 def test_the_settings_that_differ_between_runs(tmp_path):
@@ -685,10 +728,12 @@ def test_the_settings_that_differ_between_runs(tmp_path):
     fast = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2, "lr": 0.01}}))
     adafed = store.create(resolve_spec({"algorithm": "adafed", "config": {"rounds": 2}}))
     table = settings_table([slow, fast])
-    assert table.to_dict("records") == [{"setting": "config.lr", "fedavg #1": "0.002", "fedavg #2": "0.01"}]
+    assert table.to_dict("records") == [{"setting": "learning rate", "fedavg #1": "0.002", "fedavg #2": "0.01"}]
     # a parameter only one of the runs' algorithms has is no difference between them
     rows = settings_table([slow, adafed])["setting"].tolist()
-    assert rows[0] == "algorithm" and not any(r.startswith("params.") for r in rows)
+    adafed_only = {setting_words(f"params.{key}") for key in adafed.spec["params"]}
+    assert rows[0] == "algorithm" and not adafed_only & set(rows)
+    assert not [row for row in rows if technical_first(row)]  # words, never config.x or params.y
     assert settings_table([slow, slow]).empty
     fast.set_identity(name="fedavg #1")  # two runs called alike stay apart
     assert list(settings_table([slow, fast]).columns) == ["setting", "fedavg #1 (#1)", "fedavg #1 (#2)"]

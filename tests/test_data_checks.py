@@ -16,6 +16,7 @@ from data_adapters.columns import EXTREME_IQRS, extreme_rows
 from data_adapters.duplicates import duplicate_sites, row_fingerprints
 from data_adapters.targets import label_problems, single_site_classes
 from fedcore.errors import DataError
+from fedcore.interpret import units as catalogue
 
 
 def positive(rng, n, median, sd):
@@ -66,9 +67,10 @@ def test_the_spread_tolerance_is_what_sampling_gives():
     samples = rng.normal(0, 1, (4000, 2, 40))
     q25, q75 = np.percentile(samples, (25, 75), axis=2)
     measured = np.log((q75 - q25)[:, 0] / (q75 - q25)[:, 1]).std()
-    assert measured == pytest.approx(units.IQR_LOG_SD * math.sqrt(2 / 40), rel=0.08)
-    assert units._spread_tolerance(40, 40) == pytest.approx(units.SPREAD_SDS * measured, rel=0.08)
-    assert units._spread_tolerance(10_000, 10_000) == units.SPREAD_TOLERANCE  # large samples: the floor
+    assert measured == pytest.approx(catalogue.IQR_LOG_SD * math.sqrt(2 / 40), rel=0.08)
+    assert catalogue.spread_tolerance(40, 40) == pytest.approx(catalogue.SPREAD_SDS * measured, rel=0.08)
+    floor = math.log(1 + catalogue.PAIR_SPREAD_TOLERANCE)
+    assert catalogue.spread_tolerance(10_000, 10_000) == floor  # large samples: the floor
 
 
 def fingerprints(frames: dict[str, pd.DataFrame]) -> dict[str, np.ndarray]:

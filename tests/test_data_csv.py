@@ -385,13 +385,14 @@ def test_columns_spelled_differently_are_pointed_out(tmp_path, two_sites):
     assert any("'Age' (west), 'age' (north)" in w for w in report.warnings)
 
 
-def test_a_unit_difference_shows_as_a_location_outlier(tmp_path):
+def test_a_unit_difference_is_named_with_its_conversion(tmp_path):
     files = [write(tmp_path, f"s{k}.csv", rows(40, k)) for k in range(3)]
     mmol = [",".join([a, s, str(round(float(c) / 38.67, 2)), m, o]) for a, s, c, m, o in
             (line.split(",") for line in rows(40, 9))]
     files.append(write(tmp_path, "s3.csv", mmol))
-    outliers = inspect_data(ref(*files)).location_outliers
-    assert [(o["column"], o["site"]) for o in outliers] == [("chol", "s3")]
+    findings = inspect_data(ref(*files)).findings
+    assert [(f["feature"], f["site"], f["kind"]) for f in findings] == [("chol", "s3", "unit")]
+    assert "mmol/L where the others use mg/dL (cholesterol)" in findings[0]["message"]
 
 
 def test_a_bad_csv_creates_no_run(tmp_path, two_sites, capsys):
@@ -468,3 +469,92 @@ def test_a_zip_named_xlsx_is_refused(tmp_path):
     fake.write_bytes(gzip.compress(b"not a workbook"))
     with pytest.raises(DataError, match="fake.xlsx is not an Excel workbook"):
         inspect_data({"source": "csv", "files": [str(fake)], "target": "outcome"})
+
+
+# -- what a workbook holds, not what it declares (issue 25) ------------------------------------------
+TWO_ROWS = [["age", "outcome"], [61, 1], [47, 0]]
+
+
+@pytest.mark.parametrize("dimension", ["A1:XFD2000", "A1:XFD1048576"])
+def test_a_declared_dimension_is_not_trusted(tmp_path, dimension):
+    """The probe's 4.7 KB workbook declares A1:XFD1048576: the reader padded every row to 16,384
+    columns (a note listing 16,382 empty columns) and took 802 s and gigabytes. Read now as
+    what it holds, in a few MB."""
+    import tracemalloc
+
+    from data_adapters.workbooks import read_workbook
+    from tests.hostile_files import declared_dimension_workbook
+
+    book = declared_dimension_workbook(tmp_path / "declared.xlsx", TWO_ROWS, dimension)
+    tracemalloc.start()
+    try:
+        (table,) = read_workbook(book, 10**8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert table.frame.to_dict("list") == {"age": [61, 47], "outcome": [1, 0]} and table.warnings == []
+    assert peak < 20e6
+
+
+def test_empty_rows_are_left_out_and_messages_still_count_rows_as_the_sheet_does(tmp_path):
+    from data_adapters import inspect_data
+
+    rows = sheet_rows(3, 40)
+    rows[5] = [None] * 4  # sheet row 6 empty
+    rows[9][2] = "n/d?"  # sheet row 10, data row 9: a stray text in a numeric column
+    book = workbook(tmp_path / "gaps.xlsx", {"north": rows, "south": sheet_rows(4, 30)})
+    report = inspect_data({"source": "csv", "files": [book], "target": "outcome"})
+    assert [(s["site"], s["rows"]) for s in report.sites] == [("north", 39), ("south", 30)]
+    assert any("'chol'" in w and "data row(s) 9" in w for w in report.warnings), report.warnings
+
+
+def test_a_value_beyond_the_declared_dimension_is_read_not_dropped(tmp_path):
+    # The dimension said A1:B3, so row 40's value was silently left out: a table that looked fine.
+    from data_adapters.workbooks import read_workbook
+    from tests.hostile_files import declared_dimension_workbook
+
+    book = declared_dimension_workbook(tmp_path / "short.xlsx", TWO_ROWS, "A1:B3", {"A40": 58})
+    (table,) = read_workbook(book, 10**8)
+    assert table.frame["age"].tolist() == [61, 47, 58]
+    assert table.frame.index.tolist() == [0, 1, 38]  # data row 39 is sheet row 40: messages count as the sheet
+
+
+@pytest.mark.parametrize(("rows", "extra", "limits", "message"), [
+    (TWO_ROWS, {"XFD1048576": 1}, {},
+     "declared.xlsx, sheet 'north': cell XFD1048576 holds a value right of the header's last column (B)"),
+    (TWO_ROWS, {"A1048576": 1}, {"max_cells": 5},
+     "declared.xlsx, sheet 'north': 3 data rows × 2 columns is more than 5 cells, the limit of one table "
+     "(row 1048576 holds a value); reading stopped there."),
+    (TWO_ROWS, {"A1048576": 1}, {"max_rows": 2},
+     "declared.xlsx, sheet 'north' has more than 2 data rows, the limit (raise max_rows to read it): row 1048576"),
+    ([["age", *[None] * 9_999, "outcome"], [1]], {}, {},
+     "declared.xlsx, sheet 'north': its header row (row 1) reaches column NTQ (10,001 columns), above the limit of "
+     "10,000 columns."),
+])
+def test_a_workbook_past_a_limit_is_refused_while_it_streams(tmp_path, rows, extra, limits, message):
+    from data_adapters.workbooks import read_workbook
+    from tests.hostile_files import declared_dimension_workbook
+
+    book = declared_dimension_workbook(tmp_path / "declared.xlsx", rows, extra_cells=extra)
+    with pytest.raises(DataError) as error:
+        read_workbook(book, 10**8, **limits)
+    assert message in str(error.value)
+
+
+def test_the_csv_reader_has_the_same_column_and_cell_limits():
+    wide = (",".join(f"c{k}" for k in range(10_001)) + "\n" + ",".join("1" * 10_001) + "\n").encode()
+    with pytest.raises(DataError, match=r"wide.csv has 10,001 columns, above the limit of 10,000\."):
+        parse_text_table(wide, "wide.csv", 10**8)
+    rows = ("a,b,c\n" + "1,2,3\n" * 5).encode()
+    assert len(parse_text_table(rows, "five.csv", 10**8, max_cells=15).frame) == 5
+    with pytest.raises(DataError, match=r"five.csv: 5 data rows × 3 columns is more than 14 cells"):
+        parse_text_table(rows, "five.csv", 10**8, max_cells=14)
+
+
+def test_an_uploaded_workbook_that_declares_every_cell_is_checked_in_a_moment(tmp_path):
+    from fedcore.datasets import check_upload
+    from tests.hostile_files import declared_dimension_workbook
+
+    book = declared_dimension_workbook(tmp_path / "declared.xlsx", TWO_ROWS)
+    checked = check_upload("declared.xlsx", book.read_bytes())
+    assert checked.ok and checked.rows == 2 and checked.columns == ("age", "outcome")

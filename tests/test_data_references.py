@@ -104,7 +104,7 @@ def test_inspect_prints_the_heart_disease_alignment_report(shared_data, capsys):
     for line in ("cleveland    processed.cleveland.data    303   303   comma      utf-8     164 (54%)   139 (46%)",
                  "switzerland  processed.switzerland.data  123   123   comma      utf-8     8 (7%)      115 (93%)",
                  "categorical    4  cp (4 values), restecg (3 values), slope (3 values), thal (3 values)",
-                 "chol at switzerland: median 0, other sites 241",
+                 "  switzerland / chol: switzerland's chol is 0 in 100% of its rows",  # the check-up's finding
                  "ca        1.3%       99.0%      95.9%        99.0%"):
         assert line in out
     assert main(["inspect", "--data", f"heart:{shared_data / 'heart_disease' / 'canonical'}", "--json"]) == 0

@@ -324,3 +324,53 @@ def test_the_messy_exports_harmonise_with_the_drafted_dictionary(messy, tmp_path
     assert np.all(np.abs(medians - 5.4) < 0.35), medians
     recorded = federation.preprocessing["dictionary"]
     assert recorded["content"] == content and recorded["file"] == "study.dictionary.json"
+
+
+# -- hostile dictionaries: a message, never a traceback (issue 25) ----------------------------------
+def test_a_deep_or_long_numbered_or_large_dictionary_is_refused_by_its_shape():
+    from tests.hostile_files import deep_json, long_number_json
+
+    cases = [(deep_json(100_000), "deep.json nests objects and lists 100,000 deep (at most 16): not a data dictionary."),
+             (long_number_json(5_000), "long.json holds a number written with 5,000 characters"),
+             (b" " * 2_000_001, "large.json is 2 MB, larger than 2 MB: not a data dictionary")]
+    for data, message in cases:
+        with pytest.raises(DataError) as error:
+            parse_dictionary(data, message.split(" ")[0])
+        assert message in str(error.value)
+    # brackets inside text are no nesting, and a long text is no long number
+    assert parse_dictionary(b'{"format": "fedcore-data-dictionary/1", "name": "' + b"[{" * 50 + b"9" * 100 + b'"}',
+                            "fine.json")["name"].startswith("[{[{")
+
+
+def test_a_dictionary_with_many_problems_lists_the_first_twenty_and_counts_the_rest():
+    content = {"format": FORMAT, "sites": {f"site{k}": {"positive": "yes"} for k in range(1_000)}}
+    with pytest.raises(DataError) as error:
+        validate(content, "many.json")
+    assert str(error.value).count("\n- ") == 21 and str(error.value).endswith("- and 980 more problem(s).")
+
+
+@pytest.mark.parametrize("hostile", ["deep", "long"])
+def test_the_command_line_refuses_a_hostile_dictionary_with_exit_2_and_a_message(tmp_path, capsys, hostile):
+    from fedcore.cli import main
+    from tests.hostile_files import deep_json, long_number_json
+
+    file = tmp_path / f"{hostile}.dictionary.json"
+    file.write_bytes(deep_json(100_000) if hostile == "deep" else long_number_json(5_000))
+    site = tmp_path / "north.csv"
+    site.write_text("age,outcome\n61,1\n47,0\n")
+    code = main(["inspect", "--data", f"csv:{site},dictionary={file}", "--target", "outcome"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{file.name} " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("hostile", ["deep", "long"])
+def test_a_flower_site_refuses_a_hostile_dictionary_with_a_message_for_the_server(tmp_path, hostile):
+    from fedcore.flower.site import load_site
+    from tests.hostile_files import deep_json, long_number_json
+
+    file = tmp_path / "study.dictionary.json"
+    file.write_bytes(deep_json(100_000) if hostile == "deep" else long_number_json(5_000))
+    site = tmp_path / "north.csv"
+    site.write_text("age,outcome\n61,1\n47,0\n")
+    with pytest.raises(DataError, match="study.dictionary.json (nests|holds a number)"):
+        load_site({"data": f"csv:{site},target=outcome,dictionary={file}"}, seed=0)

@@ -16,6 +16,7 @@ from fedcore.checkup import Plan
 from fedcore.records import record_kind
 from fedcore.store import RunStore
 from tests import store_states
+from tests.store_states import STATES
 from tests.helpers import open_page, unescaped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,9 +70,12 @@ def test_every_lens_page_renders_its_runs_in_every_state(app):
         assert at.query_params["run"] == run_id, (family, state)  # the page shows this run
         shown = progress_texts(at)
         assert WAITING[state] in shown, (family, state, shown)
-        if state in ("queued", "starting", "no round yet", "cancelled") and page != RUN_DETAILS:
-            shown = texts(at).lower()
+        shown = texts(at).lower()
+        if state in ("queued", "starting", "no round yet") and page != RUN_DETAILS:
             assert "waiting for the first evaluated round" in shown or "not computed yet" in shown, \
+                (family, state, texts(at))
+        if state in ("cancelled", "failed") and page != RUN_DETAILS:  # stopped: it says so, and never 'waiting'
+            assert f"{state} before its first evaluated round" in shown and "waiting for" not in shown, \
                 (family, state, texts(at))
         if state == "failed":
             assert any("site 'north' has no rows left" in unescaped(e.value) for e in at.error), (family, texts(at))
@@ -105,7 +109,7 @@ def test_the_runs_page_lists_and_acts_on_runs_in_every_state(app):
         at.run()
         assert not at.exception, (family, state, at.exception)
         keys = [b.key for b in at.button]
-        assert ("cancel" in keys) == (state in ("queued", "starting", "no round yet")), (family, state, keys)
+        assert ("cancel-confirm" in keys) == (state in ("queued", "starting", "no round yet")), (family, state, keys)
 
 
 def test_the_checkup_page_renders_checkups_fed_by_runs_in_every_state(app, checkups):
@@ -191,3 +195,62 @@ def test_the_store_holds_every_family_in_every_state(every_state):
     store, ids = every_state
     assert {record_kind(store.get(i).spec) for i in ids.values()} == set(store_states.FAMILIES)
     assert len(ids) == len(store_states.FAMILIES) * len(store_states.STATES)
+
+
+# -- every page for every role (issue 25): a viewer met StreamlitPageNotFoundError on five pages of an
+# empty store, each linking to Data or Train, which a viewer's navigation lacks.
+ROLES = ("viewer", "analyst", "admin")
+RUN_PAGES = {page.path: family for family, lens in LENSES.items() if lens.page != RUN_DETAILS
+             for page in [lens.page]} | {RUN_DETAILS.path: "none"}
+
+
+def navigation(role: str) -> list[str]:
+    """The pages a role's navigation lists (the shell's own sections, filtered by the role)."""
+    from dashboard.auth import may
+    from dashboard.shell import SECTIONS
+
+    return [page.path for pages in SECTIONS.values() for page in pages if may(role, page.action)]
+
+
+def as_role(role: str, root: Path, monkeypatch) -> AppTest:
+    from tests.test_security_pages import SECRETS, USERS
+
+    monkeypatch.setenv("FEDCORE_STORE", str(root))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets, at.user = SECRETS, USERS[role]
+    return at
+
+
+def test_every_page_link_goes_through_the_role_aware_helper():
+    """One way to link a page (dashboard.common.page_link), which draws a link only where the role
+    may follow it: no page calls Streamlit's page_link itself."""
+    calls = {str(p.relative_to(ROOT)): p.read_text().count(".page_link(") for folder in ("views", "dashboard")
+             for p in (ROOT / folder).glob("*.py")}
+    assert {file: n for file, n in calls.items() if n} == {"dashboard/common.py": 1}  # the helper's own call
+
+
+def test_the_navigation_differs_by_role():  # what the next two tests go through
+    assert len(navigation("viewer")) == 8 and "views/train.py" not in navigation("viewer")
+    assert len(navigation("analyst")) == 10 and len(navigation("admin")) == 11
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_page_of_every_role_opens_in_an_empty_store(role, monkeypatch, tmp_path):
+    for page in navigation(role):
+        at = open_page(as_role(role, tmp_path / "runs", monkeypatch), page)
+        assert "needs the" not in texts(at) or role != "admin", (role, page, texts(at))
+
+
+@pytest.mark.parametrize("role", ["viewer", "analyst"])
+def test_every_page_of_every_role_opens_beside_runs_in_every_state(every_state, role, monkeypatch):
+    """Each page a role's navigation lists, for a run in each state where the page shows one run (a
+    lens page its family's run, Run details a FedAvg run), once where it shows them all. (Local
+    mode, everything allowed, is the tests above.)"""
+    store, ids = every_state
+    for page in navigation(role):
+        family = RUN_PAGES.get(page)
+        for state in STATES if family else [None]:
+            run_id = ids[family, state] if family else None
+            at = open_page(as_role(role, store.root, monkeypatch), page, run_id)
+            if run_id:
+                assert at.query_params["run"] == run_id, (role, page, state)

@@ -25,7 +25,7 @@ def rebuilt(tmp_path_factory) -> str:
 def test_results_md_rebuilds_from_the_recorded_runs(rebuilt):
     headings = re.findall(r"^## (\d)\. ", rebuilt, flags=re.M)
     assert headings == ["1", "2", "3", "4", "5", "6"]
-    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup", "mapping"):
+    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping"):
         path = EVIDENCE / "results" / f"{part}.json"
         recorded = len(json.loads(path.read_text())) if path.exists() else 0
         assert re.search(rf"_Runs recorded: {recorded} of \d+ planned\._", rebuilt), part
@@ -38,3 +38,16 @@ def test_the_committed_report_is_what_the_scripts_make_of_the_recorded_runs(rebu
         return [line for line in text.splitlines() if not line.startswith("Last generated ")]
 
     assert body(rebuilt) == body((EVIDENCE.parent / "RESULTS.md").read_text())
+
+
+def test_the_readme_table_of_the_check_up_suite_is_what_its_recorded_cases_give():
+    """The README's check-up table (between its markers) is rendered from the recorded cases
+    (`checkup_families.py --write`), so it cannot drift from RESULTS.md §5 either."""
+    sys.path.insert(0, str(EVIDENCE))
+    import checkup_families
+
+    readme = (EVIDENCE.parents[1] / "README.md").read_text()
+    block = readme[readme.index(checkup_families.README_BEGIN):readme.index(checkup_families.README_END)]
+    expected = checkup_families.readme_table(checkup_families.cached_results(checkup_families.PART,
+                                                                            checkup_families.tasks()))
+    assert block + checkup_families.README_END == expected

@@ -11,12 +11,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.auth import auth_problem, is_loopback, may, providers, role_for
+from dashboard.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
 from dashboard.safe_text import code, csv_bytes, md, neutral_cell
-from dashboard.serve import streamlit_command
+from dashboard.serve import server_config
 from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
 from tests.helpers import unescaped
 
@@ -219,6 +220,78 @@ def test_role_for(claims, role):
     assert role_for(claims, ROLES) == role
 
 
+@pytest.mark.parametrize("claims, named", [
+    ({"email": "boss@hospital.test", "email_verified": "false"}, "'email_verified' is text, not true or false"),
+    ({"email": "boss@hospital.test", "email_verified": 0}, "'email_verified' is a number, not true or false"),
+    ({"email": "ana@hospital.test", "groups": 5}, "'groups' is a number, not a list of group names"),
+    ({"email": "ana@hospital.test", "groups": {"fl-analysts": False}}, "'groups' is an object, not a list of group"),
+    ({"email": "ana@hospital.test", "groups": ["fl-analysts", 7]}, "'groups' holds a number, not only group names"),
+    ({"email": ["boss@hospital.test"]}, "'email' is a list, not text"),
+    ({"sub": 7, "groups": ["fl-analysts"]}, "'sub' is a number, not text"),
+])
+def test_a_claim_of_the_wrong_type_refuses_with_a_message_and_never_grants(claims, named):
+    """The probe: email_verified "false" (text) granted the role; groups 5 raised a TypeError;
+    groups {"fl-analysts": false} made an analyst."""
+    with pytest.raises(ClaimError) as error:
+        role_for(claims, ROLES)
+    assert named in str(error.value)
+
+
+# -- sessions: over on sign-out everywhere, and after max_hours ------------------------------------
+NOW = 1_800_000_000.0
+NURSE = {"iss": "https://id.hospital.test", "sub": "nurse", "iat": NOW - 60}
+
+
+def test_a_sign_out_ends_every_sign_in_of_that_person_issued_before_it(tmp_path):
+    from dashboard.sessions import ended, sign_out
+
+    other = {**NURSE, "sub": "ana"}
+    assert ended(NURSE, tmp_path, 12, NOW) is None and ended(other, tmp_path, 12, NOW) is None
+    sign_out(NURSE, tmp_path, 12, NOW)
+    assert "You signed out" in ended(NURSE, tmp_path, 12, NOW + 1)  # another tab, a copied cookie: same claims
+    assert ended({**NURSE, "iat": NOW}, tmp_path, 12, NOW + 1)  # issued in the same second: over too
+    assert ended(other, tmp_path, 12, NOW + 1) is None  # someone else's sign-in goes on
+    assert ended({**NURSE, "iss": "https://elsewhere.test"}, tmp_path, 12, NOW + 1) is None  # another provider's
+    assert ended({**NURSE, "iat": NOW + 5}, tmp_path, 12, NOW + 6) is None  # signed in again afterwards
+    assert "nurse" not in (tmp_path / ".signed_out.json").read_text()  # hashes and times only
+
+
+def test_a_sign_in_older_than_max_hours_is_over_and_old_records_are_dropped(tmp_path):
+    from dashboard.sessions import ended, sign_out
+
+    assert ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600) is None
+    assert "more than 12 hours old" in ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600 + 1)
+    sign_out(NURSE, tmp_path, 12, NOW)
+    sign_out({**NURSE, "sub": "ana"}, tmp_path, 12, NOW + 13 * 3600)
+    assert len(json.loads((tmp_path / ".signed_out.json").read_text())["signed_out"]) == 1
+
+
+def test_a_damaged_sign_out_record_ends_every_sign_in_issued_before_it_was_found(tmp_path):
+    from dashboard.sessions import ended
+
+    (tmp_path / ".signed_out.json").write_text("{not json")
+    assert "You signed out" in ended(NURSE, tmp_path, 12, NOW)
+    assert ended({**NURSE, "iat": NOW + 1}, tmp_path, 12, NOW + 2) is None  # a fresh sign-in is fine
+    assert json.loads((tmp_path / ".signed_out.json").read_text()) == {"signed_out": {"*": NOW}}
+
+
+@pytest.mark.parametrize("claims, named", [({**NURSE, "iat": None}, "'iat' (when the sign-in was issued) is missing"),
+                                           ({**NURSE, "iat": "1800000000"}, "'iat' (when the sign-in was issued) is text"),
+                                           ({**NURSE, "sub": 5}, "'sub' is a number"),
+                                           ({**NURSE, "iss": ["x"]}, "'iss' is a list")])
+def test_a_sign_in_without_a_readable_issue_time_or_subject_refuses(tmp_path, claims, named):
+    from dashboard.sessions import ClaimError, ended
+
+    with pytest.raises(ClaimError, match=re.escape(named)):
+        ended(claims, tmp_path, 12, NOW)
+
+
+@pytest.mark.parametrize("value", [0, -1, 721, "12", True, float("nan")])
+def test_max_hours_must_be_a_sensible_number_of_hours(value):
+    assert "[sessions] max_hours must be a number of hours from 0.1 to 720" in auth_problem(
+        {**COMPLETE, "sessions": {"max_hours": value}})
+
+
 def test_groups_claim_and_everyone():
     assert role_for({"roles": ["fl-analysts"]}, {**ROLES, "groups_claim": "roles"}) == "analyst"
     assert role_for({"sub": "anyone"}, {"viewer": ["*"]}) == "viewer"
@@ -286,11 +359,9 @@ def test_the_launcher_serves_loopback_without_and_every_interface_with_sign_in(t
     secrets.write_text("[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in COMPLETE["auth"].items()))
     result = _serve(tmp_path, "--address", "0.0.0.0", "--secrets", str(secrets), "--check")
     assert result.returncode == 0, result.stderr
-    command = streamlit_command("0.0.0.0", 8501, COMPLETE, [str(secrets)])
-    assert command[command.index("--browser.serverAddress") + 1] == "fl.hospital.test"
-    assert command[command.index("--browser.serverPort") + 1] == "443"
-    assert command[command.index("--server.address") + 1] == "0.0.0.0"
-    assert command[command.index("--secrets.files") + 1] == str(secrets)
+    config = server_config("0.0.0.0", 8501, COMPLETE, [str(secrets)])
+    assert config == {"server.address": "0.0.0.0", "server.port": 8501, "secrets.files": [str(secrets)],
+                      "browser.serverAddress": "fl.hospital.test", "browser.serverPort": 443}
 
 
 def test_streamlit_asks_no_outside_service_for_an_address_at_start_up():
@@ -327,9 +398,10 @@ def hook(event, args):
                 log.write(f'{event} {target}\\n')
             raise OSError('outside network blocked by the test')
 sys.addaudithook(hook)
-sys.argv = ['streamlit', 'run', *sys.argv[2:]]
-from streamlit.web.cli import main
-main()
+sys.argv = [sys.argv[2], *sys.argv[3:]]  # the launcher (`make run`), as `python -m dashboard.serve` starts it
+sys.path.insert(0, '.')
+from dashboard.serve import main
+sys.exit(main())
 """
 
 
@@ -341,7 +413,7 @@ def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
     guard, log = tmp_path / "guard.py", tmp_path / "outside.log"
     guard.write_text(GUARD)
     port = _free_port()
-    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "app.py"), "--server.port", str(port)],
+    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "dashboard" / "serve.py"), "--port", str(port)],
                               cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(tmp_path / "runs")},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -418,3 +490,133 @@ def test_site_and_feature_names_are_drawn_as_text_in_figures(name):
         for axis in ("x", "y"):
             if isinstance(annotation.get(axis), str) and annotation.get(f"{axis}ref", axis) in ("x", "y"):
                 assert annotation[axis] in categories
+
+
+# -- the server's guard (dashboard/guard.py), request by request -----------------------------------
+def _asgi(middleware, scope, response_headers=()):
+    """Send one request through `middleware` around an app that answers 200 with
+    `response_headers`; returns (status or close code, headers, whether the app was reached)."""
+    import asyncio
+
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": list(response_headers)})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def receive():
+        return {"type": "websocket.connect"} if scope["type"] == "websocket" else {"type": "http.request"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(middleware(app)(scope, receive, send))
+    first = sent[0]
+    return first.get("status", first.get("code")), dict(first.get("headers", [])), bool(reached)
+
+
+def _scope(kind="http", path="/", **headers):
+    return {"type": kind, "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+
+
+@pytest.mark.parametrize("kind", ["http", "websocket"])
+@pytest.mark.parametrize("headers, allowed", [
+    ({"host": "localhost:8501"}, True), ({"host": "127.0.0.1:8501", "origin": "http://localhost:8501"}, True),
+    ({"host": "[::1]:8501"}, True),
+    ({"host": "rebind.attacker.test:8501"}, False), ({"host": "rebind.attacker.test:8501", "origin":
+                                                     "http://rebind.attacker.test:8501"}, False),
+    ({"host": "localhost:8501", "origin": "http://rebind.attacker.test:8501"}, False),
+    ({"host": "localhost:8501", "origin": "http://localhost:8888"}, False),  # another local app's page
+    ({"host": "localhost:8501", "origin": "null"}, False), ({"host": "localhost:9999"}, False), ({}, False),
+])
+def test_local_mode_lets_through_only_this_machines_own_address(kind, headers, allowed):
+    from dashboard.guard import LocalOnly
+
+    code, _, reached = _asgi(lambda app: LocalOnly(app, "127.0.0.1", lambda: 8501), _scope(kind, **headers))
+    assert reached is allowed and code == (200 if allowed else 403 if kind == "http" else 1008)
+
+
+def test_files_under_media_are_served_only_when_servable():
+    from dashboard.guard import LiveFilesOnly
+
+    live = {"abc"}.__contains__
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/media/abc.csv"))[2] is True
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/media/def.csv"))[:1] == (404,)
+    assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/_stcore/health"))[2] is True
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_cookies_are_secure_over_https_and_the_sign_in_cookie_lasts_a_sign_in(secure):
+    from dashboard.guard import CookieFlags
+
+    cookies = [(b"set-cookie", b"_streamlit_user=abc; HttpOnly; Max-Age=2592000; Path=/; SameSite=lax"),
+               (b"set-cookie", b"_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=2592000; Path=/"),
+               (b"set-cookie", b"_streamlit_user=; Max-Age=0; Path=/"),  # a deletion stays one
+               (b"set-cookie", b"_streamlit_xsrf=x; Max-Age=2592000; Path=/"),
+               (b"content-type", b"text/plain")]
+    sent = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": cookies})
+
+    async def send(message):
+        sent.append(message)
+
+    import asyncio
+    asyncio.run(CookieFlags(app, secure=secure, sign_in_seconds=43200)(_scope(), None, send))
+    out = [v.decode() for k, v in sent[0]["headers"] if k == b"set-cookie"]
+    flag = "; Secure" if secure else ""
+    assert out == ["_streamlit_user=abc; HttpOnly; Max-Age=43200; Path=/; SameSite=lax" + flag,
+                   "_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=43200; Path=/" + flag,
+                   "_streamlit_user=; Max-Age=0; Path=/" + flag, "_streamlit_xsrf=x; Max-Age=2592000; Path=/" + flag]
+
+
+# -- hover texts: escaped once, line breaks kept (issue 25) ----------------------------------------
+QUOTED_SITE = 'North "A" & <b>Co</b>'
+PLOTLY_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&nbsp;": "\u00a0"}  # what plotly.js turns back
+
+
+def plotly_reads(text: str) -> list[str]:
+    """The lines plotly draws for a text: split at its <br>, its <b> tags dropped, the entities
+    plotly.js knows read back (others, like &quot;, stay as written)."""
+    lines = re.split(r"<br\s*/?>", text)
+    lines = [re.sub(r"</?b>", "", line) for line in lines]
+    return [re.sub("|".join(PLOTLY_ENTITIES), lambda m: PLOTLY_ENTITIES[m.group(0)], line) for line in lines]
+
+
+def test_the_checkup_grids_hover_shows_names_as_written_on_separate_lines():
+    """The probe: hovers showed a literal <br> (the text escaped after its line breaks were written)."""
+    from dashboard.checkup_view import Cell, Grid, grid_figure
+    from fedcore.interpret.findings import Finding
+
+    finding = Finding(QUOTED_SITE, "data", "unit", "chol", "a message", 1e-6, q=1e-5)
+    figure = grid_figure(Grid([QUOTED_SITE], ["data"], [[Cell("finding", [finding, finding])]]))
+    (hover,) = figure.data[0].customdata[0]
+    assert plotly_reads(hover) == [f"{QUOTED_SITE} · data:", *["unit or scale (chol), q < 0.001"] * 2]
+
+
+def test_the_feature_shift_hover_shows_names_as_written(tmp_path):
+    """The probe: a quote in a name showed as &quot; (escaped for HTML attributes, which plotly
+    does not read back)."""
+    from dashboard.lenses import shift_view
+    from fedcore.runner import execute, resolve_spec
+    from fedcore.store import RunStore
+
+    rng = np.random.default_rng(0)
+    files = []
+    for k in range(2):
+        path = tmp_path / f"site{k}.csv"
+        pd.DataFrame({"age": rng.normal(50, 9, 60), 'chol "mg"': rng.normal(5, 1, 60),
+                      "y": rng.integers(0, 2, 60)}).to_csv(path, index=False)
+        files.append(str(path))
+    spec = resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 1}, "data": {
+        "source": "csv", "files": files, "target": "y", "site_names": [QUOTED_SITE, "South"]}})
+    run = RunStore(tmp_path / "runs").create(spec)
+    execute(run)
+    figure = shift_view(run, 1, "w_in").figure
+    notes = [str(note[0]) for trace in figure.data if trace.customdata is not None for note in trace.customdata]
+    first = plotly_reads(notes[0])
+    assert first[0] == f"{QUOTED_SITE} · age", first
+    assert plotly_reads(notes[1])[0] == f'{QUOTED_SITE} · chol "mg"'
+    assert not any("&quot;" in note or "&lt;br" in note for note in notes)

@@ -4,6 +4,7 @@ text, and formula cells in the CSV a page hands out."""
 
 import io
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +27,12 @@ SECRETS = {
              "server_metadata_url": "http://localhost:9400/.well-known/openid-configuration"},
     "roles": {"admin": ["boss@hospital.test"], "analyst": ["group:fl-analysts"], "viewer": ["@hospital.test"]},
 }
+# What Streamlit's cookie holds: the ID token's claims, among them its issuer and issue time.
+ISSUED = {"iss": "http://localhost:9400", "iat": int(time.time())}
 USERS = {
-    "viewer": {"is_logged_in": True, "email": "nurse@hospital.test", "sub": "nurse"},
-    "analyst": {"is_logged_in": True, "email": "ana@hospital.test", "sub": "ana", "groups": ["fl-analysts"]},
-    "admin": {"is_logged_in": True, "email": "boss@hospital.test", "sub": "boss"},
+    "viewer": {"is_logged_in": True, "email": "nurse@hospital.test", "sub": "nurse", **ISSUED},
+    "analyst": {"is_logged_in": True, "email": "ana@hospital.test", "sub": "ana", "groups": ["fl-analysts"], **ISSUED},
+    "admin": {"is_logged_in": True, "email": "boss@hospital.test", "sub": "boss", **ISSUED},
 }
 
 
@@ -78,9 +81,47 @@ def test_a_signed_out_visitor_sees_only_the_sign_in(make_app):
 
 
 def test_a_signed_in_person_without_a_role_is_told_so(make_app):
-    at = make_app({"is_logged_in": True, "email": "someone@elsewhere.test"})
+    at = make_app({"is_logged_in": True, "email": "someone@elsewhere.test", "sub": "someone", **ISSUED})
     at.run()
     assert "someone@elsewhere.test, who has no role" in texts(at)
+    assert labels(at) == ["Sign out"] and not at.dataframe
+
+
+def test_signing_out_in_one_tab_ends_the_sign_in_in_every_other(make_app):
+    """The probe: a second tab kept its admin role after sign-out in the first, and deleted a run.
+    (A copy of the cookie in another browser carries the same claims, so it is the same case.)"""
+    admin = {**USERS["admin"], "sub": "boss-two-tabs"}  # a person of this test's own: sign-outs are kept
+    first, second = make_app(admin), make_app(admin)
+    first.run(), second.run()
+    assert "Signed in as boss@hospital.test · admin" in texts(second)
+    first.button(key="sign_out").click().run()
+    second.run()  # the other tab's next page: signed out, told why
+    assert "You signed out (in this or another window)" in texts(second) and labels(second) == ["Sign in"]
+    assert not second.dataframe
+    second.switch_page("views/run.py").run()
+    assert labels(second) == ["Sign in"] and not second.dataframe
+    fresh = make_app({**admin, "iat": int(time.time()) + 2})  # signed in again: a new token
+    fresh.run()
+    assert "Signed in as boss@hospital.test · admin" in texts(fresh)
+
+
+def test_an_old_sign_in_is_over(make_app):
+    at = make_app({**USERS["viewer"], "iat": int(time.time()) - 12 * 3600 - 60})
+    at.run()
+    assert "Your sign-in is more than 12 hours old; sign in again." in texts(at) and labels(at) == ["Sign in"]
+
+
+@pytest.mark.parametrize("claims, shown", [
+    ({"email_verified": "false"}, "the claim 'email_verified' is text, not true or false"),
+    ({"groups": 5}, "the claim 'groups' is a number, not a list of group names"),
+    ({"groups": {"fl-analysts": False}}, "the claim 'groups' is an object, not a list of group names"),
+    ({"iat": None}, "the claim 'iat' (when the sign-in was issued) is missing"),
+])
+def test_a_claim_of_the_wrong_type_shows_why_and_grants_nothing(make_app, claims, shown):
+    at = make_app({**USERS["analyst"], **claims})
+    at.run()
+    assert not at.exception
+    assert shown in texts(at) and "gives no role" in texts(at)
     assert labels(at) == ["Sign out"] and not at.dataframe
 
 

@@ -126,6 +126,33 @@ def test_a_run_is_renamed_and_tagged_and_bad_names_are_refused(store):
     assert run.identity["tags"] == ["sweep", "pilot"]  # nothing stored by a refused change
 
 
+def test_a_name_written_into_the_store_by_hand_is_read_bounded(store):
+    """The probe wrote a 5 MB name into identity.json: every page showing the run took 66 s to over
+    180 s. A file larger than set_identity writes reads as no name; a long name or tag is cut."""
+    run = store.create({"algorithm": "fedavg"})
+    path = run.path / "identity.json"
+    path.write_text(json.dumps({"number": 1, "name": "x" * 5_000_000, "tags": ["pilot"]}))
+    assert run.identity == {"number": None, "name": None, "tags": []}  # as a damaged file reads
+    path.write_text(json.dumps({"number": 1, "name": "Baseline\n" + "y" * 500, "tags": ["t" * 50] * 40}))
+    identity = run.identity
+    assert identity["name"] == "Baseline " + "y" * 70 + "…" and len(identity["name"]) == 80
+    assert identity["tags"] == ["t" * 31 + "…"] * 12
+
+
+def test_a_data_name_is_bounded_where_it_is_written_and_where_it_is_shown():
+    from fedcore.data_labels import data_label
+    from fedcore.errors import SpecError
+    from fedcore.runner import resolve_spec
+
+    from fedcore.data_labels import shortened
+
+    assert shortened("x" * 80, 80) == "x" * 80 and shortened("x" * 81, 80) == "x" * 79 + "…"  # at the limit
+    assert shortened("a \n  b", 80) == "a b"
+    assert data_label({"source": "demo", "name": "n" * 5_000_000}) == "n" * 159 + "…"
+    with pytest.raises(SpecError, match="The data's name has at most 160 characters; this one has 161"):
+        resolve_spec({"algorithm": "fedavg", "data": {"source": "demo", "name": "n" * 161}})
+
+
 def test_a_run_from_before_identities_or_with_a_damaged_identity_still_reads(store):
     run = store.create({"algorithm": "fedavg"})
     (run.path / "identity.json").unlink()

@@ -142,6 +142,8 @@ FAULTS = {
     "status mean a list": ("status.json", set_field("mean", [0.5]), "'mean' should be an object, not a list"),
     "status unknown state": ("status.json", set_field("state", "exploded"), "'state' should be one of"),
     "status pid -1": ("status.json", set_field("pid", -1), "'pid' should be a process id"),
+    "status 100,000 deep": ("status.json", lambda path: path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000),
+                            "is no file fedcore writes: it nests objects and lists 100,000 deep (at most 64)"),
     "spec cut off": ("spec.json", cut_in_half, "not valid JSON"),
     "spec empty": ("spec.json", emptied, "is empty"),
     "spec garbage": ("spec.json", garbage, "binary data"),
@@ -166,9 +168,13 @@ FAULTS = {
     "summary missing": ("summary.json", removed, "is missing"),
     "summary a number": ("summary.json", replaced_by(3), "should hold an object, not a number"),
     "summary mean a list": ("summary.json", set_field("mean", [0.5]), "'mean' should be an object, not a list"),
+    "summary a 5,000-digit number": ("summary.json", lambda path: path.write_text('{"rounds": ' + "9" * 5_000 + "}"),
+                                     "it holds a number written with 5,000 characters (at most 40)"),
     "rounds middle line cut": ("rounds.jsonl", middle_line(lambda line: line[: len(line) // 2]),
                                "line 2 is not valid JSON"),
     "rounds middle line garbage": ("rounds.jsonl", middle_line(lambda line: "\x00\x01\x02"), "line 2 is not valid JSON"),
+    "rounds middle line 100,000 deep": ("rounds.jsonl", middle_line(lambda line: "[" * 100_000 + "]" * 100_000),
+                                        "line 2 is not valid JSON"),
     "rounds sites as a list": ("rounds.jsonl", middle_line(sites_as_list),
                                "line 2: 'sites' should be an object, not a list"),
     "rounds a NaN score": ("rounds.jsonl", middle_line(lambda line: line.replace('"f1":', '"f1":NaN,"x":', 1)),
@@ -344,6 +350,21 @@ def open_page(page, run_id=None):
 
 def errors(at):
     return " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize("name", ["x" * 5_000_000, "y" * 5_000])
+def test_a_huge_name_written_into_the_store_is_shown_bounded_on_every_run_page(copied, monkeypatch, name):
+    """The probe: a 5 MB run name written into identity.json made its pages take 66 s to over 180 s."""
+    store, run, healthy = copied
+    (run.path / "identity.json").write_text(json.dumps({"number": 1, "name": name, "tags": []}))
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = open_page("views/runs.py")
+    names = list(at.dataframe[0].value["name"])
+    assert max(map(len, names)) <= 80, [n[:100] for n in names]
+    for page in ("views/feature_shifts.py", "views/run.py", "views/compare.py"):
+        at = open_page(page, run.id)
+        shown = " ".join(str(e.value) for e in [*at.markdown, *at.caption, *at.selectbox])
+        assert "x" * 81 not in shown and "y" * 81 not in shown, page
 
 
 def test_the_runs_page_lists_a_damaged_run_beside_the_others_and_says_what_is_wrong(damaged_app):

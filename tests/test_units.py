@@ -9,6 +9,7 @@ import pytest
 
 from data_adapters import load_federation
 from fedcore.data_labels import data_label
+from fedcore.glossary import technical_first
 from fedcore.units import Scale, correction_text, feature_scales, number
 
 SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
@@ -71,15 +72,24 @@ def test_runs_without_a_record_stay_standardised():
 def test_corrections_in_words_and_units_with_the_technical_name_second():
     temperature = Scale(37.3, 0.8, "°C")
     # b_in shifts the standardised value: 2.25 SD of 0.8 °C is 1.8 °C
-    assert correction_text("b_in", 2.25, temperature) == "shifted by +1.8 °C (b_in = +2.2)"
-    assert correction_text("b_in", -1.25, Scale(58.0, 16.0, "years")) == "shifted by −20 years (b_in = −1.2)".replace(
-        "−", "-")
-    assert correction_text("w_in", 0.56, temperature) == "scaled ×0.56 around 37 °C (w_in = 0.56)"
-    assert correction_text("b_in", 0.5, None) == "shifted by +0.5 SD (b_in = +0.5)"
-    assert correction_text("b_in", 0.5, Scale(0.0, 2.0, "")) == "shifted by +1.0 (the data's units) (b_in = +0.5)"
+    assert correction_text("b_in", 2.25, temperature) == "shifted by +1.8 °C (input shift b_in = +2.2)"
+    assert correction_text("b_in", -1.25, Scale(58.0, 16.0, "years")) == \
+        "shifted by -20 years (input shift b_in = -1.2)"
+    # w_in scales the deviations from the site's mean: 0.56 squeezes them, 1.8 stretches them
+    assert correction_text("w_in", 0.56, temperature) == \
+        "squeezed to 0.56 of its spread around 37 °C (input scale w_in = 0.56)"
+    assert correction_text("w_in", 1.8, temperature) == \
+        "stretched to 1.8 times its spread around 37 °C (input scale w_in = 1.8)"
+    assert correction_text("w_in", -0.5, None) == "turned around, ×-0.5 (input scale w_in = -0.5)"
+    assert correction_text("b_in", 0.5, None) == "shifted by +0.5 SD (input shift b_in = +0.5)"
+    assert correction_text("b_in", 0.5, Scale(0.0, 2.0, "")) == \
+        "shifted by +1.0 (the data's units) (input shift b_in = +0.5)"
     flipped = correction_text("w_out", -0.9, None)
-    assert flipped.startswith("class scores scaled ×-0.9 (w_out = -0.9)") and "flipped labels" in flipped
+    assert flipped.startswith("outcome scores turned around, ×-0.9 (output scale w_out = -0.9)") and \
+        "flipped labels" in flipped
     assert "flipped" not in correction_text("w_out", 0.9, None)
+    for layer, value in (("b_in", 1.0), ("w_in", 0.3), ("w_out", -1.0), ("b_out", 0.2)):  # words first
+        assert technical_first(correction_text(layer, value, temperature)) == []
     assert [number(v) for v in (0.0563, 1.84, 20.4, -3.0)] == ["0.056", "1.8", "20", "-3.0"]
 
 

@@ -145,3 +145,20 @@ def test_keep_upload_writes_once_and_leaves_no_temporary_file(tmp_path, monkeypa
     refused = datasets.check_upload("empty.csv", b"")
     with pytest.raises(ValueError, match="refused uploads are never kept"):
         datasets.keep_upload(refused, b"", tmp_path)
+
+
+@pytest.mark.parametrize("hostile", ["deep", "long", "large"])
+def test_a_hostile_data_dictionary_upload_gets_a_message_not_an_exception_page(page, hostile):
+    """The probe: a 100k-deep or a 5,000-digit-number dictionary showed an exception page; a 150 MB
+    one was taken in whole (2.57 GB peak). Each is refused with the CLI's message."""
+    from tests.hostile_files import deep_json, long_number_json
+
+    at, _ = page
+    upload(at, {"north.csv": NORTH, "south.csv": SOUTH})
+    data = {"deep": deep_json(100_000), "long": long_number_json(5_000), "large": b" " * 3_000_000}[hostile]
+    dictionary = next(u for u in at.file_uploader if u.label.startswith("Start from a data dictionary"))
+    dictionary.set_value([("study.dictionary.json", data, "application/json")]).run()
+    assert not at.exception, at.exception
+    message = {"deep": "nests objects and lists 100,000 deep", "long": "holds a number written with 5,000 characters",
+               "large": "study.dictionary.json is 3 MB, larger than 2 MB: not a data dictionary"}[hostile]
+    assert any(message in unescaped(e.value) for e in at.error), [e.value for e in at.error]

@@ -8,19 +8,20 @@ page redraws itself while they train. The chosen check-up is the `checkup` query
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, evidence_figure,
-                                    evidence_text, findings_frame, grid, grid_figure, lens_notes, q_label,
-                                    reported_frame, strength)
-from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, get_store, is_active,
-                              settle_when_finished)
-from dashboard.data_roots import check_up_run, start_checkup
+from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, Evidence,
+                                    evidence_figure, evidence_text, findings_frame, grid, grid_figure, lens_notes,
+                                    q_label, readable, reported_frame, run_names, strength, with_names)
+from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
+                              is_active, page_link, settle_when_finished)
+from dashboard.data_roots import check_up_run, start_checkup, train_lenses
 from dashboard.figures import site_colors
-from dashboard.records import progress, run_label
+from dashboard.records import progress, run_label, run_name
 from dashboard.registry import DATA, page_of
 from dashboard.report import checkup_report
 from dashboard.safe_text import md
-from fedcore.checkup import ROLE_LENSES, Plan, plans
+from fedcore.checkup import ROLE_LENSES, Plan, plans, training_estimate
 from fedcore.errors import FedcoreError, RunNotFound
+from fedcore.glossary import COLUMNS, plain, term
 from fedcore.interpret.findings import FDR
 
 SHOWN_FIRST = 15  # findings listed before "show all"
@@ -37,10 +38,35 @@ st.markdown(
 
 
 def show(plan: Plan) -> None:
-    """Open `plan` (a new check-up) in the picker below."""
-    st.query_params["checkup"] = plan.id
-    st.session_state["checkup_picker"] = plan.id  # the picker keeps its own choice otherwise
+    """Open `plan` (a new check-up) in the picker below, on the next run of the page. Through the
+    session: a query parameter written just before `st.rerun()` is lost (the run starts again from
+    the address the browser sent), and the page kept showing the check-up before."""
+    st.session_state["checkup_new"] = plan.id
     st.rerun()
+
+
+def estimate_text(kind: str, data, replicates: int, rounds: int) -> str:
+    """How long the model lenses would train, and what the figure rests on."""
+    estimate = training_estimate(store, kind, data, replicates, rounds)
+    if estimate is None:
+        return "No finished run in this store to time the training by yet."
+    return f"About {format_duration(estimate.seconds)} of training, run after run (from {estimate.basis})."
+
+
+def lens_settings(key: str, kind: str, data) -> tuple[int, int, str]:
+    """Replicate runs and rounds of the model lenses' runs, with the time they would take."""
+    columns = st.columns(2)
+    replicates = int(columns[0].number_input(f"{plain('replicate runs').capitalize()} of iFedAvg", 2, 10, 3,
+                                             key=f"{key}_replicates",
+                                             help="Seeds of the feature-shift lens: their spread is the training "
+                                                  "noise a finding must stand out from (replicate runs)."))
+    rounds = int(columns[1].number_input("Rounds per run", 10, 2000, 300, step=10, key=f"{key}_rounds"))
+    return replicates, rounds, estimate_text(kind, data, replicates, rounds)
+
+
+def newest_kind(data) -> str:
+    """'table' or 'image': what the newest check-up of the same data was (a table when none)."""
+    return next((p.kind for p in plans(store) if p.contents.get("data") == data), "table")
 
 
 def start() -> None:
@@ -56,16 +82,13 @@ def start() -> None:
         if source == "data":
             data = chosen_data()
             st.markdown(f"Data: **{md(data['label'])}** · change it on the Data page.")
-            columns = st.columns(3)
-            train = columns[0].checkbox("Train the model lenses too", value=True, key="checkup_train",
-                                        help="Without: only the data lens (seconds). With: iFedAvg on several seeds, "
-                                             "FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs.")
-            replicates = int(columns[1].number_input("Replicate runs of iFedAvg", 2, 10, 3, key="checkup_replicates",
-                                                     disabled=not train,
-                                                     help="Seeds of the feature-shift lens: their spread is the "
-                                                          "training noise a finding must stand out from."))
-            rounds = int(columns[2].number_input("Rounds per run", 10, 2000, 300, step=10, key="checkup_rounds",
-                                                 disabled=not train))
+            # Off by default: the data lens answers in seconds; the model lenses take minutes of the
+            # machine's training slots, and a check-up without them can add them later (below the grid).
+            train = st.checkbox("Train the model lenses too", value=False, key="checkup_train",
+                                help="Without: only the data lens (seconds). With: iFedAvg on several seeds, "
+                                     "FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs.")
+            replicates, rounds, estimate = lens_settings("checkup", newest_kind(data["ref"]), data["ref"])
+            st.caption(("" if train else "The model lenses, if ticked: ") + md(estimate))
             if st.button("Start the check-up", type="primary", key="checkup_start"):
                 try:
                     with st.spinner("Reading every site's statistics…"):
@@ -96,18 +119,22 @@ found = plans(store)
 if not found:
     st.info("No check-up yet." + (" Start one above: the data lens takes seconds." if allowed("train")
                                    else " Someone with the analyst role can start one."))
-    st.page_link(DATA.path, label="Choose the data on the Data page", icon=":material/table:")
+    page_link(DATA, "Choose the data on the Data page", icon=":material/table:")
     st.stop()
 
 ids = [p.id for p in found]
-wanted = st.query_params.get("checkup")
+new = st.session_state.pop("checkup_new", None)
+wanted = new or st.query_params.get("checkup")
 plan_labels = {p.id: f"{p.contents.get('label') or p.contents.get('data')} · {p.id}" for p in found}
+if new in ids:
+    st.session_state["checkup_picker"] = new  # the picker would keep the check-up it showed before
 chosen_id = st.selectbox("Check-up", ids, index=ids.index(wanted) if wanted in ids else 0,
                          format_func=plan_labels.get, key="checkup_picker")
 if st.query_params.get("checkup") != chosen_id:
     st.query_params["checkup"] = chosen_id
 plan = found[ids.index(chosen_id)]
 was_active = any(is_active(r) for runs in plan.runs(store).values() for r in runs)
+names = run_names(plan, store)
 
 
 def training(plan: Plan) -> None:
@@ -118,13 +145,13 @@ def training(plan: Plan) -> None:
         for run in found_runs:
             info = progress(run)
             state = info["state"]
-            feeds = f"{run.spec.get('algorithm')} for the {' and '.join(ROLE_LENSES.get(role, (role,)))} lens"
+            feeds = f"{run_name(run)} for the {' and '.join(ROLE_LENSES.get(role, (role,)))} lens"
             if state in ("queued", "running"):
                 st.progress(min(1.0, info["fraction"]), text=md(
                     f"{feeds}: {STATE_LABELS.get(state, state)}, round {info['round']} of "
                     f"{info['total']} (seed {run.spec.get('config', {}).get('seed')})"))
             elif state != "done":
-                st.warning(md(f"{feeds}: run {run.id} {STATE_LABELS.get(state, state)}"
+                st.warning(md(f"{feeds}: {STATE_LABELS.get(state, state)}"
                               + (f" ({info['error']})" if info["error"] else "")
                               + "; its lens stays unchecked. Start a new check-up to train it again."))
     if missing > 0:
@@ -148,15 +175,18 @@ def checkup() -> None:
         st.info(md(note))
     st.markdown(f"**{len(result.reported)} findings** at a {FDR:.0%} false discovery rate · "
                 f"{len(result.sites)} sites · "
-                f"{len(result.findings)} cells tested")
+                f"{result.tested} cells tested" + (f", {len(result.untestable())} not testable"
+                                                    if result.untestable() else ""))
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
+    if not plan.contents.get("runs") and allowed("train"):
+        add_lenses(plan)
     with st.expander("How the check-up decides (calibration)"):
         st.markdown(CALIBRATION)
         st.caption(CALIBRATION_DETAILS)
         st.markdown("Where each lens comes from:\n" + "\n".join(
-            f"- {lens}: {md(source)}" for lens, source in result.sources.items()))
-    findings(result, profile, colors)
+            f"- {lens}: {md(with_names(source, names))}" for lens, source in result.sources.items()))
+    findings(result, Evidence(profile, result.findings, colors))
     st.subheader("Export")
     exports = st.columns(3)
     with exports[0]:
@@ -167,20 +197,38 @@ def checkup() -> None:
     with exports[2]:
         st.download_button("A self-contained HTML report", lambda: checkup_report(plan, store).encode("utf-8"),
                            file_name=f"checkup-{plan.id}.html", mime="text/html", key="checkup_report")
-    with st.expander(f"Every tested cell ({len(result.findings)}), with its p- and q-value"):
+    with st.expander(f"Every tested cell ({result.tested}), with its p- and q-value"
+                     + (", and every cell that could not be tested, with the reason" if result.untestable() else "")):
         st.caption("What was not significant, or too small to matter, is a result too. p: the chance of a value at "
                    "least this extreme if the site were like the others; q: the false discovery rate at which the "
-                   "cell would be reported (Benjamini–Hochberg over every cell).")
+                   f"cell would be reported ({term('Benjamini–Hochberg')} over the cells of its family of checks).")
         every = findings_frame(result.findings)
         # the messages only in the CSV: tens of thousands of sentences (HAR) would make the page slow
-        st.dataframe(every.drop(columns=["message"]), hide_index=True, width="stretch", column_config={
-            "q": st.column_config.NumberColumn(format="%.2g"), "p": st.column_config.NumberColumn(format="%.2g"),
-            "effect": st.column_config.NumberColumn(format="%.3g")})
+        st.dataframe(readable(every, names).drop(columns=["message"]), hide_index=True, width="stretch",
+                     column_config={COLUMNS["q"]: st.column_config.NumberColumn(format="%.2g"),
+                                    COLUMNS["p"]: st.column_config.NumberColumn(format="%.2g"),
+                                    COLUMNS["effect"]: st.column_config.NumberColumn(format="%.3g")})
         download_csv(lambda: every, f"checkup-{plan.id}-every-cell", "Every tested cell, with its message (CSV)")
 
 
-def findings(result, profile, colors) -> None:
-    """The ranked findings, each with the drill-down to its evidence."""
+def add_lenses(plan: Plan) -> None:
+    """A check-up of the data lens alone: train its model lenses now, into the same check-up."""
+    with st.expander("Add the model lenses to this check-up"):
+        st.caption("iFedAvg on several seeds, FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs; "
+                   "their columns fill in as each run finishes.")
+        replicates, rounds, estimate = lens_settings("add_lenses", plan.kind, plan.contents.get("data"))
+        st.caption(md(estimate))
+        if st.button("Train the model lenses", key="add_lenses"):
+            try:
+                train_lenses(store, plan, replicates, rounds)
+            except FedcoreError as error:
+                st.error(md(error))
+            else:
+                st.rerun()
+
+
+def findings(result, evidence: Evidence) -> None:
+    """The ranked findings, each with the data behind it and, for a model lens, a link to its page."""
     st.subheader("Findings, strongest first")
     if not result.reported:
         checked = ", ".join(result.lenses_checked()) or NOT_CHECKED
@@ -197,13 +245,15 @@ def findings(result, profile, colors) -> None:
             extra = evidence_text(finding)
             if extra:
                 st.caption(md(extra))
-            if finding.lens == DATA_LENS:
-                figure = evidence_figure(finding, profile, colors)
-                if figure is not None and st.toggle("Show the data behind it", key=f"evidence-{rank}",
-                                                    value=rank <= 3):
-                    st.plotly_chart(figure, width="stretch", key=f"evidence-figure-{rank}")
-            else:
+            if finding.lens != DATA_LENS:
                 drill_down(finding, rank)
+            figure = evidence_figure(finding, evidence)
+            if figure is not None and st.toggle("Show the data behind it", key=f"evidence-{rank}", value=rank <= 3):
+                st.plotly_chart(figure, width="stretch", key=f"evidence-figure-{rank}")
+            for agree in result.agreeing_with(finding):  # other lenses that see the same
+                st.markdown(f"Agrees: **{md(agree.lens)}** · {md(agree.title)} · {q_label(agree.q)} — "
+                            f"{md(agree.message)}")
+                drill_down(agree, rank)
 
 
 def drill_down(finding, rank: int) -> None:
@@ -214,19 +264,19 @@ def drill_down(finding, rank: int) -> None:
     try:
         run = store.get(run_ids[0])
     except RunNotFound:
-        st.caption(md(f"Its run {run_ids[0]} is no longer in the store."))
+        st.caption(md(f"The run it came from ({names.get(run_ids[0], run_ids[0])}) is no longer in the store."))
         return
     page = page_of(run)
     if finding.lens == "feature shifts":
         layer = finding.evidence.get("layer", "b_in")
-        look = f"the cell of {finding.site} × {finding.feature} in layer {layer}"
+        look = f"the cell of {finding.site} × {finding.feature} in the {term(layer)} layer"
     elif finding.kind == "output_shift":
-        look = f"{finding.site}'s row in layer w_out"
+        look = f"{finding.site}'s row in the {term('w_out')} layer"
     else:
         look = f"{finding.site}"
-    replicates = f" (and {len(run_ids) - 1} replicate run(s) with other seeds)" if len(run_ids) > 1 else ""
-    st.page_link(page.path, label=md(f"Open {page.title} for run {run.id}{replicates}: look at {look}"),
-                 query_params={"run": run.id}, icon=":material/open_in_new:")
+    replicates = f" (and {len(run_ids) - 1} repeat run(s) with other seeds)" if len(run_ids) > 1 else ""
+    page_link(page, md(f"Open {page.title} for {run_name(run)}{replicates}: look at {look}"),
+              query_params={"run": run.id}, icon=":material/open_in_new:")
 
 
 checkup()

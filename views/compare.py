@@ -6,22 +6,28 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import TABLE_ROW_PX, download_csv, get_store, run_colors, site_colors_of
+from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, download_csv, get_store, page_link, run_colors,
+                              site_colors_of)
 from dashboard.figures import learning_curves, per_site_spread
 from dashboard.records import (METRIC_LABELS, distinct_names, run_label, settings_table, site_metrics,
                                summary_metrics)
 from dashboard.registry import TRAIN
 from fedcore.data_labels import data_label
+from fedcore.glossary import term
 
 require("view")
 st.title("Compare algorithms")
-st.markdown("Every site is scored on its own hold-out; a federation is only as good as its worst site, "
-            "so the table shows both the mean and the worst site.")
+st.markdown(f"Every site is scored on its own {term('hold-out')}; a federation is only as good as its worst "
+            "site, so the table shows both the mean and the worst site.")
+
+def finished(run) -> bool:
+    return run.status.get("state") == "done"
+
 
 runs = [r for r in get_store().runs() if not r.damage and r.rounds()]
 if not runs:
     st.info("No run has results yet.")
-    st.page_link(TRAIN.path, label="Train several algorithms on the same data", icon=":material/play_arrow:")
+    page_link(TRAIN, "Train several algorithms on the same data", icon=":material/play_arrow:")
     st.stop()
 
 by_data: dict[str, list] = {}
@@ -30,11 +36,16 @@ for run in runs:
 data_key = st.selectbox("Data", list(by_data),
                         format_func=lambda k: f"{data_label(json.loads(k))} ({len(by_data[k])} runs)")
 candidates = by_data[data_key]
-labels = {r.id: run_label(r) for r in candidates}
-# By default the newest run of each distinct setting (runs are listed newest first), at most six.
+# A run that did not finish (cancelled, failed, still training) is listed with its state, and chosen
+# only by hand: its last round is no result to rank (a cancelled 20 000-round run was 'best' here).
+labels = {r.id: run_label(r) + ("" if finished(r) else f" ({STATE_LABELS.get(r.status.get('state'), r.state)})")
+          for r in candidates}
+# By default the newest finished run of each distinct setting (runs are listed newest first), at most six.
 newest: dict[str, str] = {}
-for run in candidates:
+for run in filter(finished, candidates):
     newest.setdefault(json.dumps([run.spec.get("algorithm"), run.spec.get("params")], sort_keys=True), run.id)
+if not newest:
+    st.info("No run on this data has finished yet: choose runs below to compare what they recorded so far.")
 chosen_ids = st.multiselect("Runs", list(labels), default=list(newest.values())[:6], format_func=labels.get)
 chosen = [r for r in candidates if r.id in chosen_ids]
 if not chosen:
@@ -59,8 +70,19 @@ table = pd.DataFrame(rows)
 shown = ["run", "state", "round", f"mean {METRIC_LABELS[metric]}", f"worst site {METRIC_LABELS[metric]}",
          f"worst site for {METRIC_LABELS[metric]}"]
 numeric = shown[3:5]
-st.dataframe(table[shown].style.highlight_max(subset=numeric, color="#d5ecd4").format("{:.3f}", subset=numeric,
-                                                                                      na_rep="–"),
+done = [finished(run) for run in chosen]
+
+
+def best_finished(column: pd.Series) -> list[str]:
+    """Green for the best finished run of a column: a run that stopped early is no contender."""
+    values = column.where(done)
+    return ["background-color: #d5ecd4" if done[i] and value == values.max() else ""
+            for i, value in enumerate(column)]
+
+
+if not all(done):
+    st.caption("Green marks the best finished run; runs that did not finish are shown as far as they got.")
+st.dataframe(table[shown].style.apply(best_finished, subset=numeric).format("{:.3f}", subset=numeric, na_rep="–"),
              hide_index=True, width="stretch", height=TABLE_ROW_PX * (len(table) + 1) + 3,
              column_config={shown[-1]: st.column_config.TextColumn("worst site (which)", width="medium")})
 download_csv(table, "compare-table", "Download the table, all three metrics (CSV)")

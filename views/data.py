@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import DEMO_DATA, choose_data, chosen_data
+from dashboard.common import DEMO_DATA, choose_data, chosen_data, page_link
 from dashboard.data_cache import inspect_reference, load_run_federation
 from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
 from dashboard.data_roots import check_reference, data_roots, upload_folder
@@ -26,7 +26,7 @@ require("choose data")
 st.title("Data")
 current = chosen_data()
 st.caption(f"Training currently uses: **{md(current['label'])}**")
-st.page_link(CHECKUP.path, label="Check up the chosen data: which site has which problem →", icon=CHECKUP.icon)
+page_link(CHECKUP, "Check up the chosen data: which site has which problem →", icon=CHECKUP.icon)
 kept_source = draft().get("source")  # this user's last choice, kept across reloads with the draft
 source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source",
                   index=SOURCES.index(kept_source) if kept_source in SOURCES else 0)
@@ -38,7 +38,7 @@ def use_button(ref, label: str, ok: bool = True) -> None:
     if st.button("Use this data for training", type="primary", disabled=not ok, key="use"):
         choose_data(ref, label)
         st.success(f"Training will use: {md(label)}.")
-        st.page_link(TRAIN.path, label="Go to Train →")
+        page_link(TRAIN, "Go to Train →")
 
 
 def demo() -> None:

@@ -5,16 +5,19 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.checkup_view import plan_fed_by
-from dashboard.common import checkup_result, download_csv, is_active, live, pick_run_or_explain, site_colors_of
+from dashboard.checkup_view import plan_fed_by, run_names, with_names
+from dashboard.common import (checkup_result, download_csv, get_store, is_active, live, no_rounds_yet, page_link,
+                              pick_run_or_explain, site_colors_of)
 from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
 from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
 from dashboard.registry import CHECKUP, LENSES, RUNS
 from dashboard.safe_text import md
 from fedcore.interpret.significance import RULES
+from fedcore.interpret import checks
 from fedcore.interpret.findings import FDR, Finding
 from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
+from fedcore.glossary import plain, term
 from fedcore.units import feature_scales
 
 require("view")
@@ -25,8 +28,8 @@ st.markdown(
     "cell stands out. **O** marks a site's correction far from the other sites'; **x** marks a feature "
     "whose corrections vary unusually across sites (the paper's 2-SD rule). Hover over a cell for the "
     "correction in the feature's own units. *Marks: calibrated* puts a site check-up's findings in place of "
-    "the 2-SD rule's: each site's correction against the other sites' without itself, over replicate runs "
-    "with other seeds, at a controlled false discovery rate (q-values)."
+    f"the 2-SD rule's: each site's correction against the other sites' without itself, over "
+    f"{term('replicate runs')}, at a controlled false discovery rate (q-values)."
 )
 with st.expander("Which layer shows which kind of problem"):
     st.markdown(LAYER_GUIDE)
@@ -34,15 +37,15 @@ run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click
 
 spec_params = run.spec.get("params") or {}
 if spec_params and not spec_params.get("local_f_out", True):
-    st.warning("This run shares f_out (the authors' setting), so it has no output layers: problems with a site's "
-               "labels cannot show, and push the site's input layers instead — its features may be marked "
-               "although they are fine. The default keeps f_out at each site.")
+    st.warning("This run shares its output layer (f_out, the authors' setting), so it has no output layers of its "
+               "sites: problems with a site's labels cannot show, and push the site's input layers instead — its "
+               f"features may be marked although they are fine. The default is an {term('local f_out')}.")
 
 @live(run)
 def lens() -> None:
     rounds = run.array_rounds()
     if not rounds:
-        st.info("Waiting for the first evaluated round…")
+        no_rounds_yet(run)
         return
     arrays = run.load_arrays(rounds[-1])
     controls = st.columns([2, 3, 2, 3])  # wide enough for the longest "Features" option
@@ -110,7 +113,8 @@ def lens() -> None:
                      })
         if false_positives:
             st.caption(f"{len(false_positives)} other cells are marked without an injected problem: "
-                       + md(", ".join(f"{f['site']} / {f['column']} ({f['layer']})" for f in false_positives)))
+                       + md(", ".join(f"{f['site']} / {f['column']} ({plain(f['layer'])} {f['layer']})"
+                                    for f in false_positives)))
         download_csv(table, f"{run.id}-detection-round{round_}", "Download the detection table (CSV)")
 
     if layer.endswith("_in"):
@@ -130,13 +134,13 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
         return result.findings if ready else None
     if plan is None:
         st.info("Calibrated marks come from a **site check-up** that includes this run: it compares each site's "
-                "correction with the other sites' (without itself), over replicate runs with other seeds, and "
+                f"correction with the other sites' (without itself), over {term('replicate runs')}, and "
                 f"controls the false discovery rate over every cell it tests (q-values; marked where q < {FDR:g} "
                 "and the correction is large enough to matter). This run belongs to no check-up yet, so the marks "
                 "shown are the paper's.")
         if allowed("train"):
-            st.page_link(CHECKUP.path, label="Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
-                         query_params={"run": run.id} if run.status.get("state") == "done" else None)
+            page_link(CHECKUP, "Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
+                      query_params={"run": run.id} if run.status.get("state") == "done" else None)
         else:
             st.caption("Someone with the analyst role can start one on the Site check-up page.")
         return None
@@ -146,16 +150,20 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
                else "its iFedAvg runs did not finish")
         st.info(md(f"This run belongs to check-up {plan.id}, but {why}: no q-values yet, so the marks shown are "
                    "the paper's."))
-        st.page_link(CHECKUP.path, label="Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
+        page_link(CHECKUP, "Open the check-up", icon=CHECKUP.icon, query_params={"checkup": plan.id})
         return None
     if layer not in CALIBRATED_LAYERS:
-        st.info("The check-up tests the input layers cell by cell and the output scale w_out per site; the output "
-                "shift b_out has no calibrated test, so its marks are the paper's.")
+        st.info(f"The check-up tests the input layers cell by cell and the {term('w_out')} per site; the "
+                f"{term('b_out')} has no calibrated test, so its marks are the paper's.")
         return None
-    st.caption(md(f"Calibrated marks from check-up {plan.id}: {result.sources['feature shifts']}; "
-                  + ("each site's mean output weight (w_out, the labels lens) against the other sites'. "
+    family = checks.family("output_shift" if layer == "w_out" else "feature_shift")
+    cells = sum(f.tested and f.family == family for f in result.findings)
+    source = with_names(result.sources["feature shifts"], run_names(plan, get_store()))
+    st.caption(md(f"Calibrated marks from check-up {plan.id}: {source}; "
+                  + (f"each site's mean {term('w_out')} (the labels lens) against the other sites'. "
                      if layer == "w_out" else "the mean over these runs at their last evaluated rounds. ")
-                  + f"q: Benjamini–Hochberg over all {len(result.findings)} cells the check-up tested, every lens."))
+                  + f"q: the {term('Benjamini–Hochberg')} within the lens's own family ({cells} cells tested): no "
+                    "finding of another lens loosens it."))
     if round_ != last_round:
         st.caption(f"The values drawn are round {round_}'s; the check-up judged the runs' last rounds.")
     return result.findings

@@ -6,7 +6,8 @@ import streamlit as st
 
 from dashboard.auth import allowed, require
 from dashboard.bias_experiment import preset_choices, preset_specs
-from dashboard.common import download_csv, get_store, is_active, live, pick_run, site_names, stop_if_damaged
+from dashboard.common import (before_first_round, download_csv, get_store, is_active, live, page_link, pick_run,
+                              site_names, stop_if_damaged)
 from dashboard.data_roots import submit
 from dashboard.records import run_name
 from dashboard.registry import LENSES, TRAIN
@@ -71,8 +72,7 @@ run = pick_run(LENSES[Prototypes.kind], LENSES[Prototypes.kind].runs_called, key
 if run is None:
     st.info("No inDISCO run yet: start the bias experiment above, or train indisco-gm / indisco-pm on the Train page."
             if allowed("train") else "No inDISCO run yet.")
-    if allowed("train"):
-        st.page_link(TRAIN.path, label="Train", icon=TRAIN.icon)
+    page_link(TRAIN, "Train", icon=TRAIN.icon)
     st.stop()
 stop_if_damaged(run)
 
@@ -104,8 +104,8 @@ def lens() -> None:
     sides = [side for side in (load_side(*pair) for pair in wanted) if side is not None]
     for waiting, kind in wanted:  # a side whose run has not recorded a round yet (queued, starting, ...)
         if all(side.run.id != waiting.id or side.kind != kind for side in sides):
-            st.info(f"{side_title(waiting, kind)} from {md(run_name(waiting))} "
-                    f"({waiting.status.get('state')}): waiting for the first evaluated round…")
+            (st.info if is_active(waiting) else st.warning)(
+                f"{side_title(waiting, kind)} from {md(run_name(waiting))}: {md(before_first_round(waiting))}")
     if not sides:
         return
     first = sides[0]

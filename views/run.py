@@ -5,8 +5,8 @@ import json
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, download_csv, get_store, identity_editor, is_active, live,
-                              pick_run_or_explain, site_colors_of, spec_summary)
+from dashboard.common import (STATE_LABELS, cancel_with_confirmation, download_csv, get_store, identity_editor,
+                              is_active, live, page_link, pick_run_or_explain, site_colors_of, spec_summary)
 from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
 from dashboard.data_roots import rerun
 from dashboard.figures import site_curves, site_lines
@@ -37,7 +37,7 @@ def details() -> None:
     # one row that wraps as the page narrows (four fixed columns cut the labels short at 1280 px)
     actions = st.container(horizontal=True)
     if page != RUN_DETAILS:
-        actions.page_link(page.path, label=f"Open {page.title}", query_params={"run": run.id})
+        page_link(page, f"Open {page.title}", into=actions, query_params={"run": run.id})
     if allowed("train") and actions.button("Re-run with the same settings"):
         try:
             again = rerun(get_store(), run)
@@ -45,19 +45,18 @@ def details() -> None:
             st.error(md(error))
         else:
             st.toast(md(f"Queued {run_name(again)}"))
-    if is_active(run) and allowed("cancel") and actions.button("Cancel this run"):
-        jobs.cancel(run)
-        st.toast("Cancelling; what it recorded so far is kept.")
+    if is_active(run) and allowed("cancel"):
+        cancel_with_confirmation(actions, run, "cancel-run")
     if allowed("train") and status.get("state") == "done":
-        actions.page_link(CHECKUP.path, label="Check up this run's federation", query_params={"run": run.id},
-                          icon=CHECKUP.icon)
+        page_link(CHECKUP, "Check up this run's federation", into=actions, query_params={"run": run.id},
+                  icon=CHECKUP.icon)
     if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:
             with st.expander("Worker output (last lines)"):
                 st.code(log)
     st.subheader("Scores at the last evaluated round")
-    final = final_site_metrics(run)
+    final = final_site_metrics(run).rename(columns=METRIC_LABELS)  # the scores' names, not their keys
     st.dataframe(final.style.format("{:.3f}", subset=final.columns[1:], na_rep="–"), hide_index=True,
                  width="stretch")
     metrics = site_metrics(run)

@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, dashboard_setting, get_store, identity_editor, is_active,
-                              save_dashboard_setting, settle_when_finished, show_damage)
+from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, cancel_with_confirmation, dashboard_setting, get_store,
+                              identity_editor, is_active, page_link, save_dashboard_setting, settle_when_finished,
+                              show_damage)
 from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
 from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
@@ -27,8 +28,8 @@ st.markdown(
     "flipped label — quietly damage that model. This dashboard trains federated models and shows "
     "**where** such differences are: which site, which feature, how large."
 )
-st.page_link(CHECKUP.path, label="**Which site has which problem?** The site check-up reads every lens and says so, "
-                               "with calibrated evidence", icon=CHECKUP.icon)
+page_link(CHECKUP, "**Which site has which problem?** The site check-up reads every lens and says so, "
+                   "with calibrated evidence", icon=CHECKUP.icon)
 
 if allowed("train"):
     with st.container(border=True):
@@ -161,10 +162,8 @@ def run_actions(run) -> None:
         with bar.popover("Name and tags"):
             identity_editor(run, key=f"identity-{run.id}")
     if is_active(run):
-        if allowed("cancel") and bar.button("Cancel", key="cancel"):
-            jobs.cancel(run)
-            st.toast(md(f"Cancelling {run_name(run)}; what it recorded so far is kept."))
-            st.rerun()
+        if allowed("cancel"):
+            cancel_with_confirmation(bar, run, "cancel")
     elif allowed("delete"):
         with bar.popover("Delete"):
             st.markdown(f"Delete run **{md(run_name(run))}** ({md(run.id)}) and everything it recorded?")

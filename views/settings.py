@@ -4,6 +4,7 @@ and which folders it may read data from. Read-only: they are set where the READM
 import pandas as pd
 import streamlit as st
 
+from dashboard import sessions
 from dashboard.auth import DEFAULT_GROUPS_CLAIM, PERMISSIONS, ROLES, current_access, providers, read_secrets, require
 from dashboard.data_roots import data_roots, upload_folder
 from dashboard.safe_text import md
@@ -25,7 +26,9 @@ else:
     rows = [{"provider": name, "metadata": (auth if name == "default" else auth[name]).get("server_metadata_url"),
              "client id": (auth if name == "default" else auth[name]).get("client_id")} for name in providers(auth)]
     st.markdown(f"Served on {md(address)}; signed in as **{md(access.who)}** ({access.role}). The app returns "
-                f"from the provider to {md(auth.get('redirect_uri'))}.")
+                f"from the provider to {md(auth.get('redirect_uri'))}. A sign-in lasts "
+                f"{sessions.max_hours(secrets):g} hours ([sessions] max_hours); signing out ends it in every tab and "
+                "browser.")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 st.subheader("Roles")

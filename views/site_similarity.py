@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import download_csv, live, pick_run_or_explain
+from dashboard.common import download_csv, live, no_rounds_yet, pick_run_or_explain
 from dashboard.lenses import similarity_view
 from dashboard.registry import LENSES, TRAIN
 from fedcore.records import SiteSimilarity
@@ -29,6 +29,9 @@ run = pick_run_or_explain(LENSES[SiteSimilarity.kind], TRAIN, "Train FedHealth2"
 def lens() -> None:
     rounds = run.array_rounds()
     view = similarity_view(run, rounds[-1], clustered=st.session_state.get("clustered", True)) if rounds else None
+    if not rounds:
+        no_rounds_yet(run)
+        return
     if view is None:
         variant = run.spec["params"]["variant"]
         st.info("The similarity is not computed yet" + (

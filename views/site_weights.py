@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import download_csv, live, pick_run_or_explain, site_colors_of
+from dashboard.common import download_csv, live, no_rounds_yet, pick_run_or_explain, site_colors_of
 from dashboard.figures import class_lines, site_lines
 from dashboard.lenses import weights_view
 from dashboard.registry import LENSES, TRAIN
@@ -25,7 +25,7 @@ run = pick_run_or_explain(LENSES[SiteWeights.kind], TRAIN, "Train AdaFed")
 def lens() -> None:
     view = weights_view(run)
     if view.shares.empty:
-        st.info("Waiting for the first evaluated round…")
+        no_rounds_yet(run)
         return
     params = run.spec["params"]
     st.markdown(f"Weight rule: **{params['weight_rule']}** · server test set: **{params['server_test']}** · "

@@ -5,7 +5,7 @@ from dataclasses import fields
 import streamlit as st
 
 from dashboard.auth import require
-from dashboard.common import chosen_data, get_store, is_active, settle_when_finished, show_progress
+from dashboard.common import chosen_data, get_store, is_active, page_link, settle_when_finished, show_progress
 from dashboard.lenses import LAYER_GUIDE
 from dashboard.registry import DATA, page_of
 from dashboard.forms import field_input, params_inputs
@@ -32,7 +32,7 @@ if where == "here":
     data = chosen_data()
     left, right = st.columns([3, 1])
     left.markdown(f"**Data:** {md(data.get('label') or data_label(data['ref']))}")
-    right.page_link(DATA.path, label="Change the data", icon=DATA.icon)
+    page_link(DATA, "Change the data", into=right, icon=DATA.icon)
     images = data_kind(data["ref"]) == "image"
     kind = "image" if images else "table"
     offered = [name for name, cls in REGISTRY.items() if kind in cls.inputs]
@@ -122,7 +122,7 @@ def launched_progress() -> None:
         st.markdown(f"**{md(run_label(run))}**")
         show_progress(run)
         page = page_of(run)
-        st.page_link(page.path, label=f"Open {page.title} →", query_params={"run": run.id})
+        page_link(page, f"Open {page.title} →", query_params={"run": run.id})
 
 
 if launched:

@@ -97,11 +97,14 @@ def _init_worker() -> None:
 
 
 def run_tasks(part: str, tasks: Iterable[dict], worker: Callable[[dict], Any], jobs: int, fresh: bool = False,
-              ) -> dict[str, Any]:
+              reuse: Callable[[dict, Any], bool] | None = None) -> dict[str, Any]:
     """Results of every task (cached ones read back, the others computed in `jobs` processes and
-    saved as each finishes); returns {task_key: result}."""
+    saved as each finishes); returns {task_key: result}. `reuse(task, cached)`: whether a cached
+    result still holds (False: computed again, e.g. when the code it measured has changed)."""
     results = {} if fresh else load_results(part)
     tasks = list(tasks)
+    if reuse is not None:
+        results = {key: value for key, value in results.items() if reuse(json.loads(key), value)}
     todo = sorted((t for t in tasks if task_key(t) not in results),
                   key=lambda t: DATASET_COST.get(t.get("dataset", t.get("data")), 0))
     print(f"[{part}] {len(tasks) - len(todo)} of {len(tasks)} tasks cached, {len(todo)} to run", file=sys.stderr)

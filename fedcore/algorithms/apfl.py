@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, check_bounds, param
+from fedcore.algorithms.base import Algorithm, FedAvgParams, Records, param
 from fedcore.records import Mixture
 
 
@@ -20,9 +20,6 @@ from fedcore.records import Mixture
 class APFLParams(FedAvgParams):
     alpha: float = param(0.5, "Initial weight alpha of the personal model in the mixture.", bounds=(0.0, 1.0))
     adapt_alpha: bool = param(True, "Learn alpha per site by gradient descent; False keeps it fixed.")
-
-    def __post_init__(self) -> None:
-        check_bounds(self, "APFL")
 
 
 def mixture(alpha: torch.Tensor, personal: dict[str, torch.Tensor], shared: dict[str, torch.Tensor],

@@ -20,7 +20,7 @@ with which tensors it predicts), as APFL does, or it trains site by site.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,27 +29,12 @@ from torch import nn
 
 from fedcore import records
 from fedcore.algorithms.context import Context, Need, ServerContext
+from fedcore.config import check_params, param, value_problem
 from fedcore.errors import SpecError
 
 # Hooks of the sites' local training: what decides which executors can train an algorithm.
 TRAINING_HOOKS = ("loss", "penalty", "batched_loss", "local_optimizer", "class_weights", "batched_template",
                   "prediction_state")
-
-
-def param(default: Any, help: str, choices: tuple[Any, ...] | None = None,
-          bounds: tuple[float, float] | None = None) -> Any:
-    """A documented algorithm parameter (the CLI and the dashboard read `help`, `choices`, and
-    `bounds`: the closed range (low, high) a number must lie in, checked on construction)."""
-    return field(default=default, metadata={"help": help, "choices": choices, "bounds": bounds})
-
-
-def check_bounds(params: Any, title: str) -> None:
-    """SpecError naming the first parameter outside its declared bounds."""
-    for f in fields(params):
-        bounds = f.metadata.get("bounds")
-        value = getattr(params, f.name)
-        if bounds and not bounds[0] <= value <= bounds[1]:
-            raise SpecError(f"{title}: {f.name} must be in [{bounds[0]:g}, {bounds[1]:g}], not {value}.")
 
 
 @dataclass
@@ -100,6 +85,7 @@ class Algorithm:
 
     def __init__(self, params: Any = None) -> None:
         self.params = params if params is not None else self.Params()
+        check_params(self.params, self.title)  # however they were made: declared types and bounds hold
 
     def needs(self) -> frozenset[Need]:
         """What the server side reads beyond the sites' models, with these parameters."""
@@ -216,9 +202,9 @@ def params_from_dict(algorithm: type[Algorithm], values: dict[str, Any]) -> Any:
             f"{algorithm.title} has no parameter {', '.join(unknown)}; its parameters: {listed}."
         )
     for key, value in values.items():
-        choices = known[key].metadata.get("choices")
-        if choices and value not in choices:
-            raise SpecError(f"{algorithm.title}: {key} must be one of {list(choices)}, not {value!r}.")
+        problem = value_problem(known[key], value)
+        if problem:
+            raise SpecError(f"{algorithm.title}: {problem}")
     return algorithm.Params(**values)
 
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedcore.algorithms.base import Algorithm, Records, check_bounds, param
+from fedcore.algorithms.base import Algorithm, Records, param
 from fedcore.algorithms.context import Need
 from fedcore.records import SiteSimilarity
 from fedcore.algorithms.fedbn import is_batch_norm
@@ -53,7 +53,6 @@ class FedHealth2Params:
     warmup_rounds: int = param(10, "f-variant: FedBN rounds before the statistics are taken.")
 
     def __post_init__(self) -> None:
-        check_bounds(self, "FedHealth2")
         if not 0 < self.server_share < 1:
             raise SpecError(f"FedHealth2: server_share must be in (0, 1), not {self.server_share}.")
         if self.warmup_rounds < 1 or self.pretrain_epochs < 1 or self.pretrain_batch_size < 2:

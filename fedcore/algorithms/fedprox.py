@@ -10,7 +10,8 @@ from fedcore.algorithms.base import Algorithm, FedAvgParams, param
 
 @dataclass
 class FedProxParams(FedAvgParams):
-    mu: float = param(0.01, "Strength mu of the proximal term (mu / 2) * ||w - w_received||^2.")
+    mu: float = param(0.01, "Strength mu of the proximal term (mu / 2) * ||w - w_received||^2.",
+                     bounds=(0.0, None))
 
 
 class FedProx(Algorithm):

@@ -5,9 +5,9 @@
     python -m fedcore run -a ifedavg --data csv:site_a.csv,site_b.csv --target outcome --rounds 100
     python -m fedcore inspect --data heart:../shared/data/heart_disease/canonical
     python -m fedcore inspect --data csv:a.csv,b.csv,target=outcome --draft-dictionary study.dictionary.json
-    python -m fedcore checkup --data demo [--train] [--json]
+    python -m fedcore checkup --data demo [--train] [--json] [--html checkup.html]
     python -m fedcore list
-    python -m fedcore show RUN_ID [--json]
+    python -m fedcore show RUN_ID [--json] [--html run.html]
     python -m fedcore algorithms
 
 Exit codes: 0 done, 1 the run failed, 2 bad input (spec, data, run id), 130 cancelled.
@@ -18,31 +18,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from data_adapters import describe_reference, draft_dictionary, inspect_data, normalize_reference, reference_dict
 from data_adapters.dictionary import dictionary_bytes
 from fedcore.algorithms import REGISTRY
-from fedcore.checkup import plans
+from fedcore.checkup import Plan, plans
 from fedcore.checkup_jobs import start_checkup
 from fedcore.cli import parser as arguments
 from fedcore.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
 from fedcore.cli.specs import data_reference, raw_specs
 from fedcore.errors import Cancelled, FedcoreError, TrainingError, cancel_on_sigterm
 from fedcore.runner import execute, resolve_spec
-from fedcore.store import RunStore, atomic_write_bytes
+from fedcore.store import Run, RunStore, atomic_write_bytes
 from fedcore.text import table as text_table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 1, 2, 130
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CANCELLED", "EXIT_FAILED", "main", "run_report"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CANCELLED", "EXIT_FAILED", "HtmlReports", "main", "run_report"]
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class HtmlReports:
+    """Self-contained HTML reports, of a run and of a check-up: the dashboard's, which
+    `python -m fedcore` hands in (this layer does not import the dashboard)."""
+
+    run: Callable[[Run], str]
+    checkup: Callable[[Plan, RunStore], str]
+
+
+def main(argv: list[str] | None = None, reports: Callable[[], HtmlReports] | None = None) -> int:
+    """Run one command; `reports` makes the HTML reports `--html` writes (None: `--html` says how to
+    get them)."""
     parser = arguments.build({"run": _cmd_run, "inspect": _cmd_inspect, "checkup": _cmd_checkup, "list": _cmd_list,
                               "show": _cmd_show, "algorithms": _cmd_algorithms})
     args = parser.parse_args(argv)
+    args.reports = reports
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
@@ -135,7 +148,20 @@ def _cmd_checkup(args: argparse.Namespace) -> int:
         print(result.to_text())
         print(f"\nCheck-up {plan.id}" + ("" if args.train or args.checkup_id else
                                           " (data lens only: --train adds the model lenses)"))
+    if args.html:
+        write_html(args, lambda reports: reports.checkup(plan, store))
     return 0
+
+
+def write_html(args: argparse.Namespace, make: Callable[[HtmlReports], str]) -> None:
+    """The HTML report `make` builds, written to `args.html` (atomically: a reader never sees half)."""
+    if args.reports is None:
+        raise FedcoreError("--html needs the dashboard's reports: run the command as `python -m fedcore ...`.")
+    path = Path(args.html)
+    if path.is_dir():
+        raise FedcoreError(f"--html {path}: that is a folder; name the file to write, e.g. {path / 'report.html'}.")
+    atomic_write_bytes(path, make(args.reports()).encode("utf-8"))
+    print(f"Wrote the HTML report {path} (self-contained: it opens offline).", file=sys.stderr)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -169,6 +195,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(format_report(run, report))
+    if args.html:
+        write_html(args, lambda reports: reports.run(run))
     return 0
 
 
@@ -178,7 +206,7 @@ def _cmd_algorithms(args: argparse.Namespace) -> int:
         for f in fields(cls.Params):
             choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
             extra = f" (one of {', '.join(map(str, choices))})" if choices else ""
-            extra += f" (from {bounds[0]:g} to {bounds[1]:g})" if bounds else ""
+            extra += f" ({range_text(bounds)})" if bounds else ""
             print(f"    --{f.name.replace('_', '-'):22s} default {f.default!r}{extra}: {f.metadata.get('help', '')}")
         if cls.config_defaults:
             print(f"    engine defaults for this algorithm: {cls.config_defaults}")

@@ -69,6 +69,8 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     checkup.add_argument("--replicates", type=int, default=3, help="iFedAvg runs on other seeds (default 3).")
     checkup.add_argument("--rounds", type=int, default=300, help="Rounds of each model lens's run (default 300).")
     checkup.add_argument("--json", action="store_true", help="The findings as JSON.")
+    checkup.add_argument("--html", metavar="FILE", help="Also write the check-up's self-contained HTML report (the "
+                                                       "page's grid, findings and the data behind each) to FILE.")
     _add_data_flags(checkup)
     checkup.set_defaults(handler=handlers["checkup"])
 
@@ -79,6 +81,7 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     show = commands.add_parser("show", parents=[common], help="One run's status, scores and records.")
     show.add_argument("run", help="Run id (or a unique prefix of it).")
     show.add_argument("--json", action="store_true", help="Machine-readable summary.")
+    show.add_argument("--html", metavar="FILE", help="Also write the run's self-contained HTML report to FILE.")
     show.set_defaults(handler=handlers["show"])
 
     algorithms = commands.add_parser("algorithms", help="Algorithms and their parameters.")

@@ -12,6 +12,7 @@ from typing import Any
 from data_adapters import reference_dict
 from fedcore.algorithms import REGISTRY, get_algorithm
 from fedcore.config import TrainConfig
+from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.errors import FedcoreError
 
 DATA_FLAGS = ("target", "dictionary", "name", "site_column", "site_names", "exclude", "kinds", "missing_indicators",
@@ -71,11 +72,15 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         raise FedcoreError(f"Spec file '{path}' does not exist.") from None
     except UnicodeDecodeError:
         raise FedcoreError(f"Spec file '{path}' is not UTF-8 text.") from None
+    kind = "TOML" if file.suffix == ".toml" else "JSON"
     try:
-        spec = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+        spec = tomllib.loads(text) if kind == "TOML" else bounded_json(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
-        kind = "TOML" if file.suffix == ".toml" else "JSON"
         raise FedcoreError(f"Spec file '{path}' is not valid {kind}: {error}.") from None
+    except JsonLimit as error:
+        raise FedcoreError(f"Spec file '{path}' {error}: not a spec.") from None
+    except (RecursionError, ValueError) as error:  # TOML nested too deep, or an integer of thousands of digits
+        raise FedcoreError(f"Spec file '{path}' cannot be read as a spec ({type(error).__name__}).") from None
     if not isinstance(spec, dict):
         raise FedcoreError(f"Spec file '{path}' must hold an object with algorithm, data, params, config.")
     return spec

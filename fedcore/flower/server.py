@@ -153,10 +153,14 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
     replies = sites.exchange(nodes, contents, protocol.PROFILE_QUERY, 0, timeout)
     if not replies or any(protocol.PROFILE not in reply for reply in replies):
         return None
-    meta = protocol.read_json(replies[0][protocol.SITE])
+    metas = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
+    meta = metas[0]
     per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
+    # what each site says it withheld, and why (a statistic it did not send is NaN, NOT_RECORDED)
+    withheld = {node.name: {name: reason for reasons in (m.get("withheld") or {}).values() for name, reason in
+                            reasons.items()} for node, m in zip(nodes, metas)}
     return Profile.of_sites(per_site, [node.name for node in nodes], meta["features"], meta["kinds"], meta["columns"],
-                            meta["classes"], meta.get("units"))
+                            meta["classes"], meta.get("units"), withheld)
 
 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,

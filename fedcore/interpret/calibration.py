@@ -31,6 +31,8 @@ controlling the expected share of false findings among those reported.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import special, stats
 
@@ -68,30 +70,39 @@ def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
     return float(d0), float(np.exp(np.mean(e) + special.digamma(d0 / 2) - np.log(d0 / 2)))
 
 
-def leave_one_out(values: np.ndarray, moderate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix: every cell's deviation from the other sites' mean, its
     predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
     lacks) are left out of the others' statistics and get NaN.
 
     Two passes: a cell that stands out beyond doubt in the first (p < OUTLIER_P) is left out of
     the *other* sites' references in the second, so that one broken site does not make the others
-    look shifted against it (with 4 sites, one of the 3 values each other site is compared with)."""
+    look shifted against it (with 4 sites, one of the 3 values each other site is compared with).
+
+    `own_variance` (same shape): each cell's own sampling variance, where the statistic is an
+    estimate from the site's rows whose precision is known (a share's logit): added to the
+    predictive variance, so that sites that happen to tie (no site has a far-out value) do not
+    make a single count at one site infinitely significant."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
-    first = _leave_one_out(t, moderate, np.zeros(t.shape, dtype=bool))
+    own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
+    first = _leave_one_out(t, moderate, np.zeros(t.shape, dtype=bool), own)
     outliers = first[2] < OUTLIER_P
     if not outliers.any():
         return first
-    deviation, score, p = _leave_one_out(t, moderate, outliers)
+    deviation, score, p = _leave_one_out(t, moderate, outliers, own)
     # an outlier itself keeps its first-pass statistics (its reference never held it anyway)
     return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score), np.where(outliers, first[2], p))
 
 
 OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the other sites' references
+ROUNDING = 1e-9  # relative size below which a difference of sums is rounding, not a difference
 
 
-def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One pass of `leave_one_out`; `excluded` cells count in no other site's reference."""
     n_sites, n_items = t.shape
     present = ~np.isnan(t)
@@ -104,12 +115,17 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray) -> tuple
         mean = (total[None, :] - np.where(reference, t, 0.0)) / others
         centred = (squares[None, :] - np.where(reference, t * t, 0.0)) - others * mean**2
         variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
+        # sums of squares leave rounding where values tie: ties are no deviation and no variance
+        variance = np.where(variance <= ROUNDING * mean**2, 0.0, variance)
     deviation = t - mean
+    deviation = np.where(np.abs(deviation) <= ROUNDING * (np.abs(t) + np.abs(mean)), 0.0, deviation)
     df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
     d0, s0 = (0.0, 0.0)
     if moderate:
         kept = np.where(reference, t, np.nan)
-        full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
+        with warnings.catch_warnings():  # an item held by one site only: NaN is its answer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
         d0, s0 = fit_prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
         if not np.isfinite(s0):
             d0 = 0.0
@@ -121,8 +137,8 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray) -> tuple
             total_df = d0 + np.maximum(df, 0)
         else:
             moderated, total_df = variance, df
-        score = deviation / np.sqrt(moderated * (1 + 1 / others))
-        usable = present & (others >= 1) & (total_df > 0) & (moderated > 0)
+        score = np.where(deviation == 0, 0.0, deviation / np.sqrt(moderated * (1 + 1 / others) + own))
+        usable = present & (others >= 1) & (total_df > 0) & ((moderated + own > 0) | (deviation == 0))
         score = np.where(usable, score, np.nan)
         p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
     return deviation, score, p

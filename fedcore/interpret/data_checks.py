@@ -1,52 +1,36 @@
 """The check-up's data lens: every site's profile (`profile.Profile`, original units) against the
-other sites', check by check. Each check states its statistic, its null and what makes a finding
-material (large enough to matter, whatever the p-value):
+other sites', check by check. Each check is declared once in `checks.CHECKS` (kind, title, family,
+statistic, null, what makes it material and its limits, the statistics it needs, what one cell is)
+and computed here by the `Checks` method its declaration names; `check_profile` runs them in the
+registry's order. The declarations are the specification (the README's check table is made from
+them); what follows is how the statistics are built.
 
-location       per continuous feature, the site's median in units of the feature's within-site SD
-               (the median over sites of each site's robust SD: the mean of the
-               normal-scaled widths of its central 50, 60, 70 and 80 %), leave-one-out predictive t
-               with variances moderated across features (`calibration.leave_one_out`); material
-               when it lies 0.25 SD or more from the others' mean.
-spread         the log of the site's robust SD, the same way; material when the ratio to the
-               others' is at least 1.25 (or at most 0.8).
-unit           where location or spread is material: a conversion of the catalogue
-               (`units.match_conversion`) that maps the site's quantiles onto the others' mean
-               quantiles; its p is the smaller of the two (Bonferroni, × 2). Failing that,
-swapped_columns the site's values of this feature look like the others' of another feature and
-               its values of that feature like the others' of this one.
-shape          two summaries of a distribution's shape that location and spread leave out, from the
-               quantiles: its skew (Bowley's, (q75 + q25 - 2 q50) / (q75 - q25)) and the weight of
-               its tails (log of (q95 - q05) / (q75 - q25)); leave-one-out t on each, moderated
-               across features; material when the skew differs by 0.15 or the tail ratio by a
-               factor 1.3 (a skewed, capped, rounded or two-humped site where the others are not).
-missing_code   a usual missing-value code (0, -1, 9, 99, 999, ...) taking 2 % or more of a
-               continuous feature's values at the site (5 or more), lying outside every other
-               site's 1-99 % range; p: binomial, the site's count against the others' rate of it
-               (at least half a value in all their rows).
-missingness    the logit of the site's missing share, leave-one-out t moderated across features
-               (one-sided, more missing); material from 5 percentage points and twice the odds.
-missing_by_class the spread over classes of the logit of the missing share within the site,
-               leave-one-out t (one-sided, larger); material when the classes' missing shares
-               differ by 20 percentage points or more.
-category_codes the share of a categorical column's rows at the site in categories no other site
-               uses; binomial against half a row in all the others' rows; material from 5 %.
-label_relation per feature, the site's class means in within-class SDs (two classes: the
-               standardised difference, last class minus first; more: projected on the direction
-               the other sites' class means show); leave-one-out t, two-sided; material from a
-               difference of 0.3 that reverses the others' relation (where theirs is 0.2 or more)
-               or leaves less than a third of it (a stronger relation is no incompatibility).
-labels_permuted for the site as a whole: over the features the others show related to the label
-               (|standardised difference| ≥ 0.2), how often renaming the site's classes (the best
-               permutation; two classes: swapping them) fits the others better than its own
-               labels; binomial against 1/2, × the number of permutations tried; material when
-               3 or more features and three quarters of them say so.
-labels_weak    how strongly the site's features relate to its labels relative to the others'
-               (median ratio over those features), leave-one-out t over sites, one-sided (weaker);
-               material when below one half.
+Scales. A continuous feature's yardstick is its within-site SD: the median over sites of each
+site's robust SD (the mean of the normal-scaled widths of its central 50, 60, 70 and 80 %: as
+robust as the IQR to 10 % wild values on either side, about twice as efficient). Positions are
+medians in that yardstick, spreads are logs of robust SDs, shares are counts.
 
-The profile's correlations are not a check of their own: sites differ in how their features vary
-together for reasons no one would call an error (HAR's subjects move differently), and what an
-export error does to them (swapped columns) the location and spread checks see first.
+Three nulls serve every check (`calibration`): the leave-one-out predictive t over sites with
+variances moderated across features (location, spread, shape, distribution, correlation, relation
+to the label, label strength, class balance); the over-dispersed binomial of a count against the
+other sites' pooled rate, the dispersion (how much more sites differ than binomial sampling makes
+them) estimated from every site and item at once as the median squared Pearson residual over that
+of χ²₁ (missingness, constant columns, point masses, implausible values, duplicated rows); exact
+binomials where a count meets a rate no site should have (missing codes, unknown categories,
+renamed labels).
+
+Explanations. Where the location or spread of a feature differs materially with p < 0.01, a
+conversion of the catalogue (`units.match_conversion`) is tried on the site's quantiles against the
+others' mean quantiles; failing that, a pair of columns whose values fit the others' of each other
+(swapped); failing that, a clean factor. Where no site-level conversion names a column, pairs of
+sites whose medians and spreads differ by one catalogue factor are named without a culprit
+(`unit_pair`: the only unit check with two sites).
+
+Cells. A categorical column's one-hot parts are one cell of the checks that look at every feature
+(missingness, its relation to the label, a constant column): one finding per source column. A cell
+whose statistics are NaN (a site withheld them, `Profile.withheld`; no values; too few rows) or
+whose statistic cannot be formed (a column without spread has no log SD) is *not testable* with
+its reason; with fewer sites than a check needs, every site's cell of it is.
 """
 
 from __future__ import annotations
@@ -54,59 +38,235 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from fedcore.interpret import checks
 from fedcore.interpret.calibration import leave_one_out, one_sided
+from fedcore.glossary import plain
+from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
-from fedcore.interpret.units import discrepancy, match_conversion
+from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
+from fedcore.interpret.units import Match, column_factors, discrepancy, fits_between, match_conversion
 
-LENS = "data profile"
+LENS = checks.DATA
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
-# The robust SD averages the normal-scaled widths of the central 50 %, 60 %, 70 % and 80 %: as robust
-# as the interquartile range to up to 10 % of wild values on either side, and about twice as efficient
-# (on the demo's clean sites the IQR alone put one site's SD 20 % below the others' by chance).
+Q05, Q95, Q99 = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.05, 0.95, 0.99))
 CENTRAL = [(int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]), int(np.flatnonzero(np.isclose(PROBABILITIES, 1 - p))[0]),
             2 * NormalDist().inv_cdf(1 - p)) for p in (0.10, 0.15, 0.20, 0.25)]
-MIN_SHIFT, MIN_SPREAD_RATIO, MIN_SKEW, MIN_TAIL_RATIO = 0.25, 1.25, 0.15, 1.3
-MIN_CODE_SHARE, MIN_CODE_COUNT = 0.02, 5
-MIN_MISSING, MIN_CLASS_MISSING_GAP = 0.05, 0.2
-MIN_CATEGORY_SHARE, MIN_RELATION_GAP, INFORMATIVE = 0.05, 0.3, 0.2
 CHI2_1_MEDIAN = float(stats.chi2.median(1))
-MIN_DISTINCT_QUANTILES = 5  # a discrete feature's step-shaped quantiles say nothing about units
-EXPLAIN_BELOW = 0.01  # p-value under which a shifted or wider feature is tried against conversions and other columns
 MAX_PERMUTED_CLASSES = 6  # 720 orders; beyond, only swaps of two classes are tried
+IQR_TO_SD = 1.349  # the IQR of a normal distribution in SDs
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of the mean (normal)
+COULD_NOT = "the other sites' statistics needed to compare it are missing or withheld"
 
 
 def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """[sites, features] robust SD from quantiles [sites, PROBABILITIES, features]: the mean of the
-    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0."""
+    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0 (NaN
+    where the quantiles are: withheld or no values)."""
     central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
-    return np.where(central_sd > 0, central_sd, sd)
+    return np.where(central_sd > 0, central_sd, np.where(central_sd == 0, sd, np.nan))  # no quantiles: no SD
 
 
 def check_profile(profile: Profile) -> list[Finding]:
-    """Every check's findings (not yet decided: `findings.decide` sets q-values)."""
-    checks = Checks(profile)
-    return [*checks.values(), *checks.missing_codes(), *checks.missingness(), *checks.category_codes(),
-            *checks.label_relations(), *checks.labels()]
+    """Every data check's findings, in the registry's order (not yet decided: `findings.decide`
+    sets q-values), with a *not testable* cell wherever a check could not be computed."""
+    lens = Checks(profile)
+    return [finding for check in checks.of_lens(LENS) for finding in lens.run(check)]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One cell's column of a check: a feature, or a categorical column's one-hot features."""
+
+    name: str | None  # None: the site as a whole
+    members: tuple[int, ...]
+
+
+def others_mean(values: np.ndarray) -> np.ndarray:
+    """Along axis 0 (sites): the mean of the other sites' finite values (NaN where none)."""
+    finite = np.isfinite(values)
+    filled = np.where(finite, values, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (filled.sum(0, keepdims=True) - filled) / (finite.sum(0, keepdims=True) - finite)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def others_median(values: np.ndarray) -> np.ndarray:
+    """Along axis 0 (sites): the median of the other sites' finite values (NaN where none), from
+    one sort: a site's own value is taken out of the order statistics it would have shifted."""
+    n = values.shape[0]
+    ordered = np.sort(values, axis=0)  # NaN last
+    count = np.isfinite(values).sum(0, keepdims=True)  # finite values per cell
+    rank = np.argsort(np.argsort(values, axis=0, kind="stable"), axis=0, kind="stable")  # each site's place
+    own = np.isfinite(values)
+    k = count - own  # the other sites' finite values
+    low, high = (k - 1) // 2, k // 2  # median positions among the others' sorted values
+    outs = []
+    for position in (low, high):
+        shifted = position + (own & (position >= rank))  # past the site's own place: one further on
+        outs.append(np.take_along_axis(ordered, np.clip(shifted, 0, n - 1), axis=0))
+    return np.where(k > 0, (outs[0] + outs[1]) / 2, np.nan)
+
+
+def share_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, items] one-sided p-values of a share above the other sites' spread of it, and their
+    mean share: the leave-one-out t on the logit of each share ((count + 0.5) / (total - count +
+    0.5): defined at 0 and at every row), moderated across items, the site's own binomial variance
+    of its logit added to the prediction's. Where sites differ in a share for reasons of their own
+    (a sensor's shares at its floor, HAR's subjects), the others' spread says how much they do."""
+    count, total = np.asarray(count, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logit = np.where(total > 0, np.log((count + 0.5) / (total - count + 0.5)), np.nan)
+        share = np.where(total > 0, count / total, np.nan)
+        sampling = 1 / (count + 0.5) + 1 / (total - count + 0.5)  # the logit's binomial variance at the site
+    _, t, p2 = leave_one_out(logit, own_variance=np.where(np.isfinite(sampling), sampling, 0.0))
+    return one_sided(t, p2, +1), others_mean(share)
+
+
+def over_dispersed_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, items] one-sided p-values of counts above the other sites' pooled rate, and that rate.
+    Binomial with over-dispersion: the dispersion is the median squared Pearson residual of every
+    site and item over that of χ²₁ (at least 1), so sites that differ more than sampling makes them
+    widen the yardstick for all, and one broken site does not."""
+    count, total = np.asarray(count, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    finite = np.isfinite(count) & np.isfinite(total)
+    c, n = np.where(finite, count, 0.0), np.where(finite, total, 0.0)
+    rate = (c.sum(0, keepdims=True) - c + 0.5) / (n.sum(0, keepdims=True) - n + 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        residual = np.where(finite & (n > 0), (c - n * rate) / np.sqrt(n * rate * (1 - rate)), np.nan)
+    squares = residual[np.isfinite(residual)] ** 2
+    dispersion = max(1.0, float(np.median(squares)) / CHI2_1_MEDIAN) if squares.size else 1.0
+    return stats.norm.sf(residual / math.sqrt(dispersion)), rate
 
 
 class Checks:
+    """The data lens over one profile: a method per check of the registry (`checks.CHECKS`,
+    `function`), each yielding its findings; `run` adds the not-testable cells."""
+
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.sites = profile.sites
+        self.index = {site: i for i, site in enumerate(profile.sites)}
         self.n = len(profile.sites)
         self.continuous = profile.continuous
         self.robust_sd = robust_sd(profile.quantiles, profile.sd)  # [sites, features]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             positive = np.where(self.robust_sd > 0, self.robust_sd, np.nan)
-        self.yardstick = np.nanmedian(positive, axis=0) if self.n else np.array([])  # [features]
+            self.yardstick = np.nanmedian(positive, axis=0) if self.n else np.array([])  # [features]
 
+    # -- running a check ---------------------------------------------------------------------------
+    def run(self, check: Check) -> list[Finding]:
+        """The check's findings; every cell it could not test is one with its reason (p NaN)."""
+        if self.n < check.min_sites:
+            reason = f"needs at least {check.min_sites} sites to compare, this federation has {self.n}"
+            return [self.not_testable(check, site, None, reason) for site in self.sites]
+        unavailable = self._unavailable(check)
+        found = []
+        for finding in getattr(self, check.function)():
+            withheld = unavailable.get((finding.site, finding.feature))
+            if withheld or not finding.tested:  # a statistic it needs is missing, or NaN: say why
+                finding = self.not_testable(check, finding.site, finding.feature,
+                                            withheld or finding.untestable or COULD_NOT)
+            found.append(finding)
+        if unavailable:
+            covered = {(f.site, f.feature) for f in found}
+            found += [self.not_testable(check, site, item, reason) for (site, item), reason in unavailable.items()
+                      if (site, item) not in covered]
+        return found
+
+    def not_testable(self, check: Check, site: str, item: str | None, reason: str) -> Finding:
+        what = f"{site}'s {item}" if item is not None else site
+        return Finding(site, LENS, check.kind, item, f"{what}: '{check.title}' could not be tested ({reason})",
+                       float("nan"), material=False, untestable=reason)
+
+    def items(self, scope: str) -> list[Item]:
+        """The cells' columns of a scope (`checks.SCOPES`)."""
+        return self._items[scope]
+
+    @cached_property
+    def _items(self) -> dict[str, list[Item]]:
+        p = self.profile
+        by_column: dict[str, list[int]] = {}
+        for j, (kind, column) in enumerate(zip(p.kinds, p.columns)):
+            if kind == "categorical":
+                by_column.setdefault(column, []).append(j)
+        features: list[Item] = []
+        for j, (kind, column) in enumerate(zip(p.kinds, p.columns)):
+            if kind != "categorical":
+                features.append(Item(p.features[j], (j,)))
+            elif by_column[column][0] == j:
+                features.append(Item(column, tuple(by_column[column])))
+        return {"continuous": [Item(p.features[j], (j,)) for j in self.continuous], "feature": features,
+                "column": [Item(column, tuple(members)) for column, members in by_column.items()],
+                "site": [Item(None, ())]}
+
+    def _available(self, name: str) -> np.ndarray:
+        """[sites, features]: where statistic `name` is there (finite) at each site."""
+        return self._availability[name]
+
+    @cached_property
+    def _availability(self) -> dict[str, np.ndarray]:
+        out = {}
+        n_features = len(self.profile.features)
+        for name, (group, _) in STATISTICS.items():
+            finite = np.isfinite(self.profile.arrays[name].astype(np.float64))
+            if group == "site":
+                mask = np.repeat(finite.reshape(self.n, 1), n_features, axis=1)
+            elif group == "class":
+                mask = np.repeat(finite.reshape(self.n, -1).all(1, keepdims=True), n_features, axis=1)
+            elif group == "feature pairs":
+                mask = np.ones((self.n, n_features), dtype=bool)
+                mask[:, self.continuous] = finite.any(2) if finite.size else True
+            else:  # one feature, overall or per class: every entry of it
+                mask = finite.reshape(self.n, -1, n_features).all(1)
+            out[name] = mask
+        return out
+
+    def _unavailable(self, check: Check) -> dict[tuple[str, str | None], str]:
+        """(site, cell's column) -> why a statistic the check needs is missing there."""
+        if not check.needs:
+            return {}
+        available = np.logical_and.reduce([self._available(name) for name in check.needs])
+        out = {}
+        for item in self.items(check.scope):
+            if item.members:
+                missing = ~available[:, list(item.members)].all(1)
+            else:  # the site as a whole: over the features it has them for, untestable without any
+                missing = ~available.any(1)
+            members = list(item.members) or list(range(len(self.profile.features)))
+            for i in np.flatnonzero(missing):
+                out[(self.sites[i], item.name)] = self._reason(int(i), members, check.needs)
+        return out
+
+    def _reason(self, i: int, members: Sequence[int], needs: Sequence[str]) -> str:
+        site = self.sites[i]
+        for name in needs:
+            if self._available(name)[i, members].all():
+                continue
+            withheld = self.profile.withheld.get(site, {}).get(name)
+            if withheld:
+                return withheld
+            group = STATISTICS[name][0]
+            if group not in ("site", "class") and not (self.profile.observed[i, members] > 0).any():
+                return "no values of it at this site"
+            if group == "feature × class":
+                empty = [c for k, c in enumerate(self.profile.classes)
+                         if not (self.profile.observed_by_class[i, k, members] > 1).all()]
+                if empty:
+                    return f"too few values of it in class {', '.join(map(repr, empty))} at this site"
+            return "too few values at this site to compute it"
+        return COULD_NOT
+
+    # -- words ----------------------------------------------------------------------------------
     def unit(self, j: int) -> str:
         return self.profile.units.get(self.profile.features[j], "")
 
@@ -114,249 +274,501 @@ class Checks:
         unit = self.unit(j)
         return f"{x:.4g}{' ' + unit if unit else ''}"
 
-    # -- location, spread, units, shape ---------------------------------------------------------
-    def values(self) -> Iterator[Finding]:
-        p, q = self.profile, self.profile.quantiles
+    # -- the values of continuous features -----------------------------------------------------
+    @cached_property
+    def others_quantiles(self) -> np.ndarray:
+        """[sites, probabilities, features]: the other sites' mean quantiles."""
+        return others_mean(self.profile.quantiles)
+
+    @cached_property
+    def _values(self) -> dict[str, np.ndarray]:
+        """Location, spread and shape of every continuous feature, each site against the others."""
         cols = self.continuous
-        if not cols or self.n < 3:
-            return
+        q = self.profile.quantiles[:, :, cols]
         scale = self.yardstick[cols]
-        median = q[:, MEDIAN][:, cols]
-        location_dev, location_t, location_p = leave_one_out(median / scale)
-        log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
-        spread_dev, spread_t, spread_p = leave_one_out(log_sd)
-        other_quantiles = (q.sum(0, keepdims=True) - q) / (self.n - 1)  # [sites, probabilities, features]
-        skew, tails = self._shape(q[:, :, cols])
-        skew_dev, _, skew_p = leave_one_out(skew)
-        tail_dev, _, tail_p = leave_one_out(tails)
+        median = q[:, MEDIAN]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
+        skew, tails = _shape(q)
+        out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
+               "others_median": others_mean(median), "others_sd": np.exp(others_mean(log_sd)),
+               "others_skew": others_mean(skew)}
+        for name, values in (("location", median / scale), ("spread", log_sd), ("skew", skew), ("tail", tails)):
+            out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(values)
+        return out
+
+    def _evidence(self, i: int, c: int) -> dict[str, Any]:
+        """What a drill-down of site i's continuous feature c shows (shared by its findings)."""
+        memo = self.__dict__.setdefault("_evidence_memo", {})
+        if (i, c) not in memo:
+            v, j = self._values, self.continuous[c]
+            memo[(i, c)] = {"median": float(v["median"][i, c]), "others_median": float(v["others_median"][i, c]),
+                            "sd": float(self.robust_sd[i, j]), "others_sd": float(v["others_sd"][i, c]),
+                            "quantiles": self.profile.quantiles[i, :, j].tolist(),
+                            "others_quantiles": self.others_quantiles[i, :, j].tolist()}
+        return memo[(i, c)]
+
+    def location(self) -> Iterator[Finding]:
+        v, shift = self._values, limit("location", "shift")
         for i, site in enumerate(self.sites):
-            for c, j in enumerate(cols):
-                name = p.features[j]
-                others_median = float(np.nanmean(np.delete(median[:, c], i)))
-                shifted = abs(location_dev[i, c]) >= MIN_SHIFT
-                widened = abs(spread_dev[i, c]) >= math.log(MIN_SPREAD_RATIO)
-                evidence = {"median": float(median[i, c]), "others_median": others_median,
-                            "sd": float(self.robust_sd[i, j]), "others_sd": float(np.exp(np.nanmean(np.delete(log_sd[:, c], i)))),
-                            "quantiles": q[i, :, j].tolist(), "others_quantiles": other_quantiles[i, :, j].tolist()}
-                strong = min(np.nan_to_num(location_p[i, c], nan=1.0), np.nan_to_num(spread_p[i, c], nan=1.0)) < EXPLAIN_BELOW
-                if (shifted or widened) and strong:
-                    explained = self._explain(i, j, other_quantiles[i, :, j], scale[c])
-                    if explained is not None:
-                        kind, message = explained
-                        yield Finding(site, LENS, kind, name, message,
-                                      min(1.0, 2 * float(np.nanmin([location_p[i, c], spread_p[i, c]]))),
-                                      float(location_dev[i, c]), "within-site SDs", evidence=evidence)
+            for c, j in enumerate(self.continuous):
+                name, dev = self.profile.features[j], v["location_dev"][i, c]
                 yield Finding(site, LENS, "location", name,
-                              f"{site}'s {name}: median {self.value(j, median[i, c])} against "
-                              f"{self.value(j, others_median)} at the other sites "
-                              f"({location_dev[i, c]:+.2f} within-site SDs)",
-                              float(location_p[i, c]), float(location_dev[i, c]), "within-site SDs",
-                              evidence=evidence, material=bool(shifted))
-                ratio = math.exp(spread_dev[i, c]) if np.isfinite(spread_dev[i, c]) else float("nan")
+                              f"{site}'s {name}: median {self.value(j, v['median'][i, c])} against "
+                              f"{self.value(j, v['others_median'][i, c])} at the other sites, "
+                              f"{abs(dev):.2f} {plain('within-site SDs')} {'higher' if dev > 0 else 'lower'} "
+                              f"({dev:+.2f} within-site SDs)", float(v["location_p"][i, c]), float(dev),
+                              "within-site SDs", evidence=self._evidence(i, c), material=bool(abs(dev) >= shift))
+
+    def spread(self) -> Iterator[Finding]:
+        v, ratio_limit = self._values, limit("spread", "ratio")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                name, dev = self.profile.features[j], v["spread_dev"][i, c]
+                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
                 yield Finding(site, LENS, "spread", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much as at the other sites "
-                              f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, evidence['others_sd'])})",
-                              float(spread_p[i, c]), ratio, "SD ratio", evidence=evidence, material=bool(widened))
-                others_skew = float(np.nanmean(np.delete(skew[:, c], i)))
+                              f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, v['others_sd'][i, c])})",
+                              float(v["spread_p"][i, c]), ratio, "SD ratio", evidence=self._evidence(i, c),
+                              material=bool(abs(dev) >= math.log(ratio_limit)),
+                              untestable="" if self.robust_sd[i, j] != 0 else "its values do not vary at this site")
+
+    def shape(self) -> Iterator[Finding]:
+        v = self._values
+        skew_limit, tail_limit = limit("shape", "skew"), limit("shape", "tails")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                name, evidence = self.profile.features[j], self._evidence(i, c)
+                flat = "" if np.isfinite(v["skew"][i, c]) else "its middle half is one value at this site"
                 yield Finding(site, LENS, "shape", name,
-                              f"{site}'s {name} is skewed differently from the other sites' (skew {skew[i, c]:+.2f} "
-                              f"against {others_skew:+.2f}: capped, logged or mixed values?)",
-                              float(skew_p[i, c]), float(skew_dev[i, c]), "Bowley skew", evidence=evidence,
-                              material=bool(abs(skew_dev[i, c]) >= MIN_SKEW))
-                ratio = math.exp(tail_dev[i, c]) if np.isfinite(tail_dev[i, c]) else float("nan")
+                              f"{site}'s {name} is skewed differently from the other sites' (skew {v['skew'][i, c]:+.2f} "
+                              f"against {v['others_skew'][i, c]:+.2f}: capped, logged or mixed values?)",
+                              float(v["skew_p"][i, c]), float(v["skew_dev"][i, c]), "Bowley skew", evidence=evidence,
+                              material=bool(abs(v["skew_dev"][i, c]) >= skew_limit), untestable=flat)
+                dev = v["tail_dev"][i, c]
+                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
                 yield Finding(site, LENS, "shape", name,
                               f"{site}'s {name} has {'heavier' if ratio > 1 else 'lighter'} tails than the other "
                               f"sites' ({ratio:.2g} times their 5-95 % range for the same middle half: "
                               f"{'outliers or mixed units' if ratio > 1 else 'capped, binned or two groups'}?)",
-                              float(tail_p[i, c]), ratio, "tail ratio", evidence=evidence,
-                              material=bool(abs(tail_dev[i, c]) >= math.log(MIN_TAIL_RATIO)))
+                              float(v["tail_p"][i, c]), ratio, "tail ratio", evidence=evidence,
+                              material=bool(abs(dev) >= math.log(tail_limit)), untestable=flat)
 
-    def _explain(self, i: int, j: int, others: np.ndarray, scale: float) -> tuple[str, str] | None:
+    def distribution(self) -> Iterator[Finding]:
+        """The omnibus: how far the site's quantiles lie from the others' (median over sites:
+        another broken site does not move the reference), whatever the way."""
+        cols, q = self.continuous, self.profile.quantiles
+        reference = others_median(q[:, :, cols])
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            distance = np.nanmean(np.abs(q[:, :, cols] - reference), axis=1) / self.yardstick[cols]
+            log_distance = np.log(np.where(distance > 0, distance, np.nan))
+        dev, t, p2 = leave_one_out(log_distance)
+        p = one_sided(t, p2, +1)
+        typical = np.exp(others_mean(log_distance))
+        at_least = limit("distribution", "distance")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                name = self.profile.features[j]
+                yield Finding(site, LENS, "distribution", name,
+                              f"{site}'s {name} is distributed differently from the other sites' (its quantiles lie "
+                              f"{distance[i, c]:.2f} within-site SDs from theirs on average; the other sites lie "
+                              f"{typical[i, c]:.2f} from each other)", float(p[i, c]), float(distance[i, c]),
+                              "within-site SDs",
+                              evidence=self._evidence(i, c), material=bool(distance[i, c] >= at_least))
+
+    # -- explanations: units and swapped columns -------------------------------------------------
+    @cached_property
+    def _explanations(self) -> dict[tuple[int, int], tuple[str, str, Any]]:
+        """(site, continuous index) -> (kind, message, the conversion's match or the swap partner)
+        where a shifted or wider feature is explained."""
+        v = self._values
+        if self.n < 3:
+            return {}
+        shifted = np.abs(v["location_dev"]) >= limit("location", "shift")
+        widened = np.abs(v["spread_dev"]) >= math.log(limit("spread", "ratio"))
+        strong = np.fmin(v["location_p"], v["spread_p"]) < limit("unit", "tried")
+        out = {}
+        for i, c in zip(*np.nonzero((shifted | widened) & strong)):
+            explained = self._explain(int(i), self.continuous[c], v["scale"][c])
+            if explained is not None:
+                out[(int(i), int(c))] = explained
+        return out
+
+    def _explain(self, i: int, j: int, scale: float) -> tuple[str, str, Any] | None:
         """A unit conversion, else another column, that makes site i's values of feature j match
-        (for features whose quantiles are more than a few steps, at the site and the others)."""
+        (for features whose quantiles are more than a few steps, at the site and the others): the
+        kind, the message, and what its evidence adds (the conversion y = a·x + b and the units it
+        names; the other column)."""
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
-        site_q = p.quantiles[i, :, j]
-        if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q)) >= MIN_DISTINCT_QUANTILES
-                and len(np.unique(np.round(others, 12))) >= MIN_DISTINCT_QUANTILES):
+        site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
+        distinct = limit("unit", "distinct")
+        if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q)) >= distinct
+                and len(np.unique(np.round(others, 12))) >= distinct):
             return None
         match = match_conversion(name, site_q, others, scale)
         if match is not None and match.conversion is not None:
-            return "unit", match.describe(site, name)
+            return "unit", match.describe(site, name), match
         swapped = self._swapped_with(i, j)
         if swapped is not None:  # before an unexplained factor: swapped columns on other scales look like one
             return "swapped_columns", (f"{site}'s {name} and {p.features[swapped]} look swapped: each matches the "
-                                       f"other sites' values of the other column (a mislabelled export?)")
-        return ("unit", match.describe(site, name)) if match is not None else None
+                                       f"other sites' values of the other column (a mislabelled export?)"), swapped
+        return ("unit", match.describe(site, name), match) if match is not None else None
 
     def _swapped_with(self, i: int, j: int) -> int | None:
         """A continuous feature k such that site i's values of j look like the others' of k and its
         values of k like the others' of j (both ways: one-way look-alikes abound among features on
-        similar scales), each match at least 4 times closer than to its own column."""
-        p = self.profile
-        q = p.quantiles
-        others = (q.sum(0) - q[i]) / (self.n - 1)  # [probabilities, features]
-        for k in self.continuous:
-            if k == j or not (self.yardstick[k] > 0 and self.yardstick[j] > 0):
+        similar scales), each match at least IMPROVEMENT times closer than to its own column (the
+        discrepancies of `units.discrepancy`, for every k at once)."""
+        q, others, scale = self.profile.quantiles[i], self.others_quantiles[i], self.yardstick
+        fit, closer = limit("swapped_columns", "fit"), limit("swapped_columns", "closer")
+        k = np.array([k for k in self.continuous if k != j and scale[k] > 0], dtype=np.int64)
+        if not k.size or not scale[j] > 0:
+            return None
+        with np.errstate(invalid="ignore"):
+            j_as_k = np.median(np.abs(q[:, [j]] - others[:, k]), axis=0) / scale[k]
+            k_as_j = np.median(np.abs(q[:, k] - others[:, [j]]), axis=0) / scale[j]
+            j_as_j = float(np.median(np.abs(q[:, j] - others[:, j]))) / scale[j]
+            k_as_k = np.median(np.abs(q[:, k] - others[:, k]), axis=0) / scale[k]
+            both = ((j_as_k <= fit) & (j_as_j >= closer * np.maximum(j_as_k, 0.05))
+                    & (k_as_j <= fit) & (k_as_k >= closer * np.maximum(k_as_j, 0.05)))
+        found = np.flatnonzero(both)
+        return int(k[found[0]]) if found.size else None
+
+    def _explained(self, kind: str) -> Iterator[Finding]:
+        v = self._values
+        for (i, c), (found, message, detail) in sorted(self._explanations.items()):
+            if found != kind:
                 continue
-            pairs = ((j, k), (k, j))
-            if all(discrepancy(q[i, :, a], others[:, b], self.yardstick[b]) <= 0.25
-                   and discrepancy(q[i, :, a], others[:, a], self.yardstick[a])
-                   >= 4 * max(discrepancy(q[i, :, a], others[:, b], self.yardstick[b]), 0.05) for a, b in pairs):
-                return k
-        return None
+            j = self.continuous[c]
+            evidence = dict(self._evidence(i, c))
+            if kind == "unit":
+                conversion = detail.conversion
+                evidence.update(_conversion(detail), conversion=conversion.pair() if conversion else None,
+                                name=f"{conversion.pair()} ({conversion.formula()})" if conversion else None)
+            else:
+                evidence["other_feature"] = self.profile.features[detail]
+            yield Finding(self.sites[i], LENS, kind, self.profile.features[j], message,
+                          min(1.0, 2 * float(np.fmin(v["location_p"][i, c], v["spread_p"][i, c]))),
+                          float(v["location_dev"][i, c]), "within-site SDs", evidence=evidence)
 
-    @staticmethod
-    def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """[sites, features] Bowley skew and log tail ratio from quantiles [sites, probabilities, features]."""
-        low, median, high = q[:, LOWER], q[:, MEDIAN], q[:, UPPER]
-        q05, q95 = q[:, 1], q[:, -2]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            iqr = np.where(high - low > 0, high - low, np.nan)
-            skew = (high + low - 2 * median) / iqr
-            tails = np.log((q95 - q05) / iqr)
-        return skew, np.where(np.isfinite(tails), tails, np.nan)
+    def unit_conversions(self) -> Iterator[Finding]:
+        return self._explained("unit")
 
-    # -- missing values --------------------------------------------------------------------------
+    def swapped_columns(self) -> Iterator[Finding]:
+        return self._explained("swapped_columns")
+
+    def unit_pairs(self) -> Iterator[Finding]:
+        """Pairs of sites whose column differs by a catalogue factor, naming no culprit, for the
+        columns no site-level unit finding names (`units.fits_between`)."""
+        p, q = self.profile, self.profile.quantiles
+        named = {self.continuous[c] for (_, c), (kind, _, _) in self._explanations.items() if kind == "unit"}
+        fewest = limit("unit_pair", "values")
+        for j in self.continuous:
+            if j in named:
+                continue
+            median, iqr, count = q[:, MEDIAN, j], q[:, UPPER, j] - q[:, LOWER, j], p.observed[:, j]
+            with np.errstate(invalid="ignore"):
+                usable = np.flatnonzero((count >= fewest) & (q[:, Q05, j] >= 0) & (median > 0) & (iqr > 0))
+            if len(usable) < 2:
+                continue
+            name, factors = p.features[j], column_factors(p.features[j])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_se = MEDIAN_EFFICIENCY * (iqr / IQR_TO_SD) / (median * np.sqrt(count))
+            pairs: dict[int, list[dict[str, Any]]] = {}
+            for a, b in itertools.combinations(usable, 2):
+                fit = fits_between(median[a], iqr[a], int(count[a]), median[b], iqr[b], int(count[b]), factors)
+                if fit is None:
+                    continue
+                z = math.log(median[a] / median[b]) / math.hypot(log_se[a], log_se[b])
+                larger, smaller = (a, b) if median[a] >= median[b] else (b, a)
+                pair = {"column": name, "sites": [self.sites[larger], self.sites[smaller]],
+                        "medians": [round(float(median[larger]), 4), round(float(median[smaller]), 4)],
+                        "factor": round(fit[0], 3), "spread_factor": round(fit[1], 3), "conversions": fit[2],
+                        "p": float(2 * stats.norm.sf(abs(z)))}
+                pairs.setdefault(int(a), []).append(pair)
+                pairs.setdefault(int(b), []).append(pair)
+            for i, found in sorted(pairs.items()):
+                site = self.sites[i]
+                strongest = min(found, key=lambda pair: pair["p"])
+                (larger, smaller), others = strongest["sites"], [
+                    pair["sites"][1] if pair["sites"][0] == site else pair["sites"][0] for pair in found
+                    if pair is not strongest]
+                yield Finding(site, LENS, "unit_pair", name,
+                              f"values of {name} at {larger} are about {strongest['factor']:.3g} times those at "
+                              f"{smaller} (medians {strongest['medians'][0]:.4g} and {strongest['medians'][1]:.4g}, spreads "
+                              f"×{strongest['spread_factor']:.3g}), as a unit difference would make them "
+                              f"({'; '.join(strongest['conversions'])}?)"
+                              + (f"; {site} differs so from {', '.join(others)} too" if others else "")
+                              + ". The data cannot tell which site's unit is the intended one",
+                              min(1.0, strongest["p"] * (len(usable) - 1)), float(strongest["factor"]), "factor",
+                              evidence={"pairs": found})
+
+    # -- recording: constant columns, point masses, codes, categories, duplicates, far-out values --
+    def constant(self) -> Iterator[Finding]:
+        p = self.profile
+        items = self.items("feature")
+        share = np.full((self.n, len(items)), np.nan)
+        observed = np.zeros((self.n, len(items)))
+        for c, item in enumerate(items):
+            j = item.members[0]
+            if len(item.members) > 1 or p.kinds[j] == "categorical":  # a categorical column: its largest category
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    share[:, c] = np.nanmax(p.mean[:, list(item.members)], axis=1)
+            else:
+                share[:, c] = p.top_share[:, j]
+            observed[:, c] = p.observed[:, j]
+        p_more, rate = over_dispersed_excess(share * observed, observed)
+        others_share = others_median(share)
+        at_least, others_at_most, fewest = (limit("constant", k) for k in ("share", "others", "count"))
+        for i, site in enumerate(self.sites):
+            for c, item in enumerate(items):
+                if not np.isfinite(share[i, c]):
+                    continue
+                value, reading = self._constant_words(i, item, share[i, c])
+                yield Finding(site, LENS, "constant", item.name,
+                              f"{site}'s {item.name} {'is ' + value if value else 'has one value'} in "
+                              f"{share[i, c]:.0%} of its rows, where the other sites' most common value holds "
+                              f"{others_share[i, c]:.0%} of theirs: {reading}", float(p_more[i, c]),
+                              float(share[i, c]), "share at one value",
+                              evidence={"share": float(share[i, c]), "others_share": float(others_share[i, c]),
+                                        "value": value},
+                              material=bool(share[i, c] >= at_least and share[i, c] * observed[i, c] >= fewest
+                                            and others_share[i, c] <= others_at_most))
+
+    def _constant_words(self, i: int, item: Item, share: float) -> tuple[str, str]:
+        """Which value a (nearly) constant column holds, from statistics already shared (a
+        category's share; the median, once the value holds more than half the rows: '' where
+        neither says), and how it reads: 'not measured' for a usual missing-value code or a value
+        outside the other sites' 5-95 % ranges."""
+        p, j = self.profile, item.members[0]
+        if p.kinds[j] == "categorical":
+            top = int(np.nanargmax(p.mean[i, list(item.members)]))
+            category = Checks._category(p.features[item.members[top]], item.name or "")
+            return f"'{category}'", "not recorded, or a default?"
+        if p.kinds[j] != "continuous" or not (share > 0.5 and np.isfinite(p.quantiles[i, MEDIAN, j])):
+            return "", "not recorded, a default, or a dead sensor?"
+        value = float(p.quantiles[i, MEDIAN, j])
+        others = [k for k in range(self.n) if k != i]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, high = np.nanmin(p.quantiles[others, Q05, j]), np.nanmax(p.quantiles[others, Q95, j])
+        if value in SENTINELS or not (low <= value <= high):
+            return self.value(j, value), "a value the other sites rarely record — not measured?"
+        return self.value(j, value), "a dead sensor, a default, or a column not filled?"
+
+    def point_mass(self) -> Iterator[Finding]:
+        p, cols = self.profile, self.continuous
+        observed = p.observed[:, cols].astype(np.float64)
+        where = ("min", "max", "top")  # the extremes first: at the same mass as the most common value they say more
+        shares = np.stack([p.min_share[:, cols], p.max_share[:, cols], p.top_share[:, cols]])  # [3, sites, cols]
+        tests = [share_excess(share * observed, observed) for share in shares]
+        p_values = np.stack([t[0] for t in tests])
+        others = np.stack([t[1] for t in tests])
+        best = np.argmin(np.nan_to_num(p_values, nan=2.0), axis=0)  # [sites, cols]: the first of equals
+        repeated = repeated_quantiles(p.quantiles[:, :, cols])
+        excess, ratio = limit("point_mass", "excess"), limit("point_mass", "ratio")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                k = best[i, c]
+                share, rate, p_value = float(shares[k, i, c]), float(others[k, i, c]), float(p_values[k, i, c])
+                words = self._mass_words(i, j, where[k], share, rate, repeated[i, c])
+                yield Finding(site, LENS, "point_mass", p.features[j], words,
+                              min(1.0, 3 * p_value), share - rate, "share of values",
+                              evidence={"where": where[k], "share": share, "others_share": rate,
+                                        "shares": {w: float(s) for w, s in zip(where, shares[:, i, c])}},
+                              material=bool(share - rate >= excess and share >= ratio * rate))
+
+    def _mass_words(self, i: int, j: int, where: str, share: float, rate: float, value: float) -> str:
+        """`value`: the value two neighbouring shared quantiles show (NaN: none)."""
+        site, name = self.sites[i], self.profile.features[j]
+        at = f" ({self.value(j, value)})" if np.isfinite(value) else ""
+        if where == "min":
+            how = f"at its minimum{at}: clipped at the bottom, zero-filled, or dropouts?"
+        elif where == "max":
+            how = f"at its maximum{at}: saturated or clipped at the top?"
+        else:
+            how = f"at one value inside its range{at}: a default, or a code for 'missing' outside the usual list?"
+        return f"{site}'s {name}: {share:.0%} of its values sit {how} (the other sites: {rate:.1%})"
+
     def missing_codes(self) -> Iterator[Finding]:
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed  # [sites, codes, features], [sites, features]
-        q05, q95 = p.quantiles[:, 1], p.quantiles[:, -2]
-        for i, site in enumerate(self.sites):
-            others = [k for k in range(self.n) if k != i]
-            if not others:
-                return
-            for j in self.continuous:
-                n_site = int(observed[i, j])
-                if n_site == 0 or not self.yardstick[j] > 0:
-                    continue
-                # the values most other sites have: their typical 5-95 % range, 2 SDs wider
-                low = float(np.nanmedian(q05[others, j])) - 2 * self.yardstick[j]
-                high = float(np.nanmedian(q95[others, j])) + 2 * self.yardstick[j]
-                for v, code in enumerate(SENTINELS):
-                    count = int(counts[i, v, j])
-                    if count < MIN_CODE_COUNT or count / n_site < MIN_CODE_SHARE:
-                        continue
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        shares = counts[others, v, j] / observed[others, j]
-                    rate = max(float(np.nanmedian(shares)) if np.isfinite(shares).any() else 0.0,
-                               0.5 / max(float(observed[others, j].sum()), 1.0))
-                    p_value = float(stats.binom.sf(count - 1, n_site, min(rate, 1.0)))
-                    name = p.features[j]
-                    yield Finding(site, LENS, "missing_code", name,
-                                  f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
-                                  f"sites' values lie between {self.value(j, np.nanmedian(q05[others, j]))} and "
-                                  f"{self.value(j, np.nanmedian(q95[others, j]))}: {code:g} looks like a code for "
-                                  "'missing'", p_value, count / n_site, "share of values",
-                                  evidence={"code": float(code), "count": count},
-                                  material=bool(code < low or code > high))
-
-    def missingness(self) -> Iterator[Finding]:
-        """Counts at one site against the others' pooled rate, over-dispersed binomial: the
-        dispersion φ (how much more sites differ than binomial sampling makes them) is estimated
-        from every site and feature at once (median squared Pearson residual over that of χ²₁),
-        so real practice differences between sites widen the yardstick for all."""
-        p = self.profile
-        rows = p.rows.astype(np.float64)[:, None]
-        missing = rows - p.observed
-        share = missing / np.maximum(rows, 1)
-        others_missing = missing.sum(0, keepdims=True) - missing
-        others_rows = rows.sum(0, keepdims=True) - rows
-        rate = (others_missing + 0.5) / (others_rows + 1.0)
-        residual = (missing - rows * rate) / np.sqrt(rows * rate * (1 - rate))
-        dispersion = max(1.0, float(np.median(np.nan_to_num(residual) ** 2)) / CHI2_1_MEDIAN) if residual.size else 1.0
-        p_more = stats.norm.sf(residual / math.sqrt(dispersion))
-        by_class_rows = p.class_counts[:, :, None].astype(np.float64)
-        by_class_missing = by_class_rows - p.observed_by_class
-        chi2, df = _class_dependence(by_class_missing, by_class_rows)
+        lowest, highest = others_median(p.quantiles[:, Q05]), others_median(p.quantiles[:, Q95])  # [sites, features]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares = counts / observed[:, None, :]
+        others_rate = others_median(shares)  # [sites, codes, features]
+        others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
+        at_least, fewest = limit("missing_code", "share"), limit("missing_code", "count")
+        continuous = np.zeros(len(p.features), dtype=bool)
+        continuous[self.continuous] = True
         with np.errstate(invalid="ignore"):
-            # features with nothing (or everything) missing show no dependence on the class either
-            per_df = np.where(np.isfinite(chi2), chi2 / df, 0.0)
-            class_dispersion = max(1.0, float(np.median(per_df)) / CHI2_1_MEDIAN) if per_df.size else 1.0
-            class_p = stats.chi2.sf(chi2 / class_dispersion, df)
-            class_share = np.where(by_class_rows > 0, by_class_missing / np.maximum(by_class_rows, 1), np.nan)
-        for i, site in enumerate(self.sites):
-            for j, name in enumerate(p.features):
-                others_share = float(rate[i, j])
-                more = share[i, j] - others_share
-                odds = (share[i, j] / max(1 - share[i, j], 1e-9)) / (others_share / max(1 - others_share, 1e-9))
-                yield Finding(site, LENS, "missingness", name,
-                              f"{site}'s {name} is missing in {share[i, j]:.0%} of its rows against {others_share:.0%} "
-                              "at the other sites", float(p_more[i, j]), float(more), "share of rows",
-                              material=bool(more >= MIN_MISSING and odds >= 2))
-                if not np.isfinite(class_p[i, j]):
-                    continue
-                shares = [class_share[i, k, j] for k in range(len(p.classes))]
-                gap = float(np.nanmax(shares) - np.nanmin(shares))
-                listed = ", ".join(f"'{c}' {v:.0%}" for c, v in zip(p.classes, shares) if np.isfinite(v))
-                yield Finding(site, LENS, "missing_by_class", name,
-                              f"{site}'s {name} is missing for some classes and not others ({listed}): missing not "
-                              "at random?", float(class_p[i, j]), gap, "gap in missing share",
-                              material=bool(gap >= MIN_CLASS_MISSING_GAP))
+            candidates = (counts >= fewest) & (shares >= at_least) & (continuous & (self.yardstick > 0))[None, None]
+        for i, v, j in zip(*np.nonzero(candidates)):
+            site, name, code = self.sites[i], p.features[j], SENTINELS[v]
+            count, n_site = int(counts[i, v, j]), int(observed[i, j])
+            # the values most other sites have: their typical 5-95 % range, 2 SDs wider
+            low, high = lowest[i, j] - 2 * self.yardstick[j], highest[i, j] + 2 * self.yardstick[j]
+            rate = max(float(np.nan_to_num(others_rate[i, v, j])), 0.5 / max(float(others_rows[i, j]), 1.0))
+            yield Finding(site, LENS, "missing_code", name,
+                          f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
+                          f"sites' values lie between {self.value(j, lowest[i, j])} and "
+                          f"{self.value(j, highest[i, j])}: "
+                          f"{code:g} looks like a code for 'missing'",
+                          float(stats.binom.sf(count - 1, n_site, min(rate, 1.0))), count / n_site,
+                          "share of values", evidence={"code": float(code), "count": count},
+                          material=bool(code < low or code > high))
 
-    # -- categories -----------------------------------------------------------------------------
     def category_codes(self) -> Iterator[Finding]:
         p = self.profile
-        groups: dict[str, list[int]] = {}
-        for j, (kind, column) in enumerate(zip(p.kinds, p.columns)):
-            if kind == "categorical":
-                groups.setdefault(column, []).append(j)
-        for column, members in groups.items():
+        at_least = limit("category_codes", "share")
+        for item in self.items("column"):
+            members, column = list(item.members), item.name or ""
             share = p.mean[:, members]  # [sites, categories]: each one-hot feature's share of 1
-            used = np.nan_to_num(share) * p.observed[:, members] > 0
+            used = np.nan_to_num(share) * np.nan_to_num(p.observed[:, members]) > 0
             for i, site in enumerate(self.sites):
                 others = [k for k in range(self.n) if k != i]
-                if not others:
-                    return
                 unused = ~used[others].any(0)
                 mass = float(np.nansum(share[i, unused]))
-                rows = int(round(mass * p.observed[i, members[0]]))
+                n_site = int(np.nan_to_num(p.observed[i, members[0]]))
+                rows = int(round(mass * n_site))
                 if rows == 0:
                     continue
-                n_others = float(p.observed[others, members[0]].sum())
-                p_value = float(stats.binom.sf(rows - 1, int(p.observed[i, members[0]]), 0.5 / max(n_others, 1.0)))
+                n_others = float(np.nansum(p.observed[others, members[0]]))
+                p_value = float(stats.binom.sf(rows - 1, n_site, 0.5 / max(n_others, 1.0)))
                 theirs = [self._category(p.features[m], column) for m, u in zip(members, used[others].any(0)) if u]
                 mine = [self._category(p.features[m], column) for m, u in zip(members, unused & used[i]) if u]
                 yield Finding(site, LENS, "category_codes", column,
                               f"{site}'s {column} uses {', '.join(map(repr, mine))} ({mass:.0%} of its rows), which no "
                               f"other site uses; they use {', '.join(map(repr, theirs))}", p_value, mass,
                               "share of rows", evidence={"site_codes": mine, "other_codes": theirs},
-                              material=mass >= MIN_CATEGORY_SHARE)
+                              material=mass >= at_least)
 
     @staticmethod
     def _category(feature: str, column: str) -> str:
         return feature[len(column) + 1:] if feature.startswith(column + "=") else feature
 
+    def duplicates(self) -> Iterator[Finding]:
+        p = self.profile
+        count, rows = p.duplicate_rows.astype(np.float64)[:, None], p.rows.astype(np.float64)[:, None]
+        p_more, rate = over_dispersed_excess(count, rows)
+        at_least, fewest, ratio = (limit("duplicates", k) for k in ("share", "count", "ratio"))
+        for i, site in enumerate(self.sites):
+            if not (np.isfinite(count[i, 0]) and rows[i, 0] > 0):
+                continue
+            share = float(count[i, 0] / rows[i, 0])
+            yield Finding(site, LENS, "duplicates", None,
+                          f"{int(count[i, 0])} of {site}'s {int(rows[i, 0])} rows ({share:.1%}) repeat another row "
+                          f"exactly, against {float(rate[i, 0]):.1%} at the other sites: exported twice, or merged "
+                          "with a copy?", float(p_more[i, 0]), share, "share of rows",
+                          evidence={"count": int(count[i, 0]), "rows": int(rows[i, 0]),
+                                    "others_share": float(rate[i, 0])},
+                          material=bool(share >= at_least and count[i, 0] >= fewest and share >= ratio * rate[i, 0]))
+
+    def implausible_values(self) -> Iterator[Finding]:
+        p, cols = self.profile, self.continuous
+        observed = p.observed[:, cols].astype(np.float64)
+        far = p.far_share[:, cols]
+        p_more, rate = share_excess(far * observed, observed)
+        others_q99 = others_median(p.quantiles[:, Q99, cols])
+        at_least, fewest, ratio = (limit("range", k) for k in ("share", "count", "ratio"))
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                name, share = p.features[j], float(far[i, c])
+                yield Finding(site, LENS, "range", name,
+                              f"{share:.1%} of {site}'s {name} values lie far outside its own middle range (beyond "
+                              f"the quartiles by 3 interquartile ranges) against {float(rate[i, c]):.2%} at the other "
+                              f"sites; its 99 % quantile is {self.value(j, p.quantiles[i, Q99, j])} against "
+                              f"{self.value(j, others_q99[i, c])}: implausible values (a unit slip in some rows, "
+                              "spikes)?", float(p_more[i, c]), share, "share of values",
+                              evidence=self._evidence(i, c) if np.isfinite(share) else {},
+                              material=bool(share >= at_least and share * observed[i, c] >= fewest
+                                            and share >= ratio * rate[i, c]))
+
+    # -- missing values ------------------------------------------------------------------------
+    def missingness(self) -> Iterator[Finding]:
+        """Counts at one site against the others' pooled rate, over-dispersed binomial."""
+        p = self.profile
+        items = self.items("feature")
+        first = [item.members[0] for item in items]
+        rows = p.rows.astype(np.float64)[:, None]
+        missing = rows - p.observed[:, first]
+        share = missing / np.maximum(rows, 1)
+        p_more, rate = over_dispersed_excess(missing, np.repeat(rows, len(first), axis=1))
+        more_limit, odds_limit = limit("missingness", "more"), limit("missingness", "odds")
+        for i, site in enumerate(self.sites):
+            for c, item in enumerate(items):
+                others_share = float(rate[i, c])
+                more = share[i, c] - others_share
+                odds = (share[i, c] / max(1 - share[i, c], 1e-9)) / (others_share / max(1 - others_share, 1e-9))
+                yield Finding(site, LENS, "missingness", item.name,
+                              f"{site}'s {item.name} is missing in {share[i, c]:.0%} of its rows against "
+                              f"{others_share:.0%} at the other sites", float(p_more[i, c]), float(more),
+                              "share of rows", material=bool(more >= more_limit and odds >= odds_limit))
+
+    def missing_by_class(self) -> Iterator[Finding]:
+        """The χ² of missing × class within each site, its dispersion from every site and feature."""
+        p = self.profile
+        items = self.items("feature")
+        first = [item.members[0] for item in items]
+        by_class_rows = p.class_counts[:, :, None].astype(np.float64)
+        by_class_missing = by_class_rows - p.observed_by_class[:, :, first]
+        chi2, df = _class_dependence(by_class_missing, by_class_rows)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            # features with nothing (or everything) missing show no dependence on the class either
+            per_df = np.where(np.isfinite(chi2), chi2 / df, 0.0)
+            class_dispersion = max(1.0, float(np.median(per_df)) / CHI2_1_MEDIAN) if per_df.size else 1.0
+            class_p = stats.chi2.sf(chi2 / class_dispersion, df)
+            class_share = np.where(by_class_rows > 0, by_class_missing / np.maximum(by_class_rows, 1), np.nan)
+        gap_limit = limit("missing_by_class", "gap")
+        for i, site in enumerate(self.sites):
+            for c, item in enumerate(items):
+                if not np.isfinite(class_p[i, c]):
+                    continue  # nothing or everything missing: no dependence to test
+                shares = [class_share[i, k, c] for k in range(len(p.classes))]
+                gap = float(np.nanmax(shares) - np.nanmin(shares))
+                listed = ", ".join(f"'{name}' {v:.0%}" for name, v in zip(p.classes, shares) if np.isfinite(v))
+                yield Finding(site, LENS, "missing_by_class", item.name,
+                              f"{site}'s {item.name} is missing for some classes and not others ({listed}): missing "
+                              "not at random?", float(class_p[i, c]), gap, "gap in missing share",
+                              material=bool(gap >= gap_limit))
+
     # -- labels ---------------------------------------------------------------------------------
-    def _class_profiles(self) -> np.ndarray:
+    @cached_property
+    def class_profiles(self) -> np.ndarray:
         """[sites, classes, features]: each class's mean in the site's within-class SDs, centred on
         the site's mean of the class means (NaN where a class is absent)."""
         p = self.profile
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             weights = p.observed_by_class.astype(np.float64)
             within = np.sqrt(np.nansum(np.nan_to_num(p.sd_by_class) ** 2 * np.maximum(weights - 1, 0), axis=1)
-                             / np.maximum(weights.sum(1) - weights.shape[1], 1))
+                             / np.maximum(np.nansum(weights, 1) - weights.shape[1], 1))
             means = p.mean_by_class
             centred = means - np.nanmean(means, axis=1, keepdims=True)
             return centred / np.where(within > 0, within, np.nan)[:, None, :]
 
-    def _consensus(self, profiles: np.ndarray, i: int) -> np.ndarray:
-        """[classes, features]: the other sites' median class profile (a median, so that one other
-        site with wrong labels does not turn the pattern a site is compared with)."""
-        others = np.delete(profiles, i, axis=0)
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmedian(others, axis=0) if others.size else np.full(profiles.shape[1:], np.nan)
+    @cached_property
+    def consensus(self) -> np.ndarray:
+        """[sites, classes, features]: for each site, the other sites' median class profile (a
+        median, so that one other site with wrong labels does not turn the pattern a site is
+        compared with)."""
+        return others_median(self.class_profiles)
 
-    def _relation(self, profiles: np.ndarray) -> np.ndarray:
+    @cached_property
+    def relation(self) -> np.ndarray:
         """[sites, features]: each site's class profile along the direction the others show (two
         classes: last minus first class)."""
+        profiles = self.class_profiles
         n_classes = profiles.shape[1]
         relation = np.full((self.n, profiles.shape[2]), np.nan)
         for i in range(self.n):
             if n_classes == 2:
                 relation[i] = profiles[i, 1] - profiles[i, 0]
                 continue
-            consensus = self._consensus(profiles, i)
+            consensus = self.consensus[i]
             norm = np.sqrt(np.nansum(consensus**2, axis=0))
             with np.errstate(invalid="ignore", divide="ignore"):
                 relation[i] = np.nansum(profiles[i] * consensus, axis=0) / np.where(norm > 0, norm, np.nan)
@@ -364,42 +776,52 @@ class Checks:
 
     def label_relations(self) -> Iterator[Finding]:
         p = self.profile
-        if self.n < 3 or len(p.classes) < 2:
+        if len(p.classes) < 2:
             return
-        relation = self._relation(self._class_profiles())
+        relation = self.relation
         deviation, t, p2 = leave_one_out(relation)
+        others_relation = others_mean(relation)
         first, last = p.classes[0], p.classes[-1]
+        gap, informative, weaker_than = (limit("label_relation", k) for k in ("gap", "informative", "weaker"))
         for i, site in enumerate(self.sites):
-            for j, name in enumerate(p.features):
-                if not np.isfinite(relation[i, j]):
-                    continue
-                others = float(np.nanmean(np.delete(relation[:, j], i)))
-                reverses = np.sign(relation[i, j]) != np.sign(others) and abs(others) >= INFORMATIVE
-                how = "reverses" if reverses else "differs"
-                what = (f"'{last}' minus '{first}': {relation[i, j]:+.2f} SD against {others:+.2f}" if len(p.classes) == 2
-                        else f"{relation[i, j]:+.2f} against {others:+.2f} along the others' class pattern")
-                ratio = relation[i, j] / others if others else float("nan")
-                weaker = abs(others) >= INFORMATIVE and 0 <= ratio < 1 / 3
-                yield Finding(site, LENS, "label_relation", name,
-                              f"{site}'s {name} relates to the label differently from the other sites ({how}; {what})",
-                              float(p2[i, j]), float(deviation[i, j]), "SDs",
-                              material=bool(abs(deviation[i, j]) >= MIN_RELATION_GAP and (reverses or weaker)))
+            for item in self.items("feature"):
+                cells = []
+                for j in item.members:
+                    if not np.isfinite(relation[i, j]):
+                        continue
+                    others = float(others_relation[i, j])
+                    reverses = np.sign(relation[i, j]) != np.sign(others) and abs(others) >= informative
+                    how = "reverses" if reverses else "differs"
+                    what = (f"'{last}' minus '{first}': {relation[i, j]:+.2f} SD against {others:+.2f}"
+                            if len(p.classes) == 2 else
+                            f"{relation[i, j]:+.2f} against {others:+.2f} along the others' class pattern")
+                    ratio = relation[i, j] / others if others else float("nan")
+                    weaker = abs(others) >= informative and 0 <= ratio < weaker_than
+                    named = (p.features[j] if len(item.members) == 1
+                             else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
+                    cells.append(Finding(site, LENS, "label_relation", item.name,
+                                         f"{site}'s {named} relates to the label differently from the other sites "
+                                         f"({how}; {what})", float(p2[i, j]), float(deviation[i, j]), "SDs",
+                                         material=bool(abs(deviation[i, j]) >= gap and (reverses or weaker))))
+                if cells:  # a categorical column's categories: the strongest, its p × the categories tried
+                    strongest = min(cells, key=lambda f: (np.nan_to_num(f.p, nan=2.0), not f.material))
+                    strongest.p = min(1.0, strongest.p * len(cells)) if np.isfinite(strongest.p) else strongest.p
+                    yield strongest
 
-    def labels(self) -> Iterator[Finding]:
-        """Site-level label checks over the features the others show related to the label."""
-        p = self.profile
-        n_classes = len(p.classes)
-        if self.n < 3 or n_classes < 2:
-            return
-        profiles = self._class_profiles()
-        relation = self._relation(profiles)
+    @cached_property
+    def _labels(self) -> dict[str, Any]:
+        """Site-level label statistics over the features the others show related to the label."""
+        profiles, relation = self.class_profiles, self.relation
         agreement = np.full(self.n, np.nan)  # Fisher z of the correlation with the others' class pattern
         strength = np.full(self.n, np.nan)
         informative_of: list[np.ndarray] = []
+        least = limit("labels_permuted", "informative")
         for i in range(self.n):
-            consensus = self._consensus(profiles, i)
-            spread = np.nanmax(np.abs(consensus), axis=0) if consensus.size else np.array([])
-            informative = np.flatnonzero(np.isfinite(spread) & (spread >= INFORMATIVE) & np.isfinite(profiles[i]).all(0))
+            consensus = self.consensus[i]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                spread = np.nanmax(np.abs(consensus), axis=0) if consensus.size else np.array([])
+            informative = np.flatnonzero(np.isfinite(spread) & (spread >= least) & np.isfinite(profiles[i]).all(0))
             informative_of.append(informative)
             if informative.size < 3:
                 continue
@@ -411,34 +833,79 @@ class Checks:
                 others_relation = np.nanmedian(np.delete(relation, i, axis=0), axis=0)
                 strength[i] = float(np.nanmedian(relation[i, informative] / others_relation[informative]))
         _, agree_t, agree_p2 = leave_one_out(agreement)
-        agree_p = one_sided(agree_t, agree_p2, -1)[:, 0]
         _, weak_t, weak_p2 = leave_one_out(strength)
-        weak_p = one_sided(weak_t, weak_p2, -1)[:, 0]
+        return {"agreement": agreement, "strength": strength, "informative": informative_of,
+                "agree_p": one_sided(agree_t, agree_p2, -1)[:, 0], "weak_p": one_sided(weak_t, weak_p2, -1)[:, 0]}
+
+    def labels_permuted(self) -> Iterator[Finding]:
+        p, n_classes = self.profile, len(self.profile.classes)
+        if n_classes < 2:
+            return
+        labels, profiles = self._labels, self.class_profiles
+        least, share = limit("labels_permuted", "features"), limit("labels_permuted", "share")
         for i, site in enumerate(self.sites):
-            if np.isfinite(agreement[i]):
-                r = float(np.tanh(agreement[i]))
-                order, wins, m, tried = self._best_renaming(profiles, i, informative_of[i])
-                # within the site: renaming fits better in more features than chance (binomial, × the
-                # renamings tried); with few sites the comparison across sites alone has little power
-                p_renamed = min(1.0, float(stats.binom.sf(wins - 1, m, 0.5)) * tried) if m else 1.0
-                p_reversed = self._reversal_p(i, relation, informative_of[i]) if n_classes == 2 else 1.0
-                if n_classes == 2:
-                    what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
-                else:
-                    pairs = [f"'{p.classes[k]}' → '{p.classes[order[k]]}'" for k in range(n_classes) if order[k] != k]
-                    what = "its classes look renamed (" + ", ".join(pairs) + ")" if pairs else "its classes relate to the features differently"
-                yield Finding(site, LENS, "labels_permuted", None,
-                              f"{site}'s labels look wrong: {what} — its features relate to its labels the other way "
-                              f"round from the other sites (correlation {r:+.2f} with their pattern over {m} features; "
-                              f"renamed, {wins} of the {m} match better)",
-                              min(1.0, 3 * min(float(np.nan_to_num(agree_p[i], nan=1.0)), p_renamed, p_reversed)), r,
-                              "correlation with the others' pattern", evidence={"order": list(order), "features": m},
-                              material=bool(r < 0 or (m >= 3 and wins / max(m, 1) >= 0.75)))
-            if np.isfinite(strength[i]) and strength[i] > 0:
+            if not np.isfinite(labels["agreement"][i]):
+                continue
+            r = float(np.tanh(labels["agreement"][i]))
+            order, wins, m, tried = self._best_renaming(profiles, i, labels["informative"][i])
+            # within the site: renaming fits better in more features than chance (binomial, × the
+            # renamings tried); with few sites the comparison across sites alone has little power
+            p_renamed = min(1.0, float(stats.binom.sf(wins - 1, m, 0.5)) * tried) if m else 1.0
+            p_reversed = self._reversal_p(i, self.relation, labels["informative"][i]) if n_classes == 2 else 1.0
+            if n_classes == 2:
+                what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
+            else:
+                pairs = [f"'{p.classes[k]}' → '{p.classes[order[k]]}'" for k in range(n_classes) if order[k] != k]
+                what = ("its classes look renamed (" + ", ".join(pairs) + ")" if pairs
+                        else "its classes relate to the features differently")
+            yield Finding(site, LENS, "labels_permuted", None,
+                          f"{site}'s labels look wrong: {what} — its features relate to its labels the other way "
+                          f"round from the other sites (correlation {r:+.2f} with their pattern over {m} features; "
+                          f"renamed, {wins} of the {m} match better)",
+                          min(1.0, 3 * min(float(np.nan_to_num(labels["agree_p"][i], nan=1.0)), p_renamed, p_reversed)),
+                          r, "correlation with the others' pattern", evidence={"order": list(order), "features": m},
+                          material=bool(r < 0 or (m >= least and wins / max(m, 1) >= share)))
+
+    def labels_weak(self) -> Iterator[Finding]:
+        if len(self.profile.classes) < 2:
+            return
+        labels, below = self._labels, limit("labels_weak", "ratio")
+        for i, site in enumerate(self.sites):
+            strength = labels["strength"][i]
+            if np.isfinite(strength) and strength > 0:
                 yield Finding(site, LENS, "labels_weak", None,
-                              f"{site}'s features relate to its labels {strength[i]:.0%} as strongly as at the other "
-                              "sites: are its labels noisy, or defined differently?", float(weak_p[i]),
-                              float(strength[i]), "relative strength", material=bool(strength[i] < 0.5))
+                              f"{site}'s features relate to its labels {strength:.0%} as strongly as at the other "
+                              "sites: are its labels noisy, or defined differently?", float(labels["weak_p"][i]),
+                              float(strength), "relative strength", material=bool(strength < below))
+
+    def class_balance(self) -> Iterator[Finding]:
+        p = self.profile
+        n_classes = len(p.classes)
+        if n_classes < 2:
+            return
+        counts, rows = p.class_counts.astype(np.float64), p.rows.astype(np.float64)[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = counts / rows
+            logit = np.log((counts + 0.5) / (rows - counts + 0.5))
+        tested = [n_classes - 1] if n_classes == 2 else list(range(n_classes))  # two classes: one share says both
+        deviation, _, p2 = leave_one_out(logit[:, tested])
+        others_share = others_mean(share)
+        gap, odds_limit = limit("class_balance", "gap"), limit("class_balance", "odds")
+        for i, site in enumerate(self.sites):
+            if not np.isfinite(p2[i]).any():
+                continue
+            odds = np.exp(np.abs(logit[i] - np.log(others_share[i] / np.maximum(1 - others_share[i], 1e-9))))
+            material = bool(np.any((np.abs(share[i] - others_share[i]) >= gap) & (odds >= odds_limit)))
+            k = int(np.nanargmax(np.abs(share[i] - others_share[i])))
+            mine = ", ".join(f"'{c}' {v:.0%}" for c, v in zip(p.classes, share[i]))
+            theirs = ", ".join(f"'{c}' {v:.0%}" for c, v in zip(p.classes, others_share[i]))
+            yield Finding(site, LENS, "class_balance", None,
+                          f"{site}'s classes: {mine}, against {theirs} at the other sites (on average): another "
+                          "population, another label definition, or rows of one class lost?",
+                          min(1.0, float(np.nanmin(p2[i])) * len(tested)), float(share[i, k] - others_share[i, k]),
+                          f"share of '{p.classes[k]}'", evidence={"shares": share[i].tolist(),
+                                                                  "others_shares": others_share[i].tolist()},
+                          material=material)
 
     def _reversal_p(self, i: int, relation: np.ndarray, informative: np.ndarray) -> float:
         """Two classes: how far site i's label relations point against the others' direction.
@@ -454,7 +921,7 @@ class Checks:
         mine = relation[i, informative]
         keep = np.isfinite(others) & np.isfinite(mine)
         norm = float(np.sqrt((others[keep] ** 2).sum()))
-        n0, n1 = (float(c) for c in self.profile.class_counts[i][:2])
+        n0, n1 = (float(c) for c in np.nan_to_num(self.profile.class_counts[i][:2]))
         if not keep.any() or norm == 0 or min(n0, n1) < 1:
             return 1.0
         projection = float((mine[keep] * others[keep]).sum()) / norm
@@ -467,18 +934,93 @@ class Checks:
         best, in how many of the m informative features it fits better than its own labels, m, and
         how many renamings were tried."""
         n_classes = profiles.shape[1]
-        orders = (list(itertools.permutations(range(n_classes))) if n_classes <= MAX_PERMUTED_CLASSES
-                  else [_swap(n_classes, a, b) for a, b in itertools.combinations(range(n_classes), 2)])
-        consensus = self._consensus(profiles, i)[:, informative]
-        own = ((profiles[i][:, informative] - consensus) ** 2).sum(0)
-        best, wins = tuple(range(n_classes)), -1
-        for order in orders:
-            if list(order) == list(range(n_classes)):
-                continue
-            count = int((((profiles[i][list(order)][:, informative] - consensus) ** 2).sum(0) < own).sum())
-            if count > wins:
-                best, wins = order, count
-        return best, max(wins, 0), int(informative.size), len(orders) - 1
+        orders = np.array([order for order in (itertools.permutations(range(n_classes))
+                                               if n_classes <= MAX_PERMUTED_CLASSES else
+                                               (_swap(n_classes, a, b) for a, b in
+                                                itertools.combinations(range(n_classes), 2)))
+                           if list(order) != list(range(n_classes))], dtype=np.int64)
+        consensus = self.consensus[i][:, informative]
+        mine = profiles[i][:, informative]
+        own = ((mine - consensus) ** 2).sum(0)
+        renamed = ((mine[orders] - consensus[None]) ** 2).sum(1)  # [orders, features]
+        wins = (renamed < own[None]).sum(1)
+        best = int(np.argmax(wins)) if len(orders) else 0
+        order = tuple(int(k) for k in orders[best]) if len(orders) else tuple(range(n_classes))
+        return order, int(wins[best]) if len(orders) else 0, int(informative.size), len(orders)
+
+    # -- correlations ---------------------------------------------------------------------------
+    def correlation(self) -> Iterator[Finding]:
+        """Per continuous feature: the site's correlations with the other features projected on the
+        other sites' median correlations, over the partners those correlate with."""
+        p, cols = self.profile, self.continuous
+        r = p.correlation  # [sites, continuous, continuous]
+        if r.shape[1] < 2:
+            return
+        reference = others_median(r)
+        least, partners = limit("correlation", "informative"), limit("correlation", "partners")
+        off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
+        used = (np.abs(np.nan_to_num(reference)) >= least) & off_diagonal & np.isfinite(r)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            weight = np.where(used, reference, 0.0)
+            projection = (np.where(used, r, 0.0) * weight).sum(2) / (weight**2).sum(2)
+            gap = np.where(used, np.abs(r - reference), 0.0).sum(2) / used.sum(2)
+        enough = used.sum(2) >= partners
+        projection = np.where(enough, projection, np.nan)
+        deviation, t, p2 = leave_one_out(projection)
+        p_lower = one_sided(t, p2, -1)
+        at_most, apart = limit("correlation", "projection"), limit("correlation", "gap")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                if not enough[i, c] and np.isfinite(r[i, c]).any():
+                    continue  # the other sites show it correlated with too few features: nothing to compare
+                name = p.features[j]
+                k = int(np.argmax(np.where(used[i, c], np.abs(reference[i, c]), -1.0)))
+                partner = f"e.g. with {p.features[cols[k]]} r = {r[i, c, k]:+.2f} against {reference[i, c, k]:+.2f}"
+                how = "varies against" if projection[i, c] < 0 else "no longer varies with"
+                yield Finding(site, LENS, "correlation", name,
+                              f"{site}'s {name} {how} the features it goes with at the other sites (its correlations "
+                              f"{projection[i, c]:+.2f} of theirs; {partner}): a channel replaced by noise, or "
+                              "another column?", float(p_lower[i, c]), float(projection[i, c]), "share of the others' "
+                              "correlations", evidence={"partner": p.features[cols[k]], "r": float(r[i, c, k]),
+                                                        "others_r": float(reference[i, c, k])},
+                              material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
+
+
+def repeated_quantiles(q: np.ndarray) -> np.ndarray:
+    """[sites, features] from quantiles [sites, probabilities, features]: the lowest value that two
+    neighbouring shared quantiles equal (a point mass they already show), NaN where none does."""
+    same = (q[:, 1:] == q[:, :-1]) & np.isfinite(q[:, 1:])
+    first = np.argmax(same, axis=1)  # [sites, features]
+    value = np.take_along_axis(q[:, 1:], first[:, None], axis=1)[:, 0]
+    return np.where(same.any(1), value, np.nan)
+
+
+def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, features] Bowley skew and log tail ratio from quantiles [sites, probabilities, features]."""
+    low, median, high = q[:, LOWER], q[:, MEDIAN], q[:, UPPER]
+    q05, q95 = q[:, Q05], q[:, Q95]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iqr = np.where(high - low > 0, high - low, np.nan)
+        skew = (high + low - 2 * median) / iqr
+        tails = np.log((q95 - q05) / iqr)
+    return skew, np.where(np.isfinite(tails), tails, np.nan)
+
+
+def _conversion(match: Match) -> dict:
+    """A unit finding's evidence of its conversion: y = a·x + b, the formula, and the units it names
+    (empty where the conversion names none, or no known conversion fits)."""
+    conversion = match.conversion
+    return {"a": match.a, "b": match.b,
+            "formula": conversion.formula() if conversion is not None else f"× {match.a:.4g}",
+            "site_unit": conversion.source if conversion is not None else "",
+            "others_unit": conversion.target if conversion is not None else ""}
+
+
+def relation_to_labels(profile: Profile) -> np.ndarray:
+    """[sites, features]: how each site's features relate to its labels, in SDs within a class
+    (two classes: last minus first; more: along the other sites' pattern) — what the label checks
+    compare, for a figure of it."""
+    return Checks(profile).relation
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:

@@ -1,10 +1,13 @@
 """A finding: one site, one lens, one kind of problem, with its calibrated evidence.
 
-Every check of the check-up (`data_checks`, `model_checks`) turns its statistics into findings
-with a p-value from a stated null (the check's docstring says which); `decide` then controls the
-false discovery rate over all of them at once (Benjamini–Hochberg) and keeps, for each site and
-feature, the most specific explanation (a unit conversion explains a shifted median and a wider
-spread; the shift is kept as its evidence, not listed again).
+Every check of the check-up (declared in `checks`, computed by `data_checks` and `model_checks`)
+turns its statistics into findings with a p-value from a stated null; `decide` then controls the
+false discovery rate (Benjamini–Hochberg) within each family of checks (`checks.FAMILIES`: one
+broken site's many true findings of one kind loosen no other family's threshold) and keeps, for
+each site and feature, the most specific explanation (the registry's rank: a unit conversion
+explains a shifted median and a wider spread; the shift is kept as its evidence, not listed
+again). A cell whose statistic could not be computed (withheld by the site, no values, too few
+sites) is a finding too: *not testable*, with the reason, never counted as a test or a pass.
 """
 
 from __future__ import annotations
@@ -15,35 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.interpret import checks
 from fedcore.interpret.calibration import benjamini_hochberg
+from fedcore.interpret.checks import LENSES, RANK
 
-FDR = 0.05  # the share of false findings tolerated among those reported
-
-# Lenses (a column of the check-up), in the order the check-up shows them.
-LENSES = ("data profile", "feature shifts", "labels", "contribution", "similarity", "prototypes")
-
-# Kinds, most specific first: where several explain one site's feature, the first is the finding.
-KINDS = {
-    "unit": "unit or scale",
-    "missing_code": "value used as a missing code",
-    "category_codes": "categorical codes differ",
-    "swapped_columns": "columns swapped",
-    "labels_permuted": "labels look wrong",
-    "labels_weak": "labels look noisy",
-    "label_relation": "relation to the label differs",
-    "missing_by_class": "missingness depends on the class",
-    "missingness": "more missing values",
-    "location": "values shifted",
-    "shape": "different shape",  # a skewed or heavy-tailed column's middle is narrower too: shape says why
-    "spread": "different spread",
-    "correlation": "relations between features differ",
-    "feature_shift": "learned input correction stands out",
-    "output_shift": "learned output correction stands out",
-    "low_contribution": "low weight at the server",
-    "distant": "far from the other sites",
-    "prototype_on_stamp": "prototypes look at a mark on the images",
-}
-SPECIFICITY = {kind: rank for rank, kind in enumerate(KINDS)}
+FDR = 0.05  # the share of false findings tolerated among those reported, in each family
+KINDS = checks.KINDS  # kind -> title, most specific first (the registry's order)
+SPECIFICITY = RANK
+__all__ = ["FDR", "KINDS", "LENSES", "SPECIFICITY", "Finding", "decide"]
 
 
 @dataclass
@@ -51,49 +33,70 @@ class Finding:
     site: str
     lens: str
     kind: str
-    feature: str | None  # None: the whole site (its labels, its weight)
+    feature: str | None  # None: the whole site (its labels, its weight); a categorical column: its name
     message: str  # plain language, for a person
     p: float
     effect: float = float("nan")  # the check's effect size, in the units its `effect_unit` says
     effect_unit: str = ""
-    q: float = float("nan")  # Benjamini–Hochberg over every finding tested with it
+    q: float = float("nan")  # Benjamini–Hochberg within the check's family
     evidence: dict[str, Any] = field(default_factory=dict)  # what a drill-down shows (numbers, where)
     # Large enough to matter (the check's own threshold on its effect); a finding must be both
     # material and significant. Every tested cell counts in the false discovery rate either way.
     material: bool = True
-    explained_by: str | None = None  # a more specific finding at the same site and feature
+    explained_by: str | None = None  # a more specific finding at the same site and feature (its kind)
+    untestable: str = ""  # why the cell could not be tested (then p is NaN): never a pass
 
     @property
     def significant(self) -> bool:
         return bool(self.material and self.q < FDR)
 
     @property
+    def tested(self) -> bool:
+        return not self.untestable and bool(np.isfinite(self.p))
+
+    @property
     def title(self) -> str:
         return KINDS.get(self.kind, self.kind)
 
+    @property
+    def family(self) -> str:
+        return checks.family(self.kind)
+
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
-        values.update(title=self.title, significant=self.significant)
+        values.update(title=self.title, significant=self.significant, family=self.family)
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in values.items()}
 
 
 def decide(findings: Sequence[Finding]) -> list[Finding]:
-    """Every finding with its q-value (BH over all of them), the weaker explanations of one site's
-    feature marked `explained_by` the most specific significant one, strongest first."""
-    q = benjamini_hochberg(np.array([f.p for f in findings], dtype=np.float64)) if findings else []
-    for finding, value in zip(findings, q):
-        finding.q = float(value)
-    best: dict[tuple[str, str | None], Finding] = {}
-    for finding in sorted(findings, key=lambda f: (SPECIFICITY.get(f.kind, 99), f.q)):
-        if finding.significant and finding.feature is not None:
-            best.setdefault((finding.site, finding.feature), finding)
-    wrong_labels = {f.site: f for f in sorted(findings, key=lambda f: SPECIFICITY.get(f.kind, 99), reverse=True)
-                    if f.kind in ("labels_permuted", "labels_weak") and f.significant and f.feature is None}
+    """Every finding with its q-value (BH within its family), the weaker explanations of one site's
+    feature marked `explained_by` the most specific significant one (and a site-wide finding's
+    `explains` kinds at every feature of its site), strongest first."""
+    families: dict[str, list[Finding]] = {}
     for finding in findings:
-        top = best.get((finding.site, finding.feature))
-        if finding.kind == "label_relation" and finding.site in wrong_labels:
-            top = wrong_labels[finding.site]  # every feature's relation reverses when the labels do
-        if top is not None and top is not finding and finding.significant:
-            finding.explained_by = top.kind
-    return sorted(findings, key=lambda f: (not f.significant, f.explained_by is not None, f.q, -abs(f.effect)
-                                           if np.isfinite(f.effect) else 0))
+        if finding.untestable:
+            finding.p = float("nan")
+        families.setdefault(finding.family, []).append(finding)
+    for members in families.values():
+        for finding, value in zip(members, benjamini_hochberg(np.array([f.p for f in members], dtype=np.float64))):
+            finding.q = float(value)
+    significant = sorted((f for f in findings if f.significant), key=lambda f: (SPECIFICITY.get(f.kind, 99), f.q))
+    best: dict[tuple[str, str | None], Finding] = {}
+    site_wide: dict[str, list[Finding]] = {}
+    for finding in significant:
+        if finding.feature is not None:
+            best.setdefault((finding.site, finding.feature), finding)
+        if checks.BY_KIND.get(finding.kind) is not None and checks.BY_KIND[finding.kind].explains:
+            site_wide.setdefault(finding.site, []).append(finding)
+    for finding in significant:
+        candidates = [f for f in site_wide.get(finding.site, []) if finding.kind in checks.BY_KIND[f.kind].explains]
+        top = best.get((finding.site, finding.feature)) if finding.feature is not None else None
+        if top is not None and top is not finding:
+            candidates.append(top)
+        if candidates:
+            finding.explained_by = min(candidates, key=lambda f: SPECIFICITY.get(f.kind, 99)).kind
+    def order(f: Finding) -> tuple:
+        shown = f.material and f.q < FDR  # `significant`, without the property's cost over many cells
+        return (not shown, f.explained_by is not None, f.q != f.q, f.q, -abs(f.effect) if f.effect == f.effect else 0)
+
+    return sorted(findings, key=order)

@@ -1,6 +1,8 @@
 """The check-up's model lenses: what trained federated models say about each site, calibrated
 the way the data lens is (`calibration`): a site against the *other* sites, on the values the
 lenses record (arrays of the run store), with the null and the material size stated per check.
+Each check is declared in `checks.CHECKS` (its family: every model lens is a family of its own, so
+its false discovery rate is its own and no data finding loosens it; its limits are read there).
 
 feature shifts  iFedAvg's b_in and w_in [sites, features] (the mean over replicate runs with other
                 seeds when there are several: training noise averages out, natural differences do
@@ -28,10 +30,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from fedcore.glossary import plain, term
 from fedcore.interpret.calibration import leave_one_out, one_sided
+from fedcore.interpret.checks import limit
 from fedcore.interpret.findings import Finding
-
-MIN_B_IN, MIN_W_IN = 0.25, 0.2
 
 
 def feature_shifts(layers: dict[str, np.ndarray], sites: Sequence[str], features: Sequence[str],
@@ -39,7 +41,8 @@ def feature_shifts(layers: dict[str, np.ndarray], sites: Sequence[str], features
     """iFedAvg's input layers: `layers` maps 'b_in' / 'w_in' to [sites, features] or [replicates,
     sites, features] (averaged over the replicates)."""
     out = []
-    for layer, minimum in (("b_in", MIN_B_IN), ("w_in", MIN_W_IN)):
+    for layer in ("b_in", "w_in"):
+        minimum = limit("feature_shift", layer)
         if layer not in layers:
             continue
         values = np.asarray(layers[layer], dtype=np.float64)
@@ -50,12 +53,11 @@ def feature_shifts(layers: dict[str, np.ndarray], sites: Sequence[str], features
         noise = values.std(0, ddof=1) if replicates > 1 else np.full(matrix.shape, np.nan)
         for i, site in enumerate(sites):
             for j, feature in enumerate(features):
-                what = "shift b_in" if layer == "b_in" else "scale w_in"
                 out.append(Finding(
                     site, "feature shifts", "feature_shift", feature,
-                    f"iFedAvg learnt a correction of {site}'s {feature} the other sites did not need ({what} "
-                    f"{matrix[i, j]:+.2f} against {others[i, j]:+.2f}"
-                    + (f", over {replicates} runs" if replicates > 1 else "") + ")",
+                    f"iFedAvg learnt a correction of {site}'s {feature} the other sites did not need: its "
+                    f"{term(layer)} is {matrix[i, j]:+.2f} against {others[i, j]:+.2f} at the other sites"
+                    + (f" (the mean over {replicates} {plain('replicate runs')})" if replicates > 1 else ""),
                     float(p[i, j]), float(deviation[i, j]), f"{layer} (standardised units)",
                     evidence={"layer": layer, "value": float(matrix[i, j]), "others": float(others[i, j]),
                               "replicate_sd": float(noise[i, j]), "replicates": replicates, "run": source},
@@ -73,12 +75,13 @@ def output_layer(w_out: np.ndarray, sites: Sequence[str], source: str = "") -> l
     out = []
     for i, site in enumerate(sites):
         others = float(np.delete(per_site, i).mean()) if len(sites) > 1 else float("nan")
-        material = per_site[i] < 0 or per_site[i] < 0.5 * others
+        material = per_site[i] < 0 or per_site[i] < limit("output_shift", "share") * others
         out.append(Finding(site, "labels", "output_shift", None,
                            f"iFedAvg's output layer at {site} " + ("turns the shared model's predictions around"
                                                                    if per_site[i] < 0 else "weakens them")
-                           + f" (w_out {per_site[i]:+.2f} against {others:+.2f} at the other sites): look at its labels",
-                           float(p[i]), float(per_site[i]), "w_out", evidence={"run": source},
+                           + f": its {term('w_out')} is {per_site[i]:+.2f} against {others:+.2f} at the other sites. "
+                           "Look at its labels",
+                           float(p[i]), float(per_site[i]), "w_out", evidence={"run": source, "value": float(per_site[i])},
                            material=bool(material)))
     return out
 
@@ -93,11 +96,12 @@ def shared_model_auc(auc: Sequence[float], positives: Sequence[int], negatives: 
             continue
         se = np.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))  # Mann-Whitney's null SD of the AUC
         p = float(stats.norm.cdf((value - 0.5) / se))
-        out.append(Finding(site, "labels", "labels_permuted", None,
+        out.append(Finding(site, "labels", "shared_model_reversed", None,
                            f"a model trained across the federation scores ROC AUC {value:.2f} on {site}'s own "
-                           "hold-out" + (": worse than guessing, its labels look reversed" if value < 0.5 else ""),
-                           p, float(value), "ROC AUC", evidence={"run": source, "positives": n1, "negatives": n0},
-                           material=bool(value < 0.4)))
+                           f"{term('hold-out')}" + (": worse than guessing, its labels look reversed" if value < 0.5 else ""),
+                           p, float(value), "ROC AUC", evidence={"run": source, "positives": n1, "negatives": n0,
+                                                                  "value": float(value)},
+                           material=bool(value < limit("shared_model_reversed", "auc"))))
     return out
 
 
@@ -112,7 +116,8 @@ def contribution(accuracy: Sequence[float], sites: Sequence[str], source: str = 
         out.append(Finding(site, "contribution", "low_contribution", None,
                            f"AdaFed's server scores {site}'s model at {values[i]:.0%} accuracy against {others:.0%} for "
                            "the other sites' models", float(p[i]), float(values[i] - others), "accuracy",
-                           evidence={"run": source}, material=bool(values[i] <= others - 0.1)))
+                           evidence={"run": source, "value": float(values[i])},
+                           material=bool(values[i] <= others - limit("low_contribution", "gap"))))
     return out
 
 
@@ -130,7 +135,8 @@ def similarity(distance: np.ndarray, sites: Sequence[str], source: str = "") -> 
         out.append(Finding(site, "similarity", "distant", None,
                            f"FedHealth2 finds {site} {mean[i] / others:.1f} times as far from the other sites as they are "
                            "on average", float(p[i]), float(mean[i] / others), "distance ratio",
-                           evidence={"run": source}, material=bool(mean[i] >= 1.5 * others)))
+                           evidence={"run": source, "value": float(mean[i])},
+                           material=bool(mean[i] >= limit("distant", "ratio") * others)))
     return out
 
 
@@ -141,8 +147,9 @@ def prototypes(on_stamp: Sequence[float], sites: Sequence[str], source: str = ""
     deviation, t, p2 = leave_one_out(values)
     p = one_sided(t, p2, +1)[:, 0]
     return [Finding(site, "prototypes", "prototype_on_stamp", None,
-                    f"{values[i]:.0%} of {site}'s hold-out images are decided by a prototype looking at the marked "
+                    f"{values[i]:.0%} of {site}'s {term('hold-out')} images are decided by a prototype looking at the marked "
                     f"corner, against {float(np.delete(values, i).mean()):.0%} elsewhere: a shortcut in its images?",
-                    float(p[i]), float(deviation[i, 0]), "share of images", evidence={"run": source},
-                    material=bool(deviation[i, 0] >= 0.2))
+                    float(p[i]), float(deviation[i, 0]), "share of images",
+                    evidence={"run": source, "value": float(values[i])},
+                    material=bool(deviation[i, 0] >= limit("prototype_on_stamp", "gap")))
             for i, site in enumerate(sites)]

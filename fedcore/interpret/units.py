@@ -19,13 +19,30 @@ Rules:
 - The map goes from the site to the others: "Elm Regional's temperature × 5/9 - 17.8 matches the
   other sites: looks like °F where the others use °C".
 
-This is the product's one catalogue of conversions: the alignment's pairwise unit check
-(`data_adapters.units`: `KNOWN_FACTORS` is the catalogue's factors, named by `Conversion.pair`)
-and the mapping step's suggestions (`data_adapters.suggestions`) read it too.
+Between two sites (`fits_between`: the check-up's `unit_pair`, where no site stands out — two
+sites, or the others disagree), nothing in the data says which site is wrong, so a pair is named
+with the factor, never a culprit:
+- compared are positive quantities (median above 0, at most 5 % below 0): concentrations, weights,
+  lengths, durations are; z-scores and differences are not;
+- a pair fits a factor when its medians and its interquartile ranges both differ by about that
+  factor: the medians' ratio within PAIR_MEDIAN_TOLERANCE of it, the spreads' within what sampling
+  allows (`spread_tolerance`) — a unit scales the middle and the spread alike, while a different
+  patient mix rarely moves both by ×2 or more together. The factors tried are those of the
+  conversions the catalogue allows for the column's name, and every factor of ANY_COLUMN_FACTOR or
+  more for any column (KNOWN_FACTORS);
+- Fahrenheit against Celsius is affine, not a factor: a pair fits when the smaller median could be
+  a temperature in Celsius (at most CELSIUS_MAX), the larger is 1.8 × it + 32 (within
+  FAHRENHEIT_TOLERANCE) and the spreads differ by about 1.8;
+- a fit lists every known conversion the measured factor fits (17.1 and 18.0 lie close).
+
+This is the product's one catalogue of conversions: the check-up's unit checks
+(`data_checks`), the Data page's alignment report and the mapping step's suggestions (which show
+the check-up's findings for the files at hand) read it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -206,6 +223,61 @@ def match_conversion(column: str, site_quantiles: Sequence[float], other_quantil
             return Match(near[0], near[0].a, 0.0, before, discrepancy(near[0].apply(site), others, other_sd))
         return Match(None, a, 0.0, before, free)
     return None
+
+
+PAIR_MIN_VALUES = 10  # values at each site of a pair
+PAIR_MEDIAN_TOLERANCE = 0.12  # the medians' ratio within ±12 % of the factor
+PAIR_SPREAD_TOLERANCE = 0.35  # at least: real populations' spreads differ by this much
+IQR_LOG_SD = 1.16  # sd of log(sample IQR) x sqrt(n), for normal data
+SPREAD_SDS = 2.5
+FAHRENHEIT_TOLERANCE = 0.03  # the Fahrenheit median within ±3 % of 1.8 × Celsius + 32
+CELSIUS_MAX = 60.0
+ANY_COLUMN_FACTOR = 2.0  # factors from here up are tried on every column, whatever its name
+FAHRENHEIT = next(c.pair() for c in CONVERSIONS if c.source == "°F")
+
+
+def _factors(conversions: Sequence[Conversion]) -> tuple[tuple[float, str], ...]:
+    """(factor, the unit pairs it converts) for the catalogue's pure factors, one entry per factor."""
+    named: dict[float, list[str]] = {}
+    for conversion in conversions:
+        if conversion.factor is not None:
+            pairs = named.setdefault(round(conversion.factor, 4), [])
+            if conversion.pair() not in pairs:
+                pairs.append(conversion.pair())
+    return tuple(sorted((factor, ", ".join(pairs)) for factor, pairs in named.items()))
+
+
+# Every factor tried on any column (the catalogue's of ANY_COLUMN_FACTOR or more).
+KNOWN_FACTORS: tuple[tuple[float, str], ...] = tuple(f for f in _factors(CONVERSIONS) if f[0] >= ANY_COLUMN_FACTOR)
+
+
+def column_factors(column: str) -> tuple[tuple[float, str], ...]:
+    """The factors tried on a column of this name: KNOWN_FACTORS and those its name allows."""
+    return tuple(sorted({*KNOWN_FACTORS, *_factors(candidates(column))}))
+
+
+def spread_tolerance(n_a: int, n_b: int) -> float:
+    """How far (in log terms) two samples' interquartile ranges may differ by chance: the log of a
+    sample IQR has an sd of about IQR_LOG_SD / sqrt(n) (normal data), so the log ratio of two has
+    IQR_LOG_SD * sqrt(1/n_a + 1/n_b); SPREAD_SDS of those, and never less than PAIR_SPREAD_TOLERANCE."""
+    return max(math.log(1 + PAIR_SPREAD_TOLERANCE), SPREAD_SDS * IQR_LOG_SD * math.sqrt(1 / n_a + 1 / n_b))
+
+
+def fits_between(median_a: float, iqr_a: float, n_a: int, median_b: float, iqr_b: float, n_b: int,
+                 factors: Sequence[tuple[float, str]] = KNOWN_FACTORS) -> tuple[float, float, list[str]] | None:
+    """Whether two sites' positive quantity differs by a known factor (see the module's rules): the
+    ratio of the larger median to the smaller, that of their IQRs, and the conversions that fit."""
+    if median_a < median_b:
+        median_a, iqr_a, n_a, median_b, iqr_b, n_b = median_b, iqr_b, n_b, median_a, iqr_a, n_a
+    ratio, spread_ratio, tolerance = median_a / median_b, iqr_a / iqr_b, spread_tolerance(n_a, n_b)
+    fits = [what for factor, what in factors
+            if abs(math.log(ratio / factor)) <= math.log(1 + PAIR_MEDIAN_TOLERANCE)
+            and abs(math.log(spread_ratio / factor)) <= tolerance]
+    fahrenheit = 1.8 * median_b + 32
+    if (median_b <= CELSIUS_MAX and abs(median_a - fahrenheit) <= FAHRENHEIT_TOLERANCE * fahrenheit
+            and abs(math.log(spread_ratio / 1.8)) <= tolerance):
+        fits.append(FAHRENHEIT)
+    return (float(ratio), float(spread_ratio), fits) if fits else None
 
 
 def _number(value: float) -> str:

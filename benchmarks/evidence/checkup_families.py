@@ -1,0 +1,536 @@
+"""Part 5: does the check-up find problems nobody listed? Corruption families, drawn at random.
+
+Each case puts one problem into one site's raw values (original units) of a federation: a family
+of problems (`corruptions.py`: shifts of every row or of one class, gain and offset errors, unit
+conversions, a channel replaced by noise, a constant channel, clipping, partial zero-fill, any
+number used as a missing code, duplicated rows, swapped and mis-mapped columns, values missing at
+random and not at random, label flips, label noise, a class's rows left out) with its site,
+column, class, strength and values drawn from the case's seed. Federations: HAR (30 subjects),
+vehicle sensors (23), heart disease (4 hospitals), the demo with its built-in problems off, and
+MNIST digits as a table (7×7 block grey levels, 8 sites by label skew).
+
+The check-up is run through its public entry points only (`profile_federation` and `check_up`
+for the data lens; for every lens, per-site CSV files checked up with `start_checkup` as a user's
+files are), so the same script measures any version of the detector.
+
+Scoring. A site counts as found only by a reported finding that the same federation without the
+problem does not already show there (same site, lens, kind and feature). Per case: found or not;
+the right column named (the site's strongest new finding names the corrupted column, or for
+swapped and mis-mapped columns either of the two; label and row families name none); and the
+share of the *other* sites with a new finding. Goals (issue 23) at each family's material
+strength: site-level recall ≥ 90 %, right column ≥ 80 % of the hits, ≤ 5 % of the other sites
+with a new finding; for the data lens and for all lenses separately.
+
+Honest protocol: seeds 0-9 are the tuning half (anything tuned — a threshold of the detector —
+may look at them), seeds 10-19 the held-out half, on which the figures are reported.
+
+    .venv/bin/python benchmarks/evidence/checkup_families.py --quick          # smoke test, a minute
+    nice -n 10 .venv/bin/python benchmarks/evidence/checkup_families.py       # data lens, every case
+    .venv/bin/python benchmarks/evidence/checkup_families.py --lenses all     # + model lenses (slow)
+    .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5 and README
+    PYTHONPATH=../other-tree .venv/bin/python benchmarks/evidence/checkup_families.py --tag other
+                                                                              # another detector's code
+Results are cached per case in results/checkup_families[-TAG].json with the detector they
+measured (a hash of its code) and the case drawn: a case whose detector or draw changed is run
+again, the others are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from common import cached_results, load_results, run_tasks  # noqa: E402
+from corruptions import FAMILIES, corrupt, describe, draw_case, load_table  # noqa: E402
+
+PART = "checkup_families"
+DATASETS = ("har", "vehicle", "heart", "demo", "mnist")
+TITLES = {"har": "HAR (30 subjects)", "vehicle": "Vehicle sensors (23 sensors)",
+          "heart": "Heart disease (4 hospitals)", "demo": "Demo (8 synthetic hospitals, built-in problems off)",
+          "mnist": "MNIST as a table (8 sites, label skew)"}
+SEEDS = tuple(range(20))
+TUNING, HELD_OUT = SEEDS[:10], SEEDS[10:]
+HALVES = {"tuning": TUNING, "held-out": HELD_OUT}
+QUICK_DATASETS, QUICK_SEEDS = ("heart", "demo"), (0, 1, 10, 11)
+# Every lens: the model lenses train (iFedAvg replicates, FedAvg, AdaFed, FedHealth2), minutes a case
+# on 2 cores, so a few seeds of the two small federations, with fewer rounds than a check-up's default.
+MODEL_DATASETS, MODEL_SEEDS = ("heart", "demo"), (0, 10, 11)
+MODEL_ROUNDS, MODEL_REPLICATES = 100, 2
+GOAL_RECALL, GOAL_FEATURE, GOAL_OTHERS = 0.90, 0.80, 0.05
+DATA_LENS = "data profile"
+TARGET = "label"  # the target column of the CSV files written for the model lenses
+README = HERE.parents[1] / "README.md"
+README_BEGIN, README_END = "<!-- checkup-families:begin -->", "<!-- checkup-families:end -->"
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+def tasks(datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = SEEDS, lenses: Sequence[str] = ("data", "all"),
+          families: Sequence[str] = tuple(FAMILIES)) -> list[dict]:
+    """Every case: (dataset, family, seed, lenses), and per dataset and lens set the untouched
+    federation (family 'none'): the findings the data show without any problem put in."""
+    out = []
+    for lens_set in lenses:
+        chosen = datasets if lens_set == "data" else [d for d in datasets if d in MODEL_DATASETS]
+        chosen_seeds = seeds if lens_set == "data" else [s for s in seeds if s in MODEL_SEEDS]
+        for dataset in chosen:
+            out.append({"dataset": dataset, "family": "none", "seed": 0, "lenses": lens_set})
+            out += [{"dataset": dataset, "family": f, "seed": s, "lenses": lens_set} for f in families
+                    for s in chosen_seeds]
+    return out
+
+
+@functools.cache
+def fingerprint(lenses: str) -> str:
+    """A hash of the code a result measured: the check-up and its checks (data lens), and for every
+    lens the whole engine that trains the model lenses' runs."""
+    import fedcore
+
+    package = Path(fedcore.__file__).resolve().parent
+    files = ([package / "checkup.py", *sorted((package / "interpret").glob("*.py"))] if lenses == "data"
+             else sorted(package.rglob("*.py")))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
+def commit() -> str:
+    """The commit of the fedcore being measured (with '+changes' when its tree differs from it;
+    'unknown' for a tree outside git, e.g. a `git archive` of another branch's commit)."""
+    return _git_commit()
+
+
+def _git_commit() -> str:
+    import fedcore
+
+    root = Path(fedcore.__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fedcore"], capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+changes" if dirty else "")
+
+
+def case_of(task: dict) -> dict | None:
+    if task["family"] == "none":
+        return None
+    return draw_case(load_table(task["dataset"]), FAMILIES[task["family"]], task["seed"])
+
+
+# -- one case -----------------------------------------------------------------------------------
+def evaluate(task: dict) -> dict[str, Any]:
+    """The check-up of one case's federation: its reported findings, compactly. A data-lens case
+    keeps only the findings the untouched federation does not show (all that scoring reads: the
+    record stays small); the untouched federation's own task keeps all of its."""
+    table = load_table(task["dataset"])
+    case = case_of(task)
+    started = time.perf_counter()
+    result, refused = _check_up(corrupt(table, case) if case else table, task["lenses"])
+    findings = [] if result is None else [compact(f, table) for f in result.reported]
+    if case is not None and task["lenses"] == "data":
+        seen = _untouched(task["dataset"])
+        findings = [f for f in findings if _key(parse(f)) not in seen]
+    return {"case": case, "detector": fingerprint(task["lenses"]), "commit": commit(),
+            "sites": list(table.sites), "lenses": [] if result is None else list(result.sources),
+            "reported": 0 if result is None else len(result.reported), "findings": findings, "refused": refused,
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _check_up(table, lenses: str) -> tuple[Any, str | None]:
+    if lenses == "data":
+        from fedcore.checkup import check_up
+
+        return check_up(table.profile(), {}), None
+    return _every_lens(table)
+
+
+def compact(finding, table) -> str:
+    """site, lens, kind, feature, column (only where it is not the feature's own name), q."""
+    column = table.column_of(finding.feature)
+    return "\t".join([finding.site, finding.lens, finding.kind, finding.feature or "",
+                      column if column and column != finding.feature else "", f"{finding.q:.3g}"])
+
+
+_UNTOUCHED: dict[str, set] = {}
+
+
+def _untouched(dataset: str) -> set:
+    """The data lens's findings on the dataset as it is (computed once per process)."""
+    if dataset not in _UNTOUCHED:
+        table = load_table(dataset)
+        result, _ = _check_up(table, "data")
+        _UNTOUCHED[dataset] = {_key(parse(compact(f, table))) for f in result.reported}
+    return _UNTOUCHED[dataset]
+
+
+def _key(finding: dict) -> tuple:
+    return finding["site"], finding["lens"], finding["kind"], finding["feature"]
+
+
+def _every_lens(table) -> tuple[Any, str | None]:
+    """Every lens, as a user's files get it: one CSV per site, a check-up trained in this process.
+    A federation the product refuses to load gives (None, its message)."""
+    import tempfile
+
+    from fedcore.checkup_jobs import start_checkup
+    from fedcore.errors import FedcoreError
+    from fedcore.store import RunStore
+
+    with tempfile.TemporaryDirectory() as folder:
+        reference = write_csv_sites(table, Path(folder))
+        try:
+            store = RunStore(Path(folder) / "store")
+            plan = start_checkup(store, reference, MODEL_REPLICATES, MODEL_ROUNDS, train=True, in_process=True)
+            return plan.evaluate(store), None
+        except FedcoreError as error:
+            return None, str(error)
+
+
+def write_csv_sites(table, folder: Path) -> dict[str, Any]:
+    """One CSV per site (a categorical column as its category, a missing value as an empty cell,
+    the class by name), and the data reference that reads them with the table's column kinds."""
+    import pandas as pd
+
+    columns = table.column_names
+    files = []
+    for index, site in enumerate(table.sites):
+        x = table.x[index]
+        frame = {}
+        for column in columns:
+            features = table.features_of(column)
+            if table.kind_of(column) == "categorical":
+                values = np.array([f.split("=", 1)[1] for f in (table.features[j] for j in features)], dtype=object)
+                block = x[:, features]
+                cell = np.where(np.isnan(block).any(axis=1), None,
+                                values[np.argmax(np.nan_to_num(block, nan=-1.0), axis=1)])
+                frame[column] = cell
+            else:
+                frame[column] = x[:, features[0]]
+        frame[TARGET] = np.array(table.classes, dtype=object)[table.y[index]]
+        path = folder / f"site{index:02d}.csv"
+        pd.DataFrame(frame).to_csv(path, index=False, float_format="%.10g")
+        files.append(str(path))
+    return {"source": "csv", "files": files, "site_names": list(table.sites), "target": TARGET,
+            "kinds": {c: table.kind_of(c) for c in columns}}
+
+
+# -- scoring --------------------------------------------------------------------------------------
+def parse(finding: str) -> dict[str, Any]:
+    site, lens, kind, feature, column, q = finding.split("\t")
+    return {"site": site, "lens": lens, "kind": kind, "feature": feature or None, "column": column or None,
+            "q": float(q)}
+
+
+def score(result: dict, baseline: dict, lens: str | None = None) -> dict[str, Any]:
+    """One case against the untouched federation: `hit` (the corrupted site has a new finding),
+    `named` (its strongest new finding names a corrupted column; None when the family names no
+    column or nothing was found), `others_flagged` of `others` (other sites with a new finding).
+    `lens`: only that lens's findings (None: every lens)."""
+    def chosen(findings: Iterable[str]) -> list[dict]:
+        return [f for f in map(parse, findings) if lens is None or f["lens"] == lens]
+
+    seen = {_key(f) for f in chosen(baseline["findings"])}
+    new = [f for f in chosen(result["findings"]) if _key(f) not in seen]
+    truth = result["case"]["truth"]
+    at_site = [f for f in new if f["site"] == truth["site"]]  # strongest first, as reported
+    named = None
+    if at_site and truth["columns"]:
+        named = (at_site[0]["column"] or at_site[0]["feature"]) in truth["columns"]
+    others = [s for s in result["sites"] if s != truth["site"]]
+    return {"hit": bool(at_site), "named": named, "others_flagged": len({f["site"] for f in new} - {truth["site"]}),
+            "others": len(others)}
+
+
+def scored(results: dict[str, Any], lens_set: str, lens: str | None) -> list[dict]:
+    """Every recorded case of a lens set with its score and what it was (family, dataset, seed,
+    strength, material)."""
+    baselines = {json.loads(k)["dataset"]: r for k, r in results.items()
+                 if json.loads(k)["family"] == "none" and json.loads(k)["lenses"] == lens_set}
+    rows = []
+    for key, result in results.items():
+        task = json.loads(key)
+        if task["lenses"] != lens_set or task["family"] == "none" or task["dataset"] not in baselines:
+            continue
+        case, family = result["case"], FAMILIES[task["family"]]
+        rows.append({**task, "strength": case["strength"], "material": family.material(case),
+                     "refused": result.get("refused"), **score(result, baselines[task["dataset"]], lens)})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict[str, Any]:
+    """Recall, right column (of the hits that can name one) and the share of other sites flagged."""
+    hits = [r["hit"] for r in rows]
+    named = [r["named"] for r in rows if r["named"] is not None]
+    others = sum(r["others"] for r in rows)
+    return {"cases": len(rows), "found": sum(hits), "recall": np.mean(hits) if hits else np.nan,
+            "named_of": len(named), "named": sum(named), "feature": np.mean(named) if named else np.nan,
+            "others_flagged": sum(r["others_flagged"] for r in rows), "others": others,
+            "false": sum(r["others_flagged"] for r in rows) / others if others else np.nan}
+
+
+def meets(s: dict) -> bool:
+    return bool(s["recall"] >= GOAL_RECALL and (s["named_of"] == 0 or s["feature"] >= GOAL_FEATURE)
+                and s["false"] <= GOAL_OTHERS)
+
+
+# -- report ----------------------------------------------------------------------------------------
+def _pct(value: float) -> str:
+    return "–" if value != value else f"{100 * value:.0f} %"
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k}/{n}" if n else "–"
+
+
+def _cells(s: dict) -> list[str]:
+    return [f"{_pct(s['recall'])} ({_share(s['found'], s['cases'])})",
+            f"{_pct(s['feature'])} ({_share(s['named'], s['named_of'])})",
+            f"{100 * s['false']:.1f} % ({_share(s['others_flagged'], s['others'])})" if s["others"] else "–"]
+
+
+HEAD = "| recall | right column | other sites with a new finding |"
+
+
+def _in(rows: list[dict], half: str, material: bool | None = True, **match: Any) -> list[dict]:
+    return [r for r in rows if r["seed"] in HALVES[half] and (material is None or r["material"] == material)
+            and all(r[k] == v for k, v in match.items())]
+
+
+def headline(rows: list[dict], half: str = "held-out") -> list[str]:
+    lines = ["| data set " + HEAD + " goals met |", "|---|---|---|---|---|"]
+    datasets = [d for d in DATASETS if _in(rows, half, dataset=d)]
+    for dataset in datasets:
+        s = summary(_in(rows, half, dataset=dataset))
+        lines.append(f"| {TITLES[dataset]} | " + " | ".join(_cells(s)) + f" | {'yes' if meets(s) else 'no'} |")
+    s = summary(_in(rows, half))
+    lines.append("| **all** | " + " | ".join(_cells(s)) + f" | {'yes' if meets(s) else 'no'} |")
+    return lines
+
+
+def per_family(rows: list[dict], half: str = "held-out") -> list[str]:
+    datasets = [d for d in DATASETS if _in(rows, half, dataset=d)]
+    lines = ["| group | family | material from " + HEAD + " " + " | ".join(datasets) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(datasets)]
+    for family in FAMILIES.values():
+        chosen = _in(rows, half, family=family.name)
+        if not chosen:
+            continue
+        s = summary(chosen)
+        material = (f"{family.strength.material:g} ({family.strength.unit})" if family.strength else "every case")
+        grid = [_share(sum(r["hit"] for r in _in(chosen, half, dataset=d)), len(_in(chosen, half, dataset=d)))
+                for d in datasets]
+        lines.append(f"| {family.group} | {family.title} | {material} | " + " | ".join(_cells(s)) + " | "
+                     + " | ".join(grid) + " |")
+    return lines
+
+
+def per_family_on(rows: list[dict], dataset: str, half: str = "held-out") -> list[str]:
+    lines = ["| family " + HEAD, "|---|---|---|---|"]
+    for family in FAMILIES.values():
+        chosen = _in(rows, half, dataset=dataset, family=family.name)
+        if chosen:
+            lines.append(f"| {family.title} | " + " | ".join(_cells(summary(chosen))) + " |")
+    return lines
+
+
+BINS = ((0.0, 0.5), (0.5, 1.0), (1.0, 2.0), (2.0, np.inf))  # strength / material
+
+
+def against_strength(rows: list[dict], half: str = "held-out") -> list[str]:
+    labels = ["< ½ ×", "½–1 ×", "1–2 ×", "≥ 2 ×"]
+    lines = ["| family | " + " | ".join(f"{b} material" for b in labels) + " |", "|---|" + "---|" * len(labels)]
+    for family in FAMILIES.values():
+        if family.strength is None:
+            continue
+        chosen = _in(rows, half, material=None, family=family.name)
+        if not chosen:
+            continue
+        cells = []
+        for low, high in BINS:
+            inside = [r["hit"] for r in chosen if low <= r["strength"] / family.strength.material < high]
+            cells.append(_share(sum(inside), len(inside)))
+        lines.append(f"| {family.title} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", per_family: int = 3) -> list[str]:
+    """What was put in where the data lens found nothing: the cases to look at first."""
+    cases = {(t["dataset"], t["family"], t["seed"]): r["case"] for t, r in
+             ((json.loads(k), r) for k, r in results.items()) if t["lenses"] == "data" and t["family"] != "none"}
+    lines = []
+    for family in FAMILIES.values():
+        chosen = _in(rows, half, family=family.name)
+        misses = [r for r in chosen if not r["hit"]]
+        if misses:
+            lines.append(f"- {family.title} ({len(misses)} of {len(chosen)} missed):")
+            lines += [f"  - {r['dataset']} seed {r['seed']} "
+                      + describe(cases[(r["dataset"], r["family"], r["seed"])], title=False) for r in misses[:per_family]]
+    return lines or ["- none"]
+
+
+def _measured(results: dict[str, Any]) -> str:
+    seen = sorted({(r.get("commit", "?"), r.get("detector", "?")) for r in results.values()})
+    return "; ".join(f"commit {c} (detector code {d})" for c, d in seen) or "nothing yet"
+
+
+def section(results: dict[str, Any]) -> str:
+    data = scored(results, "data", DATA_LENS)
+    lines = ["## 5. The check-up on problems nobody listed: corruption families drawn at random", "",
+             __doc__.split("\n\n", 1)[1].split("\n\n    .venv")[0].strip(), "",
+             f"Measured: {_measured(results)}. Figures are of the **held-out half** (seeds {HELD_OUT[0]}–"
+             f"{HELD_OUT[-1]}) at each family's material strength unless a heading says otherwise. Commands: "
+             "`nice -n 10 .venv/bin/python benchmarks/evidence/checkup_families.py [--lenses data all]`, then "
+             "`--write` for this section and the README's table.", ""]
+    if not data:
+        return "\n".join([*lines, "No case recorded yet."])
+    lines += ["### Data lens, held-out half", "", *headline(data), "",
+              "Tuning half (seeds 0–9), the same way: " + _overall_line(data, "tuning") + ".", "",
+              "### Data lens per family (held-out half, every data set)", "",
+              "The last columns: cases found per data set.", "", *per_family(data), "",
+              "### Data lens: recall against strength (held-out half, every data set)", "",
+              "Strength as a multiple of the family's material strength.", "", *against_strength(data), "",
+              "### Data lens: cases missed at material strength (held-out half, up to three per family)", "",
+              *missed(data, results), ""]
+    for dataset in DATASETS:
+        if _in(data, "held-out", dataset=dataset):
+            lines += [f"### Data lens on {TITLES[dataset]} (held-out half)", "", *per_family_on(data, dataset), ""]
+    every = scored(results, "all", None)
+    if every:
+        data_of_every = scored(results, "all", DATA_LENS)
+        lines += [f"### Every lens ({', '.join(TITLES[d] for d in MODEL_DATASETS)}; seeds "
+                  f"{', '.join(map(str, MODEL_SEEDS))}: the first tuning, the others held-out)", "",
+                  f"The model lenses train iFedAvg ({MODEL_REPLICATES} replicates), FedAvg, AdaFed and FedHealth2 "
+                  f"for {MODEL_ROUNDS} rounds on the case's files written as one CSV per site (the product's "
+                  "defaults for CSV: per-site standardisation); the data lens of the same check-up beside them.", "",
+                  "| family | data lens: " + HEAD[2:] + " every lens: " + HEAD[2:], "|---|---|---|---|---|---|---|"]
+        for family in FAMILIES.values():
+            a, b = (_in(rows, "held-out", family=family.name) for rows in (data_of_every, every))
+            if a:
+                lines.append(f"| {family.title} | " + " | ".join(_cells(summary(a)) + _cells(summary(b))) + " |")
+        a, b = _in(data_of_every, "held-out"), _in(every, "held-out")
+        lines.append("| **all** | " + " | ".join(_cells(summary(a)) + _cells(summary(b))) + " |")
+        refused = [r for r in every if r["refused"]]
+        if refused:
+            lines += ["", f"{len(refused)} case(s) refused by the product when loading the files: "
+                      + "; ".join(f"{r['family']} on {r['dataset']} (seed {r['seed']}): {r['refused'][:160]}"
+                                  for r in refused[:5])]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _overall_line(rows: list[dict], half: str) -> str:
+    s = summary(_in(rows, half))
+    return (f"recall {_pct(s['recall'])} ({_share(s['found'], s['cases'])}), right column {_pct(s['feature'])}, "
+            f"other sites with a new finding {100 * s['false']:.1f} %" if s["cases"] else "no case recorded")
+
+
+def readme_table(results: dict[str, Any]) -> str:
+    """The README's table: the data lens (and every lens, where measured) on the held-out half,
+    and each family's recall, best found first."""
+    data = scored(results, "data", DATA_LENS)
+    if not data:
+        return "\n".join([README_BEGIN, "No case recorded yet.", README_END])
+    lines = [README_BEGIN, *headline(data)]
+    every = scored(results, "all", None)
+    if every:
+        s = summary(_in(every, "held-out"))
+        lines.append(f"| every lens ({' and '.join(MODEL_DATASETS)}, {len(_in(every, 'held-out'))} cases) | "
+                     + " | ".join(_cells(s)) + f" | {'yes' if meets(s) else 'no'} |")
+    recall = {f.title: summary(_in(data, "held-out", family=f.name))["recall"] for f in FAMILIES.values()}
+    ranked = sorted(((r, t) for t, r in recall.items() if r == r), key=lambda rt: -rt[0])
+    lines += ["", "Data lens per family (recall at material strength, held-out half, every data set): "
+              + "; ".join(f"{title} {_pct(r)}" for r, title in ranked) + "."]
+    return "\n".join([*lines, README_END])
+
+
+def update_readme(results: dict[str, Any], path: Path = README) -> None:
+    text = path.read_text()
+    pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{path} has no {README_BEGIN} … {README_END} block to fill.")
+    path.write_text(pattern.sub(lambda _: readme_table(results), text))
+
+
+# -- running --------------------------------------------------------------------------------------
+def still_holds(task: dict, result: Any) -> bool:
+    """A cached result holds while its detector's code and its case's draw are unchanged."""
+    return (isinstance(result, dict) and result.get("detector") == fingerprint(task["lenses"])
+            and result.get("case") == case_of(task))
+
+
+def measure(todo: list[dict], jobs: int, fresh: bool, part: str = PART) -> dict[str, Any]:
+    return run_tasks(part, todo, evaluate, jobs, fresh, reuse=still_holds)
+
+
+def main(jobs: int, fresh: bool) -> str:
+    """run.py's entry: every case, the data lens and every lens."""
+    measure(tasks(), jobs, fresh)
+    return cached_section()
+
+
+def cached_section(part: str = PART) -> str:
+    return section(cached_results(part, tasks()))
+
+
+def _cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"smoke test: {', '.join(QUICK_DATASETS)}, seeds "
+                        f"{', '.join(map(str, QUICK_SEEDS))}, the data lens")
+    parser.add_argument("--lenses", nargs="+", choices=("data", "all"), default=["data"],
+                        help="'data': the data lens; 'all': every lens (trains the model lenses' runs)")
+    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES))
+    parser.add_argument("--half", choices=("tuning", "held-out", "both"), default="both",
+                        help="which seeds to run (the report always shows the held-out half)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (one torch thread each)")
+    parser.add_argument("--fresh", action="store_true", help="ignore cached cases and run them again")
+    parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json), "
+                        "e.g. for another branch's detector")
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite benchmarks/RESULTS.md (every part from its recorded runs) and the README's table")
+    args = parser.parse_args()
+    part = f"{PART}-{args.tag}" if args.tag else PART
+    seeds = {"tuning": TUNING, "held-out": HELD_OUT, "both": SEEDS}[args.half]
+    datasets = args.datasets
+    if args.quick:
+        datasets = [d for d in datasets if d in QUICK_DATASETS]
+        seeds = [s for s in seeds if s in QUICK_SEEDS]
+    todo = tasks(datasets, seeds, args.lenses, args.families)
+    results = measure(todo, args.jobs, args.fresh, part)
+    shown = {k: v for k, v in load_results(part).items()}
+    print(section(shown))
+    print(f"\n{len(results)} cases of this run; results in results/{part}.json", file=sys.stderr)
+    if args.write:
+        if args.tag:
+            raise SystemExit("--write rewrites the report from the untagged results only; leave --tag out.")
+        from run import write_report
+
+        write_report()
+        update_readme(cached_results(PART, tasks()))
+
+
+if __name__ == "__main__":
+    sys.path.append(str(HERE.parents[1]))  # after PYTHONPATH: another tree's fedcore there is the one measured
+    _cli()

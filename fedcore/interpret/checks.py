@@ -1,0 +1,307 @@
+"""The check-up's one registry of checks: every check declared once.
+
+A declaration says what a person reads (the title), how the check decides (statistic, null and
+what makes a finding material, in words: the README's check table is made from them), where it
+belongs (its lens, the family whose false discovery rate it shares), how specific an explanation
+it is (its rank: the order of `CHECKS`, most specific first), which evidence view draws it (a
+name the dashboard's drawings are keyed by: `EVIDENCE_VIEWS`), which profile statistics it needs
+(`profile.STATISTICS`: a cell whose statistics were withheld is *not testable*, with the reason),
+what one of its cells is (`scope`), and which function computes it (a method of
+`data_checks.Checks` for the data lens, a function of `model_checks` for the model lenses).
+
+Everything that shows or decides findings loops over this registry — the check-up's data lens
+(`data_checks.check_profile`), the decision (`findings.decide`: q-values per family, explanations
+by rank), the grid, the Data page's alignment report and `inspect` (which run the data lens on
+the files at hand) — so they cannot disagree about a column. Adding a check is a declaration
+here, its function, and its known-answer test.
+
+Rules of a declaration:
+- family: Benjamini–Hochberg runs within each family, so one broken site's hundreds of true
+  findings of one kind (a flipped site's every feature relating to the label the other way)
+  loosen no other family's threshold. Every model lens is a family of its own.
+- explains: kinds this check explains at the same site whatever their feature (wrong labels
+  explain every feature's reversed relation to the label). At one site and feature, the most
+  specific significant finding explains the others whatever their lens: a model lens that agrees
+  with the data lens says so ("agrees with the data lens") and stays visible in its cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedcore.interpret.units import (
+    FIT_TOLERANCE,
+    IMPROVEMENT,
+    PAIR_MEDIAN_TOLERANCE,
+    PAIR_MIN_VALUES,
+    PAIR_SPREAD_TOLERANCE,
+)
+
+# Lenses (a column of the check-up), in the order the check-up shows them.
+LENSES = ("data profile", "feature shifts", "labels", "contribution", "similarity", "prototypes")
+DATA = LENSES[0]
+
+# What one cell of a check is.
+SCOPES = {
+    "continuous": "a continuous feature at a site",
+    "feature": "a feature at a site (a categorical column's one-hot parts together, as the column)",
+    "column": "a categorical column at a site",
+    "site": "the site as a whole",
+}
+
+FAMILIES = {
+    "values": "how a feature's values lie: location, spread, shape, units, implausible values, distribution",
+    "recording": "how values were recorded: constant columns, point masses, missing-value codes, categories, "
+                 "duplicated rows",
+    "missing values": "how many values are missing, and for which class",
+    "relation to the label": "each feature's relation to the label",
+    "labels": "a site's labels as a whole: wrong, noisy, or another class balance",
+    "correlations": "how features vary together",
+    "feature shifts": "iFedAvg's learned input corrections",
+    "model labels": "iFedAvg's output layer and a shared model's scores at each site",
+    "contribution": "AdaFed's weights",
+    "similarity": "FedHealth2's distances",
+    "prototypes": "inDISCO's prototypes",
+}
+
+# The drawings of a finding's evidence (dashboard/checkup_view.py draws one per name).
+EVIDENCE_VIEWS = {
+    "quantiles": "every site's values of the feature as boxes, and the site's quantiles against the others'",
+    "unit_conversion": "the site's values in its own units, then converted, against the others' in theirs",
+    "missing_code": "each site's share of values at the code, against the others' range",
+    "swapped_columns": "the site's values of the two columns against the others' values of each",
+    "point_mass": "each site's share of values at its most common value, its minimum and its maximum",
+    "missing_share": "each site's share of missing values",
+    "missing_by_class": "each site's share of missing values, per class",
+    "categories": "each site's share of rows per category",
+    "class_means": "each site's mean of the feature per class",
+    "label_pattern": "each site's class means over the informative features against the others' pattern",
+    "class_balance": "each site's share of rows per class",
+    "duplicates": "each site's share of rows repeated exactly",
+    "correlations": "the feature's correlations with the others at the site against the other sites'",
+    "feature_correction": "iFedAvg's learned input correction of the feature at each site",
+    "output_scale": "iFedAvg's output scale at each site",
+    "shared_model_auc": "a shared model's ROC AUC on each site's test rows",
+    "server_score": "AdaFed's score of each site's model",
+    "distance": "FedHealth2's mean distance of each site to the others",
+    "stamp_share": "the share of each site's images decided by a prototype on the mark",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    kind: str  # the finding's kind (its identifier)
+    title: str  # what a person reads
+    family: str  # FAMILIES: where its false discovery rate is controlled
+    lens: str  # LENSES
+    statistic: str
+    null: str
+    material: str  # when a significant finding is large enough to matter
+    evidence: str  # EVIDENCE_VIEWS
+    needs: tuple[str, ...] = ()  # profile statistics (data lens) it is computed from
+    scope: str = "continuous"  # SCOPES
+    function: str = ""  # data lens: the `data_checks.Checks` method; model lenses: the `model_checks` function
+    explains: tuple[str, ...] = ()
+    min_sites: int = 3  # fewer sites than this: every site's cell is not testable
+    # the numbers of its rule, by name: its function reads them here, `material` names them {like_this}
+    limits: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def rank(self) -> int:
+        """Its place among explanations (0: the most specific)."""
+        return RANK[self.kind]
+
+    def limit(self, name: str) -> float:
+        return dict(self.limits)[name]
+
+    @property
+    def material_text(self) -> str:
+        """`material` with its limits filled in."""
+        return self.material.format(**{name: _number(value) for name, value in self.limits})
+
+    @property
+    def statistic_text(self) -> str:
+        return self.statistic.format(**{name: _number(value) for name, value in self.limits})
+
+
+QUANTILES = ("quantiles", "observed")
+CLASS_PROFILE = ("mean_by_class", "sd_by_class", "observed_by_class", "class_counts")
+LOO = "leave-one-out t over sites, moderated across features"
+SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
+             "moderated across features, one-sided")
+OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion from every site and item), one-sided"
+
+CHECKS: tuple[Check, ...] = (
+    Check("constant", "the same value in (nearly) every row", "recording", DATA,
+          "the share of the site's values at its most common value (a categorical column: its largest category)",
+          OVER_DISPERSED, "≥ {share:%} of its values and ≥ {count} values, where the others' is ≤ {others:%}",
+          "point_mass", ("top_share", "observed"), "feature", "constant", min_sites=2,
+          limits=(("share", 0.95), ("others", 0.8), ("count", 5))),
+    Check("unit", "unit or scale", "values", DATA,
+          "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
+          "%, …) "
+          "or a clean factor mapping the site's quantiles onto the others' mean quantiles, tried where the location or "
+          "spread differs materially with p < {tried}", "the shift's or spread's p, × 2",
+          "the quantiles land within {fit} SD and {closer} × closer", "unit_conversion", QUANTILES, "continuous",
+          "unit_conversions",
+          limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5))),
+    Check("unit_pair", "a unit factor between two sites", "values", DATA,
+          "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
+          "positive quantities with ≥ {values} values at both, where no site-level unit finding names the column",
+          "the log ratio of the medians, normal with their sampling SDs (× the partners tried)",
+          "medians within {median:%} of the factor, spreads within what sampling allows (at least {spread:%})",
+          "quantiles", QUANTILES, "continuous", "unit_pairs", min_sites=2,
+          limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE))),
+    Check("missing_code", "value used as a missing code", "recording", DATA,
+          "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
+          "binomial against the others' rate",
+          "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD",
+          "missing_code", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
+          limits=(("share", 0.02), ("count", 5))),
+    Check("point_mass", "many values at one value", "recording", DATA,
+          "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
+          "clipping, zero-fill, dropouts, a code outside the usual list)",
+          SHARE_LOO + ", the largest of the three × 3",
+          "≥ {excess:pt} more and {ratio} × the others'", "point_mass",
+          ("top_share", "min_share", "max_share", "observed"), "continuous", "point_mass",
+          limits=(("excess", 0.05), ("ratio", 3))),
+    Check("category_codes", "categorical codes differ", "recording", DATA,
+          "the share of rows in categories no other site uses", "binomial against half a row in all the others' rows",
+          "≥ {share:%}", "categories", ("mean", "observed"), "column", "category_codes", min_sites=2,
+          limits=(("share", 0.05),)),
+    Check("swapped_columns", "columns swapped", "values", DATA,
+          "the site's values of two features fit the others' of each other", "the shift's or spread's p, × 2",
+          "both fit within {fit} SD, {closer} × closer than to their own column", "swapped_columns", QUANTILES,
+          "continuous",
+          "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT))),
+    Check("labels_permuted", "labels look wrong", "labels", DATA,
+          "over the features the others show related to the label (a class difference of {informative} SD or "
+          "more either way): how often "
+          "renaming the site's classes fits the others better; two classes also a reversal projection",
+          "binomial, × the renamings tried",
+          "≥ {features} features and {share:%} of them, or a negative correlation "
+          "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
+          explains=("label_relation", "labels_weak", "class_balance", "output_shift", "shared_model_reversed"),
+          limits=(("informative", 0.2), ("features", 3), ("share", 0.75))),
+    Check("labels_weak", "labels look noisy", "labels", DATA,
+          "how strongly the site's features relate to its labels relative to the others' (median ratio over the "
+          "informative features)", "leave-one-out t over sites, one-sided (weaker)", "below {ratio}",
+          "label_pattern", CLASS_PROFILE, "site", "labels_weak", explains=("label_relation", "class_balance"),
+          limits=(("ratio", 0.5),)),
+    Check("class_balance", "another class balance", "labels", DATA,
+          "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
+          "a class {gap:pt} and {odds} × the odds away from the others' mean", "class_balance",
+          ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2))),
+    Check("label_relation", "relation to the label differs", "relation to the label", DATA,
+          "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
+          LOO + "; a categorical column's categories together (the smallest p, × categories)",
+          "{gap} SD and reversed (where the others' is ≥ {informative}), or < {weaker:.3g} of the others'",
+          "class_means", CLASS_PROFILE, "feature", "label_relations",
+          limits=(("gap", 0.3), ("informative", 0.2), ("weaker", 1 / 3))),
+    Check("missing_by_class", "missingness depends on the class", "missing values", DATA,
+          "the missing share per class within the site", "χ² with the dispersion the other sites show",
+          "classes {gap:pt} apart", "missing_by_class", ("observed_by_class", "class_counts"), "feature",
+          "missing_by_class", min_sites=2, limits=(("gap", 0.2),)),
+    Check("missingness", "more missing values", "missing values", DATA,
+          "the site's count of missing values", OVER_DISPERSED, "+ {more:pt} and {odds} × the odds",
+          "missing_share", ("observed", "rows"), "feature", "missingness", min_sites=2,
+          limits=(("more", 0.05), ("odds", 2))),
+    Check("duplicates", "rows repeated", "recording", DATA,
+          "the share of the site's rows that repeat an earlier row exactly (counted at the site)", OVER_DISPERSED,
+          "≥ {share:%} and ≥ {count} rows, {ratio} × the others'", "duplicates", ("duplicate_rows", "rows"),
+          "site",
+          "duplicates", min_sites=2, limits=(("share", 0.02), ("count", 5), ("ratio", 3))),
+    Check("shape", "different shape", "values", DATA,
+          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
+          "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
+          limits=(("skew", 0.15), ("tails", 1.3))),
+    Check("spread", "different spread", "values", DATA,
+          "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %)", LOO,
+          "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
+          limits=(("ratio", 1.25),)),
+    Check("location", "values shifted", "values", DATA,
+          "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
+          "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
+          limits=(("shift", 0.25),)),
+    Check("range", "implausible values", "values", DATA,
+          "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
+          SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",
+          ("far_share", "observed"), "continuous", "implausible_values",
+          limits=(("share", 0.01), ("count", 5), ("ratio", 4))),
+    Check("correlation", "relations between features differ", "correlations", DATA,
+          "the site's correlations of the feature with the others, projected on the other sites' median "
+          "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "
+          "0 vanished, < 0 reversed",
+          LOO + ", one-sided (lower)", "projection ≤ {projection} and the correlations {gap} apart on average",
+          "correlations", ("correlation",), "continuous", "correlation",
+          limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),
+    Check("distribution", "differs in distribution", "values", DATA,
+          "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
+          "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",
+          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),)),
+    Check("feature_shift", "learned input correction stands out", "feature shifts", "feature shifts",
+          "iFedAvg's b_in and w_in per cell, the mean over replicate runs with other seeds", LOO,
+          "b_in ≥ {b_in}, w_in ≥ {w_in}", "feature_correction", scope="feature", function="feature_shifts",
+          limits=(("b_in", 0.25), ("w_in", 0.2))),
+    Check("output_shift", "learned output correction stands out", "model labels", "labels",
+          "iFedAvg's local output layer w_out against the others'", "leave-one-out t over sites, one-sided",
+          "negative or < {share:%} of the others'", "output_scale", scope="site", function="output_layer",
+          limits=(("share", 0.5),)),
+    Check("shared_model_reversed", "a shared model scores below chance", "model labels", "labels",
+          "a model trained across the federation (FedAvg): ROC AUC on the site's own hold-out",
+          "Mann–Whitney with its class counts, one-sided", "below {auc}", "shared_model_auc", scope="site",
+          function="shared_model_auc", explains=("output_shift",), min_sites=1, limits=(("auc", 0.4),)),
+    Check("low_contribution", "low weight at the server", "contribution", "contribution",
+          "AdaFed: the logit of each site model's accuracy on the server's test set",
+          "leave-one-out t over sites, one-sided", "{gap:pt} below", "server_score", scope="site",
+          function="contribution", limits=(("gap", 0.1),)),
+    Check("distant", "far from the other sites", "similarity", "similarity",
+          "FedHealth2: the log of the site's mean distance to the other sites", "leave-one-out t over sites, one-sided",
+          "× {ratio} the others'", "distance", scope="site", function="similarity", limits=(("ratio", 1.5),)),
+    Check("prototype_on_stamp", "prototypes look at a mark on the images", "prototypes", "prototypes",
+          "inDISCO: the share of the site's hold-out images decided by a prototype at the stamp's place",
+          "leave-one-out t over sites, one-sided", "{gap:pt} above the others", "stamp_share", scope="site",
+          function="prototypes", limits=(("gap", 0.2),)),
+)
+
+BY_KIND = {check.kind: check for check in CHECKS}
+RANK = {check.kind: rank for rank, check in enumerate(CHECKS)}
+KINDS = {check.kind: check.title for check in CHECKS}
+
+
+def limit(kind: str, name: str) -> float:
+    """One number of a check's rule (its declaration's `limits`)."""
+    return BY_KIND[kind].limit(name)
+
+
+def of_lens(lens: str) -> tuple[Check, ...]:
+    """The checks of one lens, most specific first."""
+    return tuple(check for check in CHECKS if check.lens == lens)
+
+
+def family(kind: str) -> str:
+    """The family whose false discovery rate a kind shares (an unregistered kind: a family of its own)."""
+    check = BY_KIND.get(kind)
+    return check.family if check is not None else kind
+
+
+def check_table() -> str:
+    """The README's check table (Markdown), from the declarations."""
+    rows = ["| check | lens | family | statistic | null | material when |", "|---|---|---|---|---|---|"]
+    rows += [f"| {c.title} | {c.lens} | {c.family} | {c.statistic_text} | {c.null} | {c.material_text} |"
+             for c in CHECKS]
+    return "\n".join(rows)
+
+
+def _number(value: float) -> str:
+    """A limit as the table writes it ("{share:%}": 0.05 -> "5 %", "{gap:pt}": 0.2 -> "20 points")."""
+    return _Number(value)
+
+
+class _Number(float):
+    def __format__(self, spec: str) -> str:
+        if spec == "%":
+            return f"{float(self) * 100:g} %"
+        if spec == "pt":
+            return f"{float(self) * 100:g} points"
+        return format(float(self), spec) if spec else f"{float(self):g}"

@@ -1,0 +1,508 @@
+"""The check registry (`fedcore.interpret.checks`) against known answers: every check of the data
+lens fires at the site and feature where its problem was put (and nowhere else), on data built so
+the answer is known; a statistic that cannot be computed is a not-testable cell with its reason;
+the false discovery rate is controlled per family (hand-computed q-values; one broken site's many
+true findings loosen no other family); and the Data page's alignment report, `inspect` and the
+check-up give the same answer for every column of real and messy files."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data_adapters import draft_dictionary, inspect_data, load_federation
+from fedcore.checkup import check_up, finding_line
+from fedcore.interpret import checks
+from fedcore.interpret.data_checks import Checks, check_profile
+from fedcore.interpret.calibration import benjamini_hochberg
+from fedcore.interpret.findings import FDR, Finding, decide
+from fedcore.interpret.profile import NOT_RECORDED, STATISTICS, Profile, profile_federation, site_profile
+from messy_exports import write_messy_exports
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+DATA_KINDS = [c.kind for c in checks.of_lens(checks.DATA)]
+
+# -- a federation built so the answer is known ------------------------------------------------------
+SITES = [f"site {k}" for k in range(6)]
+BROKEN = "site 2"
+CONTINUOUS = ["temperature", "age", "glucose", "marker", "score", "f1", "f2", "f3", "f4"]
+FEATURES = [*CONTINUOUS, "smoker", "ward=icu", "ward=med", "ward=surg"]
+KINDS = ["continuous"] * 9 + ["binary"] + ["categorical"] * 3
+COLUMNS = [*CONTINUOUS, "smoker", "ward", "ward", "ward"]
+MEANS = np.array([37.2, 55.0, 100.0, 0.0, 5.0])
+SDS = np.array([0.8, 15.0, 20.0, 1.0, 2.0])
+CLASS_SHIFT = np.array([0.8, 0.6, -0.7, 0.9, 0.5])  # SDs between the classes, per feature
+ROWS = 400
+
+
+def site_rows(rng: np.random.Generator, rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """Five independent measurements related to the label, four sensor channels that share one
+    factor (correlations about 0.8), a yes/no flag and a three-category ward."""
+    y = rng.integers(0, 2, rows)
+    natural = rng.normal(0, 0.1, 5)  # each site's own small case mix
+    measured = MEANS + SDS * (rng.normal(0, 1, (rows, 5)) + natural + np.outer(y, CLASS_SHIFT))
+    factor = rng.normal(0, 1, (rows, 1))
+    channels = 10 + 2 * (factor + 0.5 * rng.normal(0, 1, (rows, 4)))
+    smoker = (rng.random(rows) < 0.2 + 0.15 * y).astype(float)
+    ward = np.eye(3)[rng.choice(3, rows, p=[0.2, 0.5, 0.3])]
+    return np.column_stack([measured, channels, smoker, ward]), y
+
+
+def federation(problem: Callable | None = None, seed: int = 0, codes: tuple[str, ...] = ()) -> Profile:
+    """Six sites, site 2 with `problem`; `codes`: more categories of the ward (0 at every site but
+    where the problem puts rows there)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in SITES:
+        x, y = site_rows(rng)
+        x = np.column_stack([x, np.zeros((len(x), len(codes)))])
+        if name == BROKEN and problem is not None:
+            x, y = problem(x, y, rng)
+        rows.append((name, x, y))
+    features = [*FEATURES, *(f"ward={code}" for code in codes)]
+    return profile_federation(rows, features, [*KINDS, *["categorical"] * len(codes)],
+                              [*COLUMNS, *["ward"] * len(codes)], ["well", "ill"], {"temperature": "°C"})
+
+
+def reported(profile: Profile) -> list[Finding]:
+    return [f for f in decide(check_profile(profile)) if f.significant and f.explained_by is None]
+
+
+def column(j: int, change: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray]) -> Callable:
+    def problem(x, y, rng):
+        x = x.copy()
+        x[:, j] = change(x[:, j], y, rng)
+        return x, y
+    return problem
+
+
+def never_measured(values, y, rng):
+    return np.zeros_like(values)  # glucose 0 for every patient
+
+
+def saturated(values, y, rng):
+    return np.minimum(values, np.quantile(values, 0.7))  # a sensor that reads its maximum for 30 % of rows
+
+
+def code_outside_the_list(values, y, rng):
+    values = values.copy()
+    values[rng.random(len(values)) < 0.15] = -5.0  # 'not measured' written as -5: no usual code
+    return values
+
+
+def spikes(values, y, rng):
+    values = values.copy()
+    hit = rng.random(len(values)) < 0.03
+    values[hit] *= 100  # a unit slip in 3 % of the rows
+    return values
+
+
+def noise_channel(values, y, rng):
+    return rng.normal(values.mean(), values.std(), len(values))  # the channel replaced by noise
+
+
+def relation_reversed(values, y, rng):
+    return values - 2 * SDS[3] * CLASS_SHIFT[3] * y  # the marker's relation to the label turned round
+
+
+def duplicated(x, y, rng):
+    return np.vstack([x, x[:100]]), np.concatenate([y, y[:100]])  # 100 rows exported twice
+
+
+def fewer_ill(x, y, rng):
+    keep = (y == 0) | (rng.random(len(y)) < 0.2)
+    return x[keep], y[keep]
+
+
+def a_little_of_everything(x, y, rng):
+    """Shifted by 0.22 SD and 1.22 times as wide: below what location and spread call material,
+    a material change of the distribution (its quantiles 0.27 SD away)."""
+    x = x.copy()
+    x[:, 5] = 10 + 0.22 * 2.24 + 1.22 * (x[:, 5] - 10)
+    return x, y
+
+
+def fahrenheit(x, y, rng):
+    x = x.copy()
+    x[:, 0] = x[:, 0] * 9 / 5 + 32
+    return x, y
+
+
+def recoded_ward(x, y, rng):
+    x = x.copy()
+    x[:, 13:16], x[:, 10:13] = x[:, 10:13], 0.0  # the ward written 1 / 2 / 3, where the others write its name
+    return x, y
+
+
+def swapped(x, y, rng):
+    x = x.copy()
+    x[:, [1, 2]] = x[:, [2, 1]]
+    return x, y
+
+
+def flipped(x, y, rng):
+    return x, 1 - y
+
+
+def noisy_labels(x, y, rng):
+    y = y.copy()
+    relabel = rng.random(len(y)) < 0.8
+    y[relabel] = rng.integers(0, 2, relabel.sum())
+    return x, y
+
+
+def missing_for_the_well(x, y, rng):
+    x = x.copy()
+    x[y == 0, 3] = np.nan
+    return x, y
+
+
+def more_missing(x, y, rng):
+    x = x.copy()
+    x[rng.random(len(x)) < 0.4, 4] = np.nan
+    return x, y
+
+
+def wider(x, y, rng):
+    x = x.copy()
+    x[:, 5] = 10 + 3 * (x[:, 5] - 10)
+    return x, y
+
+
+def shifted(x, y, rng):
+    x = x.copy()
+    x[:, 1] += 2 * SDS[1]
+    return x, y
+
+
+def skewed(x, y, rng):
+    x = x.copy()
+    values = rng.lognormal(0, 1.5, len(x))
+    x[:, 3] = CLASS_SHIFT[3] * y + (values - values.mean()) / values.std()
+    return x, y
+
+
+# kind -> (the problem at site 2, the feature it names; None: the site as a whole). A check that is
+# declared needs an entry here (test_every_data_check_has_a_known_answer).
+KNOWN_ANSWERS: dict[str, tuple[Callable, str | None]] = {
+    "constant": (column(2, never_measured), "glucose"),
+    "unit": (fahrenheit, "temperature"),
+    "missing_code": (column(2, lambda v, y, rng: np.where(rng.random(len(v)) < 0.2, 999.0, v)), "glucose"),
+    "point_mass": (column(4, saturated), "score"),
+    "category_codes": (recoded_ward, "ward"),
+    "swapped_columns": (swapped, "age"),
+    "labels_permuted": (flipped, None),
+    "labels_weak": (noisy_labels, None),
+    "class_balance": (fewer_ill, None),
+    "label_relation": (column(3, relation_reversed), "marker"),
+    "missing_by_class": (missing_for_the_well, "marker"),
+    "missingness": (more_missing, "score"),
+    "duplicates": (duplicated, None),
+    "range": (column(4, spikes), "score"),
+    "shape": (skewed, "marker"),
+    "spread": (wider, "f1"),
+    "location": (shifted, "age"),
+    "correlation": (column(8, noise_channel), "f4"),
+}
+
+
+def test_every_data_check_has_a_known_answer_and_a_function():
+    """A check is a declaration, its function and its known-answer test: dropping any of the three
+    (or adding a check without the others) fails here."""
+    tested_elsewhere = {"unit_pair": "test_two_sites_in_two_units", "distribution": "test_a_change_no_named_check"}
+    assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
+    functions = {c.function for c in checks.of_lens(checks.DATA)}
+    assert all(callable(getattr(Checks, name, None)) for name in functions)
+    # every method of the data lens that yields findings is a registered check's
+    yielding = {name for name, member in inspect.getmembers(Checks, inspect.isfunction)
+                if not name.startswith("_") and member.__annotations__.get("return") in ("Iterator[Finding]",
+                                                                                          Iterator[Finding])}
+    assert yielding == functions
+    assert len(set(checks.RANK.values())) == len(checks.CHECKS)
+    for check in checks.CHECKS:
+        assert check.family in checks.FAMILIES and check.lens in checks.LENSES
+        assert check.evidence in checks.EVIDENCE_VIEWS and check.scope in checks.SCOPES
+        assert set(check.needs) <= set(STATISTICS) and set(check.explains) <= set(checks.BY_KIND)
+        check.material_text  # every {limit} of its rule is declared
+
+
+@pytest.mark.parametrize("kind", list(KNOWN_ANSWERS))
+def test_each_check_fires_at_the_site_and_feature_with_the_problem(kind):
+    problem, feature = KNOWN_ANSWERS[kind]
+    found = reported(federation(problem, codes=("1", "2", "3") if kind == "category_codes" else ()))
+    first = [(f.kind, f.feature) for f in found if f.site == BROKEN][:1]
+    assert first == [(kind, feature)], [(f.site, f.kind, f.feature, f"{f.q:.2g}") for f in found]
+    assert not [f for f in found if f.site != BROKEN], [f.message for f in found if f.site != BROKEN]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_check_fires_on_a_clean_federation(seed):
+    assert reported(federation(seed=seed)) == []
+
+
+def test_a_constant_column_reads_not_measured_and_its_spread_is_not_testable():
+    """Glucose 0 for every patient: 'not measured', never a location shift of many SDs, and the
+    cells that need a spread say they cannot be tested (no silent NaN)."""
+    profile = federation(KNOWN_ANSWERS["constant"][0])
+    cells = decide(check_profile(profile))
+    (constant,) = [f for f in cells if f.significant and f.explained_by is None and f.site == BROKEN]
+    assert constant.kind == "constant" and "is 0 in 100% of its rows" in constant.message
+    assert "not measured?" in constant.message
+    at_cell = {f.kind: f for f in cells if (f.site, f.feature) == (BROKEN, "glucose")}
+    assert at_cell["location"].explained_by == "constant"  # a shift of many SDs, explained
+    assert at_cell["spread"].untestable == "its values do not vary at this site" and np.isnan(at_cell["spread"].q)
+    assert at_cell["shape"].untestable == "its middle half is one value at this site"
+    # every cell is either tested (a p-value) or says why not: nothing passes silently
+    assert all(np.isfinite(f.p) != bool(f.untestable) for f in cells)
+
+
+def test_a_saturated_sensor_and_a_duplicated_export_each_give_their_finding():
+    (saturation,) = [f for f in reported(federation(KNOWN_ANSWERS["point_mass"][0])) if f.site == BROKEN]
+    assert "30% of its values sit at its maximum" in saturation.message and "saturated" in saturation.message
+    (copies,) = reported(federation(duplicated))
+    assert copies.kind == "duplicates" and copies.feature is None
+    assert copies.evidence["count"] == 100 and copies.evidence["rows"] == ROWS + 100
+    assert "100 of site 2's 500 rows (20.0%) repeat another row exactly" in copies.message
+
+
+def test_a_code_outside_the_usual_list_is_a_point_mass():
+    (mass,) = [f for f in reported(federation(column(2, code_outside_the_list))) if f.site == BROKEN]
+    assert mass.kind == "point_mass" and "at its minimum (-5)" in mass.message
+
+
+def test_a_change_no_named_check_describes_is_found_as_a_different_distribution():
+    rng_sites = []
+    rng = np.random.default_rng(4)
+    for k in range(6):
+        x = rng.normal(0, 1, (20_000, 3))
+        if k == 2:
+            x[:, 0] = 0.22 + 1.22 * x[:, 0]
+        rng_sites.append((f"s{k}", x, rng.integers(0, 2, 20_000)))
+    names = ["f0", "f1", "f2"]
+    cells = decide(check_profile(profile_federation(rng_sites, names, ["continuous"] * 3, names, ["a", "b"])))
+    at = {f.kind: f for f in cells if (f.site, f.feature) == ("s2", "f0")}
+    assert not at["location"].material and not at["spread"].material  # each below its own size
+    found = [(f.site, f.kind, f.feature) for f in cells if f.significant and f.explained_by is None]
+    assert found == [("s2", "distribution", "f0")]
+    # its statistic by hand: the mean distance of the quantiles from the others' median, in within-site SDs
+    q = np.array([[np.quantile(x[:, 0], p) for p in np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])]
+                  for _, x, _ in rng_sites])
+    assert at["distribution"].effect == pytest.approx(np.mean(np.abs(q[2] - np.median(np.delete(q, 2, 0), 0))) / 1.0,
+                                                      rel=0.03)
+
+
+def test_two_sites_in_two_units_name_the_pair_at_both():
+    rng = np.random.default_rng(7)
+    rows = [(name, np.column_stack([np.abs(rng.normal(5.2, 1.0, 200))]), rng.integers(0, 2, 200))
+            for name in ("north", "east")]
+    rows[1][1][:, 0] *= 38.67
+    found = reported(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
+    assert [(f.site, f.kind) for f in found] == [("east", "unit_pair"), ("north", "unit_pair")] or \
+        [(f.site, f.kind) for f in found] == [("north", "unit_pair"), ("east", "unit_pair")]
+    assert all("values of cholesterol at east are about" in f.message and "cholesterol mg/dL ↔ mmol/L" in f.message
+               for f in found)
+    # the checks that compare a site with the spread of the others cannot with two: not testable, and why
+    untestable = [f for f in check_profile(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"],
+                                                              ["a", "b"])) if f.kind == "location"]
+    assert untestable and all(f.untestable == "needs at least 3 sites to compare, this federation has 2"
+                              for f in untestable)
+
+
+def test_a_categorical_column_is_one_cell():
+    """A ward missing for 40 % of one site's rows: one finding, named by the column, not one per category."""
+    def ward_missing(x, y, rng):
+        x = x.copy()
+        x[rng.random(len(x)) < 0.4, 10:13] = np.nan
+        return x, y
+
+    found = reported(federation(ward_missing))
+    assert [(f.site, f.kind, f.feature) for f in found] == [(BROKEN, "missingness", "ward")]
+    cells = [f for f in check_profile(federation(ward_missing)) if f.kind == "missingness" and f.site == BROKEN]
+    assert sorted(f.feature for f in cells) == sorted({*CONTINUOUS, "smoker", "ward"})
+
+
+# -- not testable -------------------------------------------------------------------------------------
+def withheld(profile: Profile, site: str, names: list[str], reason: str) -> Profile:
+    """The profile as a disclosure policy would release it: the site's statistics `names` NaN."""
+    i = profile.sites.index(site)
+    arrays = {name: value.astype(np.float64, copy=True) for name, value in profile.arrays.items()}
+    for name in names:
+        arrays[name][i] = np.nan
+    return Profile(profile.sites, profile.features, profile.kinds, profile.columns, profile.classes, arrays,
+                   profile.units, {site: {name: reason for name in names}})
+
+
+def test_a_withheld_statistic_is_a_not_testable_cell_with_the_reason_never_a_pass():
+    reason = "not shared (fewer than 10 rows)"
+    profile = withheld(federation(shifted), BROKEN, ["quantiles"], reason)
+    result = check_up(profile, {})
+    mine = [f for f in result.findings if f.site == BROKEN and f.kind in ("location", "spread", "shape", "unit")]
+    assert mine and all(f.untestable == reason and np.isnan(f.p) and np.isnan(f.q) for f in mine)
+    assert result.cell(BROKEN, "data profile") is None  # the shift is not seen ...
+    assert {f.untestable for f in result.untestable(BROKEN, "data profile")} >= {reason}  # ... and says why
+    assert not result.untestable("site 0")  # the other sites are tested as ever
+    text = result.to_text()
+    assert f"× {reason}" in text
+    from dashboard.checkup_view import NOTHING_FOUND, grid
+    cell = grid(result, "table").cells[SITES.index(BROKEN)][0]
+    assert cell.state == NOTHING_FOUND and cell.untestable and f"{len(cell.untestable)} not testable" in cell.text
+
+
+def test_a_profile_stored_before_a_statistic_existed_loads_and_says_so():
+    profile = federation(duplicated)
+    buffer = io.BytesIO(profile.to_npz())
+    with np.load(buffer, allow_pickle=False) as data:
+        old = {name: data[name] for name in data.files if name not in ("duplicate_rows", "top_share")}
+    loaded = Profile.from_npz(old)
+    assert np.isnan(loaded.duplicate_rows).all() and loaded.withheld[BROKEN]["duplicate_rows"] == NOT_RECORDED
+    cells = check_profile(loaded)
+    assert {f.untestable for f in cells if f.kind in ("duplicates", "constant")} == {NOT_RECORDED}  # ward too:
+    # its cell needs the share at the most common value as declared, though its categories' shares would do
+    assert not [f for f in reported(loaded) if f.kind == "duplicates"]
+
+
+# -- the false discovery rate, per family -----------------------------------------------------------
+def cells(kind: str, p: list[float], site: str = "s") -> list[Finding]:
+    return [Finding(f"{site}{k}", checks.BY_KIND[kind].lens, kind, f"f{k}", "", value) for k, value in enumerate(p)]
+
+
+def test_benjamini_hochberg_runs_within_each_family_by_hand():
+    """200 labels-relation cells of a flipped site at p = 1e-6, and 100 spread cells elsewhere of
+    which 10 at p = 0.01. Within their family the ten have q = 0.01 · 100 / 10 = 0.1: not
+    reported. Pooled with the 200 (rank 201-210 of 300) they would have q = 0.01 · 300 / 210 <
+    0.05: the broken site would make them reportable."""
+    broken = cells("label_relation", [1e-6] * 200, "flipped ")
+    small = cells("spread", [0.01] * 10 + [0.5] * 90)
+    decide(broken + small)
+    assert [f.q for f in small[:10]] == pytest.approx([0.1] * 10)
+    assert not any(f.significant for f in small)
+    assert all(f.q == pytest.approx(1e-6) for f in broken)
+    assert 0.01 * 300 / 210 < FDR  # what one pooled procedure would have reported
+
+
+def test_a_model_lens_is_a_family_of_its_own():
+    """Hundreds of true data findings do not loosen the feature-shift lens's threshold, nor the
+    other way round; q-values by hand within each."""
+    data = cells("location", [1e-8] * 300)
+    shifts = cells("feature_shift", [0.006] * 4 + [0.6] * 36)
+    decide(data + shifts)
+    assert [f.q for f in shifts[:4]] == pytest.approx([0.006 * 40 / 4] * 4)
+    assert 0.006 * 340 / 304 < FDR  # pooled (ranks 301-304 of 340), they would pass
+    assert not any(f.significant for f in shifts)
+    assert {checks.family(k) for k in ("feature_shift", "output_shift", "low_contribution", "distant",
+                                       "prototype_on_stamp")}.isdisjoint({c.family for c in checks.of_lens(checks.DATA)})
+
+
+def test_a_broken_site_does_not_make_other_sites_small_differences_reportable():
+    """End to end: 8 sites, 60 features; one site's export lost 30 % of every value (60 true
+    missingness findings), another site's 12 features vary 1.3 times as much (real, small, and no
+    error). Within their family the spread cells stay below the threshold; pooled with the broken
+    site's findings, as one procedure over every cell did, 8 of them would be reported."""
+    rng = np.random.default_rng(1)
+    n_features, rows = 60, []
+    for k in range(8):
+        y = rng.integers(0, 2, 300)
+        x = rng.normal(0, 1, (300, n_features)) + 0.5 * y[:, None]
+        if k == 1:
+            x[rng.random(x.shape) < 0.3] = np.nan
+        if k == 5:
+            x[:, :12] *= 1.3
+        rows.append((f"s{k}", x, y))
+    names = [f"f{j}" for j in range(n_features)]
+    found = decide(check_profile(profile_federation(rows, names, ["continuous"] * n_features, names, ["a", "b"])))
+    missing = [f for f in found if f.site == "s1" and f.kind == "missingness" and f.significant]
+    assert len(missing) == n_features  # the broken site's many true findings ...
+    spread = [f for f in found if f.site == "s5" and f.kind == "spread"]
+    assert not [f for f in spread if f.significant]  # ... loosen nothing in the values family
+    tested = [f for f in found if f.tested]
+    pooled = dict(zip(map(id, tested), benjamini_hochberg(np.array([f.p for f in tested]))))
+    assert sum(pooled[id(f)] < FDR and f.material for f in spread) == 8, "the premise: pooled, they would pass"
+
+
+# -- one answer: the Data page, inspect and the check-up --------------------------------------------
+def same_answer(ref: dict) -> list[tuple[str, str, str | None]]:
+    report = inspect_data(ref)
+    result = check_up(load_federation(ref).profile, {})
+    shown = [(f["site"], f["kind"], f["feature"]) for f in report.findings]
+    assert shown == [(f.site, f.kind, f.feature) for f in result.reported]
+    assert [f["q"] for f in report.findings] == pytest.approx([f.q for f in result.reported])
+    assert sorted((f["site"], f["kind"], f["feature"], f["untestable"]) for f in report.not_testable) == sorted(
+        (f.site, f.kind, f.feature, f.untestable) for f in result.untestable())
+    # and the Data page draws the report's findings, each as the check-up words it
+    from streamlit.testing.v1 import AppTest
+
+    def page(report: dict) -> None:
+        from dashboard.data_report import show_alignment
+        show_alignment(report)
+
+    at = AppTest.from_function(page, kwargs={"report": json.loads(json.dumps(report.to_dict(), default=float))})
+    at.run(timeout=60)
+    assert not at.exception
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    for finding in report.findings:
+        assert any(finding_line(finding).replace("\\", "") in w for w in warnings), finding_line(finding)
+    return shown
+
+
+@pytest.mark.skipif(not (SHARED / "heart_disease" / "canonical").is_dir(), reason="the shared heart-disease data")
+def test_inspect_the_data_page_and_the_check_up_agree_on_the_heart_disease_hospitals():
+    shown = same_answer({"source": "heart", "path": str(SHARED / "heart_disease" / "canonical")})
+    assert ("switzerland", "constant", "chol") in shown  # cholesterol 0 for every patient: not measured
+    assert ("va", "missing_code", "chol") in shown
+
+
+def test_inspect_the_data_page_and_the_check_up_agree_on_the_messy_exports(tmp_path):
+    files = [str(p) for p in write_messy_exports(tmp_path / "exports")]
+    ref = {"source": "csv", "files": files, "target": "outcome"}
+    raw = inspect_data(ref)  # the raw files (they do not combine yet): the columns that encode are checked
+    assert not raw.ok
+    raw_found = {(f["site"], f["kind"], f["feature"]) for f in raw.findings}
+    assert {("east", "unit", "chol"), ("west", "missing_code", "chol")} <= raw_found
+    content = draft_dictionary(ref)
+    content["sites"]["west"]["missing"] = {"age": [999]}  # the analyst forgot west's cholesterol 0 ...
+    factor = content["sites"]["east"]["convert"]["chol"]["a"] * 10  # ... and typed east's factor 10 times too large
+    content["sites"]["east"]["convert"]["chol"] = {"name": "given by the analyst", "a": factor, "b": 0}
+    (tmp_path / "study.dictionary.json").write_text(json.dumps(content))
+    shown = same_answer({**ref, "dictionary": str(tmp_path / "study.dictionary.json")})
+    assert ("west", "missing_code", "chol") in shown
+    assert ("east", "unit", "chol") in shown
+
+
+def test_the_readme_check_table_is_the_registry():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert checks.check_table() in readme, "regenerate the README's check table: checks.check_table()"
+    for check in checks.CHECKS:
+        assert re.search(re.escape(f"| {check.title} |"), readme)
+
+
+# -- the demo -------------------------------------------------------------------------------------------
+def test_the_demo_data_lens_finds_its_four_problems_and_nothing_else():
+    truth = {("Fir Valley", "missing_by_class", "confusion"), ("Oak District", "labels_permuted", None),
+             ("Elm Regional", "unit", "temperature"), ("Cedar Community", "location", "age")}
+    result = check_up(load_federation("demo").profile, {})
+    assert {(f.site, f.kind, f.feature) for f in result.reported} == truth
+    for data_seed in (1, 2):  # the same hospitals without their problems: nothing
+        assert check_up(load_federation(f"demo:problems=false,data_seed={data_seed}").profile, {}).reported == []
+
+
+def test_a_share_against_sites_that_tie_counts_its_own_sampling_by_hand():
+    """Five sites with no far-out value of 400 (their logits tie: no spread), one with 2: the
+    leave-one-out t is the logit's difference over the site's own binomial SD alone, never
+    infinite. logit = log((c + 0.5) / (n - c + 0.5)); dev = log(2.5 / 398.5) - log(0.5 / 400.5);
+    var = 1 / 2.5 + 1 / 398.5; t with 4 degrees of freedom (5 other sites), one-sided."""
+    from scipy import stats
+
+    from fedcore.interpret.data_checks import share_excess
+    count = np.array([[0.0], [0.0], [2.0], [0.0], [0.0], [0.0]])
+    p, others = share_excess(count, np.full((6, 1), 400.0))
+    t = (np.log(2.5 / 398.5) - np.log(0.5 / 400.5)) / np.sqrt(1 / 2.5 + 1 / 398.5)
+    assert p[2, 0] == pytest.approx(stats.t.sf(t, 4)) and 0.01 < p[2, 0] < 0.05
+    assert p[0, 0] > 0.5 and others[2, 0] == 0.0  # below the others: never an excess

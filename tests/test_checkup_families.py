@@ -1,0 +1,306 @@
+"""The check-up suite's corruption families (benchmarks/evidence/corruptions.py) put in what they
+declare, reproducibly per seed, and its scorer (checkup_families.py) counts hits, misses, the
+column named and the other sites flagged as defined. Known answers on a small table made here."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "evidence"))
+
+import checkup_families as suite  # noqa: E402
+import corruptions  # noqa: E402
+from corruptions import FAMILIES, Table, corrupt, draw_case  # noqa: E402
+
+SEEDS = range(12)
+
+
+def small_table(seed: int = 0) -> Table:
+    """Four sites, three continuous columns (one with gaps), a binary and a 3-category column."""
+    rng = np.random.default_rng(seed)
+    xs, ys = [], []
+    for n in (80, 90, 100, 110):
+        y = np.repeat([0, 1], [n // 2, n - n // 2])
+        grade = rng.integers(0, 3, n)
+        x = np.column_stack([rng.normal(50, 10, n) + 5 * y, rng.normal(70, 12, n), rng.gamma(2.0, 3.0, n),
+                             rng.integers(0, 2, n), *(grade == k for k in range(3))]).astype(float)
+        x[rng.choice(n, 5, replace=False), 2] = np.nan
+        xs.append(x)
+        ys.append(y)
+    return Table("small", ["north", "south", "east", "west"], xs, ys,
+                 ["age", "weight", "dose", "smoker", "grade=a", "grade=b", "grade=c"],
+                 ["continuous"] * 3 + ["binary"] + ["categorical"] * 3,
+                 ["age", "weight", "dose", "smoker", "grade", "grade", "grade"], ["no", "yes"])
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    return small_table()
+
+
+def site_of(table: Table, case: dict) -> int:
+    return table.sites.index(case["site"])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_changes_only_its_site_and_declared_columns(table, family):
+    for seed in SEEDS:
+        case = draw_case(table, FAMILIES[family], seed)
+        out = corrupt(table, case)
+        i = site_of(table, case)
+        assert case["truth"]["site"] == case["site"]
+        for j in range(len(table.sites)):
+            if j != i:
+                assert np.array_equal(out.x[j], table.x[j], equal_nan=True) and np.array_equal(out.y[j], table.y[j])
+        changed = not (out.x[i].shape == table.x[i].shape and np.array_equal(out.x[i], table.x[i], equal_nan=True)
+                       and np.array_equal(out.y[i], table.y[i]))
+        assert changed, f"{family} seed {seed} changed nothing"
+        columns = case["truth"]["columns"]
+        if columns is not None:
+            assert FAMILIES[family].columns and case["column"] in columns
+            untouched = [k for k, c in enumerate(table.columns) if c not in columns]
+            assert np.array_equal(out.x[i][:, untouched], table.x[i][:, untouched], equal_nan=True)
+            assert np.array_equal(out.y[i], table.y[i])
+        # the input table itself is never modified
+        assert np.array_equal(table.x[i], small_table().x[i], equal_nan=True)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_cases_are_reproducible_per_seed_and_vary_between_seeds(table, family):
+    first = [draw_case(table, FAMILIES[family], s) for s in SEEDS]
+    again = [draw_case(small_table(), FAMILIES[family], s) for s in SEEDS]
+    assert first == again
+    for case in first[:3]:
+        a, b = corrupt(table, case), corrupt(small_table(), case)
+        i = site_of(table, case)
+        assert np.array_equal(a.x[i], b.x[i], equal_nan=True) and np.array_equal(a.y[i], b.y[i])
+    assert len({repr(sorted(c.items())) for c in first}) > 1
+    strengths = [c["strength"] for c in first if c["strength"] is not None]
+    spec = FAMILIES[family].strength
+    if spec is not None:
+        assert all(spec.low <= s <= spec.high for s in strengths)
+
+
+def cases(table: Table, family: str) -> list[tuple[dict, Table, int]]:
+    found = []
+    for seed in SEEDS:
+        case = draw_case(table, FAMILIES[family], seed)
+        found.append((case, corrupt(table, case), site_of(table, case)))
+    return found
+
+
+def column(table: Table, x: np.ndarray, name: str) -> np.ndarray:
+    return x[:, table.features_of(name)[0]]
+
+
+def test_constant_channel_is_constant_at_that_site_only(table):
+    for case, out, i in cases(table, "constant"):
+        values = column(table, out.x[i], case["column"])
+        recorded = values[~np.isnan(values)]
+        assert np.all(recorded == case["value"]) and len(recorded) == np.sum(~np.isnan(column(table, table.x[i],
+                                                                                               case["column"])))
+        for j in set(range(4)) - {i}:
+            assert np.nanstd(column(table, out.x[j], case["column"])) > 0
+
+
+def test_label_flip_exchanges_exactly_the_two_classes_at_the_site(table):
+    for case, out, i in cases(table, "label_flip"):
+        a, b = case["classes"]
+        expected = table.y[i].copy()
+        expected[table.y[i] == a], expected[table.y[i] == b] = b, a
+        assert np.array_equal(out.y[i], expected)
+        assert (out.y[i] != table.y[i]).sum() == np.isin(table.y[i], [a, b]).sum()
+
+
+def test_label_noise_changes_the_drawn_share_of_labels_to_other_classes(table):
+    for case, out, i in cases(table, "label_noise"):
+        changed = out.y[i] != table.y[i]
+        assert changed.sum() == round(case["strength"] * len(table.y[i]))
+
+
+def test_shifts_gain_and_units_are_the_declared_maps(table):
+    for case, out, i in cases(table, "shift_all"):
+        j = table.features_of(case["column"])[0]
+        sd = np.nanstd(np.concatenate([x[:, j] for x in table.x]))
+        shift = case["sign"] * case["strength"] * sd
+        assert np.allclose(out.x[i][:, j], table.x[i][:, j] + shift, equal_nan=True)
+    for case, out, i in cases(table, "shift_class"):
+        j = table.features_of(case["column"])[0]
+        moved = ~np.isclose(out.x[i][:, j], table.x[i][:, j], equal_nan=True)
+        recorded = ~np.isnan(table.x[i][:, j])
+        assert np.array_equal(moved, (table.y[i] == case["class"]) & recorded)
+    for case, out, i in cases(table, "gain_offset"):
+        j = table.features_of(case["column"])[0]
+        sd = np.nanstd(np.concatenate([x[:, j] for x in table.x]))
+        assert np.allclose(out.x[i][:, j], case["gain"] * table.x[i][:, j] + case["offset_sds"] * sd, equal_nan=True)
+    for case, out, i in cases(table, "unit"):
+        j = table.features_of(case["column"])[0]
+        assert np.allclose(out.x[i][:, j], case["a"] * table.x[i][:, j] + case["b"], equal_nan=True)
+
+
+def test_point_masses_put_the_declared_share_at_one_value(table):
+    for family, value in (("zero_fill", lambda case: 0.0), ("sentinel", lambda case: case["code"])):
+        for case, out, i in cases(table, family):
+            before, after = column(table, table.x[i], case["column"]), column(table, out.x[i], case["column"])
+            written = (after == value(case)) & (before != value(case))
+            assert written.sum() == round(case["strength"] * np.sum(~np.isnan(before)))
+            assert np.array_equal(np.isnan(after), np.isnan(before))
+    for case, out, i in cases(table, "clipping"):
+        before, after = column(table, table.x[i], case["column"]), column(table, out.x[i], case["column"])
+        limit = np.nanquantile(before, 1 - case["strength"] if case["direction"] == "top" else case["strength"])
+        assert (np.nanmax(after) if case["direction"] == "top" else np.nanmin(after)) == pytest.approx(limit)
+        recorded = np.sum(~np.isnan(before))
+        assert np.sum(np.isclose(after, limit)) / recorded >= case["strength"] - 2 / recorded
+
+
+def test_noise_channel_replaces_the_drawn_share(table):
+    for case, out, i in cases(table, "noise_channel"):
+        before, after = column(table, table.x[i], case["column"]), column(table, out.x[i], case["column"])
+        changed = ~np.isclose(before, after, equal_nan=True)
+        assert changed.sum() == round(case["strength"] * np.sum(~np.isnan(before)))
+        assert np.array_equal(np.isnan(before), np.isnan(after))
+
+
+def test_export_errors_swap_or_copy_columns(table):
+    for case, out, i in cases(table, "swapped"):
+        a, b = (column(table, out.x[i], c) for c in (case["column"], case["other"]))
+        assert np.array_equal(a, column(table, table.x[i], case["other"]), equal_nan=True)
+        assert np.array_equal(b, column(table, table.x[i], case["column"]), equal_nan=True)
+    for case, out, i in cases(table, "mismapped"):
+        assert np.array_equal(column(table, out.x[i], case["column"]), column(table, table.x[i], case["other"]),
+                              equal_nan=True)
+        assert case["truth"]["columns"] == [case["column"], case["other"]]
+
+
+def test_missingness_families_remove_the_declared_values(table):
+    for case, out, i in cases(table, "missing_random"):
+        features = table.features_of(case["column"])
+        gone = np.isnan(out.x[i][:, features[0]]) & ~np.isnan(table.x[i][:, features[0]])
+        assert gone.sum() == round(case["strength"] * np.sum(~np.isnan(table.x[i][:, features[0]])))
+        assert np.all(np.isnan(out.x[i][gone][:, features]))  # every one-hot part of a categorical goes
+    for case, out, i in cases(table, "missing_value"):
+        before, after = column(table, table.x[i], case["column"]), column(table, out.x[i], case["column"])
+        gone = np.isnan(after) & ~np.isnan(before)
+        assert gone.any()
+        if case["mechanism"] == "highest values":
+            assert np.nanmin(before[gone]) >= np.nanmax(after)
+        elif case["mechanism"] == "lowest values":
+            assert np.nanmax(before[gone]) <= np.nanmin(after)
+        else:
+            assert np.all(table.y[i][gone] == case["class"])
+
+
+def test_row_families_duplicate_or_leave_out_rows(table):
+    for case, out, i in cases(table, "duplicates"):
+        n = len(table.y[i])
+        added = round(case["strength"] * n)
+        assert len(out.y[i]) == n + added and np.array_equal(out.x[i][:n], table.x[i], equal_nan=True)
+        extra = out.x[i][n:]
+        assert all(any(np.array_equal(row, original, equal_nan=True) for original in table.x[i]) for row in extra)
+        assert len({tuple(np.nan_to_num(row, nan=-1e9)) for row in extra}) == added  # each repeated once
+    for case, out, i in cases(table, "class_balance"):
+        before = np.sum(table.y[i] == case["class"])
+        after = np.sum(out.y[i] == case["class"])
+        assert before - after == min(round(case["strength"] * before), before - 1)
+        assert np.sum(out.y[i] != case["class"]) == np.sum(table.y[i] != case["class"])
+
+
+def test_small_sites_and_unrecorded_columns_are_never_chosen(table):
+    rows = [np.arange(len(y)) < (corruptions.MIN_SITE_ROWS - 1) if k == 0 else np.ones(len(y), bool)
+            for k, y in enumerate(table.y)]
+    small = replace(table, x=[x[r] for x, r in zip(table.x, rows)], y=[y[r] for y, r in zip(table.y, rows)])
+    gappy = [x.copy() for x in small.x]
+    gappy[1][:, 1] = np.nan  # south never records weight
+    gappy = replace(small, x=gappy)
+    for family in FAMILIES.values():
+        for seed in SEEDS:
+            case = draw_case(gappy, family, seed)
+            assert case["site"] != "north"
+            assert not (case["site"] == "south" and "weight" in (case.get("column"), case.get("other")))
+
+
+# -- the scorer ------------------------------------------------------------------------------------
+def finding(site: str, kind: str, feature: str = "", column: str = "", lens: str = "data profile") -> str:
+    return "\t".join([site, lens, kind, feature, column, "0.001"])
+
+
+SITES = ["north", "south", "east", "west"]
+BASELINE = {"findings": [finding("east", "location", "age", "age"), finding("north", "missingness", "dose", "dose")],
+            "sites": SITES}
+
+
+def result(findings: list[str], columns: list[str] | None = ("dose",)) -> dict:
+    return {"case": {"truth": {"site": "north", "columns": list(columns) if columns else None}, "strength": 1.0},
+            "findings": findings, "sites": SITES}
+
+
+def test_the_scorer_counts_a_planted_hit_with_its_column():
+    scored = suite.score(result([finding("north", "spread", "dose", "dose"), *BASELINE["findings"]]), BASELINE)
+    assert scored == {"hit": True, "named": True, "others_flagged": 0, "others": 3}
+
+
+def test_a_finding_the_untouched_data_already_show_is_no_hit():
+    scored = suite.score(result(list(BASELINE["findings"])), BASELINE)
+    assert scored == {"hit": False, "named": None, "others_flagged": 0, "others": 3}
+
+
+def test_the_strongest_new_finding_decides_the_column_and_other_sites_count_once():
+    findings = [finding("north", "location", "age", "age"), finding("north", "spread", "dose", "dose"),
+                finding("south", "location", "age", "age"), finding("south", "spread", "age", "age"),
+                finding("east", "location", "age", "age")]  # east's is the baseline's: not new
+    scored = suite.score(result(findings), BASELINE)
+    assert scored == {"hit": True, "named": False, "others_flagged": 1, "others": 3}
+
+
+def test_a_categorical_finding_names_its_column_and_lenses_are_scored_apart():
+    findings = [finding("north", "category_codes", "grade=b", "grade"), finding("west", "feature_shift", "age", "age",
+                                                                                lens="feature shifts")]
+    assert suite.score(result(findings, ["grade"]), BASELINE)["named"] is True
+    data_only = suite.score(result(findings, ["grade"]), BASELINE, "data profile")
+    every = suite.score(result(findings, ["grade"]), BASELINE, None)
+    assert data_only["others_flagged"] == 0 and every["others_flagged"] == 1
+    assert suite.score(result(findings, None), BASELINE)["named"] is None  # label families name no column
+
+
+def test_summary_pools_cases_as_the_goals_define():
+    rows = [{"hit": True, "named": True, "others_flagged": 0, "others": 3},
+            {"hit": True, "named": False, "others_flagged": 1, "others": 3},
+            {"hit": False, "named": None, "others_flagged": 0, "others": 3},
+            {"hit": True, "named": None, "others_flagged": 0, "others": 3}]
+    s = suite.summary(rows)
+    assert (s["recall"], s["feature"], s["false"]) == (0.75, 0.5, 1 / 12)
+    assert not suite.meets(s)
+    assert suite.meets(suite.summary([rows[0], rows[3]]))
+
+
+def test_tuning_and_held_out_seeds_do_not_overlap():
+    assert not set(suite.TUNING) & set(suite.HELD_OUT) and len(suite.TUNING) == len(suite.HELD_OUT)
+    tasks = suite.tasks()
+    assert {t["seed"] for t in tasks if t["family"] != "none"} <= set(suite.SEEDS)
+
+
+# -- the files the model lenses read, and the tables from the loaders ------------------------------
+def test_the_csv_files_give_the_product_the_same_profile(tmp_path, table):
+    from data_adapters import load_federation
+
+    case = draw_case(table, FAMILIES["missing_random"], 0)
+    data = corrupt(table, case)
+    loaded = load_federation(suite.write_csv_sites(data, tmp_path), 0).profile
+    mine = data.profile()
+    assert loaded.features == mine.features and loaded.sites == mine.sites and loaded.classes == mine.classes
+    for key, value in mine.arrays.items():
+        assert np.allclose(loaded.arrays[key], value, equal_nan=True), key
+
+
+def test_a_loader_that_hands_over_other_rows_is_caught(shared_data):
+    heart = corruptions.load_table("heart")
+    assert any(np.isnan(x).any() for x in heart.x)  # the '?' cells came back as missing
+    changed = [x.copy() for x in heart.x]
+    changed[2][0, heart.features.index("chol")] += 1.0
+    with pytest.raises(RuntimeError, match="chol"):
+        corruptions._check_same_profile(replace(heart, x=changed), heart.profile())

@@ -1,0 +1,220 @@
+"""The evidence view of every finding kind (dashboard.checkup_view.EVIDENCE_VIEWS, chosen by name):
+each draws the numbers its finding was computed from, in the data's units, every site with the
+finding's site in its colour, in words a clinician reads first. Known answers: the federations of
+tests/evidence_cases.py, where each problem is planted at one site."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dashboard.checkup_view import EVIDENCE_VIEWS, evidence_figure, view_name
+from fedcore.interpret import checks
+from dashboard.evidence_views import OTHERS
+from fedcore.glossary import technical_first
+from fedcore.interpret.data_checks import relation_to_labels
+from fedcore.interpret.findings import KINDS, LENSES
+from fedcore.interpret.profile import PROBABILITIES, SENTINELS
+from tests.evidence_cases import MODEL_SITES, SITE, STANDS_OUT, data_cases, model_cases
+
+MEDIAN = list(np.round(PROBABILITIES, 2)).index(0.5)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return data_cases()
+
+
+@pytest.fixture(scope="module")
+def models():
+    return model_cases()
+
+
+def texts(figure) -> list[str]:
+    """Every text of a figure a reader sees: its title, axis titles, legend names, annotations."""
+    layout = figure.layout
+    found = [layout.title.text or ""]
+    for name in dir(layout):
+        if name.startswith(("xaxis", "yaxis")) and getattr(layout, name) is not None:
+            found.append(getattr(layout, name).title.text or "")
+    found += [trace.name or "" for trace in figure.data] + [a.text or "" for a in layout.annotations]
+    return [" ".join(re.sub(r"<[^>]+>", " ", t).split()) for t in found if t]  # as read: lines joined
+
+
+def test_every_kind_has_a_view_of_its_own():
+    # the check registry names each check's view; the dashboard draws exactly the views it names
+    # (and one number per site for a kind an older store holds that the registry no longer knows)
+    for kind in KINDS:
+        assert checks.BY_KIND[kind].evidence in EVIDENCE_VIEWS, kind
+    assert set(EVIDENCE_VIEWS) == set(checks.EVIDENCE_VIEWS) | {"site_values"}
+
+
+def test_every_case_is_drawn_in_words_first(data, models):
+    cases = {**data, **models}
+    # every kind of the check registry
+    assert {c.finding.kind for c in cases.values()} == set(KINDS)
+    for key, case in cases.items():
+        figure = evidence_figure(case.finding, case.evidence)
+        assert figure is not None, key
+        assert figure.layout.title.text, key
+        assert not [t for t in texts(figure) if technical_first(t)], (key, texts(figure))
+
+
+def bars(figure):
+    return next(t for t in figure.data if t.type == "bar")
+
+
+def drawn_values(figure) -> np.ndarray:
+    """A per-site bar chart's values (bars start at the reference: base + length)."""
+    bar = bars(figure)
+    return np.asarray(bar.x, dtype=float) + float(bar.base or 0.0)
+
+
+@pytest.mark.parametrize("key", [("feature shifts", "feature_shift"), ("labels", "output_shift"),
+                                 ("labels", "shared_model_reversed"), ("contribution", "low_contribution"),
+                                 ("similarity", "distant"), ("prototypes", "prototype_on_stamp")])
+def test_a_model_lens_draws_every_sites_value_the_site_in_its_colour(models, key):
+    case = models[key]
+    figure = evidence_figure(case.finding, case.evidence)
+    assert list(bars(figure).y) == MODEL_SITES
+    assert np.allclose(drawn_values(figure), case.inputs["values"])
+    colours = list(bars(figure).marker.color)
+    assert colours[MODEL_SITES.index(STANDS_OUT)] == case.evidence.colors[STANDS_OUT]
+    assert {c for site, c in zip(MODEL_SITES, colours) if site != STANDS_OUT} == {OTHERS}
+    reference = case.inputs.get("reference")
+    if reference is None:  # the other sites' mean
+        values = np.asarray(case.inputs["values"], dtype=float)
+        reference = np.delete(values, MODEL_SITES.index(STANDS_OUT)).mean()
+    assert np.isclose(bars(figure).base, reference)
+    if "errors" in case.inputs:  # the spread over the repeat runs
+        assert np.allclose(bars(figure).error_x.array, case.inputs["errors"])
+
+
+def test_a_unit_finding_draws_the_site_in_its_own_units_then_converted(data):
+    case = data["unit"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    i, j = profile.sites.index(SITE), profile.features.index("temperature")
+    median = profile.quantiles[i, MEDIAN, j]
+    boxes = [t for t in figure.data if t.type == "box"]
+    recorded = next(b for b in boxes if b.xaxis == "x")
+    converted = next(b for b in boxes if b.xaxis == "x2" and b.y[0] == f"{SITE}, converted")
+    assert np.isclose(recorded.median[0], median) and 95 < median < 101  # °F
+    assert np.isclose(converted.median[0], (median - 32) * 5 / 9)  # back in °C, among the others
+    assert "°F" in figure.layout.xaxis.title.text and "temperature (°C)" in figure.layout.xaxis2.title.text
+    others = [b for b in boxes if b.xaxis == "x2" and b is not converted]
+    assert [b.y[0] for b in others] == [s for s in profile.sites if s != SITE]
+    assert all(np.isclose(b.median[0], profile.quantiles[profile.sites.index(b.y[0]), MEDIAN, j]) for b in others)
+    assert {b.marker.color for b in others} == {OTHERS} and converted.marker.color == case.evidence.colors[SITE]
+
+
+def test_a_missing_code_draws_each_sites_share_of_it(data):
+    case = data["missing_code"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j, v = profile.features.index("glucose"), list(SENTINELS).index(999.0)
+    share = profile.sentinel_counts[:, v, j] / profile.observed[:, j]
+    assert np.allclose(bars(figure).x, share) and 0.15 < share[profile.sites.index(SITE)] < 0.25
+    assert any(shape.x0 == 999.0 for shape in figure.layout.shapes)  # the code, marked among the values
+
+
+def test_swapped_columns_draw_each_column_against_the_others_of_both(data):
+    case = data["swapped_columns"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    i = profile.sites.index(SITE)
+    own = [t for t in figure.data if t.name == f"{SITE}'s values"]
+    for trace, column in zip(own, ("age", "glucose")):
+        assert np.allclose(trace.y, profile.quantiles[i, :, profile.features.index(column)])
+    # what the site records as age lies on the others' glucose (and its glucose on their age)
+    other_glucose = [t for t in figure.data if t.name == "the others' values of the other column"][0]
+    assert np.median(np.abs(np.asarray(own[0].y) - np.asarray(other_glucose.y))) < 5
+
+
+def test_missing_values_are_drawn_per_site_and_per_outcome(data):
+    case = data["missingness"]
+    profile = case.evidence.profile
+    j = profile.features.index("score")
+    assert np.allclose(bars(evidence_figure(case.finding, case.evidence)).x,
+                       1 - profile.observed[:, j] / profile.rows)
+    case = data["missing_by_class"]
+    profile = case.evidence.profile
+    figure = evidence_figure(case.finding, case.evidence)
+    j = profile.features.index("marker")
+    for k, trace in enumerate(t for t in figure.data if t.type == "bar"):
+        assert np.allclose(trace.x, 1 - profile.observed_by_class[:, k, j] / profile.class_counts[:, k])
+    assert len({t.marker.color for t in figure.data}) == len(profile.classes)  # an outcome a colour
+
+
+def test_categories_only_one_site_uses_are_hatched(data):
+    case = data["category_codes"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    hatched = {t.name.split(" ")[0] for t in figure.data if t.marker.pattern.shape == "/"}
+    assert hatched == {"1", "2", "3"} and all("(only at site 2)" in t.name for t in figure.data
+                                              if t.marker.pattern.shape == "/")
+    shares = np.stack([np.asarray(t.x) for t in figure.data], axis=1)
+    assert np.allclose(shares.sum(1), 1.0)  # every site's rows, in one category or another
+    assert np.allclose(shares[profile.sites.index(SITE)][-3:].sum(), 1.0)
+
+
+def test_labels_are_drawn_as_each_features_relation_to_the_outcome(data):
+    case = data["labels_permuted"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    relation = relation_to_labels(profile)
+    i = profile.sites.index(SITE)
+    mine = next(t for t in figure.data if t.name == SITE)
+    j = [profile.features.index(name) for name in mine.y]
+    assert np.allclose(mine.x, relation[i, j])
+    others = np.nanmedian(np.delete(relation, i, axis=0), axis=0)[j]
+    assert (np.sign(mine.x) != np.sign(others)).mean() >= 0.8  # flipped labels: the pattern runs the other way
+    noisy = data["labels_weak"]
+    weak = next(t for t in evidence_figure(noisy.finding, noisy.evidence).data if t.name == SITE)
+    assert np.median(np.abs(weak.x)) < 0.5 * np.median(np.abs(others))  # noisy labels: flattened
+    means = data["label_relation"]
+    figure = evidence_figure(means.finding, means.evidence)
+    j = means.evidence.profile.features.index("marker")
+    for k, trace in enumerate(t for t in figure.data if t.mode == "markers"):
+        assert np.allclose(trace.x, means.evidence.profile.mean_by_class[:, k, j])
+
+
+def test_correlations_are_drawn_from_the_sites_profiles(data):
+    case = data["correlation"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    c = profile.continuous.index(profile.features.index(case.finding.feature))
+    rest = [k for k in range(len(profile.continuous)) if k != c]
+    mine = next(t for t in figure.data if t.name == SITE)
+    assert np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
+
+
+def test_a_kind_without_a_declared_view_still_draws_its_data(data, models):
+    """A check added later (issue 23's registry names its view; until then): its feature's values,
+    or one number per site."""
+    case = data["location"]
+    new = type(case.finding)(**{**case.finding.__dict__, "kind": "a_check_to_come"})
+    assert view_name(new) == "quantiles" and evidence_figure(new, case.evidence) is not None
+    model = models[("contribution", "low_contribution")]
+    assert view_name(type(model.finding)(**{**model.finding.__dict__, "kind": "a_check_to_come"})) == "site_values"
+
+
+def test_a_point_mass_and_repeated_rows_are_drawn_from_the_profiles_shares(data):
+    case = data["point_mass"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("score")
+    drawn = {t.name: np.asarray(t.x) for t in figure.data}
+    assert np.allclose(drawn["its most common value"], profile.arrays["top_share"][:, j])
+    assert np.allclose(drawn["its maximum"], profile.arrays["max_share"][:, j])
+    case = data["duplicates"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    assert np.allclose(drawn_values(figure), profile.arrays["duplicate_rows"] / profile.rows)
+    # a profile without those statistics (sites that did not share them): nothing to draw
+    shared = {name: value for name, value in profile.arrays.items() if name != "duplicate_rows"}
+    plain = replace(case.evidence, profile=replace(profile, arrays=shared))
+    assert view_name(case.finding) == "duplicates" and evidence_figure(case.finding, plain) is None
