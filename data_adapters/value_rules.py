@@ -4,16 +4,19 @@ findings into decisions; each rule is decided here once, in this order, so that 
 sees the values as the earlier ones would leave them (a code is no unit, a column one site never
 measured is no consensus, a column's other name is compared in the study's units):
 
-unmeasured  a column of MIN_VALUES or more values all equal at one site, where at least two other
-            sites' values vary and most of those hold that value in under MIN_CODE_SHARE of their
-            rows: 'not measured' there (Switzerland's cholesterol, 0 for every patient). A value
-            common elsewhere (ca = 0) is a real one.
+unmeasured  the check-up's constant-column check (`data_checks.Checks.constant`: one value in
+            (nearly) every row of a site where the others' most common value holds far fewer;
+            material and p < CODE_P) where its value reads 'not measured': outside the others'
+            ranges, or a usual code they record in under the missing-code share of their values
+            (Switzerland's cholesterol, 0 for every patient). A value common elsewhere (ca = 0)
+            is a real one.
 codes       continuous columns: the check-up's rule (`data_checks.Checks.missing_codes`: a usual
-            code taking MIN_CODE_SHARE of a site's values, far outside the others' range; material
-            and p < CODE_P), on the sites' profile with the unmeasured columns left out. Coded
-            columns (text at a site, or at most MAX_CODES distinct values): a usual code (SENTINELS)
-            or a word for 'unknown' (NA_WORDS) in MIN_CODE_SHARE of a site's values that most other
-            sites never use — so `-9` does not become a category of `exang`.
+            code taking the missing-code share of a site's values, far outside the others' range;
+            material and p < CODE_P), on the sites' profile with the unmeasured columns left out.
+            Coded columns (text at a site, or at most MAX_CODES distinct values): a usual code
+            (SENTINELS) or a word for 'unknown' (NA_WORDS) in the missing-code check's share and
+            count of a site's values, that most other sites never use — so `-9` does not become a
+            category of `exang`.
 coded       a column is coded when it is text at a site or holds at most MAX_CODES distinct values
             (codes aside) at all its sites together: no unit factor is ever tried on it.
 units       per continuous column with three or more usable sites, once every site has its
@@ -29,8 +32,8 @@ units       per continuous column with three or more usable sites, once every si
             AMBIGUOUS_FIT and scales the SD within SPREAD_FIT (or the consensus's own spread) as
             well — unless exactly one of them is the analyte's the column names — when only a
             factor no conversion explains fits, or when the sites split into groups of one size.
-            Only quantiles with MIN_DISTINCT_QUANTILES distinct values and a spread are read
-            (the check-up's rule for discrete columns).
+            Only quantiles a unit can be read from are (`data_checks.unit_readable`: the check-up's
+            guard for discrete columns).
 same_column a column at some sites only, against each column the study has at as many sites or
             more and never at the same site: the site's quantiles against that column's consensus
             quantiles (directly or through a catalogue conversion), within MATCH_SDS of its SD or
@@ -66,11 +69,10 @@ from data_adapters.cells import label, label_order
 from data_adapters.columns import Column, type_columns
 from fedcore.interpret import units as catalogue
 from fedcore.interpret.checks import limit
-from fedcore.interpret.data_checks import Checks, robust_sd
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS, profile_federation
+from fedcore.interpret.data_checks import Checks, robust_sd, unit_readable
+from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile, profile_federation
 
 MIN_CODE_SHARE, MIN_CODE_COUNT = limit("missing_code", "share"), limit("missing_code", "count")  # the check-up's
-MIN_DISTINCT_QUANTILES = limit("unit", "distinct")  # a discrete feature's step-shaped quantiles say nothing of units
 MIN_VALUES = 10
 MAX_CODES = 10
 CODE_P = 0.01
@@ -260,8 +262,8 @@ def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> F
     out = Findings()
     shared = [c for c in shared if len(values.at(c)) >= 2]
     out.unmeasured = _unmeasured(values, shared)
-    for code in out.unmeasured:
-        values.hide(code.site, code.column, None)
+    for code in out.unmeasured:  # a column never measured there is gone; a few other values stay
+        values.hide(code.site, code.column, None if code.count == code.rows else code.value)
     out.codes = _coded_codes(values, [c for c in shared if values.coded(c)])
     for code in out.codes:
         values.hide(code.site, code.column, code.value)
@@ -286,24 +288,22 @@ def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> F
 
 # -- missing values ------------------------------------------------------------------------------------------
 def _unmeasured(values: SiteValues, columns: Sequence[str]) -> list[Code]:
+    """The check-up's constant-column check (`data_checks.Checks.constant`) on the sites' numbers:
+    a column at (nearly) one value at a site where the others' vary, material and p < CODE_P, whose
+    value reads 'not measured' (outside the others' ranges, or a usual code they rarely record)."""
+    numeric = [c for c in columns if any(values.numbers(s, c) is not None for s in values.at(c))]
+    profile = _profile(values, numeric)
     out = []
-    for column in columns:
-        for site in values.at(column):
-            mine = values.numbers(site, column)
-            if mine is None:
-                continue
-            observed = mine[np.isfinite(mine)]
-            if observed.size < MIN_VALUES or np.ptp(observed) > 0:
-                continue
-            constant = float(observed[0])
-            others = [values.numbers(s, column) for s in values.at(column) if s != site]
-            varying = [v[np.isfinite(v)] for v in others if v is not None]
-            varying = [v for v in varying if v.size and np.ptp(v) > 0]
-            rare = [v for v in varying if np.mean(v == constant) < MIN_CODE_SHARE]
-            if len(varying) >= 2 and len(rare) > len(varying) / 2:
-                out.append(Code(site, column, _written(constant), int(observed.size), int(observed.size),
-                                f"is {constant:g} for every one of its {observed.size} values while the other "
-                                "sites' vary: not measured there"))
+    for finding in Checks(profile).constant() if profile is not None else ():
+        value = finding.evidence.get("not_measured")
+        if not (finding.material and finding.p < CODE_P and value is not None):
+            continue
+        numbers = values.numbers(finding.site, finding.feature)
+        observed = numbers[np.isfinite(numbers)]
+        count = int(np.sum(observed == value))
+        out.append(Code(finding.site, finding.feature, _written(value), count, int(observed.size),
+                        f"is {value:g} in {count} of its {observed.size} values while the other sites' vary, "
+                        "a value they rarely record: not measured there"))
     return out
 
 
@@ -359,19 +359,26 @@ def _label_counts(labels: np.ndarray | None) -> dict[str, int]:
     return {str(v): int(n) for v, n in zip(found, counts)}
 
 
-def _continuous_codes(values: SiteValues, columns: Sequence[str]) -> list[Code]:
-    """The check-up's rule on the sites' profile of these columns (unmeasured ones left out)."""
+def _profile(values: SiteValues, columns: Sequence[str]) -> Profile | None:
+    """The sites' federated profile of these columns as numbers (codes found so far hidden), the
+    statistics the check-up's data checks read; None without two sites, classes or columns."""
     if not columns or len(values.sites) < 2 or not values.classes:
-        return []
+        return None
     rows = []
     for site in values.sites:
         n = len(values.y[site])
         block = [values.numbers(site, c) for c in columns]
         block = [b if b is not None else np.full(n, np.nan) for b in block]
         rows.append((site, np.column_stack(block), np.maximum(values.y[site], 0)))
-    profile = profile_federation(rows, columns, ["continuous"] * len(columns), columns, values.classes)
+    return profile_federation(rows, list(columns), ["continuous"] * len(columns), list(columns), values.classes)
+
+
+def _continuous_codes(values: SiteValues, columns: Sequence[str]) -> list[Code]:
+    """The check-up's rule (`data_checks.Checks.missing_codes`) on the sites' profile of these
+    columns (unmeasured ones left out)."""
+    profile = _profile(values, columns)
     out = []
-    for finding in Checks(profile).missing_codes():
+    for finding in Checks(profile).missing_codes() if profile is not None else ():
         if finding.material and finding.p < CODE_P:
             count = int(finding.evidence["count"])
             total = int(profile.observed[profile.sites.index(finding.site), columns.index(finding.feature)])
@@ -383,13 +390,6 @@ def _continuous_codes(values: SiteValues, columns: Sequence[str]) -> list[Code]:
 
 
 # -- units ---------------------------------------------------------------------------------------------------
-def _usable(site_q: np.ndarray | None, reference: np.ndarray, scale: float) -> bool:
-    """The check-up's rule for discrete columns: a unit is only read from quantiles with enough
-    distinct values at the site and in the reference, and a spread."""
-    return (site_q is not None and scale > 0 and len(np.unique(site_q)) >= MIN_DISTINCT_QUANTILES
-            and len(np.unique(np.round(reference, 12))) >= MIN_DISTINCT_QUANTILES)
-
-
 def _spread(quantiles: np.ndarray, values: list[np.ndarray]) -> np.ndarray:
     sds = np.array([np.nanstd(v, ddof=1) for v in values])
     return robust_sd(quantiles[:, :, None], sds[:, None])[:, 0]
@@ -539,8 +539,9 @@ def _match(column: str, site: np.ndarray, site_scale: float, reference: np.ndarr
     the site, turned round. One way is not enough: a zero-centred column a hundred times too small
     lies within one SD of the others (its quantiles are all near 0), so the first way calls it
     close already, while the others a hundred times too large are far from it in its own SDs.
-    Only where both have quantiles a unit can be read from (`_usable`)."""
-    if not (_usable(site, reference, scale) and _usable(reference, site, site_scale)):
+    Only where both have quantiles a unit can be read from (`data_checks.unit_readable`, the
+    check-up's guard)."""
+    if not (unit_readable(site, reference, scale) and unit_readable(reference, site, site_scale)):
         return None
     match = catalogue.match_conversion(column, site, reference, scale)
     if match is not None:
