@@ -39,7 +39,6 @@ kind       `value_rules`, *kinds*: whole numbers with gaps, or with a class rate
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -53,6 +52,7 @@ from data_adapters.alignment import Alignment, TableSites
 from data_adapters.cells import as_labels, label_order
 from data_adapters.columns import Column, type_columns
 from data_adapters.dictionary import effects
+from data_adapters.names import code_key, name_key, plain
 from data_adapters.value_rules import SiteValues, find
 from fedcore.interpret import units as catalogue
 
@@ -64,29 +64,6 @@ PAIR_GAP = 0.5  # and by this much: two codes of about the same share and label 
 MIN_VALUES = 10
 CLOSEST = 5  # choices a question offers
 UNNAMED = re.compile(r"^(unnamed|column|col|field)[\s:_.-]*\d*$", re.IGNORECASE)
-UNIT_WORDS = {"mg", "dl", "mmol", "umol", "mol", "l", "g", "kg", "lb", "lbs", "cm", "mm", "in", "inch", "inches",
-              "degc", "degf", "pct", "percent", "mmhg", "kpa", "bpm", "yrs", "unit", "units"}
-SYNONYMS: tuple[tuple[str, ...], ...] = (
-    ("age", "age years", "patient age", "age at admission"),
-    ("sex", "gender"),
-    ("weight", "body weight", "wt"),
-    ("height", "body height", "ht"),
-    ("bmi", "body mass index"),
-    ("heart rate", "hr", "pulse", "pulse rate"),
-    ("systolic blood pressure", "sbp", "systolic bp", "systolic"),
-    ("diastolic blood pressure", "dbp", "diastolic bp", "diastolic"),
-    ("outcome", "target", "label", "class", "diagnosis"),
-    ("smoker", "smoking", "smokes"),
-    catalogue.GLUCOSE, catalogue.CHOLESTEROL, catalogue.TRIGLYCERIDES, catalogue.CREATININE, catalogue.UREA,
-    catalogue.BILIRUBIN, catalogue.LACTATE, catalogue.HAEMOGLOBIN, catalogue.ALBUMIN, catalogue.HBA1C,
-    catalogue.TEMPERATURE,
-)
-CODE_SYNONYMS: tuple[tuple[str, ...], ...] = (
-    ("male", "m", "man", "men", "masculine", "masculin", "h", "homme", "mann", "männlich"),
-    ("female", "f", "woman", "women", "feminine", "feminin", "w", "femme", "frau", "weiblich"),
-    ("yes", "y", "true", "t", "1", "ja", "oui", "si", "positive", "pos", "present"),
-    ("no", "n", "false", "0", "nein", "non", "negative", "neg", "absent"),
-)
 
 
 @dataclass
@@ -113,39 +90,6 @@ def question(id: str, kind: str, column: str | None, site: str | None, message: 
              options: Iterable[tuple[str, dict[str, Any]]] = ()) -> Suggestion:
     return Suggestion(id, kind, column, site, message, "", {}, True,
                       [{"label": text, "patch": patch} for text, patch in options])
-
-
-# -- name keys --------------------------------------------------------------------------------------
-def plain(text: str) -> str:
-    """Lower case, accents and punctuation gone, words separated by one space."""
-    ascii_text = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode().lower()
-    return " ".join(re.findall(r"[a-z0-9]+", ascii_text))
-
-
-def _synonym_index(groups: Iterable[Sequence[str]]) -> dict[str, str]:
-    index: dict[str, str] = {}
-    for group in groups:
-        for member in group:
-            index.setdefault(plain(member).replace(" ", ""), plain(group[0]).replace(" ", ""))
-    return index
-
-
-SYNONYM_OF = _synonym_index(SYNONYMS)
-CODE_OF = _synonym_index(CODE_SYNONYMS)
-
-
-def name_key(name: str) -> str:
-    """What a column's name says, whatever its spelling: 'Cholestérol (mmol/L)' -> 'cholesterol',
-    'Gender' -> 'sex'."""
-    words = plain(re.sub(r"[\(\[].*?[\)\]]", " ", name)).split() or plain(name).split()
-    kept = [w for w in words if w not in UNIT_WORDS] or words
-    joined = "".join(kept)
-    return SYNONYM_OF.get(joined, joined)
-
-
-def code_key(value: str) -> str:
-    joined = plain(value).replace(" ", "")
-    return CODE_OF.get(joined, joined)
 
 
 # -- the suggestions -----------------------------------------------------------------------------

@@ -190,6 +190,17 @@ def test_a_rename_onto_a_column_the_site_keeps_is_refused_naming_site_and_column
     assert sites.tables[1].frame["hr"].tolist() == frames["b"]["Max HR"].tolist()  # both named: merged
 
 
+def test_the_report_hints_at_one_column_spelled_otherwise_by_the_rename_rule_s_name_key():
+    frames = {"a": clinic(0), "b": clinic(1), "c": clinic(2).rename(columns={"age": "Âge (years)", "hr": "Pulse"})}
+    sites, found = run(frames)
+    hints = [w for w in Alignment(sites).report.warnings if "spelled differently" in w]
+    assert hints == ["These look like one column spelled differently at different sites: 'Pulse' (c), 'hr' (a, b); "
+                     "rename them to one spelling to use the column.",
+                     "These look like one column spelled differently at different sites: 'age' (a, b), "
+                     "'Âge (years)' (c); rename them to one spelling to use the column."]
+    assert decided(found, "rename") == [("c", "Pulse", "hr"), ("c", "Âge (years)", "age")]  # the same rule renames
+
+
 # -- the server's data ---------------------------------------------------------------------------------------------
 def test_the_dictionary_maps_a_server_test_file_by_the_entry_named_after_it(tmp_path):
     paths = []
