@@ -332,6 +332,9 @@ def _by_hand(state: dict[str, Any], view: dict[str, Any], ref_json: str, content
              prefix: str) -> None:
     columns = view["columns"]
     target = view["target"]
+    # Each decision gets a fresh form: widgets under new keys (a cleared key alone leaves the browser
+    # showing the last column, site and decision while the page reads the defaults).
+    form = f"{prefix}-{state.setdefault('form', 0)}"
     names = [c for c in columns if c != target]
     if not names:
         return
@@ -347,17 +350,17 @@ def _by_hand(state: dict[str, Any], view: dict[str, Any], ref_json: str, content
 
     left, middle, right = st.columns([3, 2, 3])
     column = left.selectbox("Column", sorted(names, key=lambda c: (-len(columns[c]["sites"]), c.lower())),
-                            format_func=column_label, key=f"hand-column-{prefix}", disabled=not editable)
+                            format_func=column_label, key=f"hand-column-{form}", disabled=not editable)
     entry = columns[column]
     action = right.radio("Decision", list(ACTIONS), format_func=ACTIONS.get, horizontal=True,
-                         key=f"hand-action-{prefix}", disabled=not editable)
+                         key=f"hand-action-{form}", disabled=not editable)
     sites = [EVERY_SITE, *entry["sites"]] if action != "kind" else [EVERY_SITE]
-    site = middle.selectbox("At", sites, key=f"hand-site-{prefix}", disabled=not editable)
+    site = middle.selectbox("At", sites, key=f"hand-site-{form}", disabled=not editable)
     chosen_sites = entry["sites"] if site == EVERY_SITE else [site]
     shown = "; ".join(f"{s}: {', '.join(entry['values'][s]) or 'no value'}" for s in chosen_sites)
     st.caption(md(f"Values of '{column}' — {shown}"))
     try:
-        patch = _hand_patch(action, column, site, chosen_sites, entry, view, prefix, editable)
+        patch = _hand_patch(action, column, site, chosen_sites, entry, view, form, editable)
     except ValueError as error:
         st.error(md(error))
         return
@@ -367,13 +370,13 @@ def _by_hand(state: dict[str, Any], view: dict[str, Any], ref_json: str, content
     for line in lines:
         (st.error if line.startswith("Refused") else st.info)(md(line))
     refused = any(line.startswith("Refused") for line in lines)
-    if st.button("Apply this decision", key=f"hand-apply-{prefix}", disabled=not editable or refused):
+    if st.button("Apply this decision", key=f"hand-apply-{form}", disabled=not editable or refused):
         label = f"{ACTIONS[action]} · {column} · {site if site != EVERY_SITE else 'every site'}"
         state["manual"].append({"label": label, "patch": patch, "effect": lines})
         keep_draft()
-        for key in [k for k in st.session_state if str(k).startswith(f"hand-") and str(k).endswith(prefix)
-                    or str(k).startswith((f"hand-value-{prefix}", f"hand-value-text-{prefix}"))]:
-            del st.session_state[key]  # a fresh form for the next decision
+        state["form"] += 1
+        for key in [k for k in st.session_state if str(k).startswith("hand-") and f"-{form}" in str(k)]:
+            del st.session_state[key]  # the old form's widgets are gone
         st.rerun()
 
 

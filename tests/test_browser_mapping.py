@@ -121,6 +121,8 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
         page.get_by_label("Name of this data (shown wherever it is listed)").fill("Made-up study")
         page.keyboard.press("Enter")
         page.get_by_text("south has no column 'outcome'").wait_for(timeout=60_000)  # step 1 found 'Outcome'
+        page.get_by_text("Accept the", exact=False).first.wait_for(timeout=60_000)  # step 2 drawn
+        settle(page)
         page.screenshot(path=str(ARTIFACTS / "mapping_suggested_1280.png"), full_page=True)
         accept_all(page)
         page.get_by_text("'systolic_pressure' at west has the values").wait_for(timeout=60_000)
@@ -150,6 +152,12 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
         page.get_by_text("At hungarian, 'sex': ").first.wait_for(timeout=30_000)  # what it changes, before it applies
         page.get_by_role("button", name="Apply this decision").click()
         page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
+        settle(page)
+        # a fresh form for the next decision: what it shows is what it reads (the first column, a rename)
+        form = page.locator("[data-testid='stSelectbox']").filter(
+            has=page.locator("[data-testid='stWidgetLabel']").filter(has_text=re.compile("^Column$"))).first
+        assert form.locator("input").input_value().startswith("age — at every site")
+        page.get_by_text("Becomes the study's column (columns the site(s) do not have)").wait_for(timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "mapping_decided_1920.png"), full_page=True)
         page.reload()  # the draft is kept: files, choices and decisions come back
         page.get_by_text("Continuing with the files you uploaded").wait_for(timeout=90_000)
