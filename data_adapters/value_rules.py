@@ -8,8 +8,8 @@ unmeasured  the check-up's constant-column check (`data_checks.Checks.constant`:
             (nearly) every row of a site where the others' most common value holds far fewer;
             material and p < CODE_P) where its value reads 'not measured': outside the others'
             ranges, or a usual code they record in under the missing-code share of their values
-            (Switzerland's cholesterol, 0 for every patient). A value common elsewhere (ca = 0)
-            is a real one.
+            (Switzerland's cholesterol, 0 for every patient); against MIN_OTHER_SITES other sites
+            or more. A value common elsewhere (ca = 0) is a real one.
 codes       continuous columns: the check-up's rule (`data_checks.Checks.missing_codes`: a usual
             code taking the missing-code share of a site's values, far outside the others' range;
             material and p < CODE_P), on the sites' profile with the unmeasured columns left out.
@@ -74,6 +74,7 @@ from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile, profile
 
 MIN_CODE_SHARE, MIN_CODE_COUNT = limit("missing_code", "share"), limit("missing_code", "count")  # the check-up's
 MIN_VALUES = 10
+MIN_OTHER_SITES = 2  # 'never measured' at a site is read against two other sites or more: one may be the odd one
 MAX_CODES = 10
 CODE_P = 0.01
 CODE_ROUNDS = 3
@@ -290,13 +291,16 @@ def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> F
 def _unmeasured(values: SiteValues, columns: Sequence[str]) -> list[Code]:
     """The check-up's constant-column check (`data_checks.Checks.constant`) on the sites' numbers:
     a column at (nearly) one value at a site where the others' vary, material and p < CODE_P, whose
-    value reads 'not measured' (outside the others' ranges, or a usual code they rarely record)."""
+    value reads 'not measured' (outside the others' ranges, or a usual code they rarely record),
+    against MIN_OTHER_SITES other sites with numbers or more (against one, the other site's own
+    code or unit could make either look odd)."""
     numeric = [c for c in columns if any(values.numbers(s, c) is not None for s in values.at(c))]
     profile = _profile(values, numeric)
     out = []
     for finding in Checks(profile).constant() if profile is not None else ():
         value = finding.evidence.get("not_measured")
-        if not (finding.material and finding.p < CODE_P and value is not None):
+        others = [s for s in values.at(finding.feature) if s != finding.site and values.numbers(s, finding.feature) is not None]
+        if not (finding.material and finding.p < CODE_P and value is not None and len(others) >= MIN_OTHER_SITES):
             continue
         numbers = values.numbers(finding.site, finding.feature)
         observed = numbers[np.isfinite(numbers)]
