@@ -251,18 +251,23 @@ def _same_columns(findings, renamed: dict[str, dict[str, str]], values: SiteValu
         source = _source(renamed, site, column)
         options = []
         for f in fits:
-            options.append((f"'{source}' is '{f.study}' (quantiles {f.distance:.2f} SD apart, class profile "
-                            f"{f.gap:.2f} SD)", _site_patch(site, "rename", {source: f.study})))
+            relation = f"class profile {f.gap:.2f} SD" if f.related else f"its relation to the label {f.gap:.2f} SD off"
+            options.append((f"'{source}' is '{f.study}' (quantiles {f.distance:.2f} SD apart, {relation})",
+                            _site_patch(site, "rename", {source: f.study})))
             if len(f.study_sites) == len(f.sites):  # as many sites each: either name may be the study's
                 options.append((f"'{f.study}' at {', '.join(f.study_sites)} is '{source}'",
                                 {"sites": {s: {"rename": {_source(renamed, s, f.study): column}}} for s in f.study_sites}))
-        why = ("matches more than one column the site lacks" if len(fits) > 1 else
-               f"matches '{fits[0].study}', which {', '.join(fits[0].study_sites)} hold(s) — as many sites as "
-               f"'{source}' — or another column claims it too")
-        out.append(question(
-            f"rename:{site}:{source}", "rename", source, site,
-            f"'{source}' at {site} {why}, by its values and its relation to the label: which name is the study's? "
-            "(best fit first)", options))
+        if not fits[0].related:
+            text = (f"'{source}' at {site} has the values of '{fits[0].study}' at {', '.join(fits[0].study_sites)}, "
+                    f"which {site} lacks, but relates to the label otherwise (more weakly, or the other way): is it "
+                    f"'{fits[0].study}'? (the data alone cannot say)")
+        else:
+            why = ("matches more than one column the site lacks" if len(fits) > 1 else
+                   f"matches '{fits[0].study}', which {', '.join(fits[0].study_sites)} hold(s) — as many sites as "
+                   f"'{source}' — or another column claims it too")
+            text = (f"'{source}' at {site} {why}, by its values and its relation to the label: which name is the "
+                    "study's? (best fit first)")
+        out.append(question(f"rename:{site}:{source}", "rename", source, site, text, options))
     return out
 
 

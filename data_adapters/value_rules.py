@@ -44,8 +44,10 @@ same_column a column at some sites only, against each column the study has at as
             more classes, a pattern correlated RELATION_CORR and within RELATION_SIZE). A pairing
             is sure when the column fits exactly one column at more sites, no other column fits
             even with MATCH_MARGIN's slack, and no other column at the same sites claims it;
-            otherwise a question. Only once every site has its target and the labels are one
-            coding.
+            otherwise a question. Where its values fit exactly one such column (within the
+            tolerances) but its relation to the label does not, a question too (VA's peak heart
+            rate relates to disease more weakly than thalach elsewhere). Only once every site has
+            its target and the labels are one coding.
 kinds       whole numbers with 3 to MAX_CODES values (codes aside): codes of categories when the
             values have gaps (3, 6, 7) or the rate of a class over them is not monotone (a
             likelihood-ratio test against the best monotone fit, p < KIND_P: chest pain types);
@@ -152,6 +154,7 @@ class SameColumn:
     conversion: catalogue.Conversion | None
     gap: float  # class profiles
     strict: bool = True  # fits within the tolerances (else only with MATCH_MARGIN's slack)
+    related: bool = True  # relates to the label alike (else its values alone fit, within the tolerances)
 
 
 @dataclass
@@ -233,9 +236,10 @@ class SiteValues:
         return labels
 
     def coded(self, column: str) -> bool:
-        """Text at a site, or few distinct values over its sites (codes aside)."""
+        """Text at a site (MIN_VALUES labels or more: two junk cells left in a column whose codes
+        are gone say nothing), or few distinct values over its sites (codes aside)."""
         at = self.columns.get(column, {})
-        if any(c.kind == "text" for c in at.values()):
+        if any(c.kind == "text" and int((~c.missing).sum()) >= MIN_VALUES for c in at.values()):
             return True
         values = [self.numbers(s, column) for s in self.at(column)]
         seen = np.unique(np.concatenate([v[np.isfinite(v)] for v in values if v is not None] or [np.zeros(0)]))
@@ -587,11 +591,18 @@ def _same_columns(values: SiteValues, partial: list[str], units: list[UnitFindin
     claims: dict[str, list[str]] = {}
     for x, found in fits.items():
         for fit in found:
-            claims.setdefault(fit.study, []).append(x)
+            if fit.related:
+                claims.setdefault(fit.study, []).append(x)
     sure, ambiguous = [], {}
-    for x, near in fits.items():
+    for x, candidates_of_x in fits.items():
+        near = [f for f in candidates_of_x if f.related]
         found = [f for f in near if f.strict]
         if not found:
+            # values alone fit one column the site lacks, held by more sites: asked, the relation said
+            alone = [f for f in candidates_of_x if not f.related]
+            if not near and len(alone) == 1 and len(alone[0].study_sites) > len(alone[0].sites):
+                for site in values.at(x):
+                    ambiguous[(site, x)] = alone
             continue
         larger = [f for f in near if len(f.study_sites) > len(f.sites)]  # other spellings at as few sites aside
         rivals = [o for o in claims[larger[0].study] if o != x and set(values.at(o)) & set(values.at(x))] if larger else []
@@ -637,10 +648,12 @@ def _reference(values: SiteValues, column: str, converted: dict[tuple[str, str],
 def _fit(values: SiteValues, x: str, x_sites: list[str], y: str, y_sites: list[str],
          reference: tuple[np.ndarray, float, float, np.ndarray], slack: float = 1.0) -> SameColumn | None:
     """x (at x_sites) against y's consensus: a SameColumn when its values and class profile fit
-    within the tolerances times `slack`; `strict` when they fit within the tolerances themselves."""
+    within the tolerances times `slack`; `strict` when they fit within the tolerances themselves;
+    not `related` when its values fit within the tolerances but its class profile does not (VA's
+    peak heart rate relates to the label more weakly than thalach at the other hospitals)."""
     ref_q, scale, apart, ref_profile = reference
     tolerance = max(MATCH_SDS, MATCH_SPREAD * apart)
-    worst, gap_worst, conversion, strict = 0.0, 0.0, None, True
+    worst, gap_worst, conversion, strict, related = 0.0, 0.0, None, True, True
     for site in x_sites:
         q = values.quantiles(site, x)
         numbers = values.numbers(site, x)
@@ -657,11 +670,18 @@ def _fit(values: SiteValues, x: str, x_sites: list[str], y: str, y_sites: list[s
         profile = _class_profile(numbers, values.y[site], len(values.classes))
         se = _profile_se(values.y[site], numbers, len(values.classes))
         gap = _relation_gap(profile, ref_profile, se, slack)
-        if gap is None:
-            return None
+        if gap is None:  # the values alone may still fit: asked, never pre-filled
+            if distance > tolerance:
+                return None
+            related, gap = False, _largest_gap(profile, ref_profile)
         strict = strict and distance <= tolerance and _relation_gap(profile, ref_profile, se) is not None
         worst, gap_worst = max(worst, distance), max(gap_worst, gap)
-    return SameColumn(x, x_sites, y, y_sites, worst, conversion, gap_worst, strict)
+    return SameColumn(x, x_sites, y, y_sites, worst, conversion, gap_worst, strict and related, related)
+
+
+def _largest_gap(profile: np.ndarray, reference: np.ndarray) -> float:
+    both = np.isfinite(profile) & np.isfinite(reference)
+    return float(np.max(np.abs(profile[both] - reference[both]))) if both.any() else float("nan")
 
 
 def _relation_gap(profile: np.ndarray, reference: np.ndarray, se: float, slack: float = 1.0) -> float | None:

@@ -117,6 +117,14 @@ def test_no_factor_from_step_shaped_quantiles_the_check_up_s_rule_for_discrete_c
     assert [s for s in run(frames)[1] if s.kind == "convert"] == []
 
 
+def test_two_junk_cells_left_where_a_site_s_column_was_never_measured_do_not_make_the_column_a_code():
+    frames = {s: clinic(k) for k, s in enumerate("abcde")}
+    frames["d"]["chol"] = frames["d"]["chol"] / CHOL.a  # mg/dL
+    frames["b"]["chol"] = [np.nan] * 198 + ["n.v.", "??"]  # nothing measured but two junk cells: no coding
+    (unit,) = [s for s in run(frames)[1] if s.kind == "convert"]
+    assert (unit.site, unit.question) == ("d", False) and unit.patch["sites"]["d"]["convert"]["chol"]["a"] == CHOL.a
+
+
 def test_sites_split_in_two_units_are_asked_which_is_the_study_s():
     frames = {s: clinic(k) for k, s in enumerate("abcd")}
     for site in "cd":
@@ -145,7 +153,13 @@ def test_no_match_by_data_where_the_relation_to_the_label_differs_or_two_columns
     frames = {s: clinic(k) for k, s in enumerate("abcd")}
     unrelated = frames["d"].rename(columns={"hr": "pulse_rest"})
     unrelated["pulse_rest"] = np.random.default_rng(9).permutation(unrelated["pulse_rest"].to_numpy())
-    assert decided(run({**frames, "d": unrelated})[1], "rename") == []
+    _, found = run({**frames, "d": unrelated})
+    assert decided(found, "rename") == [] and asked(found, "rename") == [("d", "pulse_rest")]  # its values alone: asked
+    (question,) = [s for s in found if s.kind == "rename"]
+    assert "relates to the label otherwise" in question.message
+    assert [o["patch"] for o in question.options] == [{"sites": {"d": {"rename": {"pulse_rest": "hr"}}}}]
+    elsewhere = frames["d"].rename(columns={"hr": "pulse_rest"}).assign(pulse_rest=lambda f: f["pulse_rest"] + 200)
+    assert [s for s in run({**frames, "d": elsewhere})[1] if s.kind == "rename"] == []  # nor its values: nothing
     twins = {s: f.assign(hr2=f["hr"]) for s, f in frames.items()}
     twins["d"] = twins["d"].drop(columns=["hr", "hr2"]).assign(x=frames["d"]["hr"])
     _, found = run(twins)
