@@ -30,8 +30,9 @@ units       per continuous column with three or more usable sites, once every si
             and then by how close its factor brings the SDs (`_evidence`): a suggestion with its
             fit and the next best's; a question when another conversion lands within
             AMBIGUOUS_FIT and scales the SD within SPREAD_FIT (or the consensus's own spread) as
-            well — unless exactly one of them is the analyte's the column names — when only a
-            factor no conversion explains fits, or when the sites split into groups of one size.
+            well — unless exactly one of them (the chosen among them) is the analyte's the column
+            names — when only a factor no conversion explains fits, or when the sites split into
+            groups of one size.
             Only quantiles a unit can be read from are (`data_checks.unit_readable`: the check-up's
             guard for discrete columns).
 same_column a column at some sites only, against each column the study has at as many sites or
@@ -453,10 +454,9 @@ def _units(values: SiteValues, column: str) -> tuple[list[UnitFinding], UnitSpli
         # quantiles of a zero-centred column barely tell × 60 from × 100, their SDs do; sites whose
         # SDs differ by 2 cannot tell × 10 from × 12.
         alike = [c for fit, c in rest if fit <= AMBIGUOUS_FIT and _spread_fits(c.a, ratio, tolerance)]
-        if chosen is not None and alike and all(bool(c.analytes) != bool(chosen.analytes) for c in alike):
-            # the column's name names an analyte: its own units beat a factor that holds for anything
-            named = [c for c in (chosen, *alike) if c.analytes]
-            chosen, alike = (named[0], []) if len(named) == 1 else (chosen, alike)
+        named = [c for c in (chosen, *alike) if c.analytes] if chosen is not None and alike else []
+        if len(named) == 1:  # the column's name names an analyte: its own units beat factors that hold for anything
+            chosen, alike = named[0], []  # (lactate's mg/dL ÷ 9.01 against ÷ 10 and kPa ↔ mmHg)
         a, b = (chosen.a, chosen.b) if chosen is not None else (match.a, match.b)
         converted = a * quantiles[k] + b
         out.append(UnitFinding(column, site, consensus, chosen, a, b,

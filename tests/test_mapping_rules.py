@@ -141,6 +141,14 @@ def test_a_factor_no_conversion_explains_is_asked_not_pre_filled():
     assert [(s.site, s.question, s.patch) for s in found] == [("c", True, {})]
 
 
+def test_the_analyte_the_column_names_beats_factors_that_fit_about_as_well():
+    lactate = next(c for c in CONVERSIONS if "lactate" in c.analytes and c.source == "mg/dL")
+    frames = {s: clinic(k, lactate=lambda rng, f: np.round(rng.lognormal(0.4, 0.45, len(f)), 2)) for k, s in enumerate("abcd")}
+    frames["d"]["lactate"] = np.round(frames["d"]["lactate"] / lactate.a, 1)  # mg/dL: × 9.01, about × 10 (or kPa)
+    (unit,) = [s for s in run(frames)[1] if s.kind == "convert"]
+    assert (unit.site, unit.question) == ("d", False) and unit.patch["sites"]["d"]["convert"]["lactate"]["a"] == lactate.a
+
+
 # -- which column a site's column is -----------------------------------------------------------------------
 def test_a_column_at_one_site_only_is_matched_to_the_column_missing_only_there():
     frames = {s: clinic(k) for k, s in enumerate("abcd")}

@@ -27,12 +27,15 @@ from typing import Any
 from common import cached_results, run_tasks
 
 PART = "mapping"
-CALIBRATION = tuple(range(0, 80))
-REPORT = tuple(range(80, 120))
-# Seeds 40-79 were drawn first as the reported half; their errors (a count with a code no rule could
-# call one yet, read as codes with gaps; a site in another unit linked into the consensus by one
-# neighbour) changed the rules, so they joined the calibration seeds and 80-119 are reported.
-FIRST_REPORT = tuple(range(40, 80))
+CALIBRATION = tuple(range(0, 120))
+REPORT = tuple(range(120, 160))
+# Held-out seeds that were looked at and then changed the rules join the calibration seeds, and
+# fresh seeds are reported: 40-79 first (a count with a code no rule could call one yet, read as
+# codes with gaps; a site in another unit linked into the consensus by one neighbour), then 80-119
+# (after the merge with the check registry: a column whose values alone fit the column the site
+# lacks was silently missed; a column left with two junk cells once its code was gone read as
+# a code; 'never measured' read against a single other site).
+EARLIER_REPORTS = ((40, 79), (80, 119))
 BASES = ("heart", "har", "vehicle", "demo")
 TITLES = {"heart": "heart (4 UCI hospitals)", "har": "HAR (4-6 subjects)", "vehicle": "vehicle (4-6 sensors)",
           "demo": "demo (4-6 synthetic hospitals)"}
@@ -75,6 +78,23 @@ def _totals(results: list[dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _goals(results: list[dict]) -> str:
+    """Which decision types meet the goal, read both ways."""
+    met: dict[str, list[str]] = {"precision": [], "recall (pre-filled)": [], "found": []}
+    short: dict[str, list[str]] = {key: [] for key in met}
+    for kind, t in _totals(results).items():
+        right, wrong, asked, missed = t["right"], len(t["wrong"]), len(t["asked"]), len(t["missed"])
+        truth = right + asked + missed
+        if not truth:
+            continue
+        checks = {"precision": right / max(right + wrong, 1) >= GOAL_PRECISION,
+                  "recall (pre-filled)": right / truth >= GOAL_FOUND, "found": (right + asked) / truth >= GOAL_FOUND}
+        for key, ok in checks.items():
+            (met if ok else short)[key].append(kind)
+    return "Against the goal: " + "; ".join(
+        f"{key} {'met by every type' if not short[key] else 'short for ' + ', '.join(short[key])}" for key in met) + "."
+
+
 def _share(numerator: int, denominator: int) -> str:
     return f"{numerator / denominator:.1%}" if denominator else "–"
 
@@ -100,19 +120,22 @@ def section(results: dict[str, Any]) -> str:
              f"Messy exports drawn at random from four bases (`tests/messy_study.py`), {len(REPORT)} seeds per base "
              f"reported ({REPORT[0]}–{REPORT[-1]}); the rules' thresholds were fixed on seeds "
              f"{CALIBRATION[0]}–{CALIBRATION[-1]} ({len(calibration)} draws, table at the end) and not changed after "
-             f"(seeds {FIRST_REPORT[0]}–{FIRST_REPORT[-1]} were reported first; what they showed — a count with a code "
-             "no rule could call one yet read as codes with gaps, a site in another unit linked into the consensus by "
-             "one neighbour — changed the rules, so they joined the calibration seeds). "
+             f"(seeds {' and then '.join(f'{a}–{b}' for a, b in EARLIER_REPORTS)} were reported before; what they showed "
+             "— a count with a code no rule could call one yet read as codes with gaps, a site in another unit linked "
+             "into the consensus by one neighbour; a column whose values alone fit the column its site lacks silently "
+             "missed, junk cells left in an unmeasured column read as a code — changed the rules, so they joined the "
+             "calibration seeds). "
              "The draft accepts every suggestion (what *Accept all* and `inspect --draft-dictionary` apply) and "
              "answers no question. *precision*: of the pre-filled decisions, the share that is right; *recall*: of "
              "the decisions the truth needs, the share pre-filled right; *found*: pre-filled right or offered by a "
-             "question (the data could not decide, the analyst chooses). Goals: precision ≥ "
-             f"{GOAL_PRECISION:.0%}, found ≥ {GOAL_FOUND:.0%} per decision type.", ""]
+             "question (the data could not decide, the analyst chooses). The issue's goal: precision ≥ "
+             f"{GOAL_PRECISION:.0%} and recall ≥ {GOAL_FOUND:.0%} per decision type; since a decision the data "
+             "cannot make is asked, never pre-filled, recall is given both ways.", ""]
     if not report:
         return "\n".join(lines + ["_No recorded draws yet: `make evidence` runs them._", ""])
     questions = sum(r["questions"] for r in report)
     lines += [f"**All bases, {len(report)} draws** ({questions} questions left open, {questions / len(report):.1f} "
-              "per draw)", "", *_table(report), ""]
+              "per draw)", "", *_table(report), "", _goals(report), ""]
     for base in BASES:
         mine = [r for t, r in entries if t["seed"] in REPORT and t["base"] == base]
         if mine:
