@@ -44,18 +44,27 @@ def settle(page) -> None:
 
 
 def accept_all(page) -> None:
+    """Accept every suggestion, pass after pass (accepting a rename makes a column comparable: its
+    codes and units are suggested next), until the button stays disabled on a settled page."""
     from playwright.sync_api import TimeoutError as Timeout
 
-    for _ in range(5):  # accepting a rename makes a column comparable: its codes and units are suggested next
+    quiet = 0
+    for _ in range(12):
         settle(page)
         button = page.get_by_role("button", name=re.compile(r"Accept the \d+ undecided suggestion"))
         button.wait_for(timeout=60_000)
-        if not button.is_enabled():
-            return
+        if not button.is_enabled():  # nothing left, or the next pass's suggestions not drawn yet: look twice
+            quiet += 1
+            if quiet == 2:
+                return
+            page.wait_for_timeout(2000)
+            continue
+        quiet = 0
         try:
             button.click(timeout=10_000)
         except Timeout:  # a run in between disabled it: look again
             continue
+    raise AssertionError("suggestions kept coming")
 
 
 def answer(page, question: str, choice: str) -> None:
@@ -164,7 +173,10 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
         page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
         page.get_by_text("No type conflicts or category differences.").wait_for(
             timeout=60_000)
+        settle(page)
+        page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=60_000)  # the report's tables drawn
         page.get_by_text("Sites and class balance").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / "mapping_report_1920.png"))
         train(page, url, store, "Heart study")
         page.close()
