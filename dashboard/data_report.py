@@ -62,7 +62,10 @@ def show_alignment(report: dict[str, Any]) -> None:
     with right:
         st.markdown("**Differences between sites**")
         for conflict in report["type_conflicts"]:
-            st.warning(md(conflict))
+            text = "; ".join(f"{site} (e.g. {', '.join(examples)})" for site, examples in conflict["text_at"].items())
+            st.warning(f"{code(conflict['column'])} is numbers at {md(', '.join(conflict['numeric_at']))} but text at "
+                       f"{md(text)}: map the text to the numbers (or the other way round) in the mapping step, or "
+                       "make the column categorical.")
         for column, values in report["category_differences"].items():
             st.warning(f"{code(column)} has different categories: "
                        + md("; ".join(f"{site}: {', '.join(v)}" for site, v in values.items())))

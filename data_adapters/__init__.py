@@ -12,6 +12,8 @@ hold-out split follows the run's seed.
                                spec; tables that would not combine are refused here already
     mapping(ref, dictionary)   tables: the alignment with a data dictionary applied (the reference's
                                file, or a dictionary's content given here) and the suggestions left
+    mapping_view(ref, dict.)   the same and what the mapping step shows of the mapped tables
+    decision_effects(...)      what one more decision would change
     draft_dictionary(ref)      the reference's dictionary with every suggestion accepted
 """
 
@@ -26,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from data_adapters.alignment import Alignment, AlignmentReport
-from data_adapters.dictionary import apply_dictionary, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.alignment import Alignment, AlignmentReport, TableSites
+from data_adapters.dictionary import apply_dictionary, effects, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.study_view import study_view
 from data_adapters.suggestions import Suggestion, suggest
 from data_adapters.assemble import assemble, moment_sums, pooled_from_sums
 from data_adapters.flower_reference import flower_reference, is_flower_reference
@@ -45,26 +48,29 @@ from fedcore.federation import Federation
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 
 __all__ = [
-    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "describe_reference",
-    "draft_dictionary", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
+    "SOURCES", "AlignmentReport", "SiteSummary", "Suggestion", "check_reference", "decision_effects",
+    "describe_reference", "draft_dictionary", "mapping_view", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
     "moment_sums", "normalize_reference", "parse_reference", "pooled_from_sums", "reference_dict",
     "standardization_sums",
 ]
 
 
 def load_federation(ref: Reference, seed: int = 0, pooled: Mapping[int, tuple[float, float]] | None = None,
-                    disclosure: Policy | None = DEFAULT_POLICY) -> Federation:
+                    disclosure: Policy | None = DEFAULT_POLICY, dictionary: Mapping[str, Any] | None = None
+                    ) -> Federation:
     """The federation a data reference names, split with `seed`. `pooled` (feature index -> mean,
     SD): a table's federated standardisation as a real federation's server pooled it.
     `disclosure`: the policy the sites release their profile and sums at (None: as computed,
-    unprotected; only for measuring what the policy costs)."""
+    unprotected; only for measuring what the policy costs). `dictionary`: a data dictionary's
+    content for a table reference that names none of its own (a Flower server's data, mapped as
+    the sites mapped theirs)."""
     source, options = parse_reference(ref)
     if source.kind == "complete":
         federation = source.read(seed=seed, disclosure=disclosure, **options)
     else:
         reader, table, sites = _option_groups(options)
         if source.kind == "table":
-            raw = _alignment(source, reader, table).encode()
+            raw = _alignment(source, reader, table, dictionary).encode()
             federation = assemble(raw, seed, **asdict(sites), standardization=table.standardization,
                                   missing_indicators=table.missing_indicators,
                                   reference=dict(pooled) if pooled is not None else None, disclosure=disclosure)
@@ -127,6 +133,26 @@ DRAFT_PASSES = 4  # a rename can make a column common, whose units or codes are 
 def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tuple[Alignment, list[Suggestion]]:
     """A table reference's alignment with `dictionary` applied (default: the reference's own
     dictionary file, if any), and the suggestions for what is left."""
+    sites, table = _mapped_sites(ref, dictionary)
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment)
+
+
+def mapping_view(ref: Reference, dictionary: Mapping[str, Any]) -> tuple[Alignment, list[Suggestion], dict[str, Any]]:
+    """`mapping`, and what the mapping step shows of the mapped tables (`study_view`): every
+    column, the target's candidates and values."""
+    sites, table = _mapped_sites(ref, dictionary)
+    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+    return alignment, suggest(sites, alignment), study_view(sites)
+
+
+def decision_effects(ref: Reference, dictionary: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:
+    """What `patch` would change on the tables as `dictionary` maps them (`dictionary.effects`)."""
+    sites, _ = _mapped_sites(ref, dictionary)
+    return effects(sites, patch)
+
+
+def _mapped_sites(ref: Reference, dictionary: Mapping[str, Any] | None) -> tuple[TableSites, TableOptions]:
     source, options = parse_reference(ref)
     if source.kind != "table":
         raise DataError(f"Data source '{source.name}' holds no tables to map.")
@@ -138,30 +164,44 @@ def mapping(ref: Reference, dictionary: Mapping[str, Any] | None = None) -> tupl
     sites = source.read(**reader)
     if content is not None:
         sites = apply_dictionary(sites, content, Path(path).name if path and dictionary is None else "the dictionary")
-    alignment = Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
-    return alignment, suggest(sites, alignment)
+    return sites, table
 
 
-def draft_dictionary(ref: Reference, name: str = "") -> dict[str, Any]:
+def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion] | None = None) -> dict[str, Any]:
     """The reference's dictionary (or an empty one) with every suggestion accepted, the suggestions
-    looked for again after each round of them (a rename makes a column comparable)."""
+    looked for again after each round of them (a rename makes a column comparable). Questions (what
+    the data cannot decide) are never answered; `questions`, when given, receives those asked."""
     source, options = parse_reference(ref)
     reader, _, _ = _option_groups(options)
     content = read_dictionary(reader["dictionary"]) if reader.get("dictionary") else empty_dictionary(name)
     if name:
         content["name"] = name
+    asked: dict[str, Suggestion] = {}
     for _ in range(DRAFT_PASSES):
         alignment, suggestions = mapping(ref, content)
         content = merge(content, {"target": {"column": alignment.sites.target}})
-        if not suggestions:
+        asked = {s.id: s for s in suggestions if s.question}  # those still open after the last pass
+        decided = [s for s in suggestions if not s.question]
+        if not decided:
             break
-        for suggestion in suggestions:
+        for suggestion in decided:
             content = merge(content, suggestion.patch)
+    if questions is not None:
+        questions += asked.values()
     return content
 
 
-def _alignment(source: Source, reader: dict, table: TableOptions) -> Alignment:
-    return Alignment(source.read(**reader), table.exclude, table.kinds, table.min_rows, table.standardization)
+def _alignment(source: Source, reader: dict, table: TableOptions, dictionary: Mapping[str, Any] | None = None
+               ) -> Alignment:
+    """The alignment of a table source's reading; `dictionary` (content) applied when the
+    reference names no dictionary file of its own."""
+    if dictionary is not None and not reader.get("dictionary"):
+        if "target" in inspect.signature(source.read).parameters:
+            reader = {**reader, "target": target_of(dictionary, reader.get("target"))}
+        sites = apply_dictionary(source.read(**reader), dictionary, "the sites' data dictionary")
+    else:
+        sites = source.read(**reader)
+    return Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
 
 
 def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:

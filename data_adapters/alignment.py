@@ -34,7 +34,6 @@ Nothing here fits statistics: standardisation happens after the hold-out split (
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -58,6 +57,7 @@ from data_adapters.columns import (
     type_columns,
 )
 from data_adapters.duplicates import duplicate_message, duplicate_sites, row_fingerprints
+from data_adapters.names import name_key
 from data_adapters.report_text import alignment_text
 from data_adapters.server_table import ServerTable, align_server_table
 from data_adapters.sites import RawFederation, RawSite
@@ -287,10 +287,11 @@ class Alignment:
         return [c for c in self.columns_at[self.tables[0].site] if c in common]
 
     def _hint_renamed(self, partial: list[str]) -> None:
-        """'Age' at one site and 'age' at another are probably one column under two spellings."""
+        """'Age' at one site and 'Âge' or 'age (years)' at another are probably one column under two
+        spellings: the mapping step's rule for renames (`names.name_key`)."""
         by_key: dict[str, list[str]] = {}
         for column in partial:
-            by_key.setdefault(re.sub(r"[^a-z0-9]", "", column.lower()), []).append(column)
+            by_key.setdefault(name_key(column), []).append(column)
         for spellings in by_key.values():
             if len(spellings) > 1:
                 self.warnings.append(

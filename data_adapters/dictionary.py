@@ -267,21 +267,35 @@ def target_of(content: Mapping[str, Any] | None, given: str | None) -> str:
 
 def apply_dictionary(sites: TableSites, content: Mapping[str, Any], label: str = "the data dictionary") -> TableSites:
     """The sites' tables as the dictionary maps them (see the module's steps); every source
-    table is left as it was. Warnings name what the dictionary mentions that the data lack."""
+    table is left as it was. Warnings name what the dictionary mentions that the data lack. The
+    server's own test file (csv server_test) gets the study-wide decisions and the entry named
+    after its file, as a site would (`server.csv` -> `server`). DataError where a rename would
+    overwrite a column the site keeps."""
     warnings: list[str] = []
     entries = content.get("sites", {})
     names = [t.site for t in sites.tables]
+    server = sites.server_table
+    server_entry = _entry_name(server.file) if server is not None else None
     for site in entries:
-        if site not in names and len(names) > 1:  # one site's data (a Flower site's) hold none of the others
+        if site not in names and site != server_entry and len(names) > 1:  # one site's data hold none of the others
             warnings.append(f"{label} has decisions for the site '{site}', which is not in the data "
                             f"(sites: {quoted(names)}).")
     target = content.get("target", {})
     tables = [_apply_site(table, entries.get(table.site, {}), content.get("drop", []), sites.target, target,
                           label, warnings) for table in sites.tables]
+    if server is not None:
+        server = _apply_site(server, entries.get(server_entry, {}), content.get("drop", []), sites.target, target,
+                             label, warnings)
     kinds = {**sites.kinds, **content.get("kinds", {})}
     notes = {**sites.notes, "dictionary": {"file": label, "sha256": fingerprint(content), "content": dict(content)}}
     return replace(sites, tables=tables, kinds=kinds, warnings=[*sites.warnings, *warnings], notes=notes,
-                   name=content.get("name") or sites.name)
+                   name=content.get("name") or sites.name, server_table=server)
+
+
+def _entry_name(file: str) -> str:
+    """The dictionary entry a file's table takes: its name without folders and extensions."""
+    name = Path(file).name
+    return name.split(".")[0] if "." in name else name
 
 
 def _apply_site(table: SiteTable, entry: Mapping[str, Any], drop: list[str], target: str,
@@ -295,7 +309,7 @@ def _apply_site(table: SiteTable, entry: Mapping[str, Any], drop: list[str], tar
         warnings.append(f"{where}: {step} '{column}', which the file does not have (columns: {quoted(frame.columns)}).")
         return True
 
-    frame = _renamed(frame, entry.get("rename", {}), lacks)
+    frame = _renamed(frame, entry.get("rename", {}), lacks, where)
     for column in entry.get("drop", []):
         lacks("drops", column)
     frame = frame.drop(columns=[c for c in dict.fromkeys([*drop, *entry.get("drop", [])]) if c in frame.columns])
@@ -307,8 +321,7 @@ def _apply_site(table: SiteTable, entry: Mapping[str, Any], drop: list[str], tar
             frame[name] = frame[name].mask(_matches(frame[name], codes))
     for column, mapping in entry.get("values", {}).items():
         if not lacks("maps the values of", column):
-            labels = as_labels(frame[column])
-            frame[column] = labels.map(lambda v: mapping.get(v, v) if isinstance(v, str) else v)
+            frame[column] = _mapped(frame[column], mapping)
     for column, conversion in entry.get("convert", {}).items():
         if not lacks("converts", column):
             frame[column] = _converted(frame[column], float(conversion["a"]), float(conversion.get("b", 0)),
@@ -322,12 +335,28 @@ def _apply_site(table: SiteTable, entry: Mapping[str, Any], drop: list[str], tar
     return replace(table, frame=frame)
 
 
-def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], lacks) -> pd.DataFrame:
-    """Columns renamed; several sources of one study column merged (first value per row)."""
+def _mapped(values: pd.Series, mapping: Mapping[str, Any]) -> pd.Series:
+    """A site's codes as the study's: each cell written as a key of `mapping` (a number also as the
+    same number, 1 for '1.0') becomes its value; other cells stay as they were."""
+    labels = as_labels(values)
+    keys = {str(k).strip(): v for k, v in mapping.items()}
+    return labels.map(lambda v: keys.get(v, v) if isinstance(v, str) else v)
+
+
+def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], lacks, where: str) -> pd.DataFrame:
+    """Columns renamed; several sources of one study column merged (first value per row). A rename
+    onto a column the site has and keeps (not renamed itself, not named as a source of the merge)
+    is refused: it would silently lose that column."""
     sources: dict[str, list[str]] = {}
     for source, study in rename.items():
         if not lacks("renames", source):
             sources.setdefault(study, []).append(source)
+    for study, columns in sources.items():
+        if study in frame.columns and study not in columns and study not in rename:
+            raise DataError(
+                f"{where}: renames {quoted(columns)} to '{study}', a column the site already has. Rename its "
+                f"'{study}' too (to another name, or to '{study}' to merge the two: each row takes the first "
+                "source that has a value).")
     merged = {}
     for study, columns in sources.items():
         values = frame[columns[0]]
@@ -393,3 +422,84 @@ def dictionary_name(files: list[str]) -> str:
     if len(stems) <= 3:
         return ", ".join(stems)
     return f"{', '.join(stems[:2])} and {len(stems) - 2} more"
+
+
+# -- what a decision changes -----------------------------------------------------------------------
+def effects(sites: TableSites, patch: Mapping[str, Any]) -> list[str]:
+    """What applying `patch` (dictionary decisions) to the sites' tables as they are now would
+    change, one line per decision, counted with the same matching the dictionary applies ('23
+    values at hungary become missing (8 % of its chol)'). A decision that changes nothing says so;
+    one that would be refused says why."""
+    tables = {t.site: t for t in sites.tables}
+    if sites.server_table is not None:
+        tables.setdefault(_entry_name(sites.server_table.file), sites.server_table)
+    lines: list[str] = []
+    for column in patch.get("drop", []):
+        where = [s for s, t in tables.items() if column in t.frame.columns]
+        lines.append(f"'{column}' is left out at {_sites(where)}." if where else f"No site has a column '{column}'.")
+    for column, kind in patch.get("kinds", {}).items():
+        values = set().union(*(set(as_labels(t.frame[column]).dropna()) for t in tables.values() if column in t.frame))
+        lines.append(f"'{column}' is used as {kind}" + (f": {len(values)} categories, one input each." if kind ==
+                                                         "categorical" else f" ({len(values)} distinct values)."))
+    for site, entry in patch.get("sites", {}).items():
+        table = tables.get(site)
+        if table is None:
+            lines.append(f"No site is called '{site}'.")
+            continue
+        lines += _site_effects(table, entry, sites.target, patch.get("target", {}))
+    return lines
+
+
+def _site_effects(table: SiteTable, entry: Mapping[str, Any], target: str, names: Mapping[str, str]) -> list[str]:
+    frame, site, lines = table.frame, table.site, []
+
+    def has(column: str) -> bool:
+        if column in frame.columns:
+            return True
+        lines.append(f"{site} has no column '{column}' (yet: a rename may come first).")
+        return False
+
+    for source, study in entry.get("rename", {}).items():
+        if not has(source):
+            continue
+        filled = int(frame[source].notna().sum())
+        if study in frame.columns and study != source and study not in entry.get("rename", {}):
+            lines.append(f"Refused: {site} already has a column '{study}'; renaming '{source}' onto it would lose it "
+                         "(rename that one first).")
+        else:
+            lines.append(f"{site}'s '{source}' ({filled} values) becomes '{study}'.")
+    for column in entry.get("drop", []):
+        if has(column):
+            lines.append(f"{site}'s '{column}' ({int(frame[column].notna().sum())} values) is left out.")
+    for column, codes in entry.get("missing", {}).items():
+        columns = list(frame.columns) if column == EVERY_COLUMN else [column] if has(column) else []
+        hits = sum(int(_matches(frame[c], codes).sum()) for c in columns)
+        filled = sum(int(frame[c].notna().sum()) for c in columns)
+        what = "any column" if column == EVERY_COLUMN else f"its '{column}'"
+        lines.append(f"{hits} value(s) at {site} become missing ({hits / max(filled, 1):.0%} of {what})." if hits
+                     else f"No value of {what} at {site} is {', '.join(map(str, codes))}: nothing changes.")
+    for column, mapping in entry.get("values", {}).items():
+        if not has(column):
+            continue
+        labels = as_labels(frame[column])
+        counts = [f"{int((labels == str(k).strip()).sum())} '{k}' → '{v}'" for k, v in mapping.items()]
+        lines.append(f"At {site}, '{column}': " + ", ".join(counts) + ".")
+    for column, conversion in entry.get("convert", {}).items():
+        if not has(column):
+            continue
+        before = pd.to_numeric(_converted(frame[column], 1.0, 0.0, table.decimal), errors="coerce")
+        after = before * float(conversion["a"]) + float(conversion.get("b", 0))
+        if before.notna().any():
+            lines.append(f"{int(before.notna().sum())} values of '{column}' at {site} are converted: median "
+                         f"{before.median():.4g} → {after.median():.4g}.")
+    positive = entry.get("positive")
+    if positive is not None and has(target):
+        hits = _matches(frame[target], positive)
+        filled = frame[target].notna().to_numpy()
+        lines.append(f"At {site}, {int((hits & filled).sum())} row(s) ({', '.join(map(str, positive))}) become "
+                     f"'{names.get('positive', '1')}' and {int((~hits & filled).sum())} '{names.get('negative', '0')}'.")
+    return lines
+
+
+def _sites(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"

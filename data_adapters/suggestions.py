@@ -1,95 +1,75 @@
 """What the mapping step suggests for the sites' tables (after any data dictionary is applied):
-one `Suggestion` per problem, each a small dictionary patch (`dictionary.merge`) the analyst
-accepts, edits or rejects. Every rule makes no suggestion where the data leave a doubt.
+one `Suggestion` per decision, each a small dictionary patch (`dictionary.merge`) the analyst
+accepts, edits or rejects — or, where the data cannot decide, a *question* with the choices
+that fit and nothing pre-filled (accepting every suggestion never answers a question). Every
+suggestion says what it will change (`dictionary.effects`). In the order an analyst decides:
 
-rename     a column at some sites only whose name matches another's at the other sites once case,
-           accents, spacing, punctuation and unit words are set aside, or through a synonym
-           (SYNONYMS, and the unit catalogue's analyte names): the minority spelling is renamed to
-           the one most sites use. A site with two columns of one name key gets none.
-           Without a name match, by the data: a numeric column at some sites only whose values
-           match (quantiles within MATCH_SDS of the other's robust SD, or after a catalogue
-           conversion) those of one column at exactly the other sites, with the same relation to
-           the label (standardised class difference within RELATION_GAP, same sign); only when
-           that column is the one candidate either way.
-convert    three or more sites: a site whose column a catalogue conversion maps onto the others'
-           (`units.site_unit_differences`); unexplained factors are reported, not suggested.
-missing    a usual missing-value code taking a share of one site's values outside every other
-           site's range: the check-up's rule (`data_checks.Checks.missing_codes`, material and
-           p < CODE_P) on the sites' profile of the shared continuous columns.
-values     a categorical or binary column coded differently at some sites: the coding most sites
-           use is the study's; a site's code maps to it when both name one thing once case,
-           accents and synonyms (CODE_SYNONYMS: M/male/man, yes/y/true/1, ...) are set aside;
-           for a two-valued column with no such match, by share of rows and rate of the last
-           class: the pairing whose four differences sum to at most PAIR_FIT, when the other
-           pairing's sum is PAIR_MARGIN times as large (and at least PAIR_MARGIN × PAIR_FIT / 4).
-kind       a column inferred continuous whose values are whole numbers with 3 to MAX_CODES
-           distinct values at all sites together: categorical (chest-pain type 1-4).
+target     the target column missing at a site: the column whose name matches it; else a question
+           listing the site's columns closest by name and by values.
 drop       a column named like a spreadsheet's unnamed one ('Unnamed: 7'); a column without a value
            at any site; an identifier: text or whole numbers, distinct in ID_SHARE of the rows at
            every site that has it (and at least MIN_ID_ROWS rows).
+rename     a column at some sites only whose name matches another's at the other sites once case,
+           accents, spacing, punctuation and unit words are set aside, or through a synonym
+           (SYNONYMS, and the unit catalogue's analyte names): the minority spelling is renamed to
+           the one most sites use. A site with two columns of one name key gets none. Then by the
+           data (`value_rules`, *same_column*): a column at some sites only matched to the column
+           the study has at more sites and never beside it, by its values and its relation to the
+           label (`max_heart_rate` at one site, `thalach` at the others).
 positive   the target coded differently at a site: yes/no against 1/0 (synonyms), or a site with
            more values than the others' two where it shares their negative one (heart disease
-           0-4 against 0/1): its other values are the positive class.
-target     the target column missing at a site: a column there whose name matches it (as rename).
+           0-4 against 0/1): its other values are the positive class. Otherwise a question.
+missing    `value_rules`: a column one site never measured (one value for every patient); a usual
+           code outside the others' values, in a column of any kind (the check-up's rule for
+           continuous columns).
+values     a coded column written differently at some sites (text at one, numbers at others too):
+           the coding most sites use is the study's; a site's code maps to it when both name one
+           thing once case, accents and synonyms (CODE_SYNONYMS: M/male/man, yes/y/true/1, ...)
+           are set aside; for a two-valued column with no such match, by share of rows and rate of
+           the last class: the pairing whose four differences sum to at most PAIR_FIT, when the
+           other pairing's sum is PAIR_MARGIN times as large and PAIR_GAP larger. Otherwise a
+           question.
+convert    `value_rules`, *units*: a site whose values a catalogue conversion maps onto the
+           consensus of the sites in one unit, with the fit of the chosen and the next conversion;
+           an unexplained factor or an even split of the sites is a question.
+kind       `value_rules`, *kinds*: whole numbers with gaps, or with a class rate that is not
+           monotone, are codes of categories; other small whole numbers are a question.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import difflib
 
 import numpy as np
 
 from data_adapters.alignment import Alignment, TableSites
 from data_adapters.cells import as_labels, label_order
 from data_adapters.columns import Column, type_columns
-from data_adapters.units import site_unit_differences
+from data_adapters.dictionary import effects
+from data_adapters.names import code_key, name_key, plain
+from data_adapters.value_rules import SiteValues, find
 from fedcore.interpret import units as catalogue
-from fedcore.interpret.data_checks import Checks, robust_sd
-from fedcore.interpret.profile import PROBABILITIES, profile_federation
 
-MATCH_SDS = 0.5
-RELATION_GAP = 0.3
-CODE_P = 0.01
-MAX_CODES = 10
 ID_SHARE = 0.95
 MIN_ID_ROWS = 20
-PAIR_FIT = 0.4  # the four differences (two shares, two rates) of the pairing together
+PAIR_FIT = 0.8  # the four differences (two shares, two rates) of the pairing together
 PAIR_MARGIN = 3.0  # the other pairing misfits at least this many times as much
+PAIR_GAP = 0.5  # and by this much: two codes of about the same share and label rate cannot be told apart
 MIN_VALUES = 10
+CLOSEST = 5  # choices a question offers
 UNNAMED = re.compile(r"^(unnamed|column|col|field)[\s:_.-]*\d*$", re.IGNORECASE)
-UNIT_WORDS = {"mg", "dl", "mmol", "umol", "mol", "l", "g", "kg", "lb", "lbs", "cm", "mm", "in", "inch", "inches",
-              "degc", "degf", "pct", "percent", "mmhg", "kpa", "bpm", "yrs", "unit", "units"}
-SYNONYMS: tuple[tuple[str, ...], ...] = (
-    ("age", "age years", "patient age", "age at admission"),
-    ("sex", "gender"),
-    ("weight", "body weight", "wt"),
-    ("height", "body height", "ht"),
-    ("bmi", "body mass index"),
-    ("heart rate", "hr", "pulse", "pulse rate"),
-    ("systolic blood pressure", "sbp", "systolic bp", "systolic"),
-    ("diastolic blood pressure", "dbp", "diastolic bp", "diastolic"),
-    ("outcome", "target", "label", "class", "diagnosis"),
-    ("smoker", "smoking", "smokes"),
-    catalogue.GLUCOSE, catalogue.CHOLESTEROL, catalogue.TRIGLYCERIDES, catalogue.CREATININE, catalogue.UREA,
-    catalogue.BILIRUBIN, catalogue.LACTATE, catalogue.HAEMOGLOBIN, catalogue.ALBUMIN, catalogue.HBA1C,
-    catalogue.TEMPERATURE,
-)
-CODE_SYNONYMS: tuple[tuple[str, ...], ...] = (
-    ("male", "m", "man", "men", "masculine", "masculin", "h", "homme", "mann", "männlich"),
-    ("female", "f", "woman", "women", "feminine", "feminin", "w", "femme", "frau", "weiblich"),
-    ("yes", "y", "true", "t", "1", "ja", "oui", "si", "positive", "pos", "present"),
-    ("no", "n", "false", "0", "nein", "non", "negative", "neg", "absent"),
-)
 
 
 @dataclass
 class Suggestion:
-    """One decision of the mapping step: what was found, and the dictionary patch that fixes it."""
+    """One decision of the mapping step: what was found, and the dictionary patch that fixes it; a
+    question has no patch but `options`, each a label and its patch."""
 
     id: str
     kind: str  # rename, convert, missing, values, kind, drop, positive, target
@@ -98,58 +78,52 @@ class Suggestion:
     message: str
     value: str  # the editable part, as text (a new name, 'a, b', codes, 'code=value; ...', a kind)
     patch: dict[str, Any] = field(default_factory=dict)
+    question: bool = False  # the data cannot decide: the analyst chooses among `options`, or edits
+    options: list[dict[str, Any]] = field(default_factory=list)  # {"label", "patch", "effect"}
+    effect: list[str] = field(default_factory=list)  # what the patch changes, line by line
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-# -- name keys --------------------------------------------------------------------------------------
-def plain(text: str) -> str:
-    """Lower case, accents and punctuation gone, words separated by one space."""
-    ascii_text = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode().lower()
-    return " ".join(re.findall(r"[a-z0-9]+", ascii_text))
-
-
-def _synonym_index(groups: Iterable[Sequence[str]]) -> dict[str, str]:
-    index: dict[str, str] = {}
-    for group in groups:
-        for member in group:
-            index.setdefault(plain(member).replace(" ", ""), plain(group[0]).replace(" ", ""))
-    return index
-
-
-SYNONYM_OF = _synonym_index(SYNONYMS)
-CODE_OF = _synonym_index(CODE_SYNONYMS)
-
-
-def name_key(name: str) -> str:
-    """What a column's name says, whatever its spelling: 'Cholestérol (mmol/L)' -> 'cholesterol',
-    'Gender' -> 'sex'."""
-    words = plain(re.sub(r"[\(\[].*?[\)\]]", " ", name)).split() or plain(name).split()
-    kept = [w for w in words if w not in UNIT_WORDS] or words
-    joined = "".join(kept)
-    return SYNONYM_OF.get(joined, joined)
-
-
-def code_key(value: str) -> str:
-    joined = plain(value).replace(" ", "")
-    return CODE_OF.get(joined, joined)
+def question(id: str, kind: str, column: str | None, site: str | None, message: str,
+             options: Iterable[tuple[str, dict[str, Any]]] = ()) -> Suggestion:
+    return Suggestion(id, kind, column, site, message, "", {}, True,
+                      [{"label": text, "patch": patch} for text, patch in options])
 
 
 # -- the suggestions -----------------------------------------------------------------------------
 def suggest(sites: TableSites, alignment: Alignment) -> list[Suggestion]:
-    """Every rule's suggestions for these tables (already mapped by any dictionary), in the order
-    an analyst decides them: columns and the target first, then codes, units and kinds."""
+    """Every rule's suggestions and questions for these tables (already mapped by any dictionary),
+    in the order an analyst decides them, each with what it would change."""
     typed = {t.site: type_columns(t.frame, list(t.frame.columns), t.file, t.decimal).columns for t in sites.tables}
     target = sites.target
-    out = [*_target_columns(sites), *_drops(sites, typed, alignment)]
-    out += _renames(sites, typed, alignment, {s.column for s in out if s.kind == "drop"})
-    out += _positive(sites)
-    out += _category_values(alignment)
-    out += _missing_codes(alignment)
-    out += _conversions(alignment)
-    out += _kinds(alignment)
-    return [s for s in out if s.column != target or s.kind in ("target", "positive")]
+    out = [*_target_columns(sites), *_positive(sites)]
+    drops = _drops(sites, typed, alignment)
+    dropped = {s.column for s in drops}
+    renames = _renames(sites, typed, alignment, dropped)
+    renamed: dict[str, dict[str, str]] = {}
+    for s in renames:
+        renamed.setdefault(s.site, {}).update(s.patch["sites"][s.site]["rename"])
+    present: dict[str, set[str]] = {}
+    for table in sites.tables:
+        for column in table.frame.columns:
+            present.setdefault(renamed.get(table.site, {}).get(column, column), set()).add(table.site)
+    values = SiteValues(alignment, renamed, present)
+    at = {c: values.at(c) for c in values.columns if c not in dropped and c != target}
+    shared = [c for c, where in at.items() if len(where) >= 2]
+    partial = [c for c, where in at.items() if 0 < len(where) < len(values.sites)]
+    findings = find(values, shared, partial)
+    virtual = {(site, study) for site, names in renamed.items() for study in names.values()}
+    later = [*_codes(findings, virtual), *_codings(values, [c for c in shared if values.coded(c)], virtual),
+             *_units(findings, virtual), *_kinds(findings)]
+    out += [*drops, *renames, *_same_columns(findings, renamed, values), *later]
+    out = [s for s in out if s.column != target or s.kind in ("target", "positive")]
+    for suggestion in out:
+        suggestion.effect = effects(sites, suggestion.patch) if suggestion.patch else []
+        for option in suggestion.options:
+            option["effect"] = effects(sites, option["patch"])
+    return out
 
 
 def _site_patch(site: str, key: str, value: Any) -> dict[str, Any]:
@@ -157,17 +131,38 @@ def _site_patch(site: str, key: str, value: Any) -> dict[str, Any]:
 
 
 def _target_columns(sites: TableSites) -> list[Suggestion]:
-    out = []
+    """A site without the target column: the one column whose name matches it; else a question
+    offering the site's columns closest by name and by values (the others' target labels)."""
+    target, out = sites.target, []
+    known = set().union(*(set(as_labels(t.frame[target]).dropna()) for t in sites.tables if target in t.frame))
     for table in sites.tables:
-        if sites.target in table.frame.columns:
+        if target in table.frame.columns:
             continue
-        key = name_key(sites.target)
+        key = name_key(target)
         matches = [c for c in table.frame.columns if name_key(c) == key]
         if len(matches) == 1:
             out.append(Suggestion(f"target:{table.site}", "target", matches[0], table.site,
-                                  f"{table.site} has no target column '{sites.target}'; its '{matches[0]}' looks like it.",
-                                  sites.target, _site_patch(table.site, "rename", {matches[0]: sites.target})))
+                                  f"{table.site} has no target column '{target}'; its '{matches[0]}' looks like it.",
+                                  target, _site_patch(table.site, "rename", {matches[0]: target})))
+            continue
+        closest = target_matches(target, table.frame, known)[:CLOSEST]
+        out.append(question(f"target:{table.site}", "target", None, table.site,
+                            f"{table.site} has no column '{target}'. Which of its columns is the target? Closest by "
+                            "name and by values first.",
+                            [(f"'{c}'", _site_patch(table.site, "rename", {c: target})) for c in closest]))
     return out
+
+
+def target_matches(target: str, frame: Any, labels: set[str]) -> list[str]:
+    """A table's columns ordered by how much they look like the target: the same name key first,
+    then by how many of their values are the target's known labels (few distinct values), then by
+    name similarity."""
+    def score(column: str) -> tuple[float, float, float]:
+        values = set(as_labels(frame[column]).dropna())
+        shared = len(values & labels) / max(len(values), 1) if values and len(values) <= 12 else 0.0
+        return (float(name_key(column) == name_key(target)), shared,
+                difflib.SequenceMatcher(None, plain(column), plain(target)).ratio())
+    return sorted(frame.columns, key=score, reverse=True)
 
 
 def _drops(sites: TableSites, typed: dict[str, dict[str, Column]], alignment: Alignment) -> list[Suggestion]:
@@ -200,11 +195,11 @@ def _identifier(column: Column) -> bool:
 
 def _renames(sites: TableSites, typed: dict[str, dict[str, Column]], alignment: Alignment,
              dropped: set[str]) -> list[Suggestion]:
-    """Columns at some sites only: by name, then by the data (see the module's rules)."""
+    """Columns at some sites only whose names match once spelling is set aside."""
     order = [t.site for t in sites.tables]
     partial = {c: s for c, s in _sites_with(sites).items() if len(s) < len(order) and c not in dropped
                and c != sites.target and c not in alignment.exclude}
-    out, matched = [], set()
+    out = []
     by_key: dict[str, list[str]] = {}
     for column in partial:
         by_key.setdefault(name_key(column), []).append(column)
@@ -224,8 +219,6 @@ def _renames(sites: TableSites, typed: dict[str, dict[str, Column]], alignment: 
                     f"'{spelling}' at {site} looks like '{chosen}' at {', '.join(partial[chosen])} (same name once "
                     "case, accents, spacing, units and synonyms are set aside); map it.", chosen,
                     _site_patch(site, "rename", {spelling: chosen})))
-                matched |= {spelling, chosen}
-    out += _renames_by_data(sites, typed, alignment, {c: s for c, s in partial.items() if c not in matched})
     return out
 
 
@@ -237,90 +230,62 @@ def _sites_with(sites: TableSites) -> dict[str, list[str]]:
     return at
 
 
-def _renames_by_data(sites: TableSites, typed: dict[str, dict[str, Column]], alignment: Alignment,
-                     partial: dict[str, list[str]]) -> list[Suggestion]:
-    everyone = {t.site for t in sites.tables}
-    numeric = {c: s for c, s in partial.items()
-               if all(typed[site][c].kind == "numeric" and np.isfinite(typed[site][c].values).sum() >= MIN_VALUES
-                      for site in s)}
-    fits: dict[str, list[str]] = {c: [] for c in numeric}
-    for x, x_sites in numeric.items():
-        for y, y_sites in numeric.items():
-            if x != y and not set(x_sites) & set(y_sites) and set(x_sites) | set(y_sites) == everyone:
-                if _same_quantity(x, x_sites, y, y_sites, typed, alignment):
-                    fits[x].append(y)
+def _source(renamed: dict[str, dict[str, str]], site: str, column: str) -> str:
+    """The site's own name of a column the name rules map to `column`."""
+    return next((source for source, study in renamed.get(site, {}).items() if study == column), column)
+
+
+def _same_columns(findings, renamed: dict[str, dict[str, str]], values: SiteValues) -> list[Suggestion]:
     out = []
-    for x, candidates in fits.items():
-        if len(candidates) != 1 or fits[candidates[0]] != [x]:
-            continue
-        y = candidates[0]
-        if len(numeric[x]) > len(numeric[y]) or (len(numeric[x]) == len(numeric[y]) and x > y):
-            continue  # the minority spelling is renamed; on a tie, the later name
-        for site in numeric[x]:
+    for fit in findings.same:
+        for site in fit.sites:
+            source = _source(renamed, site, fit.column)
+            how = f" after {fit.conversion.formula()} ({fit.conversion.pair()})" if fit.conversion else ""
             out.append(Suggestion(
-                f"rename:{site}:{x}", "rename", x, site,
-                f"'{x}' at {site} has the values and the relation to the label of '{y}' at {', '.join(numeric[y])}; "
-                "map it (check the names: this match is by the data, not the name).", y,
-                _site_patch(site, "rename", {x: y})))
+                f"rename:{site}:{source}", "rename", source, site,
+                f"'{source}' at {site} has the values{how} and the relation to the label of '{fit.study}' at "
+                f"{', '.join(fit.study_sites)} (quantiles {fit.distance:.2f} SD apart, class profile {fit.gap:.2f} SD), "
+                f"which {site} lacks; map it (check the names: this match is by the data, not the name).", fit.study,
+                _site_patch(site, "rename", {source: fit.study})))
+    for (site, column), fits in findings.ambiguous.items():
+        source = _source(renamed, site, column)
+        options = []
+        for f in fits:
+            relation = f"class profile {f.gap:.2f} SD" if f.related else f"its relation to the label {f.gap:.2f} SD off"
+            options.append((f"'{source}' is '{f.study}' (quantiles {f.distance:.2f} SD apart, {relation})",
+                            _site_patch(site, "rename", {source: f.study})))
+            if len(f.study_sites) == len(f.sites):  # as many sites each: either name may be the study's
+                options.append((f"'{f.study}' at {', '.join(f.study_sites)} is '{source}'",
+                                {"sites": {s: {"rename": {_source(renamed, s, f.study): column}}} for s in f.study_sites}))
+        if not fits[0].related:
+            text = (f"'{source}' at {site} has the values of '{fits[0].study}' at {', '.join(fits[0].study_sites)}, "
+                    f"which {site} lacks, but relates to the label otherwise (more weakly, or the other way): is it "
+                    f"'{fits[0].study}'? (the data alone cannot say)")
+        else:
+            why = ("matches more than one column the site lacks" if len(fits) > 1 else
+                   f"matches '{fits[0].study}', which {', '.join(fits[0].study_sites)} hold(s) — as many sites as "
+                   f"'{source}' — or another column claims it too")
+            text = (f"'{source}' at {site} {why}, by its values and its relation to the label: which name is the "
+                    "study's? (best fit first)")
+        out.append(question(f"rename:{site}:{source}", "rename", source, site, text, options))
     return out
-
-
-def _same_quantity(x: str, x_sites: list[str], y: str, y_sites: list[str], typed: dict[str, dict[str, Column]],
-                   alignment: Alignment) -> bool:
-    """The pooled values of x at its sites and of y at its sites match (directly or through a
-    catalogue conversion named by y), and relate to the label alike."""
-    xs = [typed[s][x].values for s in x_sites]
-    ys = [typed[s][y].values for s in y_sites]
-    qx, qy = (np.quantile(np.concatenate(v)[np.isfinite(np.concatenate(v))], PROBABILITIES) for v in (xs, ys))
-    pooled = np.concatenate(ys)
-    scale = float(robust_sd(qy[None, :, None], np.array([[np.nanstd(pooled)]]))[0, 0])
-    if not scale > 0:
-        return False
-    converted = qx
-    if catalogue.discrepancy(qx, qy, scale) > MATCH_SDS:
-        match = catalogue.match_conversion(y, qx, qy, scale)
-        if match is None or match.conversion is None:
-            return False
-        converted = match.conversion.apply(qx)
-    if catalogue.discrepancy(converted, qy, scale) > MATCH_SDS:
-        return False
-    dx = _class_difference([typed[s][x].values for s in x_sites], [alignment.y.get(s) for s in x_sites])
-    dy = _class_difference([typed[s][y].values for s in y_sites], [alignment.y.get(s) for s in y_sites])
-    if dx is None or dy is None:
-        return False
-    return abs(dx - dy) <= RELATION_GAP and (np.sign(dx) == np.sign(dy) or max(abs(dx), abs(dy)) < RELATION_GAP)
-
-
-def _class_difference(values: list[np.ndarray], labels: list[np.ndarray | None]) -> float | None:
-    """The last class's mean minus the first's, in the pooled within-class SD (rows with a class)."""
-    if any(y is None or len(y) != len(v) for v, y in zip(values, labels)):
-        return None
-    x, y = np.concatenate(values), np.concatenate(labels)
-    keep = np.isfinite(x) & (y >= 0)
-    x, y = x[keep], y[keep]
-    classes = np.unique(y)
-    if len(classes) < 2:
-        return None
-    first, last = x[y == classes[0]], x[y == classes[-1]]
-    if len(first) < 2 or len(last) < 2:
-        return None
-    within = np.sqrt(((len(first) - 1) * first.var(ddof=1) + (len(last) - 1) * last.var(ddof=1))
-                     / (len(first) + len(last) - 2))
-    return float((last.mean() - first.mean()) / within) if within > 0 else None
 
 
 def _positive(sites: TableSites) -> list[Suggestion]:
     target = sites.target
     labels = {t.site: set(as_labels(t.frame[target]).dropna()) for t in sites.tables if target in t.frame.columns}
-    if len(labels) < 2:
+    if len(labels) < 2 or len({frozenset(v) for v in labels.values()}) == 1:
         return []
     common = Counter(frozenset(v) for v in labels.values()).most_common(1)[0][0]
-    if len(common) != 2:
-        return []
-    negative, positive = sorted(common, key=label_order)
     out = []
+    if len(common) != 2:
+        shown = "; ".join(f"{site}: {', '.join(sorted(v, key=label_order))}" for site, v in labels.items())
+        return [question(f"positive:{target}", "positive", target, None,
+                         f"The target '{target}' takes different values at the sites ({shown}). Which values are the "
+                         "positive class at each site? Set them in the target step above.")]
+    negative, positive = sorted(common, key=label_order)
     for site, values in labels.items():
-        if values == set(common):
+        if values <= set(common):
             continue
         keys = {v: code_key(v) for v in values}
         if set(keys.values()) <= {code_key(negative), code_key(positive)} and code_key(negative) != code_key(positive):
@@ -330,15 +295,22 @@ def _positive(sites: TableSites) -> list[Suggestion]:
             chosen = sorted((v for v in values if v != negative), key=label_order)
             why = f"more values than the others' two; all but '{negative}' taken as '{positive}'"
         else:
-            continue
+            chosen = []
+            why = ""
+        listed = ", ".join(sorted(values, key=label_order))
+        names = {"column": target, "negative": negative, "positive": positive}
         if not chosen:
+            out.append(question(
+                f"positive:{site}", "positive", target, site,
+                f"The target '{target}' at {site} is {listed} where most sites use {negative} / {positive}: which of "
+                f"{site}'s values mean '{positive}'?",
+                [(f"{v} means '{positive}'", {"target": names, "sites": {site: {"positive": [v]}}})
+                 for v in sorted(values, key=label_order)]))
             continue
         out.append(Suggestion(
             f"positive:{site}", "positive", target, site,
-            f"The target '{target}' at {site} is {', '.join(sorted(values, key=label_order))} where most sites use "
-            f"{negative} / {positive} ({why}).", ", ".join(chosen),
-            {"target": {"column": target, "negative": negative, "positive": positive},
-             "sites": {site: {"positive": chosen}}}))
+            f"The target '{target}' at {site} is {listed} where most sites use {negative} / {positive} ({why}).",
+            ", ".join(chosen), {"target": names, "sites": {site: {"positive": chosen}}}))
     return out
 
 
@@ -350,45 +322,77 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _category_values(alignment: Alignment) -> list[Suggestion]:
+# -- what the values say (value_rules) ----------------------------------------------------------------------
+def _codes(findings, virtual: set[tuple[str, str]]) -> list[Suggestion]:
+    by_column: dict[tuple[str, str], list] = {}
+    for code in [*findings.unmeasured, *findings.codes]:
+        if (code.site, code.column) not in virtual:
+            by_column.setdefault((code.site, code.column), []).append(code)
     out = []
-    for column, seen in alignment.report.category_differences.items():
+    for (site, column), codes in by_column.items():
+        listed = ", ".join(str(c.value) for c in codes)
+        out.append(Suggestion(
+            f"missing:{site}:{column}", "missing", column, site,
+            f"'{column}' at {site} " + "; and ".join(c.why for c in codes) + f": {listed} means 'not measured'?",
+            listed, _site_patch(site, "missing", {column: [c.value for c in codes]})))
+    return out
+
+
+def _codings(values: SiteValues, columns: Sequence[str], virtual: set[tuple[str, str]]) -> list[Suggestion]:
+    """A coded column written differently at some sites: a map onto the coding most sites use."""
+    out = []
+    for column in columns:
+        labels = {s: [v for v in values.labels(s, column) if isinstance(v, str)] for s in values.at(column)}
+        seen = {s: sorted(set(v), key=label_order) for s, v in labels.items() if len(v) >= MIN_VALUES}
         codings = Counter(frozenset(v) for v in seen.values())
-        reference = sorted(codings.most_common(1)[0][0], key=label_order)
-        if list(codings.values()).count(codings[frozenset(reference)]) > 1:
+        if len(codings) < 2:
+            continue
+        covered = {c: sum(set(v) <= c for v in seen.values()) for c in codings}
+        reference = max(codings, key=lambda c: (covered[c], codings[c], len(c)))
+        if sum(covered[c] == covered[reference] for c in codings) > 1:
             continue  # no coding most sites use
-        for site, values in seen.items():
-            if set(values) <= set(reference):
+        reference = sorted(reference, key=label_order)
+        for site, codes in seen.items():
+            if set(codes) <= set(reference) or (site, column) in virtual:
                 continue
-            mapping = _code_map(values, reference) or _binary_map(alignment, column, site, values, reference)
+            mapping = _code_map(codes, reference) or _binary_map(values, column, site, codes, reference, seen)
+            left = [v for v in codes if v not in mapping and v not in reference]
+            what = (f"'{column}' at {site} is coded {', '.join(codes)} where most sites use {', '.join(reference)}")
+            if not mapping and not values.labels_agree:
+                continue  # shares and label rates tell only once the sites' labels are one coding
             if not mapping:
+                pairings = ([{codes[0]: reference[0], codes[1]: reference[1]}, {codes[0]: reference[1], codes[1]: reference[0]}]
+                            if len(codes) == 2 and len(reference) == 2 else [])
+                out.append(question(f"values:{site}:{column}", "values", column, site,
+                                    what + ": which code means which? Neither names nor shares and label rates tell.",
+                                    [(_shown(p), _site_patch(site, "values", {column: p})) for p in pairings]))
                 continue
-            shown = "; ".join(f"{k}={v}" for k, v in mapping.items())
-            left = [v for v in values if v not in mapping and v not in reference]
             out.append(Suggestion(
                 f"values:{site}:{column}", "values", column, site,
-                f"'{column}' at {site} is coded {', '.join(values)} where most sites use {', '.join(reference)}"
-                + (f" ({', '.join(left)} left as they are)" if left else "") + ".", shown,
+                what + (f" ({', '.join(left)} left as they are)" if left else "") + ".", _shown(mapping),
                 _site_patch(site, "values", {column: mapping})))
     return out
 
 
+def _shown(mapping: Mapping[str, str]) -> str:
+    return "; ".join(f"{k}={v}" for k, v in mapping.items())
+
+
 def _code_map(values: Sequence[str], reference: Sequence[str]) -> dict[str, str]:
-    keys = {}
+    keys: dict[str, list[str]] = {}
     for ref in reference:
         keys.setdefault(code_key(ref), []).append(ref)
     return {v: keys[code_key(v)][0] for v in values
             if v not in reference and len(keys.get(code_key(v), [])) == 1}
 
 
-def _binary_map(alignment: Alignment, column: str, site: str, values: Sequence[str],
-                reference: Sequence[str]) -> dict[str, str]:
+def _binary_map(values: SiteValues, column: str, site: str, codes: Sequence[str], reference: Sequence[str],
+                seen: dict[str, list[str]]) -> dict[str, str]:
     """Two codes against two: the pairing whose shares of rows and rates of the last class fit."""
-    if len(values) != 2 or len(reference) != 2:
+    if len(codes) != 2 or len(reference) != 2 or not values.labels_agree:
         return {}
-    seen = alignment.report.category_differences[column]
-    mine = _code_stats(alignment, column, [site], values)
-    others = _code_stats(alignment, column, [s for s, v in seen.items() if sorted(v) == sorted(reference)], reference)
+    mine = _code_stats(values, column, [site], codes)
+    others = _code_stats(values, column, [s for s, v in seen.items() if sorted(v) == sorted(reference)], reference)
     if mine is None or others is None:
         return {}
 
@@ -397,78 +401,99 @@ def _binary_map(alignment: Alignment, column: str, site: str, values: Sequence[s
 
     straight, crossed = misfit((0, 1)), misfit((1, 0))
     best, other = (straight, crossed) if straight <= crossed else (crossed, straight)
-    if best > PAIR_FIT or other < PAIR_MARGIN * max(best, PAIR_FIT / 4):
+    if best > PAIR_FIT or other < PAIR_MARGIN * best or other - best < PAIR_GAP:
         return {}
     order = (0, 1) if straight <= crossed else (1, 0)
-    return {values[k]: reference[order[k]] for k in range(2)}
+    return {codes[k]: reference[order[k]] for k in range(2)}
 
 
-def _code_stats(alignment: Alignment, column: str, sites: list[str], codes: Sequence[str]) -> list[tuple[float, float]] | None:
+def _code_stats(values: SiteValues, column: str, sites: list[str], codes: Sequence[str]
+                ) -> list[tuple[float, float]] | None:
     """Per code: its share of the rows with a value, and the rate of the last class among them."""
-    labels = np.concatenate([np.asarray(alignment.columns[column][s].values, dtype=object) for s in sites])
-    y = np.concatenate([alignment.y[s] for s in sites])
-    last = len(alignment.class_names) - 1
-    filled = np.array([isinstance(v, str) or (isinstance(v, float) and np.isfinite(v)) for v in labels])
-    text = np.array([str(v) if isinstance(v, str) else (f"{v:g}" if isinstance(v, float) and np.isfinite(v) else "")
-                     for v in labels], dtype=object)
+    if not sites:
+        return None
+    labels = np.concatenate([values.labels(s, column) for s in sites])
+    y = np.concatenate([values.y[s] for s in sites])
+    last = len(values.classes) - 1
+    filled = np.array([isinstance(v, str) for v in labels])
     if filled.sum() < MIN_VALUES:
         return None
     stats = []
     for code in codes:
-        rows = filled & (text == code)
+        rows = filled & (labels == code)
         if rows.sum() == 0:
             return None
         stats.append((float(rows.sum() / filled.sum()), float((y[rows] == last).mean())))
     return stats
 
 
-def _missing_codes(alignment: Alignment) -> list[Suggestion]:
-    names = [n for n, kind in alignment.kinds.items() if kind == "continuous"]
-    if not names or len(alignment.tables) < 2 or not alignment.class_names:
-        return []
-    rows = [(t.site, np.column_stack([alignment.columns[n][t.site].values.astype(np.float64) for n in names]),
-             np.maximum(alignment.y[t.site], 0)) for t in alignment.tables]
-    profile = profile_federation(rows, names, ["continuous"] * len(names), names, alignment.class_names)
-    codes: dict[tuple[str, str], list[float]] = {}
-    for finding in Checks(profile).missing_codes():
-        if finding.material and finding.p < CODE_P:
-            codes.setdefault((finding.site, finding.feature), []).append(finding.evidence["code"])
-    return [Suggestion(
-        f"missing:{site}:{column}", "missing", column, site,
-        f"'{column}' at {site} is {', '.join(f'{c:g}' for c in found)} in many rows, a value no other site has "
-        "near its range: a code for 'not measured'?", ", ".join(f"{c:g}" for c in found),
-        _site_patch(site, "missing", {column: [int(c) if float(c).is_integer() else c for c in found]}))
-        for (site, column), found in codes.items()]
-
-
-def _conversions(alignment: Alignment) -> list[Suggestion]:
-    columns = {name: {site: c.values for site, c in alignment.columns[name].items() if c.kind == "numeric"}
-               for name, kind in alignment.kinds.items() if kind == "continuous"}
+def _units(findings, virtual: set[tuple[str, str]]) -> list[Suggestion]:
     out = []
-    for finding in site_unit_differences(columns, [t.site for t in alignment.tables]):
-        if finding["conversion"] is None:
-            continue  # a factor no known conversion explains: reported, not suggested
-        site, column = finding["site"], finding["column"]
+    for unit in findings.units:
+        if (unit.site, unit.column) in virtual:
+            continue
+        consensus = ", ".join(unit.consensus)
+        fit = (f"as exported its quantiles lie {unit.before:.2g} SD from those of {consensus} (its SD "
+               f"{unit.spread_ratio:.3g} times theirs), converted {unit.after:.2g} SD")
+        runner = f"; the next best, {unit.runner_up[0]}, {unit.runner_up[1]:.2g} SD" if unit.runner_up else ""
+        key = f"convert:{unit.site}:{unit.column}"
+        if unit.conversion is None or unit.ambiguous:
+            options = [_conversion_option(unit.site, unit.column, c, a, b)
+                       for c, a, b in [(unit.conversion, unit.a, unit.b), *((c, c.a, c.b) for c in unit.alike)]]
+            why = ("other conversions fit about as well: the data cannot tell them apart" if unit.ambiguous else
+                   "a factor no known unit conversion explains")
+            best = unit.conversion.formula() if unit.conversion else f"× {unit.a:.4g}"
+            out.append(question(
+                key, "convert", unit.column, unit.site,
+                f"{unit.site}'s {unit.column} (median {unit.median:.4g}) {best} matches the sites in one unit "
+                f"({consensus}, median {unit.consensus_median:.4g}): {fit}{runner} — {why}. Convert?",
+                [(label, patch) for label, patch in options]))
+            continue
+        label, patch = _conversion_option(unit.site, unit.column, unit.conversion, unit.a, unit.b)
         out.append(Suggestion(
-            f"convert:{site}:{column}", "convert", column, site, finding["message"] + ".",
-            f"{finding['a']:.6g}, {finding['b']:.6g}",
-            _site_patch(site, "convert", {column: {"name": finding["name"], "a": finding["a"], "b": finding["b"]}})))
+            key, "convert", unit.column, unit.site,
+            f"{unit.site}'s {unit.column} (median {unit.median:.4g}) looks like {unit.conversion.describe()}: "
+            f"{unit.conversion.formula()} makes it match the sites in one unit ({consensus}, median "
+            f"{unit.consensus_median:.4g}): {fit}{runner}.", f"{unit.a:.6g}, {unit.b:.6g}", patch))
+    for split in findings.splits:
+        first, second = split.groups
+        options = []
+        if split.conversion is not None:
+            c = split.conversion
+            inverse = catalogue.Conversion(c.target, c.source, 1 / c.a, -c.b / c.a, c.analytes)
+            for group, conversion in ((second, c), (first, inverse)):
+                options.append((f"{', '.join(group)}: {conversion.formula()}", {"sites": {s: {"convert": {split.column: {
+                    "name": f"{conversion.pair()} ({conversion.formula()})" if conversion is c else "the inverse of "
+                    f"{c.pair()} ({c.formula()})", "a": conversion.a, "b": conversion.b}}} for s in group}}))
+        out.append(question(
+            f"convert:{split.column}", "convert", split.column, None,
+            f"'{split.column}': the sites fall into groups of one size — {', '.join(first)} (median "
+            f"{split.medians[0]:.4g}) and {', '.join(second)} (median {split.medians[1]:.4g})"
+            + (f", {split.conversion.formula()} apart ({split.conversion.pair()})" if split.conversion else "")
+            + ": which is the study's unit? The data cannot tell.", options))
     return out
 
 
-def _kinds(alignment: Alignment) -> list[Suggestion]:
+def _conversion_option(site: str, column: str, conversion: catalogue.Conversion | None, a: float, b: float
+                       ) -> tuple[str, dict[str, Any]]:
+    if conversion is None:
+        return f"× {a:.4g}", _site_patch(site, "convert", {column: {
+            "name": "a factor no known conversion explains", "a": a, "b": b}})
+    return (f"{conversion.formula()} ({conversion.pair()})", _site_patch(site, "convert", {column: {
+        "name": f"{conversion.pair()} ({conversion.formula()})", "a": conversion.a, "b": conversion.b}}))
+
+
+def _kinds(findings) -> list[Suggestion]:
     out = []
-    for name, kind in alignment.kinds.items():
-        if kind != "continuous" or name in alignment.given_kinds or name in alignment.sites.kinds:
-            continue
-        values = np.concatenate([c.values for c in alignment.columns[name].values() if c.kind == "numeric"])
-        values = values[np.isfinite(values)]
-        distinct = np.unique(values)
-        if len(values) and np.all(np.mod(values, 1) == 0) and 3 <= len(distinct) <= MAX_CODES:
-            out.append(Suggestion(
-                f"kind:{name}", "kind", name, None,
-                f"'{name}' holds {len(distinct)} whole numbers ({', '.join(f'{v:g}' for v in distinct)}): codes of "
-                "categories rather than a measurement?", "categorical", {"kinds": {name: "categorical"}}))
+    for kind in findings.kinds:
+        message = f"'{kind.column}': {kind.why}."
+        if kind.sure:
+            out.append(Suggestion(f"kind:{kind.column}", "kind", kind.column, None, message, "categorical",
+                                  {"kinds": {kind.column: "categorical"}}))
+        else:
+            out.append(question(f"kind:{kind.column}", "kind", kind.column, None, message,
+                                [("categorical: one input per value", {"kinds": {kind.column: "categorical"}}),
+                                 ("continuous: one number", {"kinds": {kind.column: "continuous"}})]))
     return out
 
 
@@ -477,7 +502,7 @@ def edited_patch(suggestion: Mapping[str, Any], value: str) -> dict[str, Any]:
     """The suggestion's patch with its editable part replaced by `value` (as the analyst wrote it);
     ValueError says what is wrong with the text."""
     kind, site, column = suggestion["kind"], suggestion["site"], suggestion["column"]
-    value = value.strip()
+    value = str(value).strip()
     if value == suggestion["value"]:
         return dict(suggestion["patch"])
     if kind in ("rename", "target"):
@@ -509,4 +534,12 @@ def edited_patch(suggestion: Mapping[str, Any], value: str) -> dict[str, Any]:
         if value not in ("continuous", "binary", "categorical"):
             raise ValueError("A kind is continuous, binary or categorical.")
         return {"kinds": {column: value}}
+    if kind == "drop":
+        return {"drop": [column]} if site is None else _site_patch(site, "drop", [column])
     return dict(suggestion["patch"])
+
+
+def decision(kind: str, site: str | None, column: str, value: str) -> dict[str, Any]:
+    """A decision the analyst makes by hand, as a dictionary patch: the same reading of the text as
+    an edited suggestion's (`edited_patch`); ValueError says what is wrong with it."""
+    return edited_patch({"kind": kind, "site": site, "column": column, "value": None, "patch": {}}, value)

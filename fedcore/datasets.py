@@ -21,6 +21,7 @@ kept file without parsing it again.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -42,14 +43,21 @@ from data_adapters import (
     load_federation,
     parse_reference,
 )
-from data_adapters import mapping
+from data_adapters import decision_effects, mapping_view
 from data_adapters.csv_sites import MAX_FILE_MB, site_name
 from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
 from data_adapters.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
 from data_adapters.dictionary import check_size as check_dictionary_size
-from data_adapters.dictionary import dictionary_bytes, dictionary_name, empty_dictionary, merge, parse_dictionary
+from data_adapters.dictionary import (
+    conversion_name,
+    dictionary_bytes,
+    dictionary_name,
+    empty_dictionary,
+    merge,
+    parse_dictionary,
+)
 from data_adapters.dictionary import validate as validate_dictionary
-from data_adapters.suggestions import edited_patch
+from data_adapters.suggestions import decision, edited_patch
 from data_adapters.demo import FEATURES as DEMO_FEATURES
 from data_adapters.discover import find_datasets, search_folders
 from data_adapters.preprocessing import MISSING_CODE
@@ -57,6 +65,7 @@ from data_adapters.references import Reference
 from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
 from data_adapters.workbooks import is_workbook, parse_workbook
+from fedcore.interpret.units import CONVERSIONS
 from fedcore import jobs
 from fedcore.errors import DataError
 from fedcore.store import Run, RunStore, atomic_write_bytes
@@ -66,11 +75,11 @@ BUNDLED = Path(__file__).resolve().parent.parent / "assets"  # the sample site f
 __all__ = [
     "BUNDLED", "DEMO_FEATURES", "DICTIONARY_MAX_BYTES", "ENVIRONMENT", "MISSING_CODE", "UPLOAD_MAX_BYTES", "UPLOAD_MAX_ROWS",
     "UPLOAD_STANDARDIZATION",
-    "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "check_roots", "check_spec",
-    "check_dictionary_size", "check_upload", "configured_roots", "data_kind", "data_roots", "default_name", "describe_reference",
-    "dictionary_bytes", "edited_patch", "empty_dictionary", "find_datasets", "inspect_data",
-    "is_flower_reference", "keep_dictionary", "keep_upload", "load_federation", "map_data", "merge",
-    "parse_dictionary", "read_text_table", "rerun",
+    "AlignmentReport", "CheckedUpload", "OutsideDataRoots", "SiteSummary", "catalogue_conversions", "check_roots",
+    "check_dictionary_size", "check_spec", "check_upload", "clear_draft", "configured_roots", "data_kind", "data_roots",
+    "decision", "default_name", "describe_reference", "dictionary_bytes", "edited_patch", "effects_of", "empty_dictionary",
+    "find_datasets", "inspect_data", "is_flower_reference", "keep_dictionary", "keep_upload", "load_draft",
+    "load_federation", "map_data", "merge", "parse_dictionary", "read_text_table", "rerun", "save_draft",
     "search_folders", "site_name", "submit", "upload_folder", "within_roots",
 ]
 
@@ -81,6 +90,7 @@ UPLOAD_STANDARDIZATION = ("federated", "site", "none")
 UPLOAD_MAX_BYTES = int(MAX_FILE_MB * 1e6)  # as the csv reader's default, so a kept file's parse is found again
 UPLOAD_MAX_ROWS = MAX_ROWS
 PREVIEW_ROWS = 5
+DRAFT_FORMAT = "fedcore-mapping-draft/1"
 REMEMBERED_CHECKS = 64
 PARSED.max_entries = 32  # the dashboard re-reads the same files on every widget change
 
@@ -162,12 +172,51 @@ def safe_file_name(name: str) -> str:
 
 
 # -- the mapping step: a data dictionary built decision by decision --------------------------------
-def map_data(ref: Reference, content: Mapping[str, Any]) -> tuple[dict[str, Any], bool, list[dict[str, Any]]]:
-    """The alignment report (as a dict) of a table reference with the dictionary `content`
-    applied, whether it combines, and the suggestions left (`data_adapters.suggestions`)."""
-    alignment, suggestions = mapping(ref, validate_dictionary(dict(content), "the dictionary"))
-    report = alignment.checked()
-    return report.to_dict(), report.ok, [s.to_dict() for s in suggestions]
+def map_data(ref: Reference, content: Mapping[str, Any]) -> dict[str, Any]:
+    """The mapping step's state for a table reference with the dictionary `content` applied:
+    `report` (the alignment report as a dict, with the check-up's findings), `ok` (whether the tables combine), `suggestions`
+    (`data_adapters.suggestions`, questions among them) and `view` (`data_adapters.study_view`:
+    every column, the target's candidates and values)."""
+    alignment, suggestions, view = mapping_view(ref, validate_dictionary(dict(content), "the dictionary"))
+    report = alignment.checked()  # with the check-up's data-lens findings, as the Data page shows them
+    return {"report": report.to_dict(), "ok": report.ok, "suggestions": [s.to_dict() for s in suggestions],
+            "view": view}
+
+
+def effects_of(ref: Reference, content: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:
+    """What one more decision (`patch`) would change on the tables as `content` maps them."""
+    return decision_effects(ref, validate_dictionary(dict(content), "the dictionary"), patch)
+
+
+def catalogue_conversions() -> list[dict[str, Any]]:
+    """The unit catalogue's conversions as a dictionary names them: name, a, b."""
+    return [{"name": conversion_name(c), "a": c.a, "b": c.b} for c in CONVERSIONS]
+
+
+# -- the mapping step's draft, kept per user --------------------------------------------------------------
+def draft_path(store: RunStore, user: str) -> Path:
+    """Where a user's draft of the mapping step is kept: `<store>/_drafts/<sha256 of the user>.json`
+    (a person signed in has their own; in local mode the one person at this machine)."""
+    return store.root / "_drafts" / f"{hashlib.sha256(user.encode()).hexdigest()[:24]}.json"
+
+
+def load_draft(store: RunStore, user: str) -> dict[str, Any] | None:
+    """A user's kept draft (uploads, choices, decisions), or None; a damaged one is None."""
+    path = draft_path(store, user)
+    try:
+        draft = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return draft if isinstance(draft, dict) and draft.get("format") == DRAFT_FORMAT else None
+
+
+def save_draft(store: RunStore, user: str, draft: Mapping[str, Any]) -> None:
+    atomic_write_bytes(draft_path(store, user), json.dumps({**draft, "format": DRAFT_FORMAT}, sort_keys=True,
+                                                           ensure_ascii=False).encode("utf-8"))
+
+
+def clear_draft(store: RunStore, user: str) -> None:
+    draft_path(store, user).unlink(missing_ok=True)
 
 
 def keep_dictionary(content: Mapping[str, Any], folder: Path) -> Path:

@@ -293,6 +293,26 @@ def test_a_constant_column_reads_not_measured_and_its_spread_is_not_testable():
     assert all(np.isfinite(f.p) != bool(f.untestable) for f in cells)
 
 
+def test_a_constant_column_reads_not_measured_only_for_a_value_the_other_sites_rarely_record():
+    """0 for every patient reads 'not measured' where the others never record 0 (glucose), and not
+    where they record it as often as not (a count of vessels): the rule the mapping step's
+    'never measured' suggestion takes from this check."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for k in range(5):
+        y = rng.integers(0, 2, 300)
+        vessels, glucose = rng.choice([0, 0, 1, 2, 3], 300).astype(float), rng.normal(100, 20, 300)
+        if k == 2:
+            vessels[:], glucose[:] = 0.0, 0.0
+        rows.append((f"s{k}", np.column_stack([vessels, glucose]), y))
+    profile = profile_federation(rows, ["vessels", "glucose"], ["continuous"] * 2, ["vessels", "glucose"], ["a", "b"])
+    found = {f.feature: f for f in Checks(profile).constant() if f.site == "s2"}
+    assert found["glucose"].material and found["glucose"].evidence["not_measured"] == 0.0
+    assert "not measured?" in found["glucose"].message
+    assert found["vessels"].material and found["vessels"].evidence["not_measured"] is None  # one value: still found
+    assert "not measured" not in found["vessels"].message and "a default" in found["vessels"].message
+
+
 def test_a_saturated_sensor_and_a_duplicated_export_each_give_their_finding():
     (saturation,) = [f for f in reported(federation(KNOWN_ANSWERS["point_mass"][0])) if f.site == BROKEN]
     assert "30% of its values sit at its maximum" in saturation.message and "saturated" in saturation.message

@@ -17,7 +17,8 @@ import pytest
 from data_adapters import draft_dictionary, load_federation, mapping
 from data_adapters.alignment import Alignment, SiteTable, TableSites
 from data_adapters.dictionary import FORMAT, apply_dictionary, merge, parse_dictionary, validate
-from data_adapters.suggestions import code_key, edited_patch, name_key, suggest
+from data_adapters.names import code_key, name_key
+from data_adapters.suggestions import edited_patch, suggest
 from fedcore.errors import DataError
 from tests.messy_exports import CHOLESTEROL_MG_DL, FEATURES, SITES, write_messy_exports
 
@@ -37,7 +38,12 @@ def suggestions(frames: dict[str, pd.DataFrame], content: dict | None = None, ta
 
 
 def of_kind(found, kind):
-    return [(s.site, s.column, s.value) for s in found if s.kind == kind]
+    """The pre-filled suggestions of a kind (questions leave the decision to the analyst)."""
+    return [(s.site, s.column, s.value) for s in found if s.kind == kind and not s.question]
+
+
+def questions(found, kind):
+    return [(s.site, s.column) for s in found if s.kind == kind and s.question]
 
 
 def clinic(seed: int, n: int = 120, **columns) -> pd.DataFrame:
@@ -76,6 +82,7 @@ def test_no_rename_where_a_site_holds_two_spellings():
     frames["b"] = frames["b"].rename(columns={"age": "Age"}).assign(AGE=frames["b"]["age"])
     _, found = suggestions(frames)
     assert of_kind(found, "rename") == []
+    assert sorted(questions(found, "rename")) == [("b", "AGE"), ("b", "Age")]  # asked: both match age by the data
 
 
 def test_a_renamed_column_is_found_by_its_values_and_its_relation_to_the_label():
@@ -162,10 +169,17 @@ def test_codes_that_mean_one_thing(a, b):
 
 
 # -- kinds, drops -----------------------------------------------------------------------------------
-def test_whole_numbers_with_few_values_are_suggested_categorical_and_others_not():
-    frames = {s: clinic(k, pain=lambda rng, f: rng.integers(1, 5, len(f)),
+def test_codes_of_categories_are_suggested_categorical_counts_are_asked_and_measurements_left_alone():
+    def pain(rng, f):  # y = 1 mostly with codes 1 and 3: a rate that rises and falls, as codes' do
+        return np.where(f["y"] == 1, rng.choice([1, 3], len(f)), rng.choice([2, 4], len(f)))
+
+    frames = {s: clinic(k, n=200, pain=pain, thal=lambda rng, f: rng.choice([3, 6, 7], len(f)),
+                        vessels=lambda rng, f: rng.integers(0, 4, len(f)),
                         dose=lambda rng, f: np.round(rng.uniform(0, 3, len(f)), 1)) for k, s in enumerate("abc")}
-    assert of_kind(suggestions(frames)[1], "kind") == [(None, "pain", "categorical")]  # age: many; dose: decimals
+    found = suggestions(frames)[1]
+    # pain: not monotone; thal: gaps; vessels 0-3, unrelated: a count or codes, the data cannot tell
+    assert sorted(of_kind(found, "kind")) == [(None, "pain", "categorical"), (None, "thal", "categorical")]
+    assert questions(found, "kind") == [(None, "vessels")]  # age: many values; dose: decimals
 
 
 def test_identifiers_empty_and_unnamed_columns_are_suggested_for_dropping_and_measurements_not():
@@ -290,7 +304,7 @@ def messy(tmp_path_factory) -> list[str]:
 def test_the_messy_exports_harmonise_with_the_drafted_dictionary(messy, tmp_path):
     ref = {"source": "csv", "files": messy, "target": "outcome"}
     before, _ = mapping(ref)
-    assert not before.report.ok and "age" not in before.kinds
+    assert not before.report.ok and any("(site 'south') has no target column 'outcome'" in e for e in before.report.errors)
     out = tmp_path / "study.dictionary.json"
     done = subprocess.run([sys.executable, "-m", "fedcore", "inspect", "--data", f"csv:{','.join(messy)}",
                            "--target", "outcome", "--draft-dictionary", str(out)],
@@ -299,7 +313,10 @@ def test_the_messy_exports_harmonise_with_the_drafted_dictionary(messy, tmp_path
     content = json.loads(out.read_text())
     assert content["sites"]["east"]["convert"]["chol"]["a"] == pytest.approx(1 / CHOLESTEROL_MG_DL)
     assert content["sites"]["west"]["missing"] == {"chol": [0], "age": [999]}
-    assert content["sites"]["south"]["rename"] == {"Âge": "age"} and content["drop"] == ["patient_id"]
+    assert content["sites"]["east"]["missing"] == {"smoker": [-9]}  # a code in a text column
+    assert content["sites"]["west"]["rename"] == {"systolic_pressure": "sbp"}  # matched by its values and label
+    assert content["sites"]["south"]["rename"] == {"Âge": "age", "Outcome": "outcome"}
+    assert content["drop"] == ["patient_id"]
     assert content == draft_dictionary(ref)  # the CLI writes what the mapping step drafts
     federation = load_federation({**ref, "dictionary": str(out)})
     assert federation.feature_names == FEATURES and [s.name for s in federation.sites] == list(SITES)

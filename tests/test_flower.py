@@ -403,7 +403,14 @@ def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(mess
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
     assert run.status["state"] == "done", run.status
     pooled = run.federation["flower"]["pooled_standardization"]
-    assert sorted(pooled) == ["age", "chol"] and pooled["chol"]["mean"] == pytest.approx(5.4, abs=0.1)
+    # every continuous feature pooled (sbp too: west's 'systolic_pressure' is matched to it by its values),
+    # cholesterol in mmol/L at every site: the mean of the training rows' observed values
+    assert sorted(pooled) == ["age", "chol", "sbp"]
+    unscaled = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
+                                "standardization": "none"}, 1)
+    chol = np.concatenate([np.asarray(s.x_train[:, unscaled.feature_names.index("chol")]) for s in unscaled.sites])
+    assert pooled["chol"]["mean"] == pytest.approx(chol[chol != 0].mean(), rel=1e-5)  # 0: missing under 'none'
+    assert 5.0 < pooled["chol"]["mean"] < 5.8  # mmol/L (east's mg/dL converted)
     spec = run.spec
     whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                              "standardization": "federated"}, 1)

@@ -1,5 +1,7 @@
 """Data: choose the federation to train on, and see what is in it before anything trains."""
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -8,7 +10,7 @@ from dashboard.common import DEMO_DATA, choose_data, chosen_data, page_link
 from dashboard.data_cache import inspect_reference, load_run_federation
 from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
 from dashboard.data_roots import check_reference, data_roots, upload_folder
-from dashboard.mapping_step import mapping_step
+from dashboard.mapping_step import draft, keep_draft, mapping_step
 from dashboard.registry import CHECKUP, TRAIN
 from dashboard.safe_text import md
 from fedcore.datasets import DEMO_FEATURES as FEATURES
@@ -25,7 +27,10 @@ st.title("Data")
 current = chosen_data()
 st.caption(f"Training currently uses: **{md(current['label'])}**")
 page_link(CHECKUP, "Check up the chosen data: which site has which problem →", icon=CHECKUP.icon)
-source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source")
+kept_source = draft().get("source")  # this user's last choice, kept across reloads with the draft
+source = st.radio("Where the data come from", SOURCES, horizontal=True, key="source",
+                  index=SOURCES.index(kept_source) if kept_source in SOURCES else 0)
+draft()["source"] = source
 
 
 def use_button(ref, label: str, ok: bool = True) -> None:
@@ -133,60 +138,89 @@ def upload() -> None:
                 "`assets/sample_sites/`.")
     files = st.file_uploader("CSV or Excel files", type=["csv", "tsv", "txt", "data", "tab", "gz", "xlsx"],
                              accept_multiple_files=True, key="files")
-    if not files:
-        return
-    contents = {file.file_id: file.getvalue() for file in files}
-    checks = {file.file_id: check_upload(file.name, contents[file.file_id]) for file in files}
-    accepted = {key: check for key, check in checks.items() if check.ok}
-    refused = [check for check in checks.values() if not check.ok]
-    for check in refused:
-        st.error(md(check.error))
+    kept = draft().get("upload") or {}
     left_out = ""
-    if refused:
-        names = ", ".join(check.name for check in refused)
-        if not st.checkbox(md(f"Leave out {names} and go on with the other {len(accepted)} file(s)"), key="leave_out",
-                           disabled=not accepted):
-            st.info(f"{len(refused)} of {len(checks)} file(s) refused and not kept. Training stays blocked until you "
-                    "fix or remove them, or leave them out explicitly: a federation silently missing a site would "
-                    "look complete.")
-            return
-        left_out = f" ({names} left out)"
-    paths = [keep_upload(check, contents[key], upload_folder()) for key, check in accepted.items()]
-    checked = list(accepted.values())
+    if files:
+        contents = {file.file_id: file.getvalue() for file in files}
+        checks = {file.file_id: check_upload(file.name, contents[file.file_id]) for file in files}
+        accepted = {key: check for key, check in checks.items() if check.ok}
+        refused = [check for check in checks.values() if not check.ok]
+        for check in refused:
+            st.error(md(check.error))
+        if refused:
+            names = ", ".join(check.name for check in refused)
+            if not st.checkbox(md(f"Leave out {names} and go on with the other {len(accepted)} file(s)"),
+                               key="leave_out", disabled=not accepted):
+                st.info(f"{len(refused)} of {len(checks)} file(s) refused and not kept. Training stays blocked until "
+                        "you fix or remove them, or leave them out explicitly: a federation silently missing a site "
+                        "would look complete.")
+                return
+            left_out = f" ({names} left out)"
+        paths = [keep_upload(check, contents[key], upload_folder()) for key, check in accepted.items()]
+        checked = list(accepted.values())
+        listed = [{"name": c.name, "path": str(p)} for c, p in zip(checked, paths)]
+        if kept.get("files") != listed:  # other files: their own choices
+            kept = draft()["upload"] = {"files": listed, "left_out": left_out}
+    elif kept.get("files") and all(Path(f["path"]).is_file() for f in kept["files"]):
+        st.info(md(f"Continuing with the files you uploaded: {', '.join(f['name'] for f in kept['files'])} "
+                   "(kept, with your choices and decisions, when you leave this page)."))
+        if st.button("Start again with other files", key="forget_upload"):
+            draft().pop("upload", None)
+            keep_draft()
+            st.rerun()
+        checked = [check_upload(f["name"], Path(f["path"]).read_bytes()) for f in kept["files"]]
+        paths = [Path(f["path"]) for f in kept["files"]]
+        left_out = kept.get("left_out", "")
+    else:
+        keep_draft()
+        return
     columns = [c for c in checked[0].columns if all(c in check.columns for check in checked)]
     everywhere = columns or list(checked[0].columns)
-    layout = st.radio("Sites", ["one file per site", "a column names the site"], horizontal=True, key="layout")
-    site_column = st.selectbox("Site column", everywhere, key="site_column") if layout.startswith("a column") else None
+    layouts = ["one file per site", "a column names the site"]
+    layout = st.radio("Sites", layouts, horizontal=True, key="layout",
+                      index=layouts.index(kept.get("layout", layouts[0])))
+    kept["layout"] = layout
+    site_column = None
+    if layout == layouts[1]:
+        site_column = st.selectbox("Site column", everywhere, key="site_column",
+                                   index=everywhere.index(kept["site_column"]) if kept.get("site_column") in everywhere
+                                   else 0)
+    kept["site_column"] = site_column
     if site_column is None and any(check.sheets > 1 for check in checked):
         names = None  # a workbook with several sheets: one site per sheet, named after it
         st.caption("Sites are named after the workbook's sheets.")
     elif site_column is None:
-        names = st.data_editor(pd.DataFrame({"file": [c.name for c in checked], "site": [c.site for c in checked]}),
+        given = kept.get("site_names") or [c.site for c in checked]
+        names = st.data_editor(pd.DataFrame({"file": [c.name for c in checked], "site": given}),
                                disabled=["file"], hide_index=True, key="site_names")
-    choices = [c for c in everywhere if c != site_column]
-    target = st.selectbox("Target (the outcome to predict)", choices, index=len(choices) - 1, key="target")
-    exclude = st.multiselect("Leave out columns (identifiers, dates, …)", [c for c in choices if c != target],
-                             key="exclude")
+        kept["site_names"] = list(names["site"])
     left, right = st.columns(2)
     standardization = left.selectbox(
         "Standardisation", UPLOAD_STANDARDIZATION, key="standardization",
+        index=UPLOAD_STANDARDIZATION.index(kept.get("standardization", UPLOAD_STANDARDIZATION[0])),
         format_func={"federated": "federated: one mean and SD over all sites (unit and offset differences stay visible)",
                      "site": "each site on its own training rows (iFedAvg paper: affine differences vanish)",
                      "none": "none: values as exported"}.get)
-    indicators = right.checkbox("Add a missing-value indicator for every column with gaps", key="indicators")
-    ref = {"source": "csv", "files": [str(p) for p in paths], "target": target, "exclude": exclude,
-           "standardization": standardization, "missing_indicators": indicators}
+    indicators = right.checkbox("Add a missing-value indicator for every column with gaps", key="indicators",
+                                value=bool(kept.get("indicators")))
+    kept.update(standardization=standardization, indicators=indicators)
+    ref = {"source": "csv", "files": [str(p) for p in paths], "standardization": standardization,
+           "missing_indicators": indicators}
     if site_column:
         ref["site_column"] = site_column
     elif names is not None:
         ref["site_names"] = list(names["site"])
-    ref["name"] = st.text_input("Name of this data (shown wherever it is listed)", default_name([c.name for c in checked]),
-                                key="data_name").strip() or default_name([c.name for c in checked])
+    default = default_name([c.name for c in checked])
+    ref["name"] = st.text_input("Name of this data (shown wherever it is listed)", kept.get("name") or default,
+                                key="data_name").strip() or default
+    kept["name"] = ref["name"]
+    first = [c for c in checked[0].columns if c != site_column]  # the first file's last column, as a first guess
     try:
-        ref = mapping_step(ref, ref["name"])
+        ref = mapping_step(ref, ref["name"], first[-1] if first else "")
         check_reference(ref)
         report, ok = inspect_reference(ref)
     except DataError as error:
+        keep_draft()
         st.error(md(error))
         return
     st.subheader("Alignment report")
@@ -206,3 +240,4 @@ def upload() -> None:
 
 
 {SOURCES[0]: demo, SOURCES[1]: on_disk, SOURCES[2]: upload}[source]()
+keep_draft()

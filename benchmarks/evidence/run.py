@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families")
+PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping")
 OUTPUT = HERE.parent / "RESULTS.md"
 
 

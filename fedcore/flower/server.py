@@ -242,10 +242,13 @@ def server_federation(descriptions: list[dict[str, Any]], reference: dict[str, A
 
 
 def _server_test(reference: dict[str, Any], site: dict[str, Any], seed: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The server's own test set: its data's server test set, else all of its rows."""
+    """The server's own test set: its data's server test set, else all of its rows; a table mapped
+    by the sites' data dictionary where its reference names none."""
     if not reference.get("server_data"):
         return None
-    own = load_federation(reference["server_data"], seed)
+    # the sites' data dictionary maps the server's data too, unless its reference names its own
+    dictionary = ((site.get("preprocessing") or {}).get("dictionary") or {}).get("content")
+    own = load_federation(reference["server_data"], seed, dictionary=dictionary)
     if own.feature_names != site["feature_names"] or own.class_names != site["class_names"]:
         raise DataError("The server's data (server_data) do not have the sites' features and classes: "
                         f"{_difference(site['feature_names'], own.feature_names) or 'classes differ'}.")

@@ -76,6 +76,19 @@ def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
     return np.where(central_sd > 0, central_sd, sd)
 
 
+def unit_readable(quantiles: np.ndarray | None, reference: np.ndarray, sd: float) -> bool:
+    """Whether a unit may be read from quantiles against a reference's: both have `unit`'s
+    'distinct' number of distinct values, and a spread (sd > 0). A discrete feature's step-shaped
+    quantiles (a 0/1/2 code, a mostly-zero count) fit a factor by accident: ÷ 1000 for a code
+    whose others' median is 0. The check-up's unit check and the mapping step's read this."""
+    distinct = limit("unit", "distinct")
+    if quantiles is None:
+        return False
+    released, reference = quantiles[np.isfinite(quantiles)], reference[np.isfinite(reference)]  # a policy's resolution
+    return (bool(sd > 0) and len(np.unique(released)) >= distinct
+            and len(np.unique(np.round(reference, 12))) >= distinct)
+
+
 def check_profile(profile: Profile) -> list[Finding]:
     """Every data check's findings, in the registry's order (not yet decided: `findings.decide`
     sets q-values), with a *not testable* cell wherever a check could not be computed."""
@@ -434,9 +447,7 @@ class Checks:
         names; the other column)."""
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
         site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
-        distinct = limit("unit", "distinct")
-        if not (self.robust_sd[i, j] > 0 and len(np.unique(site_q[np.isfinite(site_q)])) >= distinct
-                and len(np.unique(np.round(others[np.isfinite(others)], 12))) >= distinct):
+        if not unit_readable(site_q, others, self.robust_sd[i, j]):
             return None
         match = match_conversion(name, site_q, others, scale)
         if match is not None and match.conversion is not None:
@@ -572,37 +583,43 @@ class Checks:
             for c, item in enumerate(items):
                 if not np.isfinite(share[i, c]):
                     continue
-                value, reading = self._constant_words(i, item, share[i, c])
+                value, reading, number = self._constant_words(i, item, share[i, c])
                 yield Finding(site, LENS, "constant", item.name,
                               f"{site}'s {item.name} {'is ' + value if value else 'has one value'} in "
                               f"{share[i, c]:.0%} of its rows, where the other sites' most common value holds "
                               f"{others_share[i, c]:.0%} of theirs: {reading}", float(p_more[i, c]),
                               float(share[i, c]), "share at one value",
                               evidence={"share": float(share[i, c]), "others_share": float(others_share[i, c]),
-                                        "value": value},
+                                        "value": value, "not_measured": number},
                               material=bool(share[i, c] >= at_least and share[i, c] * observed[i, c] >= fewest
                                             and others_share[i, c] <= others_at_most))
 
-    def _constant_words(self, i: int, item: Item, share: float) -> tuple[str, str]:
+    def _constant_words(self, i: int, item: Item, share: float) -> tuple[str, str, float | None]:
         """Which value a (nearly) constant column holds, from statistics already shared (a
         category's share; the median, once the value holds more than half the rows: '' where
-        neither says), and how it reads: 'not measured' for a usual missing-value code or a value
-        outside the other sites' 5-95 % ranges."""
+        neither says), how it reads, and the value where it reads 'not measured' (else None): a
+        value outside the other sites' 5-95 % ranges, or a usual missing-value code (SENTINELS)
+        the other sites record in under the missing-code share of their values — 0 for every
+        patient's cholesterol is not measured, 0 vessels at one site where the others record 0
+        vessels as often as not is a real value. The mapping step's 'never measured' reads this."""
         p, j = self.profile, item.members[0]
         if p.kinds[j] == "categorical":
             top = int(np.nanargmax(p.mean[i, list(item.members)]))
             category = Checks._category(p.features[item.members[top]], item.name or "")
-            return f"'{category}'", "not recorded, or a default?"
+            return f"'{category}'", "not recorded, or a default?", None
         if p.kinds[j] != "continuous" or not (share > 0.5 and np.isfinite(p.quantiles[i, MEDIAN, j])):
-            return "", "not recorded, a default, or a dead sensor?"
+            return "", "not recorded, a default, or a dead sensor?", None
         value = float(p.quantiles[i, MEDIAN, j])
         others = [k for k in range(self.n) if k != i]
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             low, high = np.nanmin(p.quantiles[others, Q05, j]), np.nanmax(p.quantiles[others, Q95, j])
-        if value in SENTINELS or not (low <= value <= high):
-            return self.value(j, value), "a value the other sites rarely record — not measured?"
-        return self.value(j, value), "a dead sensor, a default, or a column not filled?"
+            code = np.flatnonzero(SENTINELS == value)
+            rare = bool(code.size) and float(np.nanmedian(
+                p.sentinel_counts[others, code[0], j] / p.observed[others, j])) < limit("missing_code", "share")
+        if rare or not (low <= value <= high):
+            return self.value(j, value), "a value the other sites rarely record — not measured?", value
+        return self.value(j, value), "a dead sensor, a default, or a column not filled?", None
 
     def point_mass(self) -> Iterator[Finding]:
         p, cols = self.profile, self.continuous
