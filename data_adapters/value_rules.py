@@ -379,7 +379,10 @@ def _profile(values: SiteValues, columns: Sequence[str]) -> Profile | None:
         block = [values.numbers(site, c) for c in columns]
         block = [b if b is not None else np.full(n, np.nan) for b in block]
         rows.append((site, np.column_stack(block), np.maximum(values.y[site], 0)))
-    return profile_federation(rows, list(columns), ["continuous"] * len(columns), list(columns), values.classes)
+    # as computed: the mapping step reads the files in the analyst's hands, and a suggestion names exact
+    # values to recode (a released, rounded quantile would propose a code nobody wrote: 'sex' = 1.0053)
+    return profile_federation(rows, list(columns), ["continuous"] * len(columns), list(columns), values.classes,
+                              policy=None)
 
 
 def _continuous_codes(values: SiteValues, columns: Sequence[str]) -> list[Code]:
