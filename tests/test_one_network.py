@@ -24,7 +24,7 @@ from fedcore.algorithms.base import batchable
 from fedcore.algorithms.fedavg import FedAvg
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import SpecError
-from fedcore.execution import batched, stacked
+from fedcore.execution import batched, stacked, vmapped
 from fedcore.execution.base import unsupported_hooks
 from fedcore.execution.compiled import Compiled
 from fedcore.models import MLP, Dropout
@@ -40,16 +40,21 @@ PARAMS = {"ifedavg": {"local_f_out": True}, "fedprox": {"mu": 0.5}, "fedhealth2"
 SIZES = (60, 110, 160)  # 3, 5 and 7 steps of 16 over two epochs, the last of each epoch partial
 
 
-def hand_written_off(monkeypatch: pytest.MonkeyPatch, mlp_by_the_pass: bool = False) -> None:
+def hand_written_off(monkeypatch: pytest.MonkeyPatch, mode: str = "module-layers") -> None:
     """Every batched step runs the module path: the algorithm's loss under vmap, the MLP's calls
-    in it by the module's own layers, or (`mlp_by_the_pass`) by the hand-written pass as one node."""
-    if mlp_by_the_pass:
-        monkeypatch.setattr(batched, "hand_written", lambda sim: False)
-    else:
+    in it by the module's own layers ('module-layers'), or by the hand-written pass as one node
+    ('mlp-node-vmap'); or the loss once on the stacked sites, the MLP's calls by the pass, where
+    the first step finds it gives what vmap gives ('mlp-node-stacked')."""
+    if mode == "module-layers":
         monkeypatch.setattr(stacked, "supports", lambda model: False)
+        return
+    monkeypatch.setattr(batched, "hand_written", lambda sim: False)
+    if mode == "mlp-node-vmap":
+        monkeypatch.setattr(vmapped.ModulePass, "_same_on_stacked", lambda self, *args: False)
 
 
-MODULE_PATHS = pytest.mark.parametrize("mlp_by_the_pass", [False, True], ids=["module-layers", "mlp-node"])
+MODES = ["module-layers", "mlp-node-vmap", "mlp-node-stacked"]
+MODULE_PATHS = pytest.mark.parametrize("mode", MODES)
 
 
 def simulate(algorithm: str, execution: str, **config):
@@ -191,19 +196,24 @@ def test_every_algorithm_with_a_batched_path_has_known_answers_here():
 
 @MODULE_PATHS
 @pytest.mark.parametrize(("function", "arguments"), CASES)
-def test_known_answer_on_the_module_path(monkeypatch, function, arguments, mlp_by_the_pass):
-    hand_written_off(monkeypatch, mlp_by_the_pass)
+def test_known_answer_on_the_module_path(monkeypatch, function, arguments, mode):
+    hand_written_off(monkeypatch, mode)
     function(**arguments)
 
 
 @MODULE_PATHS
-def test_the_module_path_is_what_those_known_answers_ran(monkeypatch, mlp_by_the_pass):
-    hand_written_off(monkeypatch, mlp_by_the_pass)
+def test_the_module_path_is_what_those_known_answers_ran(monkeypatch, mode):
+    """The MLPs by the pass or by their own layers; the loss under vmap, or once on the stacked
+    sites where the first step found it the same (the MLP's own layers take one site's tensors
+    only: there it is vmap)."""
+    hand_written_off(monkeypatch, mode)
     for algorithm in ("fedavg", "fedbn", "fedprox", "apfl"):
         sim = known.simulation(algorithm, "batched")
         assert "under vmap" in sim.executor.description
         mlps = [module for module in sim.executor.module.model.modules() if type(module) is MLP]
-        assert mlps and all(("forward" in vars(mlp)) == mlp_by_the_pass for mlp in mlps)  # the pass, or not
+        assert mlps and all(("forward" in vars(mlp)) == (mode != "module-layers") for mlp in mlps)  # the pass, or not
+        sim.step()
+        assert sim.executor.module.on_stacked == (mode == "mlp-node-stacked"), algorithm
 
 
 class FedAvgWithAMarkedTerm(known.FedAvgWithATerm):
@@ -255,6 +265,46 @@ def test_a_marked_loss_the_module_path_cannot_run_stops_at_the_first_step_with_t
         sim.step()
 
 
+class FirstOfTheBatch(FedAvg):
+    """A term on the first row of the batch: on stacked sites [:, 0] picks each site's first class instead."""
+
+    @batchable
+    def loss(self, ctx, site, model, x, y):
+        log_prob = model(x)
+        return ctx.base_loss(log_prob, y, site) + 0.3 * log_prob[:, 0].sum()
+
+
+class EveryRow(FedAvg):
+    """A term summed over every row given: on stacked sites the padded rows too."""
+
+    @batchable
+    def loss(self, ctx, site, model, x, y):
+        log_prob = model(x)
+        return ctx.base_loss(log_prob, y, site) - 0.3 * log_prob.exp()[..., 0].sum()
+
+
+class RowsAsCounted(FedAvg):
+    """The loss divided by the batch's length: on stacked sites the count of sites."""
+
+    @batchable
+    def loss(self, ctx, site, model, x, y):
+        return ctx.base_loss(model(x), y, site) * 16 / len(x)
+
+
+@pytest.mark.parametrize("algorithm", [FirstOfTheBatch, EveryRow, RowsAsCounted])
+def test_a_loss_that_differs_on_the_stacked_sites_trains_under_vmap_as_written(algorithm):
+    """Each of these losses runs on stacked tensors without an error but computes something else
+    there: the first step finds it, and the run trains under vmap what the per-site path trains
+    (batches of different sizes, the last of each epoch partial)."""
+    config = {"rounds": 2, "local_epochs": 2, "dropout": 0.0, "seed": 3, "batch_size": 16}
+    federation = make_federation(rows=SIZES, n_classes=3)
+    batched_run = Simulation(federation, algorithm(), TrainConfig(execution="batched", **config))
+    per_site = Simulation(federation, algorithm(), TrainConfig(execution="per-site", **config))
+    ours, theirs = batched_run.run(), per_site.run()
+    assert batched_run.executor.module.on_stacked is False
+    assert_same_training((batched_run, ours), (per_site, theirs))
+
+
 def test_cumulative_batch_norm_statistics_train_site_by_site():
     """BatchNorm with momentum None averages over its batch count, a Python number vmap cannot
     batch: neither the hand-written pass nor the module path claims it."""
@@ -276,10 +326,10 @@ def test_cumulative_batch_norm_statistics_train_site_by_site():
 # -- dropout: each site's own stream, on every batched path ------------------------------------------
 @MODULE_PATHS
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedbn", "fedprox", "ifedavg"])
-def test_the_module_path_draws_the_hand_written_paths_dropout_masks(monkeypatch, algorithm, mlp_by_the_pass):
+def test_the_module_path_draws_the_hand_written_paths_dropout_masks(monkeypatch, algorithm, mode):
     hand = simulate(algorithm, "batched")
     assert "hand-written" in hand[0].executor.description
-    hand_written_off(monkeypatch, mlp_by_the_pass)
+    hand_written_off(monkeypatch, mode)
     module = simulate(algorithm, "batched")
     assert "under vmap" in module[0].executor.description
     assert_same_training(module, hand)
@@ -296,14 +346,17 @@ def test_the_compiled_round_trains_what_the_modules_own_layers_train(monkeypatch
     assert_same_training(compiled, module)
 
 
+@MODULE_PATHS
 @pytest.mark.parametrize("settings", [
     {"loss_reduction": "mean", "batch_size": 7},
     {"weight_decay": 0.01, "class_weighting": "none", "momentum": 0.9},
 ])
-def test_the_compiled_round_trains_what_the_module_trains_for_other_engine_settings(monkeypatch, settings):
+def test_the_compiled_round_trains_what_the_module_trains_for_other_engine_settings(monkeypatch, settings, mode):
     compiled = simulate("fedbn", "compiled", **settings)
-    hand_written_off(monkeypatch)
-    assert_same_training(compiled, simulate("fedbn", "batched", **settings))
+    hand_written_off(monkeypatch, mode)
+    module = simulate("fedbn", "batched", **settings)
+    assert module[0].executor.module.on_stacked == (mode == "mlp-node-stacked")
+    assert_same_training(compiled, module)
 
 
 def test_the_module_path_is_reproducible_and_independent_of_the_split_among_processes():
