@@ -58,15 +58,8 @@ def _category_profile(policy: Policy | None) -> Profile:
 def _distribution_profile(policy: Policy | None) -> Profile:
     """Site 2's f0 shifted by 0.22 SD and 1.22 times as wide: each below its own check's size, the
     distribution as a whole beyond it (tests/test_check_registry.py)."""
-    rng = np.random.default_rng(4)
-    sites = []
-    for k in range(6):
-        x = rng.normal(0, 1, (20_000, 3))
-        if k == 2:
-            x[:, 0] = 0.22 + 1.22 * x[:, 0]
-        sites.append((f"site {k}", x, rng.integers(0, 2, 20_000)))
     names = ["f0", "f1", "f2"]
-    return profile_federation(sites, names, ["continuous"] * 3, names, ["a", "b"], policy=policy)
+    return profile_federation(registry.a_little_of_everything_sites("site "), names, ["continuous"] * 3, names, ["a", "b"], policy=policy)
 
 
 def _two_units_case(policy: Policy | None) -> Case:

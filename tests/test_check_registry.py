@@ -381,14 +381,21 @@ def test_a_small_site_relates_to_the_label_by_chance_without_a_finding(seed):
     assert not [f.message for f in cells if f.kind == "label_relation" and f.significant]
 
 
-def test_a_change_no_named_check_describes_is_found_as_a_different_distribution():
-    rng_sites = []
+def a_little_of_everything_sites(prefix: str = "s") -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Six sites of three standard normal features; the third's f0 shifted by 0.22 SD and 1.22
+    times as wide (each below its own check's size, the distribution as a whole beyond it)."""
     rng = np.random.default_rng(4)
+    sites = []
     for k in range(6):
         x = rng.normal(0, 1, (20_000, 3))
         if k == 2:
             x[:, 0] = 0.22 + 1.22 * x[:, 0]
-        rng_sites.append((f"s{k}", x, rng.integers(0, 2, 20_000)))
+        sites.append((f"{prefix}{k}", x, rng.integers(0, 2, 20_000)))
+    return sites
+
+
+def test_a_change_no_named_check_describes_is_found_as_a_different_distribution():
+    rng_sites = a_little_of_everything_sites()
     names = ["f0", "f1", "f2"]
     cells = decide(check_profile(profile_federation(rng_sites, names, ["continuous"] * 3, names, ["a", "b"], policy=None)))
     at = {f.kind: f for f in cells if (f.site, f.feature) == ("s2", "f0")}
