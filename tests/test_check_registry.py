@@ -26,6 +26,7 @@ from fedcore.interpret.calibration import benjamini_hochberg
 from fedcore.interpret.findings import FDR, Finding, decide
 from fedcore.interpret.profile import NOT_RECORDED, STATISTICS, Profile, profile_federation, site_profile
 from messy_exports import write_messy_exports
+from test_checkup import missing_by_class as missing_for_the_well, more_missing  # the same planted problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -160,18 +161,6 @@ def noisy_labels(x, y, rng):
     y = y.copy()
     relabel = rng.random(len(y)) < 0.8
     y[relabel] = rng.integers(0, 2, relabel.sum())
-    return x, y
-
-
-def missing_for_the_well(x, y, rng):
-    x = x.copy()
-    x[y == 0, 3] = np.nan
-    return x, y
-
-
-def more_missing(x, y, rng):
-    x = x.copy()
-    x[rng.random(len(x)) < 0.4, 4] = np.nan
     return x, y
 
 
