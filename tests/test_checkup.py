@@ -345,3 +345,82 @@ def test_a_usual_value_that_is_a_code_elsewhere_is_no_missing_code():
     codes = [f for f in decide(check_profile(profile)) if f.kind == "missing_code" and f.site == "site 2"]
     assert codes and codes[0].q < 0.05 and not codes[0].material
     assert not [f for f in findings(profile) if f.kind == "missing_code"]
+
+
+# -- a federation split by label: sites without some classes -----------------------------------------
+from fedcore.interpret.data_checks import class_pattern  # noqa: E402
+
+SKEW_CLASSES = ["a", "b", "c", "d", "e"]
+SKEW_PATTERN = np.random.default_rng(7).normal(0, 1.2, (5, 12))  # class means in SDs, per feature
+LACKS = {0: [4], 1: [3], 2: [2, 4], 3: [0], 4: [1], 5: [], 6: [3, 4]}  # classes a site has no rows of
+FEW = {1: 0, 5: 2}  # a class with 6 rows at the site: too few to release (default policy: 10)
+
+
+def skewed_site(rng: np.random.Generator, k: int, rows: int = 600) -> tuple[np.ndarray, np.ndarray]:
+    has = [c for c in range(5) if c not in LACKS[k]]
+    y = rng.choice(has, rows)
+    if k in FEW:
+        y[:6], y[6:][y[6:] == FEW[k]] = FEW[k], has[0] if has[0] != FEW[k] else has[1]
+    offset = rng.normal(0, 0.5, 12)  # each site's own level, not the label's
+    return offset + SKEW_PATTERN[y] + rng.normal(0, 1, (rows, 12)), y
+
+
+def label_skewed(problem=None, seed: int = 0) -> Profile:
+    """Seven sites, each without some of five classes (one with a class too small to release);
+    the problem at site 2 (which has classes a, b and d)."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for k in range(7):
+        x, y = skewed_site(rng, k)
+        if k == 2 and problem is not None:
+            y = problem(y)
+        sites.append((f"site {k}", x, y))
+    names = [f"x{j}" for j in range(12)]
+    return profile_federation(sites, names, ["continuous"] * 12, names, SKEW_CLASSES, {}, DEFAULT_POLICY)
+
+
+def test_the_class_pattern_of_sites_without_some_classes_is_the_one_they_were_drawn_from():
+    """Profiles centred on the classes each site has (exact, no noise): the fitted pattern is the
+    true one up to its centre; with every class at every site it is the plain median."""
+    truth = SKEW_PATTERN - SKEW_PATTERN.mean(0)
+    profiles = np.repeat(truth[None], 7, axis=0)
+    for k, lacks in LACKS.items():
+        profiles[k, lacks] = np.nan
+    profiles -= np.nanmean(profiles, axis=1, keepdims=True)
+    fitted = class_pattern(profiles)
+    np.testing.assert_allclose(fitted - fitted.mean(0), truth, atol=1e-6)
+    naive = np.nanmedian(profiles, axis=0)  # what the median alone gives: off by the sites' centres
+    assert np.abs(naive - naive.mean(0) - truth).max() > 0.1
+    complete = np.random.default_rng(1).normal(0, 1, (5, 3, 4))
+    complete -= complete.mean(1, keepdims=True)
+    np.testing.assert_allclose(class_pattern(complete), np.median(complete, axis=0))
+
+
+def exchanged(y):
+    """Classes 'a' and 'd' exchanged (both have rows at site 2)."""
+    return np.where(y == 0, 3, np.where(y == 3, 0, y))
+
+
+def taken(y):
+    """The rows of 'b' labelled 'c', a class site 2 otherwise has none of."""
+    return np.where(y == 1, 2, y)
+
+
+@pytest.mark.parametrize("problem, renamed", [(exchanged, {"a": "d", "d": "a"}), (taken, {"c": "b"})])
+def test_wrong_labels_are_found_over_the_classes_a_site_has(problem, renamed):
+    found = findings(label_skewed(problem))
+    permuted = [f for f in found if f.kind == "labels_permuted"]
+    assert [f.site for f in permuted] == ["site 2"], [(f.site, f.kind, f.q) for f in found]
+    order = permuted[0].evidence["order"]
+    assert {SKEW_CLASSES[k]: SKEW_CLASSES[c] for k, c in enumerate(order) if c != k} == renamed
+    assert not [f for f in found if f.site != "site 2" and f.kind.startswith("labels")]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_federation_split_by_label_has_its_label_checks_tested_and_quiet(seed):
+    profile = label_skewed(seed=seed)
+    every = decide(check_profile(profile))
+    for kind in ("labels_permuted", "labels_weak"):
+        cells = [f for f in every if f.kind == kind]
+        assert len(cells) == 7 and all(f.tested for f in cells), [(f.site, f.untestable) for f in cells]
+    assert not [f for f in every if f.significant and f.kind in ("labels_permuted", "labels_weak")]

@@ -110,6 +110,10 @@ class Check:
     # releases a small group's at a coarser resolution (its median only), and a cell whose own are
     # not released is not testable, with the resolution that was
     quantiles: tuple[float, ...] = (0.5,)
+    # of the statistics per class it needs: "every" class's at a site, or "some" (at least two): it
+    # compares a site over the classes it released, so that a federation split by label (a site
+    # without some classes, a class too small to release) leaves it testable
+    classes: str = "every"
 
     @property
     def rank(self) -> int:
@@ -186,22 +190,23 @@ CHECKS: tuple[Check, ...] = (
           "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT)), quantiles=QUARTILES),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
           "over the features the others show related to the label (a class difference of {informative} SD or "
-          "more either way): how often "
-          "renaming the site's classes fits the others better; two classes also a reversal projection",
+          "more either way), over the classes the site released: how often renaming its classes (or one "
+          "of them to a class it has none of) fits the others better, over the features that tell the "
+          "renamed classes apart; two classes also a reversal projection",
           "binomial, × the renamings tried",
           "≥ {features} features and {share:%} of them, or a negative correlation "
           "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
           explains=("label_relation", "labels_weak", "class_balance", "output_shift", "shared_model_reversed"),
-          limits=(("informative", 0.2), ("features", 3), ("share", 0.75))),
+          limits=(("informative", 0.2), ("features", 3), ("share", 0.75)), classes="some"),
     Check("labels_weak", "labels look noisy", "labels", DATA,
           "how strongly the site's features relate to its labels relative to the others' (median ratio over the "
           "informative features)", "leave-one-out t over sites, one-sided (weaker)", "below {ratio}",
           "label_pattern", CLASS_PROFILE, "site", "labels_weak", explains=("label_relation", "class_balance"),
-          limits=(("ratio", 0.5),)),
+          limits=(("ratio", 0.5),), classes="some"),
     Check("class_balance", "another class balance", "labels", DATA,
           "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
           "a class {gap:pt} and {odds} × the odds away from the others' mean", "class_balance",
-          ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2))),
+          ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
     Check("label_relation", "relation to the label differs", "relation to the label", DATA,
           "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
           LOO + "; a categorical column's categories together (the smallest p, × categories)",

@@ -251,18 +251,22 @@ class Checks:
                 "column": [Item(column, tuple(members)) for column, members in by_column.items()],
                 "site": [Item(None, ())]}
 
-    def _available(self, name: str, quantiles: Sequence[float] = ()) -> np.ndarray:
+    def _available(self, name: str, quantiles: Sequence[float] = (), some_classes: bool = False) -> np.ndarray:
         """[sites, features]: where statistic `name` is there (finite) at each site: every entry of
         a feature's (each class's, each code's; of a statistic with quantiles, those at the
         probabilities `quantiles`); a site-wide or per-class statistic at every feature; a feature
-        with correlations where any is."""
-        key = (name, tuple(quantiles))
+        with correlations where any is. `some_classes`: of a per-class statistic, at least two
+        classes' entries (`Check.classes`)."""
+        key = (name, tuple(quantiles), some_classes)
         memo = self.__dict__.setdefault("_availability", {})
         if key not in memo:
             axes = STATISTICS[name].axes
             finite = np.isfinite(self.profile.arrays[name].astype(np.float64))  # [sites, *axes]
             if "probability" in axes:
                 finite = np.take(finite, [_probability(p) for p in quantiles], axis=1 + axes.index("probability"))
+            if some_classes and "class" in axes:  # classes with every entry there: at least two
+                finite = finite.sum(axis=1 + axes.index("class")) >= 2
+                axes = tuple(axis for axis in axes if axis != "class")
             n_features = len(self.profile.features)
             if "feature" in axes:
                 mask = np.moveaxis(finite, 1 + axes.index("feature"), -1).reshape(self.n, -1, n_features).all(1)
@@ -278,7 +282,8 @@ class Checks:
         """(site, cell's column) -> why a statistic the check needs is missing there."""
         if not check.needs:
             return {}
-        available = np.logical_and.reduce([self._available(name, check.quantiles) for name in check.needs])
+        some = check.classes == "some"
+        available = np.logical_and.reduce([self._available(name, check.quantiles, some) for name in check.needs])
         out = {}
         for item in self.items(check.scope):
             if item.members:
@@ -293,9 +298,13 @@ class Checks:
     def _reason(self, i: int, members: Sequence[int], check: Check) -> str:
         site = self.sites[i]
         for name in check.needs:
-            if self._available(name, check.quantiles)[i, members].all():
+            if self._available(name, check.quantiles, check.classes == "some")[i, members].all():
                 continue
             axes = STATISTICS[name].axes
+            if check.classes == "some" and "class" in axes:
+                withheld = self.profile.withheld.get(site, {}).get(name)
+                return "fewer than two classes' statistics at this site" + (f" (the others: {withheld})"
+                                                                             if withheld else "")
             if "probability" in axes and self._available(name, _RELEASED)[i, members].all():
                 return _resolution(self.profile.arrays[name][i], axes, members, check.quantiles)
             withheld = self.profile.withheld.get(site, {}).get(name)
@@ -830,8 +839,13 @@ class Checks:
     def consensus(self) -> np.ndarray:
         """[sites, classes, features]: for each site, the other sites' median class profile (a
         median, so that one other site with wrong labels does not turn the pattern a site is
-        compared with)."""
-        return others_median(self.class_profiles)
+        compared with). Where sites lack classes (a federation split by label), profiles centred on
+        different classes do not line up: the median is then taken of profiles placed against the
+        pattern itself (`class_pattern`)."""
+        profiles = self.class_profiles
+        if np.isfinite(profiles).all():  # every class everywhere: the first median is the fixed point
+            return others_median(profiles)
+        return np.stack([class_pattern(np.delete(profiles, i, axis=0)) for i in range(self.n)])
 
     @cached_property
     def relation(self) -> np.ndarray:
@@ -848,6 +862,8 @@ class Checks:
             norm = np.sqrt(np.nansum(consensus**2, axis=0))
             with np.errstate(invalid="ignore", divide="ignore"):
                 relation[i] = np.nansum(profiles[i] * consensus, axis=0) / np.where(norm > 0, norm, np.nan)
+            # a site without some classes has a relation over fewer of them: not comparable
+            relation[i, ~np.isfinite(profiles[i]).all(0)] = np.nan
         return relation
 
     @cached_property
@@ -907,29 +923,54 @@ class Checks:
                     yield strongest
 
     @cached_property
-    def _labels(self) -> dict[str, Any]:
-        """Site-level label statistics over the features the others show related to the label."""
-        profiles, relation = self.class_profiles, self.relation
-        agreement = np.full(self.n, np.nan)  # Fisher z of the correlation with the others' class pattern
-        strength = np.full(self.n, np.nan)
-        informative_of: list[np.ndarray] = []
-        least = limit("labels_permuted", "informative")
+    def _compared(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per site: the classes it is compared over (those it released, at least two, that the
+        others show), its class profiles and the others' pattern over them, both centred on those
+        classes [compared classes, features] (a site split off by label is compared over the
+        classes it has), and the others' pattern of every class, centred the same way."""
+        out = []
         for i in range(self.n):
-            consensus = self.consensus[i]
+            mine, pattern = self.class_profiles[i], self.consensus[i]
+            classes = np.flatnonzero(np.isfinite(mine).any(1) & np.isfinite(pattern).any(1))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                spread = np.nanmax(np.abs(consensus), axis=0) if consensus.size else np.array([])
-            informative = np.flatnonzero(np.isfinite(spread) & (spread >= least) & np.isfinite(profiles[i]).all(0))
+                mine = mine[classes] - np.nanmean(mine[classes], axis=0, keepdims=True)
+                pattern = pattern - np.nanmean(pattern[classes], axis=0, keepdims=True)
+            out.append((classes, mine, pattern[classes], pattern))
+        return out
+
+    @cached_property
+    def _labels(self) -> dict[str, Any]:
+        """Site-level label statistics over the features the others show related to the label,
+        over the classes each site is compared over (`_compared`)."""
+        agreement = np.full(self.n, np.nan)  # Fisher z of the correlation with the others' class pattern
+        slope = np.full((self.n, self.class_profiles.shape[2]), np.nan)  # the site's pattern / the others'
+        informative_of: list[np.ndarray] = []
+        least = limit("labels_permuted", "informative")
+        for i, (classes, mine, theirs, _) in enumerate(self._compared):
+            if classes.size < 2:  # nothing to compare
+                informative_of.append(np.array([], dtype=np.int64))
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                spread = np.nanmax(np.abs(theirs), axis=0)
+            informative = np.flatnonzero(np.isfinite(spread) & (spread >= least) & np.isfinite(mine).all(0))
             informative_of.append(informative)
             if informative.size < 3:
                 continue
-            mine, theirs = profiles[i][:, informative].ravel(), consensus[:, informative].ravel()
+            with np.errstate(invalid="ignore", divide="ignore"):
+                slope[i, informative] = ((mine * theirs).sum(0) / (theirs**2).sum(0))[informative]
+            mine, theirs = mine[:, informative].ravel(), theirs[:, informative].ravel()
             if mine.std() > 0 and theirs.std() > 0:
                 agreement[i] = np.arctanh(np.clip(np.corrcoef(mine, theirs)[0, 1], -0.999999, 0.999999))
-            with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                others_relation = np.nanmedian(np.delete(relation, i, axis=0), axis=0)
-                strength[i] = float(np.nanmedian(relation[i, informative] / others_relation[informative]))
+        # relative to how strongly the other sites' own patterns follow theirs (a median pattern is
+        # smoother than any one site's)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            relative = slope / others_median(slope)
+            strength = np.array([float(np.nanmedian(relative[i, informative])) if informative.size else np.nan
+                                 for i, informative in enumerate(informative_of)])
+        strength[~np.isfinite(agreement)] = np.nan
         _, agree_t, agree_p2 = leave_one_out(agreement)
         _, weak_t, weak_p2 = leave_one_out(strength)
         return {"agreement": agreement, "strength": strength, "informative": informative_of,
@@ -939,16 +980,16 @@ class Checks:
         p, n_classes = self.profile, len(self.profile.classes)
         if n_classes < 2:
             return
-        labels, profiles = self._labels, self.class_profiles
+        labels = self._labels
         least, share = limit("labels_permuted", "features"), limit("labels_permuted", "share")
         for i, site in enumerate(self.sites):
             if not np.isfinite(labels["agreement"][i]):
                 continue
             r = float(np.tanh(labels["agreement"][i]))
-            order, wins, m, tried = self._best_renaming(profiles, i, labels["informative"][i])
+            order, wins, m, tried, p_best = self._best_renaming(i, labels["informative"][i])
             # within the site: renaming fits better in more features than chance (binomial, × the
             # renamings tried); with few sites the comparison across sites alone has little power
-            p_renamed = min(1.0, float(stats.binom.sf(wins - 1, m, 0.5)) * tried) if m else 1.0
+            p_renamed = min(1.0, p_best * tried)
             p_reversed = self._reversal_p(i, self.relation, labels["informative"][i]) if n_classes == 2 else 1.0
             if n_classes == 2:
                 what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
@@ -992,15 +1033,20 @@ class Checks:
         for i, site in enumerate(self.sites):
             if not np.isfinite(p2[i]).any():
                 continue
-            odds = np.exp(np.abs(logit[i] - np.log(others_share[i] / np.maximum(1 - others_share[i], 1e-9))))
-            material = bool(np.any((np.abs(share[i] - others_share[i]) >= gap) & (odds >= odds_limit)))
+            with np.errstate(invalid="ignore"):
+                odds = np.exp(np.abs(logit[i] - np.log(others_share[i] / np.maximum(1 - others_share[i], 1e-9))))
+                material = bool(np.any((np.abs(share[i] - others_share[i]) >= gap) & (odds >= odds_limit)))
             k = int(np.nanargmax(np.abs(share[i] - others_share[i])))
-            mine = ", ".join(f"'{c}' {v:.0%}" for c, v in zip(p.classes, share[i]))
-            theirs = ", ".join(f"'{c}' {v:.0%}" for c, v in zip(p.classes, others_share[i]))
+            released = np.isfinite(share[i])  # a class too small to release is left out, and said so
+            mine = ", ".join(f"'{c}' {v:.0%}" for c, v, r in zip(p.classes, share[i], released) if r)
+            theirs = ", ".join(f"'{c}' {v:.0%}" for c, v, r in zip(p.classes, others_share[i], released) if r)
+            unreleased = [f"'{c}'" for c, r in zip(p.classes, released) if not r]
             yield Finding(site, LENS, "class_balance", None,
-                          f"{site}'s classes: {mine}, against {theirs} at the other sites (on average): another "
-                          "population, another label definition, or rows of one class lost?",
-                          min(1.0, float(np.nanmin(p2[i])) * len(tested)), float(share[i, k] - others_share[i, k]),
+                          f"{site}'s classes: {mine}, against {theirs} at the other sites (on average)"
+                          + (f"; {', '.join(unreleased)} not released at this site (too few rows)" if unreleased else "")
+                          + ": another population, another label definition, or rows of one class lost?",
+                          min(1.0, float(np.nanmin(p2[i])) * int(np.isfinite(p2[i]).sum())),
+                          float(share[i, k] - others_share[i, k]),
                           f"share of '{p.classes[k]}'", evidence={"shares": share[i].tolist(),
                                                                   "others_shares": others_share[i].tolist()},
                           material=material)
@@ -1026,25 +1072,41 @@ class Checks:
         sd = math.sqrt(1 / n0 + 1 / n1) * math.sqrt(keep.sum())
         return float(stats.norm.cdf(projection / sd))
 
-    def _best_renaming(self, profiles: np.ndarray, i: int, informative: np.ndarray
-                       ) -> tuple[tuple[int, ...], int, int, int]:
-        """The renaming of site i's classes (not the identity) that fits the others' class pattern
-        best, in how many of the m informative features it fits better than its own labels, m, and
-        how many renamings were tried."""
-        n_classes = profiles.shape[1]
-        orders = np.array([order for order in (itertools.permutations(range(n_classes))
-                                               if n_classes <= MAX_PERMUTED_CLASSES else
-                                               (_swap(n_classes, a, b) for a, b in
-                                                itertools.combinations(range(n_classes), 2)))
-                           if list(order) != list(range(n_classes))], dtype=np.int64)
-        consensus = self.consensus[i][:, informative]
-        mine = profiles[i][:, informative]
-        own = ((mine - consensus) ** 2).sum(0)
-        renamed = ((mine[orders] - consensus[None]) ** 2).sum(1)  # [orders, features]
-        wins = (renamed < own[None]).sum(1)
-        best = int(np.argmax(wins)) if len(orders) else 0
-        order = tuple(int(k) for k in orders[best]) if len(orders) else tuple(range(n_classes))
-        return order, int(wins[best]) if len(orders) else 0, int(informative.size), len(orders)
+    def _best_renaming(self, i: int, informative: np.ndarray) -> tuple[tuple[int, ...], int, int, int, float]:
+        """The renaming of site i's classes that fits the others' class pattern best: a reordering
+        of the classes it is compared over (not the identity), or one of them taking the name of a
+        class the site has none of (its rows are another class's, under this class's name). Judged
+        over the informative features that tell the classes it moves apart (the others' pattern
+        at least the "informative" limit apart among them): in how many of those m it fits better
+        than the site's own labels (a binomial against a coin; the smallest p wins). Returns the
+        order of every class (order[k]: the class that site class k looks like), the wins, m, how
+        many renamings were tried, and the binomial p."""
+        classes, mine, _, pattern = self._compared[i]
+        n = classes.size
+        order = list(range(pattern.shape[0]))
+        others = [int(c) for c in np.flatnonzero(np.isfinite(pattern).any(1)) if c not in classes]
+        reorders = [classes[list(order)] for order in (itertools.permutations(range(n)) if n <= MAX_PERMUTED_CLASSES
+                                                       else (_swap(n, a, b) for a, b in itertools.combinations(range(n), 2)))
+                    if list(order) != list(range(n))]
+        taken = [np.where(np.arange(n) == a, c, classes) for a in range(n) for c in others]
+        targets = np.array(reorders + taken, dtype=np.int64).reshape(-1, n)  # [renamings, compared classes]
+        if not len(targets) or not informative.size:
+            return tuple(order), 0, 0, len(targets), 1.0
+        mine, pattern = mine[:, informative], pattern[:, informative]
+        own = ((mine - pattern[classes]) ** 2).sum(0)
+        renamed = ((mine[None] - pattern[targets]) ** 2).sum(1)  # [renamings, features]
+        moved = targets != classes[None]
+        involved = np.concatenate([np.where(moved[:, :, None], pattern[classes][None], np.nan),
+                                   np.where(moved[:, :, None], pattern[targets], np.nan)], axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            tells = (np.nanmax(involved, axis=1) - np.nanmin(involved, axis=1)) >= limit("labels_permuted", "informative")
+        wins, m = ((renamed < own[None]) & tells).sum(1), tells.sum(1)
+        p = np.where(m > 0, stats.binom.sf(wins - 1, np.maximum(m, 1), 0.5), 1.0)
+        best = int(np.lexsort((-wins, p))[0])  # the smallest p; of equals, the most wins
+        for a, b in zip(classes, targets[best]):
+            order[int(a)] = int(b)
+        return tuple(order), int(wins[best]), int(m[best]), len(targets), float(p[best])
 
     # -- correlations ---------------------------------------------------------------------------
     def correlation(self) -> Iterator[Finding]:
@@ -1138,6 +1200,25 @@ def relation_to_labels(profile: Profile) -> np.ndarray:
     (two classes: last minus first; more: along the other sites' pattern) — what the label checks
     compare, for a figure of it."""
     return Checks(profile).relation
+
+
+def class_pattern(profiles: np.ndarray, steps: int = 200, tolerance: float = 1e-9) -> np.ndarray:
+    """[classes, features]: the median class pattern of sites' class profiles [sites, classes,
+    features], each centred on the classes its site has (NaN where it has none). A site without
+    some classes has its profile centred elsewhere than one with all of them, so each is placed
+    against the pattern (moved, per feature, so that its classes sit where the pattern centred on
+    every class puts them, on average) and the median taken again, until the pattern settles.
+    With every class at every site nothing moves: the first median is the pattern."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pattern = np.nanmedian(profiles, axis=0)
+        for _ in range(steps):
+            centred = pattern - np.nanmean(pattern, axis=0, keepdims=True)
+            placed = profiles - np.nanmean(profiles - centred[None], axis=1, keepdims=True)
+            settled, pattern = pattern, np.nanmedian(placed, axis=0)
+            if not np.nanmax(np.abs(pattern - settled), initial=0.0) > tolerance:
+                break
+    return pattern
 
 
 def _swap(n: int, a: int, b: int) -> tuple[int, ...]:
