@@ -167,14 +167,15 @@ def test_the_tag_list_leaves_save_in_reach(server, browser):
         tags = page.locator('[data-testid="stMultiSelect"] input').first
         # the expander re-mounts what it holds as it opens: text typed in its first ~0.3 s is dropped
         # (a test types that fast, a person does not), so type until the text stays
-        for _ in range(5):
+        for _ in range(10):
             tags.click()
+            tags.fill("")  # what a dropped or partly dropped try left
             page.keyboard.type("baseline")
-            page.wait_for_timeout(400)
+            page.wait_for_timeout(500)
             if tags.input_value() == "baseline":
                 break
         page.keyboard.press("Enter")  # a new tag: the list stays open for the next one
-        page.locator("[data-tag]", has_text="baseline").first.wait_for(timeout=10_000)
+        page.locator("[data-tag]", has_text="baseline").first.wait_for(timeout=30_000)
         save = page.locator("button", has_text=re.compile(r"^Save$")).first
         assert not covered(page, save)
         page.screenshot(path=str(ARTIFACTS / f"tags-open-{width}.png"), full_page=False)
