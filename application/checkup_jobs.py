@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from data_adapters import check_reference, describe_reference, load_federation
-from fedcore import jobs
+from application import jobs
 from fedcore.checkup import IMAGE_ROLES, TABLE_ROLES, Plan, add_runs, create_plan, runs_of
 from fedcore.errors import FedcoreError
 from fedcore.interpret.disclosure import Policy
 from fedcore.interpret.profile import Profile
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore
 
 # The role a run of each algorithm plays in a check-up (the parameters of TABLE_ROLES / IMAGE_ROLES

@@ -1,7 +1,7 @@
 """What the dashboard may ask of the data: the application layer's door to `data_adapters`.
 
 Pages never import the data adapters (nor the training code) themselves: they read the run store
-and call the application layer (this module, `fedcore.runner` through `fedcore.jobs`). Keeping the
+and call the application layer (this module, `application.runner` through `application.jobs`). Keeping the
 data services in one place is also where a deployment's policy on data applies (which folders a
 browser may reach, what is read before a file is accepted).
 
@@ -66,7 +66,7 @@ from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_r
 from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
 from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore.interpret.units import CONVERSIONS
-from fedcore import jobs
+from application import jobs
 from fedcore.errors import DataError
 from fedcore.store import Run, RunStore, atomic_write_bytes
 

@@ -6,7 +6,7 @@ the process that started them (their own session), so they survive a browser rel
 restart of the dashboard server; a worker that dies reads as 'interrupted' with its last state.
 When a worker finishes it pumps the queue itself, so queued runs start without any page open.
 
-    python -m fedcore.jobs RUN_ID --store DIR     (the worker; started by `pump`)
+    python -m application.jobs RUN_ID --store DIR     (the worker; started by `pump`)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def max_jobs() -> int:
 def submit(store: RunStore, spec: Mapping[str, Any], name: str | None = None, tags: Sequence[str] = ()) -> Run:
     """Validate a spec, queue it as a new run (with a name and tags, if given) and start it if a
     worker slot is free."""
-    from fedcore.runner import resolve_spec
+    from application.runner import resolve_spec
 
     run = store.create(resolve_spec(spec), name=name, tags=tags)
     pump(store)
@@ -51,7 +51,7 @@ def submit(store: RunStore, spec: Mapping[str, Any], name: str | None = None, ta
 def rerun(store: RunStore, run: Run) -> Run:
     """Queue a new run with exactly the same specification (and tags; a named run's name, marked);
     FedcoreError if it is damaged."""
-    from fedcore.runner import SPEC_KEYS
+    from application.runner import SPEC_KEYS
 
     run.require("spec.json")
     identity = run.identity
@@ -145,7 +145,7 @@ def _launch(run: Run, store: RunStore) -> subprocess.Popen:
     env.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     with open(run.path / "worker.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "fedcore.jobs", run.id, "--store", str(store.root.resolve())],
+            [sys.executable, "-m", "application.jobs", run.id, "--store", str(store.root.resolve())],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, cwd=_REPO_ROOT, start_new_session=True,
         )
@@ -172,7 +172,7 @@ def _work(run_id: str, store_root: str) -> int:
     """The worker: train one run, then start whatever is queued next."""
     import torch
 
-    from fedcore.runner import execute
+    from application.runner import execute
 
     store = RunStore(store_root)
     run = store.get(run_id)
@@ -203,7 +203,7 @@ def _record_final_status(run: Run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedcore.jobs", description="Run one queued job.")
+    parser = argparse.ArgumentParser(prog="python -m application.jobs", description="Run one queued job.")
     parser.add_argument("run_id")
     parser.add_argument("--store", required=True)
     args = parser.parse_args(argv)

@@ -20,8 +20,8 @@ from fedcore.config import TrainConfig
 from fedcore.data_labels import LABEL_LENGTH
 from fedcore.engine import Simulation
 from fedcore.errors import Cancelled, FedcoreError, SpecError
-from fedcore.flower.eligibility import check_flower_run, runs_over_flower
-from fedcore.flower.launch import run_federation
+from application.flower.eligibility import check_flower_run, runs_over_flower
+from application.flower.launch import run_federation
 from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version, summarize
 from fedcore.store import Run

@@ -1,7 +1,7 @@
 """The Prototypes page's bias experiment: inDISCO's LM, GM and PM on four sites whose site1 has a
 stamp on its positive images, on declared-synthetic scans or a binary MedMNIST file found on this
 machine. Apart from `dashboard.prototypes` because finding data goes through the application
-layer's data services (`fedcore.datasets`), which load the data adapters and torch: only the page
+layer's data services (`application.datasets`), which load the data adapters and torch: only the page
 that offers the experiment pays for that.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedcore.datasets import find_datasets
+from application.datasets import find_datasets
 
 SYNTHETIC = {"source": "synthetic_scans", "images": 1200}
 PRESET_SITES = {"split": "iid", "sites": 4, "inject": ["stamp:site1"]}

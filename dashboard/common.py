@@ -20,7 +20,7 @@ from dashboard.figures import site_colors
 from dashboard.records import progress, run_label, run_name
 from dashboard.registry import RUNS, Lens, Page, lens_of
 from dashboard.safe_text import csv_bytes, md
-from fedcore import jobs
+from application import jobs
 from fedcore.checkup import CheckUp, Plan
 from fedcore.errors import FedcoreError
 from fedcore.shapes import ANY, TEXT, Either, MapOf, Record, RunDamaged, required

@@ -1,7 +1,7 @@
 """The data a page loads, cached across reruns: federations and the Data page's inspection.
 
 Apart from `dashboard.common` because loading data goes through the application layer's data
-services (`fedcore.datasets`: the data adapters, and with them torch). Only the pages that look at
+services (`application.datasets`: the data adapters, and with them torch). Only the pages that look at
 data rows import this module, so the others — the Runs page above all, the first one a browser
 opens — start without loading torch.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from fedcore.datasets import inspect_data, load_federation
+from application.datasets import inspect_data, load_federation
 
 
 @st.cache_resource(show_spinner="Loading the data…", max_entries=8)

@@ -13,7 +13,7 @@ from dashboard.auth import can_see_rows, rows_refused
 from dashboard.common import download_csv
 from dashboard.safe_text import code, md
 from fedcore.checkup import finding_line, untestable_summary
-from fedcore.datasets import MISSING_CODE
+from application.datasets import MISSING_CODE
 from fedcore.federation import Federation
 
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "bar"}

@@ -1,6 +1,6 @@
 """The dashboard's data roots and the one way it starts a run: every path a visitor can name
 (a dataset, an upload, the server data of a Flower federation, backbone weights) is checked
-against the roots (`fedcore.datasets`, data_adapters/roots.py) before anything opens it. This
+against the roots (`application.datasets`, data_adapters/roots.py) before anything opens it. This
 module binds them to the dashboard's store.
 
 The application layer's data services load the data adapters and torch (seconds on a cold start),
@@ -19,31 +19,31 @@ from fedcore.store import Run, RunStore
 
 
 def upload_folder() -> Path:
-    from fedcore import datasets
+    from application import datasets
 
     return datasets.upload_folder(get_store())
 
 
 def data_roots() -> list[Path]:
-    from fedcore import datasets
+    from application import datasets
 
     return datasets.data_roots(get_store())
 
 
 def check_reference(ref: Any) -> None:
-    from fedcore import datasets
+    from application import datasets
 
     datasets.check_roots(get_store(), ref)
 
 
 def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
-    from fedcore import datasets
+    from application import datasets
 
     return datasets.submit(store, spec)
 
 
 def rerun(store: RunStore, run: Run) -> Run:
-    from fedcore import datasets
+    from application import datasets
 
     return datasets.rerun(store, run)
 
@@ -52,7 +52,7 @@ def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, trai
                   disclosure: dict[str, Any] | None = None) -> Plan:
     """checkup_jobs.start_checkup, for data inside the data roots (its runs queued as jobs), the
     sites releasing their statistics at `disclosure`."""
-    from fedcore import checkup_jobs, datasets
+    from application import checkup_jobs, datasets
 
     datasets.check_roots(store, data)
     return checkup_jobs.start_checkup(store, data, replicates, rounds, train, disclosure=disclosure)
@@ -60,7 +60,7 @@ def start_checkup(store: RunStore, data: Any, replicates: int, rounds: int, trai
 
 def train_lenses(store: RunStore, plan: Plan, replicates: int, rounds: int) -> Plan:
     """checkup_jobs.train_lenses for a check-up of data inside the data roots (its runs queued as jobs)."""
-    from fedcore import checkup_jobs, datasets
+    from application import checkup_jobs, datasets
 
     datasets.check_roots(store, plan.contents.get("data"))
     return checkup_jobs.train_lenses(store, plan, replicates, rounds)
@@ -68,6 +68,6 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int, rounds: int) -> P
 
 def check_up_run(store: RunStore, run: Run) -> Plan:
     """A check-up of a run's federation from what the run stored (nothing is read or trained)."""
-    from fedcore import checkup_jobs
+    from application import checkup_jobs
 
     return checkup_jobs.check_up_run(store, run)

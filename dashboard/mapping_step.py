@@ -5,7 +5,7 @@ exports one study, in the order an analyst takes them:
    every site's spelling of it: `disease` at three sites and `Disease` at one is one choice), the
    column that is the target at each site that spells it otherwise, and — where the sites code it
    differently — which values are the positive class at each site.
-2. The suggestions (`fedcore.datasets.map_data`): each pre-filled, accepted (as suggested or
+2. The suggestions (`application.datasets.map_data`): each pre-filled, accepted (as suggested or
    edited) or rejected; a question (what the data cannot decide) offers its choices and nothing
    is chosen for the analyst.
 3. Any other decision by hand: rename a column (to one of the study's columns, or a new name),
@@ -17,7 +17,7 @@ missing"); the report below follows every decision.
 The decisions are a data dictionary: applied to the sites' tables as they are read (the uploaded
 files never change), kept as a file the data reference names (so every run records it),
 downloadable, and reusable. The draft — the files, the choices, every decision — is kept per user
-(`fedcore.datasets.save_draft`: the signed-in person's own, or local mode's), so it survives a
+(`application.datasets.save_draft`: the signed-in person's own, or local mode's), so it survives a
 page change, a reload and a restart. Every user-supplied name is shown through safe_text.
 """
 
@@ -34,7 +34,7 @@ from dashboard.auth import allowed, current_access
 from dashboard.common import get_store
 from dashboard.data_roots import upload_folder
 from dashboard.safe_text import code, md
-from fedcore.datasets import (DICTIONARY_MAX_BYTES, catalogue_conversions, check_dictionary_size, decision,
+from application.datasets import (DICTIONARY_MAX_BYTES, catalogue_conversions, check_dictionary_size, decision,
                               dictionary_bytes, edited_patch, effects_of, empty_dictionary, keep_dictionary,
                               load_draft, map_data, merge, parse_dictionary, save_draft)
 from fedcore.errors import DataError

@@ -12,7 +12,7 @@ from dashboard.auth import gate
 from dashboard.common import format_duration, get_store, is_active
 from dashboard.records import progress, round_text, run_name
 from dashboard.safe_text import md
-from fedcore import jobs
+from application import jobs
 
 
 def page(where: registry.Page, default: bool = False) -> st.Page:

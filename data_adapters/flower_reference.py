@@ -8,7 +8,7 @@
 `server_data` is the server's own data (a data reference read on the SuperLink's machine), the
 test set AdaFed scores the sites' models on. Reading this module needs no Flower: a Flower
 federation is one more kind of data reference, checked like the others before a run is created
-(which algorithms can run over Flower is the application layer's: `fedcore.flower.eligibility`).
+(which algorithms can run over Flower is the application layer's: `application.flower.eligibility`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ pandas' parser reads the (decompressed) bytes through a stream that enforces the
 NUL bytes as it goes; only a file that turns out not to be UTF-8 is streamed again, to find its
 first non-UTF-8 byte and the encoding that reads every byte, then parsed with that. PARSED, a
 cache of parsed tables by content, is off unless an application turns it on (the dashboard does:
-`fedcore.datasets`).
+`application.datasets`).
 """
 
 from __future__ import annotations

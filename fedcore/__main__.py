@@ -1,10 +1,10 @@
-"""`python -m fedcore`: the command line (`fedcore.cli`), given the dashboard's self-contained HTML
+"""`python -m fedcore`: the command line (`application.cli`), given the dashboard's self-contained HTML
 reports for `--html` — the one place the application layer is handed something from the layer above
 it (pyproject.toml's layers)."""
 
 import sys
 
-from fedcore.cli import HtmlReports, main
+from application.cli import HtmlReports, main
 
 
 def html_reports() -> HtmlReports:

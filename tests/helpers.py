@@ -96,7 +96,7 @@ def assert_same_history(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]
 
 def remove_started_runs(store, keep: Sequence[str]) -> None:
     """Stop and delete every run in `store` but `keep` (what a page test launched)."""
-    from fedcore import jobs  # here, not at the top: conftest imports this module for every test
+    from application import jobs  # here, not at the top: conftest imports this module for every test
 
 
     for run in store.runs():

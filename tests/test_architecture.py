@@ -28,7 +28,7 @@ from fedcore.records import Record, read_record
 from tests.helpers import make_federation
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fedcore", "data_adapters", "dashboard", "views")
+PACKAGES = ("fedcore", "application", "data_adapters", "dashboard", "views")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -219,8 +219,8 @@ def test_a_subclass_with_a_name_of_its_own_registers_itself():
 
 
 def test_an_algorithm_in_one_file_trains_records_and_reports(tmp_path, shrink_registered, capsys):
-    from fedcore import cli
-    from fedcore.runner import execute, resolve_spec
+    from application import cli
+    from application.runner import execute, resolve_spec
     from fedcore.store import RunStore
 
     spec = resolve_spec({"algorithm": "shrink-test", "data": "demo", "params": {"strength": 0.3},

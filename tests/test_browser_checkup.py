@@ -7,7 +7,7 @@ import re
 from dashboard.checkup_view import evidence_figure
 from dashboard.evidence_views import Evidence
 from dashboard.figures import site_colors
-from fedcore.checkup_jobs import start_checkup
+from application.checkup_jobs import start_checkup
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 - the fixture
 
 # The demo's injected problems, as the grid names them (KINDS' titles).

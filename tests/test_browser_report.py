@@ -19,7 +19,7 @@ import pytest
 from dashboard.checkup_view import evidence_figure
 from dashboard.report import PRINT_WIDTH_PX, checkup_report, document
 from dashboard.report_sections import figures_html
-from fedcore.checkup_jobs import start_checkup
+from application.checkup_jobs import start_checkup
 from fedcore.store import RunStore
 from tests import evidence_cases, test_checkup as planted
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, READABILITY, in_the_servers_template

@@ -19,7 +19,7 @@ from dashboard.registry import CHECKUP
 from fedcore.checkup import add_runs, create_plan
 from fedcore.glossary import technical_first
 from fedcore.interpret.findings import Finding
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.helpers import unescaped
 

@@ -29,11 +29,11 @@ from dashboard.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DAT
 from fedcore.interpret import checks
 from dashboard.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
-from fedcore.checkup_jobs import start_checkup
+from application.checkup_jobs import start_checkup
 from fedcore.glossary import COLUMNS, technical_first
 from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore, atomic_write_json
 from tests.helpers import open_page, remove_started_runs, unescaped
 from tests.test_dashboard import plotted

@@ -17,10 +17,10 @@ from streamlit.testing.v1 import AppTest
 from dashboard.lenses import DEVIATION, FEATURE_VIEWS, shift_view
 from dashboard.records import per_site_series, run_name
 from dashboard.safe_text import md
-from fedcore import jobs
+from application import jobs
 from fedcore.glossary import setting_words, technical_first
 from fedcore.interpret.significance import significance_marks
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from fedcore.units import number
 from tests.helpers import SHARED_DATA, make_federation, open_page, remove_started_runs, unescaped

@@ -11,7 +11,7 @@ import pytest
 
 from data_adapters import inspect_data, load_federation
 from data_adapters.text_tables import parse_text_table
-from fedcore.cli import main
+from application.cli import main
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 
@@ -552,7 +552,7 @@ def test_the_csv_reader_has_the_same_column_and_cell_limits():
 
 
 def test_an_uploaded_workbook_that_declares_every_cell_is_checked_in_a_moment(tmp_path):
-    from fedcore.datasets import check_upload
+    from application.datasets import check_upload
     from tests.hostile_files import declared_dimension_workbook
 
     book = declared_dimension_workbook(tmp_path / "declared.xlsx", TWO_ROWS)

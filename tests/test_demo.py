@@ -5,7 +5,7 @@ import pytest
 
 from data_adapters import load_federation
 from data_adapters.demo import FEATURE_INDEX, make_demo_federation
-from fedcore.cli import main
+from application.cli import main
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 

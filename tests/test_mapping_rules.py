@@ -245,7 +245,7 @@ def test_the_dictionary_maps_a_server_test_file_by_the_entry_named_after_it(tmp_
 
 
 def test_a_flower_server_s_data_is_mapped_by_the_sites_dictionary(tmp_path):
-    from fedcore.flower.server import _server_test
+    from application.flower.server import _server_test
 
     for k, site in enumerate(("north", "server")):
         frame = clinic(k)

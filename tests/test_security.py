@@ -437,7 +437,7 @@ def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
 def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypatch, tmp_path):
     import tomllib
 
-    from fedcore.flower.launch import connection_config
+    from application.flower.launch import connection_config
 
     monkeypatch.delenv("FEDCORE_FLOWER_CA_CERT", raising=False)
     plain = tomllib.loads(connection_config("127.0.0.1:9093"))["superlink"]["fedcore"]
@@ -600,7 +600,7 @@ def test_the_feature_shift_hover_shows_names_as_written(tmp_path):
     """The probe: a quote in a name showed as &quot; (escaped for HTML attributes, which plotly
     does not read back)."""
     from dashboard.lenses import shift_view
-    from fedcore.runner import execute, resolve_spec
+    from application.runner import execute, resolve_spec
     from fedcore.store import RunStore
 
     rng = np.random.default_rng(0)

@@ -13,7 +13,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.helpers import open_page, remove_started_runs, unescaped
 

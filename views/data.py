@@ -13,8 +13,8 @@ from dashboard.data_roots import check_reference, data_roots, upload_folder
 from dashboard.mapping_step import draft, keep_draft, mapping_step
 from dashboard.registry import CHECKUP, TRAIN
 from dashboard.safe_text import md
-from fedcore.datasets import DEMO_FEATURES as FEATURES
-from fedcore.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, UPLOAD_STANDARDIZATION, check_upload, default_name,
+from application.datasets import DEMO_FEATURES as FEATURES
+from application.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, UPLOAD_STANDARDIZATION, check_upload, default_name,
                               describe_reference, find_datasets, keep_upload)
 from fedcore.errors import DataError
 

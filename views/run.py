@@ -14,7 +14,7 @@ from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metri
                                run_name, settings_table, site_metrics)
 from dashboard.report import html_report
 from dashboard.safe_text import md
-from fedcore import jobs
+from application import jobs
 from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 

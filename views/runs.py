@@ -11,7 +11,7 @@ from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.data_roots import rerun, submit
 from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
 from dashboard.safe_text import md
-from fedcore import jobs
+from application import jobs
 from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 

@@ -8,7 +8,7 @@ from dashboard import sessions
 from dashboard.auth import DEFAULT_GROUPS_CLAIM, PERMISSIONS, ROLES, current_access, providers, read_secrets, require
 from dashboard.data_roots import data_roots, upload_folder
 from dashboard.safe_text import md
-from fedcore.datasets import BUNDLED, ENVIRONMENT, configured_roots
+from application.datasets import BUNDLED, ENVIRONMENT, configured_roots
 
 require("settings")
 st.title("Access and data folders")

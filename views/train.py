@@ -14,9 +14,9 @@ from dashboard.records import run_label
 from dashboard.safe_text import md
 from fedcore.config import TrainConfig
 from fedcore.data_labels import data_label
-from fedcore.datasets import data_kind
+from application.datasets import data_kind
 from fedcore.errors import FedcoreError
-from fedcore.runner import algorithms, runs_over_flower
+from application.runner import algorithms, runs_over_flower
 
 REGISTRY = algorithms()
 

@@ -26,12 +26,12 @@ from data_adapters import describe_reference, draft_dictionary, inspect_data, no
 from data_adapters.dictionary import dictionary_bytes
 from fedcore.algorithms import REGISTRY
 from fedcore.checkup import Plan, plans
-from fedcore.checkup_jobs import start_checkup
-from fedcore.cli import parser as arguments
-from fedcore.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
-from fedcore.cli.specs import data_reference, disclosure_settings, raw_specs
+from application.checkup_jobs import start_checkup
+from application.cli import parser as arguments
+from application.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
+from application.cli.specs import data_reference, disclosure_settings, raw_specs
 from fedcore.errors import Cancelled, FedcoreError, TrainingError, cancel_on_sigterm
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore, atomic_write_bytes
 from fedcore.text import table as text_table
 

@@ -9,5 +9,5 @@
     apps.py       the Flower ServerApp and ClientApp (components of app/pyproject.toml)
     launch.py     `flwr run` against a SuperLink; a SuperLink and SuperNodes on this machine
     simulation.py the same apps on Flower's simulation engine (Ray), for benchmarks
-    __main__.py   `python -m fedcore.flower demo`
+    __main__.py   `python -m application.flower demo`
 """

@@ -1,11 +1,11 @@
-"""`python -m fedcore.flower demo`: the demo's hospitals as a real Flower federation on this machine.
+"""`python -m application.flower demo`: the demo's hospitals as a real Flower federation on this machine.
 
 Starts a SuperLink and one SuperNode per demo site, each its own process on 127.0.0.1 and each
 reading only its own hospital (`data='demo:site=NAME'`); trains through them exactly as a user
 launches a Flower run (`python -m fedcore run --data flower:ADDRESS ...`, whose flags it passes
 on); then stops every process it started. The run lands in the run store like any other.
 
-    python -m fedcore.flower demo --sites 8 --rounds 5 --local-epochs 10
+    python -m application.flower demo --sites 8 --rounds 5 --local-epochs 10
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from data_adapters.demo import SITES
-from fedcore import cli
-from fedcore.flower.launch import Loopback
+from application import cli
+from application.flower.launch import Loopback
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedcore.flower", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m application.flower", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="a SuperLink and one SuperNode per demo site, one run, then stop",

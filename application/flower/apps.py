@@ -1,4 +1,4 @@
-"""The Flower ServerApp and ClientApp (the components named in fedcore/flower/app/pyproject.toml).
+"""The Flower ServerApp and ClientApp (the components named in application/flower/app/pyproject.toml).
 
     server_app   records the run whose folder the run config names (`run-dir`, made by
                  `python -m fedcore run --data flower:...`, which launches this app)
@@ -19,8 +19,8 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedcore.errors import FedcoreError
 from fedcore.federation import Federation
-from fedcore.flower import protocol, site
-from fedcore.flower.server import GridSites, serve
+from application.flower import protocol, site
+from application.flower.server import GridSites, serve
 from fedcore.store import Run
 
 # (context, run seed, the server's pooled standardisation or None) -> that site's federation

@@ -1,6 +1,6 @@
 """Starting Flower: a run against a SuperLink, and a whole federation on this machine.
 
-`run_federation(run)` is how `fedcore.runner.execute` trains a run whose data are a Flower
+`run_federation(run)` is how `application.runner.execute` trains a run whose data are a Flower
 federation (`--data flower:HOST:PORT`): it starts the Flower App (`flwr run`) on that SuperLink
 with the run's folder in its run config, follows the run's progress in the store while the
 ServerApp records it, and stops the Flower run when it is cancelled.

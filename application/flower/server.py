@@ -33,7 +33,7 @@ from fedcore.algorithms.base import Algorithm
 from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
-from fedcore.flower import protocol
+from application.flower import protocol
 from fedcore.interpret.profile import Profile, read_disclosure
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld

@@ -24,8 +24,8 @@ def run_flower_simulation(
     engine, each site a virtual SuperNode; `cpus` is how many sites run at once. Returns the run."""
     from flwr.simulation import run_simulation
 
-    from fedcore.flower.apps import make_client_app, make_server_app
-    from fedcore.runner import resolve_spec
+    from application.flower.apps import make_client_app, make_server_app
+    from application.runner import resolve_spec
 
     spec = resolve_spec({"algorithm": algorithm, "params": params or {}, "config": config or {}})
     spec["data"] = {**DEFAULTS, "source": SOURCE, "superlink": "Flower simulation engine",

@@ -39,7 +39,7 @@ from fedcore.algorithms.base import AtSite
 from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
-from fedcore.flower import protocol
+from application.flower import protocol
 from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version
 

@@ -224,7 +224,7 @@ def _every_lens(table) -> tuple[Any, str | None]:
     A federation the product refuses to load gives (None, its message)."""
     import tempfile
 
-    from fedcore.checkup_jobs import start_checkup
+    from application.checkup_jobs import start_checkup
     from fedcore.errors import FedcoreError
     from fedcore.store import RunStore
 
