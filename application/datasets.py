@@ -44,27 +44,38 @@ from data_adapters import (
     parse_reference,
 )
 from data_adapters import decision_effects, mapping_view
-from data_adapters.csv_sites import MAX_FILE_MB, site_name
-from data_adapters.dictionary import SUFFIX as DICTIONARY_SUFFIX
-from data_adapters.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
-from data_adapters.dictionary import check_size as check_dictionary_size
-from data_adapters.dictionary import (
+from data_adapters import (
+    DEMO_FEATURES,
+    DICTIONARY_MAX_BYTES,
+    DICTIONARY_SUFFIX,
+    ENVIRONMENT,
+    MAX_FILE_MB,
+    MAX_ROWS,
+    MISSING_CODE,
+    PARSED,
+    OutsideDataRoots,
+    Reference,
+    check_dictionary_size,
+    check_reference_roots,
+    configured_roots,
     conversion_name,
+    decision,
     dictionary_bytes,
     dictionary_name,
+    edited_patch,
     empty_dictionary,
+    find_datasets,
+    is_workbook,
     merge,
     parse_dictionary,
+    parse_text_table,
+    parse_workbook,
+    read_text_table,
+    search_folders,
+    site_name,
+    validate_dictionary,
+    within_roots,
 )
-from data_adapters.dictionary import validate as validate_dictionary
-from data_adapters.suggestions import decision, edited_patch
-from data_adapters.demo import FEATURES as DEMO_FEATURES
-from data_adapters.discover import find_datasets, search_folders
-from data_adapters.preprocessing import MISSING_CODE
-from data_adapters.references import Reference
-from data_adapters.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
-from data_adapters.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
-from data_adapters.workbooks import is_workbook, parse_workbook
 from fedcore.interpret.units import CONVERSIONS
 from application import jobs
 from fedcore.errors import DataError
@@ -175,7 +186,7 @@ def safe_file_name(name: str) -> str:
 def map_data(ref: Reference, content: Mapping[str, Any]) -> dict[str, Any]:
     """The mapping step's state for a table reference with the dictionary `content` applied:
     `report` (the alignment report as a dict, with the check-up's findings), `ok` (whether the tables combine), `suggestions`
-    (`data_adapters.suggestions`, questions among them) and `view` (`data_adapters.study_view`:
+    (`data_adapters.mapping.suggestions`, questions among them) and `view` (`data_adapters.mapping.study_view`:
     every column, the target's candidates and values)."""
     alignment, suggestions, view = mapping_view(ref, validate_dictionary(dict(content), "the dictionary"))
     report = alignment.checked()  # with the check-up's data-lens findings, as the Data page shows them

@@ -2,8 +2,8 @@
 jobs and tests all take.
 
 A spec is plain JSON: {"algorithm": ..., "data": ..., "params": {...}, "config": {...}}; `data` is
-a data reference, a string or an object (see data_adapters.references), or a Flower federation
-whose sites hold the data (`flower:HOST:PORT`, see data_adapters.flower_reference).
+a data reference, a string or an object (see data_adapters.references.references), or a Flower federation
+whose sites hold the data (`flower:HOST:PORT`, see data_adapters.references.flower_reference).
 `resolve_spec` validates it and fills in every default, so the stored spec says exactly what ran.
 """
 

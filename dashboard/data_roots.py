@@ -1,6 +1,6 @@
 """The dashboard's data roots and the one way it starts a run: every path a visitor can name
 (a dataset, an upload, the server data of a Flower federation, backbone weights) is checked
-against the roots (`application.datasets`, data_adapters/roots.py) before anything opens it. This
+against the roots (`application.datasets`, data_adapters/references/roots.py) before anything opens it. This
 module binds them to the dashboard's store.
 
 The application layer's data services load the data adapters and torch (seconds on a cold start),

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from data_adapters import draft_dictionary, load_federation, mapping
-from data_adapters.alignment import Alignment, SiteTable, TableSites
-from data_adapters.dictionary import FORMAT, apply_dictionary, merge, parse_dictionary, validate
-from data_adapters.names import code_key, name_key
-from data_adapters.suggestions import edited_patch, suggest
+from data_adapters.alignment.align import Alignment, SiteTable, TableSites
+from data_adapters.mapping.dictionary import FORMAT, apply_dictionary, merge, parse_dictionary, validate
+from data_adapters.tables.names import code_key, name_key
+from data_adapters.mapping.suggestions import edited_patch, suggest
 from fedcore.errors import DataError
 from tests.messy_exports import CHOLESTEROL_MG_DL, FEATURES, SITES, write_messy_exports
 

@@ -343,7 +343,7 @@ def test_a_site_can_keep_its_profile_to_itself(tmp_path):
 def messy_sites(tmp_path_factory):
     """The messy exports (tests/messy_exports.py) and their drafted data dictionary."""
     from data_adapters import draft_dictionary
-    from data_adapters.dictionary import dictionary_bytes
+    from data_adapters.mapping.dictionary import dictionary_bytes
     from tests.messy_exports import write_messy_exports
 
     folder = tmp_path_factory.mktemp("messy")

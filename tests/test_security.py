@@ -18,7 +18,7 @@ import pytest
 from dashboard.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
 from dashboard.safe_text import code, csv_bytes, md, neutral_cell
 from dashboard.serve import server_config
-from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
+from data_adapters.references.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
 from tests.helpers import unescaped
 
 ROOT = Path(__file__).resolve().parent.parent

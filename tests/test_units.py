@@ -19,7 +19,7 @@ def test_the_demo_records_its_data_dictionary_and_units():
     scales = feature_scales(load_federation("demo").describe())
     assert set(scales) == {"Alder General", "Birch University", "Cedar Community", "Elm Regional", "Fir Valley",
                            "Oak District", "Pine County", "Willow Memorial"}
-    # the data dictionary of data_adapters/demo.py, the same at every site
+    # the data dictionary of data_adapters/readers/demo.py, the same at every site
     assert scales["Elm Regional"]["temperature"] == Scale(37.3, 0.8, "°C")
     assert scales["Cedar Community"]["age"] == Scale(58.0, 17.0, "years")
     assert "sex_male" not in scales["Elm Regional"]  # binary: never standardised

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import data_adapters.text_tables as text_tables
+import data_adapters.tables.text_tables as text_tables
 from application import datasets
 from tests.helpers import unescaped
 from tests.test_bad_inputs import HEADER, clinic, table

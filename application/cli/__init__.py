@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from data_adapters import describe_reference, draft_dictionary, inspect_data, normalize_reference, reference_dict
-from data_adapters.dictionary import dictionary_bytes
+from data_adapters import dictionary_bytes
 from fedcore.algorithms import REGISTRY
 from fedcore.checkup import Plan, plans
 from application.checkup_jobs import start_checkup

@@ -1,7 +1,7 @@
 """Real federations over Flower: each site runs its own ClientApp next to its data.
 
     eligibility.py which algorithms a real federation runs (from what each declares it needs);
-                  the reference itself, `--data flower:HOST:PORT`, is data_adapters/flower_reference.py
+                  the reference itself, `--data flower:HOST:PORT`, is data_adapters/references/flower_reference.py
     protocol.py   the messages between the server and the sites
     site.py       a site: its own rows, the simulation's local update (the per-site executor's `train_site`)
     server.py     the server: the simulation's server side of a round (`FederatedModels.aggregate`,

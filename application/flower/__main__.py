@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_adapters.demo import SITES
+from data_adapters.readers.demo import SITES
 from application import cli
 from application.flower.launch import Loopback
 

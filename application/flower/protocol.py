@@ -19,7 +19,7 @@ them (a feature of too few rows sends zeros, the sums are rounded), nothing else
 does, the server pools the sums into each continuous
 feature's mean and SD and sends them in SPEC (its POOLED entry) with every later message: a site
 standardises its rows with them, as the simulation does with the same values
-(`data_adapters.assemble`).
+(`data_adapters.assembly.assemble`).
 
 SPEC is the run's spec (algorithm, params, engine config), sent each time because a site keeps
 nothing but its own tensors between rounds. Tensors travel as numpy arrays (never pickled).

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fedcore.federation import Federation
-from data_adapters.flower_reference import DEFAULTS, SOURCE
+from data_adapters.references.flower_reference import DEFAULTS, SOURCE
 from fedcore.store import Run, RunStore
 
 

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from data_adapters.cells import as_labels, close_match, data_rows, label_order, quoted
-from data_adapters.columns import (
+from data_adapters.tables.cells import as_labels, close_match, data_rows, label_order, quoted
+from data_adapters.tables.columns import (
     SQUARE_SAFE,
     Column,
     as_text,
@@ -56,12 +56,12 @@ from data_adapters.columns import (
     text_examples,
     type_columns,
 )
-from data_adapters.duplicates import duplicate_message, duplicate_sites, row_fingerprints
-from data_adapters.names import name_key
-from data_adapters.report_text import alignment_text
-from data_adapters.server_table import ServerTable, align_server_table
-from data_adapters.sites import RawFederation, RawSite
-from data_adapters.targets import label_problems, single_site_classes
+from data_adapters.alignment.duplicates import duplicate_message, duplicate_sites, row_fingerprints
+from data_adapters.tables.names import name_key
+from data_adapters.alignment.report_text import alignment_text
+from data_adapters.alignment.server_table import ServerTable, align_server_table
+from data_adapters.tables.site_rows import RawFederation, RawSite
+from data_adapters.alignment.targets import label_problems, single_site_classes
 from fedcore.checkup import check_up
 from fedcore.interpret.profile import Profile, profile_federation
 from fedcore.errors import DataError

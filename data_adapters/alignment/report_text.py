@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from data_adapters.text_tables import DELIMITER_NAMES
+from data_adapters.tables.text_tables import DELIMITER_NAMES
 from fedcore.checkup import finding_line, untestable_summary
 from fedcore.text import table
 
 if TYPE_CHECKING:
-    from data_adapters.alignment import AlignmentReport
-    from data_adapters.summary import SiteSummary
+    from data_adapters.alignment.align import AlignmentReport
+    from data_adapters.alignment.summary import SiteSummary
 
 WIDE = 8  # with more sites than this, missing shares are listed per site instead of as a grid
 

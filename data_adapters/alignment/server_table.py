@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from data_adapters.cells import as_labels, close_match, data_rows, quoted
-from data_adapters.columns import Column, as_text, distinct, type_columns
+from data_adapters.tables.cells import as_labels, close_match, data_rows, quoted
+from data_adapters.tables.columns import Column, as_text, distinct, type_columns
 
 if TYPE_CHECKING:  # alignment.py imports this module
-    from data_adapters.alignment import SiteTable
+    from data_adapters.alignment.align import SiteTable
 
 WHAT = "the server's test set"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from data_adapters.report_text import summary_text
+from data_adapters.alignment.report_text import summary_text
 from fedcore.federation import Federation
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from data_adapters.cells import clipped, data_rows, label_order, quoted
+from data_adapters.tables.cells import clipped, data_rows, label_order, quoted
 
 
 def label_problems(target: str, labels: Mapping[str, pd.Series], files: Mapping[str, str]) -> list[str]:

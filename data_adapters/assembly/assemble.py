@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from data_adapters.columns import FLOAT32_MAX
-from data_adapters.inject import check, inject_inputs, inject_rows, parse_injection
-from data_adapters.partition import MIN_SITE_ROWS, partition
-from data_adapters.preprocessing import encode_missing, fit_standardization, scales_record, standardize
-from data_adapters.sites import RawFederation, RawSite
+from data_adapters.tables.columns import FLOAT32_MAX
+from data_adapters.assembly.inject import check, inject_inputs, inject_rows, parse_injection
+from data_adapters.assembly.partition import MIN_SITE_ROWS, partition
+from data_adapters.assembly.preprocessing import encode_missing, fit_standardization, scales_record, standardize
+from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy, released_sums

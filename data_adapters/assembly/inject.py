@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from data_adapters.sites import RawFederation
+from data_adapters.tables.site_rows import RawFederation
 from fedcore.errors import DataError
 from fedcore.seeding import derive_seed
 

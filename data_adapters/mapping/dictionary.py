@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from data_adapters.alignment import SiteTable, TableSites
-from data_adapters.cells import as_labels, quoted
+from data_adapters.alignment.align import SiteTable, TableSites
+from data_adapters.tables.cells import as_labels, quoted
 from fedcore.errors import DataError
 from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.federation import FEATURE_KINDS

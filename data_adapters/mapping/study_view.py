@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from data_adapters.alignment import TableSites
-from data_adapters.cells import as_labels, label_order
-from data_adapters.columns import type_columns
-from data_adapters.names import name_key
-from data_adapters.suggestions import target_matches
+from data_adapters.alignment.align import TableSites
+from data_adapters.tables.cells import as_labels, label_order
+from data_adapters.tables.columns import type_columns
+from data_adapters.tables.names import name_key
+from data_adapters.mapping.suggestions import target_matches
 
 SHOWN_VALUES = 12  # distinct values listed per column and site; more: the column is a measurement
 

@@ -48,12 +48,12 @@ import difflib
 
 import numpy as np
 
-from data_adapters.alignment import Alignment, TableSites
-from data_adapters.cells import as_labels, label_order
-from data_adapters.columns import Column, type_columns
-from data_adapters.dictionary import effects
-from data_adapters.names import code_key, name_key, plain
-from data_adapters.value_rules import SiteValues, find
+from data_adapters.alignment.align import Alignment, TableSites
+from data_adapters.tables.cells import as_labels, label_order
+from data_adapters.tables.columns import Column, type_columns
+from data_adapters.mapping.dictionary import effects
+from data_adapters.tables.names import code_key, name_key, plain
+from data_adapters.mapping.value_rules import SiteValues, find
 from fedcore.interpret import units as catalogue
 
 ID_SHARE = 0.95

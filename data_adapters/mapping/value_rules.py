@@ -67,9 +67,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from data_adapters.alignment import Alignment
-from data_adapters.cells import label, label_order
-from data_adapters.columns import Column, type_columns
+from data_adapters.alignment.align import Alignment
+from data_adapters.tables.cells import label, label_order
+from data_adapters.tables.columns import Column, type_columns
 from fedcore.interpret import units as catalogue
 from fedcore.interpret.checks import limit
 from fedcore.interpret.data_checks import Checks, robust_sd, unit_readable

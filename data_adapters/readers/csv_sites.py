@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from data_adapters.alignment import SiteTable, TableSites
-from data_adapters.cells import as_labels, close_match, data_rows, label_order
-from data_adapters.dictionary import apply_dictionary, dictionary_name, read_dictionary, target_of
-from data_adapters.text_tables import MAX_ROWS, TextTable, read_text_table
-from data_adapters.workbooks import SUFFIXES as WORKBOOK_SUFFIXES
-from data_adapters.workbooks import is_workbook, read_workbook
+from data_adapters.alignment.align import SiteTable, TableSites
+from data_adapters.tables.cells import as_labels, close_match, data_rows, label_order
+from data_adapters.mapping.dictionary import apply_dictionary, dictionary_name, read_dictionary, target_of
+from data_adapters.tables.text_tables import MAX_ROWS, TextTable, read_text_table
+from data_adapters.tables.workbooks import SUFFIXES as WORKBOOK_SUFFIXES
+from data_adapters.tables.workbooks import is_workbook, read_workbook
 from fedcore.errors import DataError
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".data", ".tab")

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data_adapters.assemble import assemble
-from data_adapters.sites import RawFederation, RawSite
+from data_adapters.assembly.assemble import assemble
+from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.federation import Federation
@@ -91,7 +91,7 @@ def make_demo_federation(
     """The demo federation; `seed` sets the hold-out split, `data_seed` the generated patients.
     `site` keeps only that hospital, exactly as it is in the whole federation (what one Flower
     site holds in the demo deployment). `problems=False` leaves out the four built-in problems
-    (a clean federation); `inject` adds others (data_adapters.inject), recorded as ground truth too.
+    (a clean federation); `inject` adds others (data_adapters.assembly.inject), recorded as ground truth too.
     `disclosure`: the policy the hospitals release their statistics at."""
     names = [name for name, _, _ in SITES]
     if site is not None and site not in names:

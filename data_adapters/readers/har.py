@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from data_adapters.alignment import TableSites
-from data_adapters.csv_sites import numbered, split_by_column
-from data_adapters.text_tables import TextTable, read_text_table
+from data_adapters.alignment.align import TableSites
+from data_adapters.readers.csv_sites import numbered, split_by_column
+from data_adapters.tables.text_tables import TextTable, read_text_table
 from fedcore.errors import DataError
 
 ACTIVITIES = ("WALKING", "WALKING_UPSTAIRS", "WALKING_DOWNSTAIRS", "SITTING", "STANDING", "LAYING")

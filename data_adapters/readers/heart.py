@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_adapters.alignment import TableSites
-from data_adapters.csv_sites import site_table
-from data_adapters.text_tables import read_text_table
+from data_adapters.alignment.align import TableSites
+from data_adapters.readers.csv_sites import site_table
+from data_adapters.tables.text_tables import read_text_table
 from fedcore.errors import DataError
 
 COLUMNS = ("age", "sex", "cp", "trestbps", "chol", "fbs", "restecg", "thalach", "exang", "oldpeak",

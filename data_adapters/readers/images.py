@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_adapters.sites import RawFederation, RawSite
+from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 
 MEDMNIST_CLASSES = {  # from MedMNIST's INFO (labels 0, 1, ...)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from data_adapters.sites import RawFederation, RawSite
+from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 
 CLASSES = ("clear", "spot")

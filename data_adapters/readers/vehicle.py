@@ -8,9 +8,9 @@ z-scored per sensor in that release. The two vehicle classes are named by their 
 
 from __future__ import annotations
 
-from data_adapters.alignment import TableSites
-from data_adapters.csv_sites import numbered, split_by_column
-from data_adapters.text_tables import read_text_table
+from data_adapters.alignment.align import TableSites
+from data_adapters.readers.csv_sites import numbered, split_by_column
+from data_adapters.tables.text_tables import read_text_table
 
 MAX_BYTES = 200_000_000
 MIN_ROWS = 5  # the smallest sensor has 7 windows; all 23 take part

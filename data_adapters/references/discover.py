@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_adapters.roots import configured_roots
+from data_adapters.references.roots import configured_roots
 
 # (label, source, pattern relative to a searched folder, whether the reference names the parent folder)
 LAYOUTS = (

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from data_adapters.inject import parse_injection
-from data_adapters.partition import parse_split
-from data_adapters.sources import SOURCES, Source
+from data_adapters.assembly.inject import parse_injection
+from data_adapters.assembly.partition import parse_split
+from data_adapters.references.sources import SOURCES, Source
 from fedcore.data_labels import data_label
 from fedcore.errors import DataError
-from data_adapters.flower_reference import flower_reference, is_flower_reference
+from data_adapters.references.flower_reference import flower_reference, is_flower_reference
 
 Reference = str | Mapping[str, Any]
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")

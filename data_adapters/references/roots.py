@@ -20,9 +20,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from data_adapters.references import Reference, parse_reference
+from data_adapters.references.references import Reference, parse_reference
 from fedcore.errors import DataError
-from data_adapters.flower_reference import flower_options, is_flower_reference
+from data_adapters.references.flower_reference import flower_options, is_flower_reference
 
 ENVIRONMENT = "FEDCORE_DATA_DIRS"
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from data_adapters.csv_sites import read_csv_sites
-from data_adapters.demo import make_demo_federation
-from data_adapters.har import read_har
-from data_adapters.heart import read_heart_disease
-from data_adapters.images import read_idx, read_image_folders, read_npz
-from data_adapters.synthetic_images import make_synthetic_scans
-from data_adapters.vehicle import read_vehicle
+from data_adapters.readers.csv_sites import read_csv_sites
+from data_adapters.readers.demo import make_demo_federation
+from data_adapters.readers.har import read_har
+from data_adapters.readers.heart import read_heart_disease
+from data_adapters.readers.images import read_idx, read_image_folders, read_npz
+from data_adapters.readers.synthetic_images import make_synthetic_scans
+from data_adapters.readers.vehicle import read_vehicle
 
 
 # A reader's parameters that the loader passes itself, never a reference's options: the run's seed,
@@ -45,7 +45,7 @@ class SiteOptions:
     split: str | None = None  # iid, dirichlet:ALPHA, quantity:BETA; None: the data's own sites
     sites: int = 4  # number of simulated sites when a split is used
     partition_seed: int = 0  # fixes the partition independently of the run's seed
-    inject: list[str | dict[str, Any]] = field(default_factory=list)  # see data_adapters.inject
+    inject: list[str | dict[str, Any]] = field(default_factory=list)  # see data_adapters.assembly.inject
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from data_adapters.cells import as_labels, data_rows, label, label_order
+from data_adapters.tables.cells import as_labels, data_rows, label, label_order
 
 STRAY_SHARE = 0.1
 STRAY_CELLS = 3

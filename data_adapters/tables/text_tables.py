@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from data_adapters.cells import data_rows
+from data_adapters.tables.cells import data_rows
 from fedcore.errors import DataError
 
 MISSING_TOKENS = ("", "NA", "N/A", "n/a", "na", "NaN", "nan", "NULL", "null", "None", "?", ".")

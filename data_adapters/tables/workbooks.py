@@ -35,7 +35,7 @@ from openpyxl.worksheet._reader import WorkSheetParser
 from openpyxl.xml.constants import SHEET_MAIN_NS
 from openpyxl.xml.functions import iterparse
 
-from data_adapters.text_tables import MAX_CELLS, MAX_COLUMNS, MAX_ROWS, TextTable, cell_limit_message, parse_text_table
+from data_adapters.tables.text_tables import MAX_CELLS, MAX_COLUMNS, MAX_ROWS, TextTable, cell_limit_message, parse_text_table
 from fedcore.errors import DataError
 
 SUFFIXES = (".xlsx", ".xlsm")
