@@ -76,7 +76,7 @@ from data_adapters import (
     validate_dictionary,
     within_roots,
 )
-from fedcore.interpret.units import CONVERSIONS
+from fedcore.interpret.unit_conversions import CONVERSIONS
 from application import jobs
 from fedcore.errors import DataError
 from fedcore.store import Run, RunStore, atomic_write_bytes

@@ -10,7 +10,7 @@ from application.cli import HtmlReports, main
 def html_reports() -> HtmlReports:
     # Loaded only when a report is asked for: the dashboard's figures take seconds to import, and
     # every other command starts without them.
-    from dashboard.report import checkup_report, html_report
+    from dashboard.presenters.report import checkup_report, html_report
 
     return HtmlReports(run=html_report, checkup=checkup_report)
 

@@ -109,7 +109,7 @@ def remove_started_runs(store, keep: Sequence[str]) -> None:
 
 
 def unescaped(markdown: str) -> str:
-    """What a person reads of Markdown that dashboard.safe_text.md escaped: without the backslashes
+    """What a person reads of Markdown that dashboard.presenters.safe_text.md escaped: without the backslashes
     before punctuation and the invisible word joiners."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
 

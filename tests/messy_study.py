@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from data_adapters.mapping.dictionary import FORMAT, merge
-from fedcore.interpret.units import CONVERSIONS, Conversion
+from fedcore.interpret.unit_conversions import CONVERSIONS, Conversion
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HEART = SHARED / "heart_disease" / "heart_disease_4sites.csv"

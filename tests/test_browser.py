@@ -273,7 +273,7 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
         pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
     from playwright.sync_api import sync_playwright
 
-    from dashboard.report import html_report
+    from dashboard.presenters.report import html_report
 
     ARTIFACTS.mkdir(exist_ok=True)
     problems = []

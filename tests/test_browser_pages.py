@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.records import run_name
+from dashboard.presenters.record_tables import run_name
 from fedcore.checkup import plans
 from application.checkup_jobs import start_checkup
 from application.runner import execute, resolve_spec

@@ -15,7 +15,7 @@ from data_adapters.mapping.dictionary import FORMAT, apply_dictionary, effects
 from data_adapters.mapping.study_view import target_choices
 from data_adapters.mapping.suggestions import decision, suggest
 from fedcore.errors import DataError
-from fedcore.interpret.units import CONVERSIONS
+from fedcore.interpret.unit_conversions import CONVERSIONS
 
 CHOL = next(c for c in CONVERSIONS if c.source == "mg/dL" and c.target == "mmol/L" and "cholesterol" in c.analytes)
 

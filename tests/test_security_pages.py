@@ -279,7 +279,7 @@ def test_hostile_names_are_shown_as_text_and_exported_without_formulas(make_app,
 
 
 def test_who_may_see_rows_is_a_setting_of_the_deployment():
-    from dashboard.auth import may_see_rows, rows_role
+    from dashboard.access.auth import may_see_rows, rows_role
 
     assert rows_role({}) == "analyst"  # the default
     assert [may_see_rows(role, {}) for role in ROLE_ORDER] == [False, True, True]

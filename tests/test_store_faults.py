@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.lenses import detection_table, shift_view
-from dashboard.records import progress
-from dashboard.report import html_report
+from dashboard.presenters.lenses import detection_table, shift_view
+from dashboard.presenters.record_tables import progress
+from dashboard.presenters.report import html_report
 from application import jobs
 from fedcore import store as store_module
 from application.cli import main

@@ -1,4 +1,4 @@
-"""Standardised values and iFedAvg's corrections back in the data's own units (fedcore/units.py), from
+"""Standardised values and iFedAvg's corrections back in the data's own units (fedcore/original_units.py), from
 the preprocessing record the data adapters write; and the one label of a data reference."""
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from data_adapters import load_federation
 from fedcore.data_labels import data_label
 from fedcore.glossary import technical_first
-from fedcore.units import Scale, correction_text, feature_scales, number
+from fedcore.original_units import Scale, correction_text, feature_scales, number
 
 SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
 

@@ -19,7 +19,7 @@ Rules:
   unverified (`email_verified = false`). A signed-in person with no matching entry gets no access.
 - Claims are read by their type: a claim of another (`email_verified` as text, `groups` as a
   number or an object) refuses with a message and grants nothing.
-- A sign-in ends on sign-out everywhere and after `[sessions] max_hours` (dashboard/sessions.py).
+- A sign-in ends on sign-out everywhere and after `[sessions] max_hours` (dashboard/access/sessions.py).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import sessions
-from dashboard.safe_text import md
-from dashboard.sessions import ClaimError, described
+from dashboard.access import sessions
+from dashboard.presenters.safe_text import md
+from dashboard.access.sessions import ClaimError, described
 from fedcore.store import RunStore
 
 ROLES = ("viewer", "analyst", "admin")
@@ -209,7 +209,7 @@ def current_access() -> Access:
     if "auth" not in secrets:
         address = st.get_option("server.address")
         if is_loopback(address):
-            # The launcher's LocalOnly (dashboard/guard.py) refuses such a page before it loads; this
+            # The launcher's LocalOnly (dashboard/access/guard.py) refuses such a page before it loads; this
             # is the same rule for `streamlit run app.py` (no headers at all: a test's bare session).
             headers = st.context.headers
             problem = headers and local_address_problem(headers.get("Host"), headers.get("Origin"),
@@ -301,7 +301,7 @@ def gate(pages: Callable[[], Sequence[Any]] = tuple) -> Access:
 
 def sign_out_button() -> None:
     """Sign out here and everywhere: the sign-out is recorded on the server first (ending this
-    person's sign-ins in every tab and browser, `dashboard.sessions`), then Streamlit's own
+    person's sign-ins in every tab and browser, `dashboard.access.sessions`), then Streamlit's own
     sign-out clears this browser's cookie and the provider's session."""
     if st.button("Sign out", key="sign_out"):
         claims = st.user.to_dict()

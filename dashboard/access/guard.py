@@ -17,7 +17,7 @@ run`, the Docker image).
   table; it is served, and swept within two sweeps of being made.
 - `CookieFlags` (sign-in): every cookie gets `Secure` when the public address is https (Streamlit
   leaves it off on purpose, for Safari on plain-http localhost), and the sign-in cookie lives no
-  longer than a sign-in does (`[sessions] max_hours`, dashboard/sessions.py) instead of 30 days.
+  longer than a sign-in does (`[sessions] max_hours`, dashboard/access/sessions.py) instead of 30 days.
 
 Streamlit 1.67's own pieces are used where it has no public word for them: the running runtime
 (`streamlit.runtime.get_instance`) and which session shows which file (its media file manager's
@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from dashboard.auth import local_address_problem
+from dashboard.access.auth import local_address_problem
 
 Scope = dict[str, Any]
 SIGN_IN_COOKIE = "_streamlit_user"  # and its chunks and the tokens' cookie: every name that starts so

@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import evidence_views as views
-from dashboard.evidence_views import Evidence
-from dashboard.figures import FONT, site_colors
-from dashboard.records import run_name
-from dashboard.safe_text import plot_lines, plot_text
-from dashboard.report_sections import figures_html
+from dashboard.presenters import evidence_views as views
+from dashboard.presenters.evidence_views import Evidence
+from dashboard.presenters.figures import FONT, site_colors
+from dashboard.presenters.record_tables import run_name
+from dashboard.presenters.safe_text import plot_lines, plot_text
+from dashboard.presenters.report_sections import figures_html
 from fedcore.glossary import COLUMNS, effect_unit, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND

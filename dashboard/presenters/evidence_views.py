@@ -1,6 +1,6 @@
 """The data behind a finding, drawn in the units of what it describes: pure functions of the
 finding and of what the check-up computed it from (`Evidence`), no Streamlit. Which view draws
-which kind of finding is `dashboard.checkup_view.EVIDENCE_VIEWS` / `VIEW_OF_KIND`.
+which kind of finding is `dashboard.presenters.checkup_view.EVIDENCE_VIEWS` / `VIEW_OF_KIND`.
 
 Every view draws every site, the finding's site in its colour and the others in grey, so that a
 reader sees where the site lies among them:
@@ -16,7 +16,7 @@ figures set their own colours and margins, so a report draws them alike in any t
 
 Every view draws only what the sites released at their disclosure policy (the profile) and what
 the check-up computed from it, never a row: a viewer sees them as an analyst does (the pages that
-draw rows ask `dashboard.auth.can_see_rows`). A quantile a site did not release is not drawn (a
+draw rows ask `dashboard.access.auth.can_see_rows`). A quantile a site did not release is not drawn (a
 small group's box is a line at its median), and a statistic a site withheld is no bar, the title
 naming the site, never a 0.
 """
@@ -31,8 +31,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures import CLASS_COLOURS, FONT
-from dashboard.safe_text import plot_text
+from dashboard.presenters.figures import CLASS_COLOURS, FONT
+from dashboard.presenters.safe_text import plot_text
 from fedcore.glossary import effect_unit, term
 from fedcore.interpret.data_checks import relation_to_labels
 from fedcore.interpret.findings import Finding

@@ -20,8 +20,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.records import METRIC_LABELS
-from dashboard.safe_text import plot_text
+from dashboard.presenters.record_tables import METRIC_LABELS
+from dashboard.presenters.safe_text import plot_text
 from fedcore.checkup import format_q
 from fedcore.glossary import plain, term
 from fedcore.interpret.findings import FDR, KINDS, Finding
@@ -201,7 +201,7 @@ def shift_heatmap(
     and the per-site / per-feature sums of |value - feature mean| (given, so that the page
     exports the very numbers drawn) as bars beside and below. `notes` (sites x features text) is
     what each cell's hover says: the correction in the data's units, how far it lies from the
-    other sites, a check-up's q (`dashboard.lenses.shift_view` writes them); `marks_meaning` what
+    other sites, a check-up's q (`dashboard.presenters.lenses.shift_view` writes them); `marks_meaning` what
     the marks are (the paper's rule, or a check-up's calibrated findings)."""
     matrix = np.asarray(matrix, dtype=float)
     column_mean = matrix.mean(axis=0)

@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import figures
-from dashboard.records import per_class_series, per_site_series
-from dashboard.safe_text import plot_lines, plot_text
+from dashboard.presenters import figures
+from dashboard.presenters.record_tables import per_class_series, per_site_series
+from dashboard.presenters.safe_text import plot_lines, plot_text
 from fedcore.interpret.detection import detection_report
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.store import Run, check_array
 from fedcore.glossary import plain, term
-from fedcore.units import correction_text, feature_scales
+from fedcore.original_units import correction_text, feature_scales
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"

@@ -1,7 +1,7 @@
 """inDISCO's lens from stored runs: prototype boxes drawn on a site's own images, local against
 global, and the per-site overlap of boxes and stamp. Pure numpy and PIL (no torch): the page
 fetches, these draw. (The bias experiment's preset, which looks for data on this machine, is in
-`dashboard.bias_experiment`: the HTML report imports this module on every page.)
+`dashboard.widgets.bias_experiment`: the HTML report imports this module on every page.)
 
 A comparison has two sides, each one kind of prototypes of one run at its last evaluated round:
 'local' from an LM run (each site alone, as in the paper's figures) or the local prototypes a GM /
@@ -21,8 +21,8 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 from PIL import Image, ImageDraw
 
-from dashboard.figures import _style
-from fedcore.interpret.prototypes import ON_STAMP_SHARE
+from dashboard.presenters.figures import _style
+from fedcore.interpret.prototype_boxes import ON_STAMP_SHARE
 from fedcore.records import Prototypes, record_kind
 from fedcore.store import Run
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dashboard import report_sections
+from dashboard.presenters import report_sections
 from fedcore.records import FeatureShifts, Mixture, Prototypes, SiteSimilarity, SiteWeights, record_kind
 from fedcore.store import Run
 
@@ -22,7 +22,7 @@ class Page:
     path: str
     title: str
     icon: str
-    action: str = "view"  # what a role must be allowed to do to see it (dashboard/auth.py's PERMISSIONS)
+    action: str = "view"  # what a role must be allowed to do to see it (dashboard/access/auth.py's PERMISSIONS)
 
 
 RUNS = Page("views/runs.py", "Runs", ":material/home:")

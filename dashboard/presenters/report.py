@@ -9,12 +9,12 @@ import json
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from dashboard import figures
-from dashboard.checkup_view import checkup_sections, html_sections, run_names
-from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, progress, round_text, run_name,
+from dashboard.presenters import figures
+from dashboard.presenters.checkup_view import checkup_sections, html_sections, run_names
+from dashboard.presenters.record_tables import (METRIC_LABELS, algorithm_detail, final_site_metrics, progress, round_text, run_name,
                                site_metrics)
-from dashboard.registry import lens_of
-from dashboard.report_sections import figures_html
+from dashboard.presenters.registry import lens_of
+from dashboard.presenters.report_sections import figures_html
 from fedcore.checkup import Plan
 from fedcore.data_labels import data_label
 from fedcore.shapes import RunDamaged
@@ -101,7 +101,7 @@ def document(title: str, sections: list[str]) -> str:
 
 
 def checkup_report(plan: Plan, store: RunStore) -> str:
-    """A check-up's findings, grid and evidence (`dashboard.checkup_view`)."""
+    """A check-up's findings, grid and evidence (`dashboard.presenters.checkup_view`)."""
     result = plan.evaluate(store)
     sections = html_sections(result, plan.kind, plan.profile, figures.site_colors(result.sites), run_names(plan, store),
                              level=1)

@@ -1,4 +1,4 @@
-"""The HTML report's section for each lens (the registry, `dashboard.registry`, says which is whose):
+"""The HTML report's section for each lens (the registry, `dashboard.presenters.registry`, says which is whose):
 each takes the run and its sites' colours and gives HTML, with the last evaluated round's figures
 inline (plotly.js travels once, in the document's head: `report.document`)."""
 
@@ -12,8 +12,8 @@ import re
 import plotly.graph_objects as go
 from PIL import Image
 
-from dashboard import figures, lenses, prototypes as prototype_views
-from dashboard.records import per_site_series
+from dashboard.presenters import figures, lenses, prototype_images as prototype_views
+from dashboard.presenters.record_tables import per_site_series
 from fedcore.store import Run
 
 IMAGES_PER_SITE = 6

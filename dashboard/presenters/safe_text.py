@@ -12,7 +12,7 @@
   quotes one goes through it; tables (st.dataframe) show their cells as text already.
 - In a plotly figure, texts (tick labels, legend names, titles, hover) are a subset of HTML:
   `<a href=...>` is a link, `<b>` bold. `plot_text()` escapes `&`, `<` and `>` so a name is drawn
-  as written; `dashboard.figures` applies it to every category and trace name it draws, and
+  as written; `dashboard.presenters.figures` applies it to every category and trace name it draws, and
   `plot_lines()` builds a hover of several lines (each escaped once, joined by `<br>`).
 - In a CSV file, a spreadsheet runs a text cell that starts with `=`, `+`, `-`, `@`, a tab or a
   carriage return as a formula (OWASP, "CSV injection"). `csv_bytes()` prefixes such text cells,

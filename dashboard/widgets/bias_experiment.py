@@ -1,6 +1,6 @@
 """The Prototypes page's bias experiment: inDISCO's LM, GM and PM on four sites whose site1 has a
 stamp on its positive images, on declared-synthetic scans or a binary MedMNIST file found on this
-machine. Apart from `dashboard.prototypes` because finding data goes through the application
+machine. Apart from `dashboard.presenters.prototype_images` because finding data goes through the application
 layer's data services (`application.datasets`), which load the data adapters and torch: only the page
 that offers the experiment pays for that.
 """

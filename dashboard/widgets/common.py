@@ -14,12 +14,12 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import figures
-from dashboard.auth import allowed, least_role
-from dashboard.figures import site_colors
-from dashboard.records import progress, run_label, run_name
-from dashboard.registry import RUNS, Lens, Page, lens_of
-from dashboard.safe_text import csv_bytes, md
+from dashboard.presenters import figures
+from dashboard.access.auth import allowed, least_role
+from dashboard.presenters.figures import site_colors
+from dashboard.presenters.record_tables import progress, run_label, run_name
+from dashboard.presenters.registry import RUNS, Lens, Page, lens_of
+from dashboard.presenters.safe_text import csv_bytes, md
 from application import jobs
 from fedcore.checkup import CheckUp, Plan
 from fedcore.errors import FedcoreError

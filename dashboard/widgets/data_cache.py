@@ -1,6 +1,6 @@
 """The data a page loads, cached across reruns: federations and the Data page's inspection.
 
-Apart from `dashboard.common` because loading data goes through the application layer's data
+Apart from `dashboard.widgets.common` because loading data goes through the application layer's data
 services (`application.datasets`: the data adapters, and with them torch). Only the pages that look at
 data rows import this module, so the others — the Runs page above all, the first one a browser
 opens — start without loading torch.

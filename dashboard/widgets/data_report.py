@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import figures
-from dashboard.auth import can_see_rows, rows_refused
-from dashboard.common import download_csv
-from dashboard.safe_text import code, md
+from dashboard.presenters import figures
+from dashboard.access.auth import can_see_rows, rows_refused
+from dashboard.widgets.common import download_csv
+from dashboard.presenters.safe_text import code, md
 from fedcore.checkup import finding_line, untestable_summary
 from application.datasets import MISSING_CODE
 from fedcore.federation import Federation

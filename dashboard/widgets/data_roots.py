@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dashboard.common import get_store
+from dashboard.widgets.common import get_store
 from fedcore.checkup import Plan
 from fedcore.store import Run, RunStore
 

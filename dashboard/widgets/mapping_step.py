@@ -30,10 +30,10 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard.auth import allowed, current_access
-from dashboard.common import get_store
-from dashboard.data_roots import upload_folder
-from dashboard.safe_text import code, md
+from dashboard.access.auth import allowed, current_access
+from dashboard.widgets.common import get_store
+from dashboard.widgets.data_roots import upload_folder
+from dashboard.presenters.safe_text import code, md
 from application.datasets import (DICTIONARY_MAX_BYTES, catalogue_conversions, check_dictionary_size, decision,
                               dictionary_bytes, edited_patch, effects_of, empty_dictionary, keep_dictionary,
                               load_draft, map_data, merge, parse_dictionary, save_draft)

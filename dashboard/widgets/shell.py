@@ -1,4 +1,4 @@
-"""The dashboard's frame, drawn on every rerun by app.py: sign-in (dashboard/auth.py: a sign-in page
+"""The dashboard's frame, drawn on every rerun by app.py: sign-in (dashboard/access/auth.py: a sign-in page
 or a refusal stops here), navigation (st.navigation over the pages the registry defines, those the
 person's role may use) and the live "training now" sidebar. Kept in a module, not in app.py, so the
 import contracts cover it like every other part of the dashboard."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import registry
-from dashboard.auth import gate
-from dashboard.common import format_duration, get_store, is_active
-from dashboard.records import progress, round_text, run_name
-from dashboard.safe_text import md
+from dashboard.presenters import registry
+from dashboard.access.auth import gate
+from dashboard.widgets.common import format_duration, get_store, is_active
+from dashboard.presenters.record_tables import progress, round_text, run_name
+from dashboard.presenters.safe_text import md
 from application import jobs
 
 

@@ -6,7 +6,7 @@ Nothing here decides anything of its own: the columns are profiled as their site
 them (`fedcore.interpret.profile`) and the check-up's data lens runs on them (`fedcore.checkup`,
 the checks of `fedcore.interpret.checks`), so the Data page, `inspect`, the mapping step's
 suggestions and a check-up of the same files give the same answer. Two kinds of its findings are
-units (the rules are the registry's and the catalogue's, `fedcore.interpret.units`):
+units (the rules are the registry's and the catalogue's, `fedcore.interpret.unit_conversions`):
 - `unit` (three or more sites): the site whose quantiles a catalogue conversion, or a clean
   unexplained factor, maps onto the other sites', where its location or spread stands out;
 - `unit_pair`: pairs of sites whose medians and spreads differ by a catalogue factor, for the
@@ -23,7 +23,7 @@ import numpy as np
 from fedcore.checkup import check_up
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import profile_federation
-from fedcore.interpret.units import FAHRENHEIT, KNOWN_FACTORS
+from fedcore.interpret.unit_conversions import FAHRENHEIT, KNOWN_FACTORS
 
 __all__ = ["FAHRENHEIT", "KNOWN_FACTORS", "site_unit_differences", "unit_differences", "unit_message"]
 

@@ -63,7 +63,7 @@ def scales_record(
 ) -> dict[str, dict[str, list[float]]]:
     """For the federation's preprocessing record: per site, every standardised feature's [mean, sd]
     as applied (an SD of 0 divides by 1) — what turns a standardised value, or a correction the
-    model learned, back into the data's own units (`fedcore.units`)."""
+    model learned, back into the data's own units (`fedcore.original_units`)."""
     return {site: {feature_names[j]: [float(mean), float(sd if sd > 0 else 1.0)] for j, (mean, sd) in by_column.items()}
             for site, by_column in values.items()}
 

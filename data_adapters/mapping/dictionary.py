@@ -31,7 +31,7 @@ Every key is optional but `format`. What each does, in the order it is applied t
 4. `values` (site): per column, a map from the site's codes to the study's ('M' -> 'male'); codes
    not in the map stay as they are (and the alignment reports them).
 5. `convert` (site): per column, y = a · x + b on its numbers; other cells stay as they are.
-   `name` says which conversion in words; a name of the unit catalogue (`fedcore.interpret.units`,
+   `name` says which conversion in words; a name of the unit catalogue (`fedcore.interpret.unit_conversions`,
    written as `conversion_name` writes it) must agree with a and b.
 6. `positive` (site): the site's target values that mean the positive class: they become
    `target.positive`, every other value `target.negative` ("1" and "0" unless given).
@@ -63,7 +63,7 @@ from data_adapters.tables.cells import as_labels, quoted
 from fedcore.errors import DataError
 from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.federation import FEATURE_KINDS
-from fedcore.interpret.units import CONVERSIONS, Conversion
+from fedcore.interpret.unit_conversions import CONVERSIONS, Conversion
 
 FORMAT = "fedcore-data-dictionary/1"
 SUFFIX = ".dictionary.json"
