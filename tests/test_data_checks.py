@@ -17,7 +17,7 @@ from data_adapters.tables.columns import EXTREME_IQRS, extreme_rows
 from data_adapters.alignment.duplicates import duplicate_sites, row_fingerprints
 from data_adapters.alignment.targets import label_problems, single_site_classes
 from fedcore.errors import DataError
-from fedcore.interpret import units as catalogue
+from fedcore.interpret import unit_conversions as catalogue
 
 
 def positive(rng, n, median, sd):

@@ -54,7 +54,7 @@ from data_adapters.tables.columns import Column, type_columns
 from data_adapters.mapping.dictionary import effects
 from data_adapters.tables.names import code_key, name_key, plain
 from data_adapters.mapping.value_rules import SiteValues, find
-from fedcore.interpret import units as catalogue
+from fedcore.interpret import unit_conversions as catalogue
 
 ID_SHARE = 0.95
 MIN_ID_ROWS = 20

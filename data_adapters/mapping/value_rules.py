@@ -70,7 +70,7 @@ from scipy import stats
 from data_adapters.alignment.align import Alignment
 from data_adapters.tables.cells import label, label_order
 from data_adapters.tables.columns import Column, type_columns
-from fedcore.interpret import units as catalogue
+from fedcore.interpret import unit_conversions as catalogue
 from fedcore.interpret.checks import limit
 from fedcore.interpret.data_checks import Checks, robust_sd, unit_readable
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile, profile_federation

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-from fedcore.interpret import units as catalogue
+from fedcore.interpret import unit_conversions as catalogue
 
 UNIT_WORDS = {"mg", "dl", "mmol", "umol", "mol", "l", "g", "kg", "lb", "lbs", "cm", "mm", "in", "inch", "inches",
               "degc", "degf", "pct", "percent", "mmhg", "kpa", "bpm", "yrs", "unit", "units"}
