@@ -175,7 +175,7 @@ def _flower_simulation(federation, task: dict) -> dict:
     (actors starting, imports) is the warm-up and not timed."""
     import torch
 
-    from application.flower.simulation import round_seconds, run_flower_simulation
+    from application.flower_simulation import round_seconds, run_flower_simulation
 
     config = {"rounds": task["rounds"] + 1, "eval_every": 1, "lr_decay_every": 20, "execution": "per-site"}
     started = time.perf_counter()

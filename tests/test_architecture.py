@@ -26,6 +26,7 @@ from fedcore.engine import FederatedModels, Simulation, TrainConfig
 from fedcore.errors import SpecError
 from fedcore.records import Record, read_record
 from tests.helpers import make_federation
+from tests.import_graph import package_graph, upward_arrows
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("fedcore", "application", "data_adapters", "dashboard", "views")
@@ -127,6 +128,28 @@ def test_a_planted_cycle_is_found(tmp_path, monkeypatch):
     for name in [m for m in sys.modules if m.split(".")[0] in PACKAGES]:
         monkeypatch.delitem(sys.modules, name)
     assert ["fedcore.config", "fedcore.federation"] in module_cycles(PACKAGES)
+
+
+def test_the_drawing_of_the_tree_has_no_arrow_running_up():
+    """Between the folders (and sub-packages) a reader sees, every import points down."""
+    edges = package_graph()
+    assert upward_arrows(edges) == []
+    assert {"application", "data_adapters.readers", "dashboard.presenters", "fedcore.engine"} <= set(edges)
+    assert "application.cli" in edges["fedcore.__main__"]  # the entry point: `python -m fedcore`
+
+
+def test_an_arrow_running_up_is_drawn_as_one():
+    edges = {"top": {"middle"}, "middle": {"bottom", "top"}, "bottom": set(), "side": {"bottom"}}
+    assert upward_arrows(edges) == [("middle", "top"), ("top", "middle")]
+
+
+def test_a_planted_import_between_folders_runs_up_in_the_drawing(tmp_path, monkeypatch):
+    root = copy_of_the_code(tmp_path)
+    plant(root, "data_adapters.tables.cells", "from data_adapters.readers import demo", inside_a_function=True)
+    monkeypatch.syspath_prepend(str(root))
+    for name in [m for m in sys.modules if m.split(".")[0] in PACKAGES]:
+        monkeypatch.delitem(sys.modules, name)
+    assert ("data_adapters.tables", "data_adapters.readers") in upward_arrows(package_graph())
 
 
 def context_reads(source: str) -> set[str]:

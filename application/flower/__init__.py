@@ -8,6 +8,6 @@
                   the algorithm's hooks), fed by the sites' replies, writing the run store
     apps.py       the Flower ServerApp and ClientApp (components of app/pyproject.toml)
     launch.py     `flwr run` against a SuperLink; a SuperLink and SuperNodes on this machine
-    simulation.py the same apps on Flower's simulation engine (Ray), for benchmarks
+    (application/flower_simulation.py: the same apps on Flower's simulation engine (Ray), for benchmarks)
     __main__.py   `python -m application.flower demo`
 """
