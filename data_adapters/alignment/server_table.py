@@ -24,7 +24,7 @@ import numpy as np
 from data_adapters.tables.cells import as_labels, close_match, data_rows, quoted
 from data_adapters.tables.columns import Column, as_text, distinct, type_columns
 
-if TYPE_CHECKING:  # alignment.py imports this module
+if TYPE_CHECKING:  # align.py imports this module
     from data_adapters.alignment.align import SiteTable
 
 WHAT = "the server's test set"

@@ -3,7 +3,7 @@
 The classes are the union of the labels every site uses, so a label one site writes differently
 would silently become a class of its own: `yes`/`no` at one site and `1`/`0` at another make four
 classes, of which each site sees two. Rules, for a target without documented labels (a source
-that documents them, such as heart disease, refuses unknown values in `alignment.py` instead):
+that documents them, such as heart disease, refuses unknown values in `align.py` instead):
 - refused: a label that is an infinite number (`inf`): a measurement gone wrong, not a class;
 - refused: a label holding a control character (a NUL byte, an escape code): damage in the file;
 - refused: labels that differ only in case, spacing or number format (`Yes` / `yes`, `1` / `1.0`):

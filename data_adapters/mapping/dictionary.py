@@ -1,7 +1,7 @@
 """A data dictionary: how each site's export maps onto the study's columns, as a small readable,
 versioned JSON file (`NAME.dictionary.json`) that the CLI, spec files, Flower sites and the Data
 page's mapping step all read. The source files are never changed: the dictionary is applied to
-each site's table as read, before the alignment (`alignment.py`) sees it.
+each site's table as read, before the alignment (`alignment/align.py`) sees it.
 
     {
       "format": "fedcore-data-dictionary/1",
