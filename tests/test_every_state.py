@@ -225,7 +225,7 @@ def test_every_page_link_goes_through_the_role_aware_helper():
     """One way to link a page (dashboard.widgets.common.page_link), which draws a link only where the role
     may follow it: no page calls Streamlit's page_link itself."""
     calls = {str(p.relative_to(ROOT)): p.read_text().count(".page_link(") for folder in ("views", "dashboard")
-             for p in (ROOT / folder).glob("*.py")}
+             for p in (ROOT / folder).rglob("*.py")}
     assert {file: n for file, n in calls.items() if n} == {"dashboard/widgets/common.py": 1}  # the helper's own call
 
 
