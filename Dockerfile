@@ -15,6 +15,7 @@ COPY requirements.txt .
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
 
 COPY fedcore ./fedcore
+COPY application ./application
 COPY data_adapters ./data_adapters
 COPY dashboard ./dashboard
 COPY views ./views

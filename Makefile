@@ -30,7 +30,7 @@ cli-demo: $(VENV)/.runtime
 # The demo as a real Flower federation on this machine: a SuperLink and one SuperNode per demo
 # hospital (separate processes on 127.0.0.1), iFedAvg for a few rounds, then everything is stopped.
 flower-demo: $(VENV)/.runtime
-	$(BIN)/python -m fedcore.flower demo $(FLOWER_DEMO_ARGS)
+	$(BIN)/python -m application.flower demo $(FLOWER_DEMO_ARGS)
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest

@@ -7,7 +7,7 @@ that are large, deep or hold a 5,000-digit number.
 
 Every case is a two-site federation: the case's file beside a small normal site, checked the way
 `python -m fedcore inspect` checks it (`data_adapters.inspect_data`: read, parse, align); for the
-upload rows, the way the dashboard checks an upload before keeping it (`fedcore.datasets.check_upload`
+upload rows, the way the dashboard checks an upload before keeping it (`application.datasets.check_upload`
 on the file's bytes in memory), and then the page's whole path: the check, the kept file and its
 alignment (which finds the check's parse in the cache instead of parsing again). A dictionary case is
 read as `fedcore inspect` reads a reference's `dictionary=` (two normal sites) and as the mapping step
@@ -131,7 +131,7 @@ UPLOAD = """
 import json, sys, tempfile, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from fedcore import datasets
+from application import datasets
 data = Path({case!r}).read_bytes()
 start = time.perf_counter()
 check = datasets.check_upload(Path({case!r}).name, data)
@@ -167,7 +167,7 @@ DICTIONARY_UPLOAD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from fedcore.datasets import check_dictionary_size, parse_dictionary
+from application.datasets import check_dictionary_size, parse_dictionary
 from fedcore.errors import DataError
 path = Path({case!r})
 start = time.perf_counter()
@@ -182,7 +182,7 @@ seconds = time.perf_counter() - start
 IMPORTS = """
 import json, sys
 sys.path.insert(0, {root!r})
-import data_adapters, fedcore.datasets
+import data_adapters, application.datasets
 outcome, seconds = "-", 0.0
 """
 REPORT = """

@@ -34,7 +34,7 @@ DATA = {
 def sites_of(ref):
     """(profile arguments, or None for the demo, whose rows are generated) of a data reference."""
     from data_adapters import load_federation, mapping
-    from data_adapters.assemble import profile_of
+    from data_adapters.assembly.assemble import profile_of
 
     if ref == "demo":
         return None, load_federation(ref).profile

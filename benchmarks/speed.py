@@ -19,7 +19,7 @@ hold-out every round. Measured, each in its own process so peak memory is its ow
               batched rounds would cost from the module's own layers (fedcore/execution/vmapped.py)
     per-site  our engine, one site after another
     reference a plain loop written like the authors' code (benchmarks/reference_loop.py)
-    flower-sim our Flower app (fedcore.flower) on Flower's simulation engine (Ray), every site a
+    flower-sim our Flower app (application.flower) on Flower's simulation engine (Ray), every site a
               virtual SuperNode: the same protocol through Flower's messaging (peak memory: the
               driver process only, Ray's workers not counted)
 Scaling: 10 / 100 / 1000 synthetic sites x 50 rows (declared synthetic: Gaussian classes).
@@ -175,7 +175,7 @@ def _flower_simulation(federation, task: dict) -> dict:
     (actors starting, imports) is the warm-up and not timed."""
     import torch
 
-    from fedcore.flower.simulation import round_seconds, run_flower_simulation
+    from application.flower_simulation import round_seconds, run_flower_simulation
 
     config = {"rounds": task["rounds"] + 1, "eval_every": 1, "lr_decay_every": 20, "execution": "per-site"}
     started = time.perf_counter()

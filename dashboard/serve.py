@@ -3,13 +3,13 @@ the Docker image's command.
 
     python -m dashboard.serve [--address 127.0.0.1] [--port 8501] [--secrets FILE] [--check]
 
-A non-loopback address needs sign-in (dashboard/auth.py): without a complete `[auth]` section in
+A non-loopback address needs sign-in (dashboard/access/auth.py): without a complete `[auth]` section in
 the secrets file this prints what is missing and exits 2 before anything listens. With one, it
 serves on that address with `browser.serverAddress` and `browser.serverPort` taken from the
 sign-in's redirect_uri, so that Streamlit never asks an outside service for this machine's
 address (it does when no address is set), and CORS and XSRF checks know the public name.
 
-The app is served as Streamlit's ASGI app (`st.App`) with the middleware of dashboard/guard.py:
+The app is served as Streamlit's ASGI app (`st.App`) with the middleware of dashboard/access/guard.py:
 in local mode only pages of this machine's own address reach it (no DNS rebinding); files under
 /media are served while the session that shows them is open; with sign-in over https every
 cookie is Secure and the sign-in cookie lasts as long as a sign-in does. `--check` only checks.
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dashboard import sessions
-from dashboard.auth import auth_problem, is_loopback
-from dashboard.guard import CookieFlags, LiveFilesOnly, LocalOnly, sweep_files
+from dashboard.access import sessions
+from dashboard.access.auth import auth_problem, is_loopback
+from dashboard.access.guard import CookieFlags, LiveFilesOnly, LocalOnly, sweep_files
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 EXIT_REFUSED = 2
@@ -61,7 +61,7 @@ def server_config(address: str, port: int | None, secrets: dict, files: list[str
 
 
 def middleware(address: str, secrets: dict) -> list:
-    """The guard's middleware for this deployment (dashboard/guard.py), outermost first."""
+    """The guard's middleware for this deployment (dashboard/access/guard.py), outermost first."""
     from starlette.middleware import Middleware
     from streamlit import config
 

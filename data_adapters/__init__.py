@@ -28,21 +28,36 @@ from typing import Any
 
 import numpy as np
 
-from data_adapters.alignment import Alignment, AlignmentReport, TableSites
-from data_adapters.dictionary import apply_dictionary, effects, empty_dictionary, merge, read_dictionary, target_of
-from data_adapters.study_view import study_view
-from data_adapters.suggestions import Suggestion, suggest
-from data_adapters.assemble import assemble, moment_sums, pooled_from_sums
-from data_adapters.flower_reference import flower_reference, is_flower_reference
-from data_adapters.references import (
+from data_adapters.alignment.align import Alignment, AlignmentReport, TableSites
+from data_adapters.mapping.dictionary import apply_dictionary, effects, empty_dictionary, merge, read_dictionary, target_of
+from data_adapters.mapping.study_view import study_view
+from data_adapters.mapping.suggestions import Suggestion, suggest
+from data_adapters.assembly.assemble import assemble, moment_sums, pooled_from_sums
+from data_adapters.references.flower_reference import flower_reference, is_flower_reference
+from data_adapters.references.references import (
     Reference,
     describe_reference,
     normalize_reference,
     parse_reference,
     reference_dict,
 )
-from data_adapters.sources import SOURCES, SiteOptions, Source, TableOptions
-from data_adapters.summary import SiteSummary
+from data_adapters.references.sources import SOURCES, SiteOptions, Source, TableOptions
+from data_adapters.alignment.summary import SiteSummary
+# The rest of the public surface, for the application layer (application/datasets.py: the dashboard's
+# data services): the limits, uploads, roots and dictionary files of the sub-packages.
+from data_adapters.readers.csv_sites import MAX_FILE_MB, site_name
+from data_adapters.mapping.dictionary import SUFFIX as DICTIONARY_SUFFIX
+from data_adapters.mapping.dictionary import MAX_BYTES as DICTIONARY_MAX_BYTES
+from data_adapters.mapping.dictionary import check_size as check_dictionary_size
+from data_adapters.mapping.dictionary import conversion_name, dictionary_bytes, dictionary_name, parse_dictionary
+from data_adapters.mapping.dictionary import validate as validate_dictionary
+from data_adapters.mapping.suggestions import decision, edited_patch
+from data_adapters.readers.demo import FEATURES as DEMO_FEATURES
+from data_adapters.references.discover import find_datasets, search_folders
+from data_adapters.assembly.preprocessing import MISSING_CODE
+from data_adapters.references.roots import ENVIRONMENT, OutsideDataRoots, check_reference_roots, configured_roots, within_roots
+from data_adapters.tables.text_tables import MAX_ROWS, PARSED, parse_text_table, read_text_table
+from data_adapters.tables.workbooks import is_workbook, parse_workbook
 from fedcore.errors import DataError
 from fedcore.federation import Federation
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
@@ -52,6 +67,12 @@ __all__ = [
     "describe_reference", "draft_dictionary", "mapping_view", "flower_reference", "inspect_data", "is_flower_reference", "load_federation", "mapping",
     "moment_sums", "normalize_reference", "parse_reference", "pooled_from_sums", "reference_dict",
     "standardization_sums",
+    # the application layer's data services (application/datasets.py)
+    "DEMO_FEATURES", "DICTIONARY_MAX_BYTES", "DICTIONARY_SUFFIX", "ENVIRONMENT", "MAX_FILE_MB", "MAX_ROWS", "MISSING_CODE",
+    "PARSED", "OutsideDataRoots", "Reference", "check_dictionary_size", "check_reference_roots", "configured_roots",
+    "conversion_name", "decision", "dictionary_bytes", "dictionary_name", "edited_patch", "empty_dictionary",
+    "find_datasets", "is_workbook", "merge", "parse_dictionary", "parse_text_table", "parse_workbook", "read_text_table",
+    "search_folders", "site_name", "validate_dictionary", "within_roots",
 ]
 
 

@@ -1,16 +1,16 @@
-"""`python -m fedcore`: the command line (`fedcore.cli`), given the dashboard's self-contained HTML
+"""`python -m fedcore`: the command line (`application.cli`), given the dashboard's self-contained HTML
 reports for `--html` — the one place the application layer is handed something from the layer above
 it (pyproject.toml's layers)."""
 
 import sys
 
-from fedcore.cli import HtmlReports, main
+from application.cli import HtmlReports, main
 
 
 def html_reports() -> HtmlReports:
     # Loaded only when a report is asked for: the dashboard's figures take seconds to import, and
     # every other command starts without them.
-    from dashboard.report import checkup_report, html_report
+    from dashboard.presenters.report import checkup_report, html_report
 
     return HtmlReports(run=html_report, checkup=checkup_report)
 

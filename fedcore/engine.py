@@ -88,7 +88,7 @@ def _alias(model: nn.Module, stacked: dict[str, torch.Tensor], site: int) -> Non
 class FederatedModels:
     """Every site's model, its tensors stacked along a first `sites` dimension, and the server side
     of a round: what the algorithms' hooks read. The in-process Simulation is one (it adds the
-    sites' rows and their local training); so is the Flower server (`fedcore.flower`), which
+    sites' rows and their local training); so is the Flower server (`application.flower`), which
     holds the sites' names and sizes but none of their rows.
     """
 

@@ -1,4 +1,4 @@
-"""A finding of every kind, each with what its evidence view draws from (`dashboard.evidence_views.
+"""A finding of every kind, each with what its evidence view draws from (`dashboard.presenters.evidence_views.
 Evidence`), built so that the answer is known: the data lens's from the check-up tests' federations
 with one problem planted at 'site 2' (tests/test_checkup.py), the model lenses' from the arrays their
 checks read, with one site made to stand out."""
@@ -10,8 +10,8 @@ from functools import partial
 
 import numpy as np
 
-from dashboard.evidence_views import Evidence
-from dashboard.figures import site_colors
+from dashboard.presenters.evidence_views import Evidence
+from dashboard.presenters.figures import site_colors
 from fedcore.interpret import model_checks
 from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.disclosure import Policy

@@ -96,7 +96,7 @@ def assert_same_history(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]
 
 def remove_started_runs(store, keep: Sequence[str]) -> None:
     """Stop and delete every run in `store` but `keep` (what a page test launched)."""
-    from fedcore import jobs  # here, not at the top: conftest imports this module for every test
+    from application import jobs  # here, not at the top: conftest imports this module for every test
 
 
     for run in store.runs():
@@ -109,7 +109,7 @@ def remove_started_runs(store, keep: Sequence[str]) -> None:
 
 
 def unescaped(markdown: str) -> str:
-    """What a person reads of Markdown that dashboard.safe_text.md escaped: without the backslashes
+    """What a person reads of Markdown that dashboard.presenters.safe_text.md escaped: without the backslashes
     before punctuation and the invisible word joiners."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
 

@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from data_adapters.dictionary import FORMAT, merge
-from fedcore.interpret.units import CONVERSIONS, Conversion
+from data_adapters.mapping.dictionary import FORMAT, merge
+from fedcore.interpret.unit_conversions import CONVERSIONS, Conversion
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HEART = SHARED / "heart_disease" / "heart_disease_4sites.csv"
@@ -558,7 +558,7 @@ class Score:
 
 def source_columns(case: MessyCase) -> dict[str, list[str]]:
     """Each site's columns as its file has them (read back)."""
-    from data_adapters.csv_sites import read_csv_sites
+    from data_adapters.readers.csv_sites import read_csv_sites
 
     sites = read_csv_sites([str(f) for f in case.files], target=case.target)
     return {t.site: [str(c) for c in t.frame.columns] for t in sites.tables}
@@ -670,7 +670,7 @@ def case_summary(case: MessyCase) -> str:
 
 
 def frame_of(path: Path) -> pd.DataFrame:  # for looking at a file while debugging
-    from data_adapters.text_tables import read_text_table
+    from data_adapters.tables.text_tables import read_text_table
 
     return read_text_table(path, 10**9).frame
 

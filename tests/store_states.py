@@ -25,7 +25,7 @@ import time
 
 from fedcore.checkup import add_runs, create_plan
 from fedcore.interpret.profile import Profile
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 
 IMAGES = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3,

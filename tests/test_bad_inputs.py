@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from data_adapters import AlignmentReport, inspect_data, load_federation
-from fedcore import cli
-from fedcore.datasets import check_upload
+from application import cli
+from application.datasets import check_upload
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 

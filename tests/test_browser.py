@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcore import jobs
+from application import jobs
 from fedcore.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def test_prototypes_page_draws_local_and_global_boxes(dashboard):
     its local and global box, the prototypes, and one image's top prototypes, as a person sees them."""
     from playwright.sync_api import sync_playwright
 
-    from fedcore.runner import execute, resolve_spec
+    from application.runner import execute, resolve_spec
 
     url, store = dashboard
     run = store.create(resolve_spec({
@@ -239,7 +239,7 @@ def readable_report_runs(tmp_path_factory):
     feature name (a rotated label of the first column reaches left, under the site names)."""
     import pandas as pd
 
-    from fedcore.runner import execute, resolve_spec
+    from application.runner import execute, resolve_spec
 
     folder = tmp_path_factory.mktemp("long_names")
     names = {"north": "St Mary's University Hospital North", "south": "Royal Infirmary South (Teaching)",
@@ -273,7 +273,7 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
         pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
     from playwright.sync_api import sync_playwright
 
-    from dashboard.report import html_report
+    from dashboard.presenters.report import html_report
 
     ARTIFACTS.mkdir(exist_ok=True)
     problems = []

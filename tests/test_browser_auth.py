@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _free_port
 

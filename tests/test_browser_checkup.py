@@ -4,10 +4,10 @@ behind the strongest findings drawn too. Screenshots go to test-artifacts/ for a
 
 import re
 
-from dashboard.checkup_view import evidence_figure
-from dashboard.evidence_views import Evidence
-from dashboard.figures import site_colors
-from fedcore.checkup_jobs import start_checkup
+from dashboard.presenters.checkup_view import evidence_figure
+from dashboard.presenters.evidence_views import Evidence
+from dashboard.presenters.figures import site_colors
+from application.checkup_jobs import start_checkup
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dashboard  # noqa: F401 - the fixture
 
 # The demo's injected problems, as the grid names them (KINDS' titles).

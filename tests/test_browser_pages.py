@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.records import run_name
+from dashboard.presenters.record_tables import run_name
 from fedcore.checkup import plans
-from fedcore.checkup_jobs import start_checkup
-from fedcore.runner import execute, resolve_spec
+from application.checkup_jobs import start_checkup
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port
 

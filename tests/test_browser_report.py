@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.checkup_view import evidence_figure
-from dashboard.report import PRINT_WIDTH_PX, checkup_report, document
-from dashboard.report_sections import figures_html
-from fedcore.checkup_jobs import start_checkup
+from dashboard.presenters.checkup_view import evidence_figure
+from dashboard.presenters.report import PRINT_WIDTH_PX, checkup_report, document
+from dashboard.presenters.report_sections import figures_html
+from application.checkup_jobs import start_checkup
 from fedcore.store import RunStore
 from tests import evidence_cases, test_checkup as planted
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, READABILITY, in_the_servers_template

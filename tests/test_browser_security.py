@@ -146,7 +146,7 @@ def test_a_download_address_is_not_served_once_its_page_is_closed(dashboard):  #
 
     from playwright.sync_api import sync_playwright
 
-    from fedcore.runner import execute, resolve_spec
+    from application.runner import execute, resolve_spec
 
     url, store = dashboard
     run = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}}))

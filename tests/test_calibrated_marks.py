@@ -1,6 +1,6 @@
 """The Feature shifts heatmap's calibrated marks (issue 17, item 2): a site check-up's findings in
 place of the paper's 2-SD marks, every tested cell's q on hover; never a q the check-up did not
-compute. Known inputs for the pure function (dashboard.figures.calibrated_cells), a real check-up
+compute. Known inputs for the pure function (dashboard.presenters.figures.calibrated_cells), a real check-up
 of two replicate iFedAvg runs for the page (AppTest, both ways)."""
 
 import html
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.figures import calibrated_cells
-from dashboard.lenses import shift_view
-from dashboard.registry import CHECKUP
+from dashboard.presenters.figures import calibrated_cells
+from dashboard.presenters.lenses import shift_view
+from dashboard.presenters.registry import CHECKUP
 from fedcore.checkup import add_runs, create_plan
 from fedcore.glossary import technical_first
 from fedcore.interpret.findings import Finding
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.helpers import unescaped
 

@@ -486,7 +486,7 @@ def test_a_withheld_statistic_is_a_not_testable_cell_with_the_reason_never_a_pas
     assert not result.untestable("site 0")  # the other sites are tested as ever
     text = result.to_text()
     assert f"× {reason}" in text
-    from dashboard.checkup_view import NOTHING_FOUND, grid
+    from dashboard.presenters.checkup_view import NOTHING_FOUND, grid
     cell = grid(result, "table").cells[SITES.index(BROKEN)][0]
     assert cell.state == NOTHING_FOUND and cell.untestable and f"{len(cell.untestable)} not testable" in cell.text
 
@@ -576,7 +576,7 @@ def same_answer(ref: dict) -> list[tuple[str, str, str | None]]:
     from streamlit.testing.v1 import AppTest
 
     def page(report: dict) -> None:
-        from dashboard.data_report import show_alignment
+        from dashboard.widgets.data_report import show_alignment
         show_alignment(report)
 
     at = AppTest.from_function(page, kwargs={"report": json.loads(json.dumps(report.to_dict(), default=float))})

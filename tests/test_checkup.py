@@ -16,7 +16,7 @@ from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import decide
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
-from fedcore.interpret.units import match_conversion
+from fedcore.interpret.unit_conversions import match_conversion
 
 PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
 

@@ -23,17 +23,17 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from data_adapters import load_federation
-from dashboard.common import format_duration
-from dashboard.records import run_name
-from dashboard.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from dashboard.widgets.common import format_duration
+from dashboard.presenters.record_tables import run_name
+from dashboard.presenters.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
 from fedcore.interpret import checks
-from dashboard.report import checkup_report, html_report
+from dashboard.presenters.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
-from fedcore.checkup_jobs import start_checkup
+from application.checkup_jobs import start_checkup
 from fedcore.glossary import COLUMNS, technical_first
 from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore, atomic_write_json
 from tests.helpers import open_page, remove_started_runs, unescaped
 from tests.test_dashboard import plotted
@@ -553,7 +553,7 @@ def test_a_site_that_withheld_its_statistics_is_a_not_testable_cell_with_the_rea
     with sepsis) withholds its per-class statistics, so its label tests are listed as not testable with
     the reason, while its other tests run; the page and the HTML report say what each site shared at
     which policy."""
-    from dashboard.checkup_view import NOT_TESTABLE, findings_frame, grid, sharing_frame
+    from dashboard.presenters.checkup_view import NOT_TESTABLE, findings_frame, grid, sharing_frame
 
     reason = "not shared (fewer than 350 rows)"
     store = RunStore(tmp_path / "runs")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fedcore.cli import main
-from fedcore.runner import resolve_spec
+from application.cli import main
+from application.runner import resolve_spec
 from fedcore.errors import SpecError
 from fedcore.store import RunStore
 
@@ -263,7 +263,7 @@ def test_checkup_and_show_write_the_dashboards_html_reports(tmp_path, capsys):
     assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out / "run.html")],
                 reports=html_reports) == 0
     assert f"run {run.id}" in (out / "run.html").read_text(encoding="utf-8")
-    # a folder, or no reports to hand (fedcore.cli.main called without them): a message, nothing written
+    # a folder, or no reports to hand (application.cli.main called without them): a message, nothing written
     assert main(["show", "--store", str(tmp_path / "runs"), run.id, "--html", str(out)], reports=html_reports) == 2
     assert "that is a folder" in capsys.readouterr().err
     assert cli(tmp_path / "runs", "show", run.id, "--html", str(out / "none.html")) == 2

@@ -14,15 +14,15 @@ import streamlit as st
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from dashboard.lenses import DEVIATION, FEATURE_VIEWS, shift_view
-from dashboard.records import per_site_series, run_name
-from dashboard.safe_text import md
-from fedcore import jobs
+from dashboard.presenters.lenses import DEVIATION, FEATURE_VIEWS, shift_view
+from dashboard.presenters.record_tables import per_site_series, run_name
+from dashboard.presenters.safe_text import md
+from application import jobs
 from fedcore.glossary import setting_words, technical_first
 from fedcore.interpret.significance import significance_marks
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from fedcore.units import number
+from fedcore.original_units import number
 from tests.helpers import SHARED_DATA, make_federation, open_page, remove_started_runs, unescaped
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -607,7 +607,7 @@ def test_lens_pages_say_what_to_do_without_runs(tmp_path, monkeypatch):
 
 
 def test_html_report_is_self_contained(finished_store):
-    from dashboard.report import html_report
+    from dashboard.presenters.report import html_report
 
     store, ids = finished_store
     for run_id in ids.values():
@@ -707,7 +707,7 @@ def test_a_dataset_on_this_machine(app, monkeypatch):
 
 
 def test_each_run_keeps_one_colour_whatever_is_drawn_with_it():
-    from dashboard.figures import RUN_PALETTE, run_colors
+    from dashboard.presenters.figures import RUN_PALETTE, run_colors
 
     # the run's number picks its colour, whatever else is drawn with it: consecutive runs differ
     assert run_colors({"a": 1, "b": 2}) == {"a": RUN_PALETTE[0], "b": RUN_PALETTE[1]}
@@ -721,7 +721,7 @@ def test_each_run_keeps_one_colour_whatever_is_drawn_with_it():
 
 
 def test_the_settings_that_differ_between_runs(tmp_path):
-    from dashboard.records import settings_table
+    from dashboard.presenters.record_tables import settings_table
 
     store = RunStore(tmp_path)
     slow = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}}))

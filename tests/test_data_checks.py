@@ -10,13 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data_adapters import text_tables, units
-from data_adapters.assemble import check_model_inputs
-from data_adapters.columns import EXTREME_IQRS, extreme_rows
-from data_adapters.duplicates import duplicate_sites, row_fingerprints
-from data_adapters.targets import label_problems, single_site_classes
+from data_adapters.alignment import unit_differences as units
+from data_adapters.tables import text_tables
+from data_adapters.assembly.assemble import check_model_inputs
+from data_adapters.tables.columns import EXTREME_IQRS, extreme_rows
+from data_adapters.alignment.duplicates import duplicate_sites, row_fingerprints
+from data_adapters.alignment.targets import label_problems, single_site_classes
 from fedcore.errors import DataError
-from fedcore.interpret import units as catalogue
+from fedcore.interpret import unit_conversions as catalogue
 
 
 def positive(rng, n, median, sd):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from data_adapters import inspect_data, load_federation
-from data_adapters.text_tables import parse_text_table
-from fedcore.cli import main
+from data_adapters.tables.text_tables import parse_text_table
+from application.cli import main
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 
@@ -482,7 +482,7 @@ def test_a_declared_dimension_is_not_trusted(tmp_path, dimension):
     what it holds, in a few MB."""
     import tracemalloc
 
-    from data_adapters.workbooks import read_workbook
+    from data_adapters.tables.workbooks import read_workbook
     from tests.hostile_files import declared_dimension_workbook
 
     book = declared_dimension_workbook(tmp_path / "declared.xlsx", TWO_ROWS, dimension)
@@ -510,7 +510,7 @@ def test_empty_rows_are_left_out_and_messages_still_count_rows_as_the_sheet_does
 
 def test_a_value_beyond_the_declared_dimension_is_read_not_dropped(tmp_path):
     # The dimension said A1:B3, so row 40's value was silently left out: a table that looked fine.
-    from data_adapters.workbooks import read_workbook
+    from data_adapters.tables.workbooks import read_workbook
     from tests.hostile_files import declared_dimension_workbook
 
     book = declared_dimension_workbook(tmp_path / "short.xlsx", TWO_ROWS, "A1:B3", {"A40": 58})
@@ -532,7 +532,7 @@ def test_a_value_beyond_the_declared_dimension_is_read_not_dropped(tmp_path):
      "10,000 columns."),
 ])
 def test_a_workbook_past_a_limit_is_refused_while_it_streams(tmp_path, rows, extra, limits, message):
-    from data_adapters.workbooks import read_workbook
+    from data_adapters.tables.workbooks import read_workbook
     from tests.hostile_files import declared_dimension_workbook
 
     book = declared_dimension_workbook(tmp_path / "declared.xlsx", rows, extra_cells=extra)
@@ -552,7 +552,7 @@ def test_the_csv_reader_has_the_same_column_and_cell_limits():
 
 
 def test_an_uploaded_workbook_that_declares_every_cell_is_checked_in_a_moment(tmp_path):
-    from fedcore.datasets import check_upload
+    from application.datasets import check_upload
     from tests.hostile_files import declared_dimension_workbook
 
     book = declared_dimension_workbook(tmp_path / "declared.xlsx", TWO_ROWS)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from data_adapters import load_federation
-from data_adapters.assemble import assemble
-from data_adapters.inject import smiley, stamp_box
-from data_adapters.partition import partition
-from data_adapters.sites import RawFederation, RawSite
+from data_adapters.assembly.assemble import assemble
+from data_adapters.assembly.inject import smiley, stamp_box
+from data_adapters.assembly.partition import partition
+from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 
 N_CLASSES = 10

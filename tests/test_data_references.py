@@ -13,9 +13,9 @@ from data_adapters import (
     parse_reference,
     reference_dict,
 )
-from fedcore.cli import main
+from application.cli import main
 from fedcore.errors import DataError
-from fedcore.runner import resolve_spec
+from application.runner import resolve_spec
 from fedcore.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent

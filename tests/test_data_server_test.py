@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from data_adapters import check_reference, describe_reference, inspect_data, load_federation, normalize_reference
-from fedcore.cli import main
+from application.cli import main
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 

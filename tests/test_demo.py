@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from data_adapters import load_federation
-from data_adapters.demo import FEATURE_INDEX, make_demo_federation
-from fedcore.cli import main
+from data_adapters.readers.demo import FEATURE_INDEX, make_demo_federation
+from application.cli import main
 from fedcore.errors import DataError
 from fedcore.store import RunStore
 

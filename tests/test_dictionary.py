@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from data_adapters import draft_dictionary, load_federation, mapping
-from data_adapters.alignment import Alignment, SiteTable, TableSites
-from data_adapters.dictionary import FORMAT, apply_dictionary, merge, parse_dictionary, validate
-from data_adapters.names import code_key, name_key
-from data_adapters.suggestions import edited_patch, suggest
+from data_adapters.alignment.align import Alignment, SiteTable, TableSites
+from data_adapters.mapping.dictionary import FORMAT, apply_dictionary, merge, parse_dictionary, validate
+from data_adapters.tables.names import code_key, name_key
+from data_adapters.mapping.suggestions import edited_patch, suggest
 from fedcore.errors import DataError
 from tests.messy_exports import CHOLESTEROL_MG_DL, FEATURES, SITES, write_messy_exports
 
@@ -352,7 +352,7 @@ def test_a_dictionary_with_many_problems_lists_the_first_twenty_and_counts_the_r
 
 @pytest.mark.parametrize("hostile", ["deep", "long"])
 def test_the_command_line_refuses_a_hostile_dictionary_with_exit_2_and_a_message(tmp_path, capsys, hostile):
-    from fedcore.cli import main
+    from application.cli import main
     from tests.hostile_files import deep_json, long_number_json
 
     file = tmp_path / f"{hostile}.dictionary.json"
@@ -366,7 +366,7 @@ def test_the_command_line_refuses_a_hostile_dictionary_with_exit_2_and_a_message
 
 @pytest.mark.parametrize("hostile", ["deep", "long"])
 def test_a_flower_site_refuses_a_hostile_dictionary_with_a_message_for_the_server(tmp_path, hostile):
-    from fedcore.flower.site import load_site
+    from application.flower.site import load_site
     from tests.hostile_files import deep_json, long_number_json
 
     file = tmp_path / "study.dictionary.json"

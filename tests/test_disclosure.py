@@ -174,7 +174,7 @@ def test_what_a_site_withheld_and_its_policy_survive_the_store():
     assert "mean" not in again.withheld["site"] and np.isfinite(again.mean[0]).all()
     assert "at least 12 rows" in again.policy_text("site")
     # what the check-up's sharing table says of it: a statistic withheld for some features names them
-    from dashboard.checkup_view import withheld_parts
+    from dashboard.presenters.checkup_view import withheld_parts
 
     sparse = x.copy()
     sparse[8:, 1] = np.nan  # f1 recorded in 8 rows

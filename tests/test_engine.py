@@ -116,7 +116,7 @@ def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
     """Values beyond float32 (1e39 here) overflow to infinity and the loss to NaN: the run is marked
     failed with the round and the site, not reported as done, and the CLI exits 1 (from a CSV, whose
     such values the data check refuses first, the run below diverges by its learning rate)."""
-    from fedcore import cli
+    from application import cli
     from fedcore.errors import TrainingError
     from fedcore.federation import Federation
     from fedcore.store import RunStore

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.registry import CHECKUP, LENSES, RUN_DETAILS
+from dashboard.presenters.registry import CHECKUP, LENSES, RUN_DETAILS
 from fedcore.checkup import Plan
 from fedcore.records import record_kind
 from fedcore.store import RunStore
@@ -47,7 +47,7 @@ def app(every_state, monkeypatch, tmp_path):
 
 
 def texts(at):
-    """What a person reads on the page (user-supplied text is escaped Markdown: dashboard.safe_text)."""
+    """What a person reads on the page (user-supplied text is escaped Markdown: dashboard.presenters.safe_text)."""
     return " ".join(unescaped(str(m.value)) for m in [*at.markdown, *at.caption, *at.info, *at.warning, *at.success,
                                            *at.error, *at.text])
 
@@ -140,7 +140,7 @@ def test_the_other_pages_render_beside_runs_in_every_state(app, page):
 def test_the_html_report_of_every_run_and_checkup_in_every_state(every_state, checkups):
     from plotly.offline import get_plotlyjs
 
-    from dashboard.report import checkup_report, html_report
+    from dashboard.presenters.report import checkup_report, html_report
 
     library = get_plotlyjs()[:2000]
     store, ids = every_state
@@ -206,8 +206,8 @@ RUN_PAGES = {page.path: family for family, lens in LENSES.items() if lens.page !
 
 def navigation(role: str) -> list[str]:
     """The pages a role's navigation lists (the shell's own sections, filtered by the role)."""
-    from dashboard.auth import may
-    from dashboard.shell import SECTIONS
+    from dashboard.access.auth import may
+    from dashboard.widgets.shell import SECTIONS
 
     return [page.path for pages in SECTIONS.values() for page in pages if may(role, page.action)]
 
@@ -222,11 +222,11 @@ def as_role(role: str, root: Path, monkeypatch) -> AppTest:
 
 
 def test_every_page_link_goes_through_the_role_aware_helper():
-    """One way to link a page (dashboard.common.page_link), which draws a link only where the role
+    """One way to link a page (dashboard.widgets.common.page_link), which draws a link only where the role
     may follow it: no page calls Streamlit's page_link itself."""
     calls = {str(p.relative_to(ROOT)): p.read_text().count(".page_link(") for folder in ("views", "dashboard")
-             for p in (ROOT / folder).glob("*.py")}
-    assert {file: n for file, n in calls.items() if n} == {"dashboard/common.py": 1}  # the helper's own call
+             for p in (ROOT / folder).rglob("*.py")}
+    assert {file: n for file, n in calls.items() if n} == {"dashboard/widgets/common.py": 1}  # the helper's own call
 
 
 def test_the_navigation_differs_by_role():  # what the next two tests go through

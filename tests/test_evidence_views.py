@@ -1,4 +1,4 @@
-"""The evidence view of every finding kind (dashboard.checkup_view.EVIDENCE_VIEWS, chosen by name):
+"""The evidence view of every finding kind (dashboard.presenters.checkup_view.EVIDENCE_VIEWS, chosen by name):
 each draws the numbers its finding was computed from, in the data's units, every site with the
 finding's site in its colour, in words a clinician reads first. Known answers: the federations of
 tests/evidence_cases.py, where each problem is planted at one site."""
@@ -11,9 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dashboard.checkup_view import EVIDENCE_VIEWS, evidence_figure, view_name
+from dashboard.presenters.checkup_view import EVIDENCE_VIEWS, evidence_figure, view_name
 from fedcore.interpret import checks
-from dashboard.evidence_views import OTHERS
+from dashboard.presenters.evidence_views import OTHERS
 from fedcore.glossary import technical_first
 from fedcore.interpret.data_checks import relation_to_labels
 from fedcore.interpret.disclosure import DEFAULT_POLICY

@@ -1,7 +1,7 @@
 """Real federations over Flower: the server and site code give what the in-process engine gives.
 
-Most tests run the Flower server (`fedcore.flower.server`) and the sites' answers
-(`fedcore.flower.site`) in this process, the messages handed over directly, so every algorithm
+Most tests run the Flower server (`application.flower.server`) and the sites' answers
+(`application.flower.site`) in this process, the messages handed over directly, so every algorithm
 is checked quickly. `test_loopback_deployment...` runs the real thing: a SuperLink and three
 SuperNodes as processes on 127.0.0.1, the run launched as a user launches it.
 """
@@ -22,14 +22,14 @@ from flwr.app import ConfigRecord, MessageType, RecordDict
 
 from data_adapters import flower_reference, load_federation
 from fedcore.algorithms import REGISTRY
-from fedcore.flower.eligibility import runs_over_flower
+from application.flower.eligibility import runs_over_flower
 from fedcore.algorithms import build_algorithm
 from fedcore.engine import Simulation, TrainConfig
 from fedcore.errors import DataError, FedcoreError, SpecError
-from fedcore.flower import protocol, site
-from fedcore.flower.launch import descendants
-from fedcore.flower.server import Node, serve, server_federation
-from fedcore.runner import resolve_spec
+from application.flower import protocol, site
+from application.flower.launch import descendants
+from application.flower.server import Node, serve, server_federation
+from application.runner import resolve_spec
 from fedcore.store import Run, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ TOLERANCE = 1e-5
 
 
 class InProcessSites:
-    """The sites answered by `fedcore.flower.site` in this process, each with its own node config
+    """The sites answered by `application.flower.site` in this process, each with its own node config
     and state between rounds: the server and site code without Flower's transport."""
 
     def __init__(self, node_configs: list[dict]) -> None:
@@ -253,7 +253,7 @@ def test_a_flower_reference_in_text_and_object_form():
 # -- the real deployment: a SuperLink and three SuperNodes, each its own process ----------------------
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory):
-    from fedcore.flower.launch import Loopback
+    from application.flower.launch import Loopback
 
     with Loopback(demo_nodes(), tmp_path_factory.mktemp("flower"), env={"OMP_NUM_THREADS": "1"}) as deployment:
         yield deployment
@@ -307,7 +307,7 @@ def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback
 
 
 def test_a_flower_run_that_cannot_start_fails_with_the_reason(tmp_path):
-    from fedcore.runner import execute
+    from application.runner import execute
 
     spec = resolve_spec({"algorithm": "fedavg", "data": "flower:127.0.0.1:9,sites=2,wait_s=5", "config": {"rounds": 1}})
     run = RunStore(tmp_path).create(spec)
@@ -343,7 +343,7 @@ def test_a_site_can_keep_its_profile_to_itself(tmp_path):
 def messy_sites(tmp_path_factory):
     """The messy exports (tests/messy_exports.py) and their drafted data dictionary."""
     from data_adapters import draft_dictionary
-    from data_adapters.dictionary import dictionary_bytes
+    from data_adapters.mapping.dictionary import dictionary_bytes
     from tests.messy_exports import write_messy_exports
 
     folder = tmp_path_factory.mktemp("messy")

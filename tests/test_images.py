@@ -169,13 +169,13 @@ def test_indisco_records_every_sites_view_of_local_and_global_prototypes():
 
 # -- the command line ---------------------------------------------------------------------------
 def run_cli(store, *args):
-    from fedcore.cli import main
+    from application.cli import main
 
     return main(["run", "--store", str(store), "-q", *args])
 
 
 def test_cli_trains_indisco_pm_on_medmnist_with_a_stamp_and_show_presents_it(tmp_path, shared_data, capsys):
-    from fedcore.cli import main
+    from application.cli import main
     from fedcore.store import RunStore
 
     npz = shared_data / "medmnist" / "breastmnist.npz"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fedcore import jobs
+from application import jobs
 from fedcore.errors import FedcoreError
 from fedcore.store import RunStore
 

@@ -1,4 +1,4 @@
-"""The mapping step's rules that read the values (`data_adapters.value_rules`), what a decision says
+"""The mapping step's rules that read the values (`data_adapters.mapping.value_rules`), what a decision says
 it changes (`dictionary.effects`), renames that would lose a column, the dictionary on a server's
 test file and on a Flower server's data, and the target's candidates — each on data made so that
 the answer is known, with the cases where the data cannot decide asked, never pre-filled."""
@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from data_adapters import load_federation
-from data_adapters.alignment import Alignment, SiteTable, TableSites
-from data_adapters.dictionary import FORMAT, apply_dictionary, effects
-from data_adapters.study_view import target_choices
-from data_adapters.suggestions import decision, suggest
+from data_adapters.alignment.align import Alignment, SiteTable, TableSites
+from data_adapters.mapping.dictionary import FORMAT, apply_dictionary, effects
+from data_adapters.mapping.study_view import target_choices
+from data_adapters.mapping.suggestions import decision, suggest
 from fedcore.errors import DataError
-from fedcore.interpret.units import CONVERSIONS
+from fedcore.interpret.unit_conversions import CONVERSIONS
 
 CHOL = next(c for c in CONVERSIONS if c.source == "mg/dL" and c.target == "mmol/L" and "cholesterol" in c.analytes)
 
@@ -245,7 +245,7 @@ def test_the_dictionary_maps_a_server_test_file_by_the_entry_named_after_it(tmp_
 
 
 def test_a_flower_server_s_data_is_mapped_by_the_sites_dictionary(tmp_path):
-    from fedcore.flower.server import _server_test
+    from application.flower.server import _server_test
 
     for k, site in enumerate(("north", "server")):
         frame = clinic(k)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedcore.interpret.prototypes import (
+from fedcore.interpret.prototype_boxes import (
     box_overlap,
     high_activation_box,
     high_activation_boxes,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.helpers import remove_started_runs, unescaped
 
@@ -126,7 +126,7 @@ def test_the_bias_preset_starts_lm_gm_and_pm_on_declared_synthetic_data(app):
 
 
 def test_the_bias_preset_offers_the_medmnist_files_on_this_machine(app, shared_data, monkeypatch):
-    from dashboard.bias_experiment import preset_choices
+    from dashboard.widgets.bias_experiment import preset_choices
 
     monkeypatch.setenv("FEDCORE_DATA_DIRS", str(shared_data / "medmnist"))
     found = {label: data for label, (data, synthetic) in preset_choices().items() if not synthetic}
@@ -160,8 +160,8 @@ def test_fedhealth2_on_images_uses_the_same_similarity_page(finished, monkeypatc
 
 
 def test_html_report_of_an_indisco_run_draws_the_boxes_and_the_overlap(finished):
-    from dashboard.report import html_report
-    from dashboard.report_sections import IMAGES_PER_SITE
+    from dashboard.presenters.report import html_report
+    from dashboard.presenters.report_sections import IMAGES_PER_SITE
 
     store, ids = finished
     run = store.get(ids["indisco-pm"])

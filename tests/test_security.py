@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
-from dashboard.safe_text import code, csv_bytes, md, neutral_cell
+from dashboard.access.auth import ClaimError, auth_problem, is_loopback, may, providers, role_for
+from dashboard.presenters.safe_text import code, csv_bytes, md, neutral_cell
 from dashboard.serve import server_config
-from data_adapters.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
+from data_adapters.references.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
 from tests.helpers import unescaped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +195,7 @@ def test_formula_cells_are_neutralised_and_numbers_stay_numbers():
 
 def test_every_dashboard_csv_download_goes_through_csv_bytes():
     """One export path: no page writes CSV itself."""
-    offenders = [str(p.relative_to(ROOT)) for folder in ("views", "dashboard") for p in (ROOT / folder).glob("*.py")
+    offenders = [str(p.relative_to(ROOT)) for folder in ("views", "dashboard") for p in (ROOT / folder).rglob("*.py")
                  if ".to_csv(" in p.read_text() and p.name != "safe_text.py"]
     assert offenders == []
 
@@ -243,7 +243,7 @@ NURSE = {"iss": "https://id.hospital.test", "sub": "nurse", "iat": NOW - 60}
 
 
 def test_a_sign_out_ends_every_sign_in_of_that_person_issued_before_it(tmp_path):
-    from dashboard.sessions import ended, sign_out
+    from dashboard.access.sessions import ended, sign_out
 
     other = {**NURSE, "sub": "ana"}
     assert ended(NURSE, tmp_path, 12, NOW) is None and ended(other, tmp_path, 12, NOW) is None
@@ -257,7 +257,7 @@ def test_a_sign_out_ends_every_sign_in_of_that_person_issued_before_it(tmp_path)
 
 
 def test_a_sign_in_older_than_max_hours_is_over_and_old_records_are_dropped(tmp_path):
-    from dashboard.sessions import ended, sign_out
+    from dashboard.access.sessions import ended, sign_out
 
     assert ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600) is None
     assert "more than 12 hours old" in ended(NURSE, tmp_path, 12, NURSE["iat"] + 12 * 3600 + 1)
@@ -267,7 +267,7 @@ def test_a_sign_in_older_than_max_hours_is_over_and_old_records_are_dropped(tmp_
 
 
 def test_a_damaged_sign_out_record_ends_every_sign_in_issued_before_it_was_found(tmp_path):
-    from dashboard.sessions import ended
+    from dashboard.access.sessions import ended
 
     (tmp_path / ".signed_out.json").write_text("{not json")
     assert "You signed out" in ended(NURSE, tmp_path, 12, NOW)
@@ -280,7 +280,7 @@ def test_a_damaged_sign_out_record_ends_every_sign_in_issued_before_it_was_found
                                            ({**NURSE, "sub": 5}, "'sub' is a number"),
                                            ({**NURSE, "iss": ["x"]}, "'iss' is a list")])
 def test_a_sign_in_without_a_readable_issue_time_or_subject_refuses(tmp_path, claims, named):
-    from dashboard.sessions import ClaimError, ended
+    from dashboard.access.sessions import ClaimError, ended
 
     with pytest.raises(ClaimError, match=re.escape(named)):
         ended(claims, tmp_path, 12, NOW)
@@ -437,7 +437,7 @@ def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
 def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypatch, tmp_path):
     import tomllib
 
-    from fedcore.flower.launch import connection_config
+    from application.flower.launch import connection_config
 
     monkeypatch.delenv("FEDCORE_FLOWER_CA_CERT", raising=False)
     plain = tomllib.loads(connection_config("127.0.0.1:9093"))["superlink"]["fedcore"]
@@ -455,7 +455,7 @@ HOSTILE_FEATURE = "temp<img src=https://attacker.example/p.png>"
 def _figures_with_hostile_names():
     import numpy as np
 
-    from dashboard import figures
+    from dashboard.presenters import figures
 
     sites, features = ["Alder", HOSTILE_SITE], ["age", HOSTILE_FEATURE]
     colors = figures.site_colors(sites)
@@ -492,7 +492,7 @@ def test_site_and_feature_names_are_drawn_as_text_in_figures(name):
                 assert annotation[axis] in categories
 
 
-# -- the server's guard (dashboard/guard.py), request by request -----------------------------------
+# -- the server's guard (dashboard/access/guard.py), request by request -----------------------------------
 def _asgi(middleware, scope, response_headers=()):
     """Send one request through `middleware` around an app that answers 200 with
     `response_headers`; returns (status or close code, headers, whether the app was reached)."""
@@ -531,14 +531,14 @@ def _scope(kind="http", path="/", **headers):
     ({"host": "localhost:8501", "origin": "null"}, False), ({"host": "localhost:9999"}, False), ({}, False),
 ])
 def test_local_mode_lets_through_only_this_machines_own_address(kind, headers, allowed):
-    from dashboard.guard import LocalOnly
+    from dashboard.access.guard import LocalOnly
 
     code, _, reached = _asgi(lambda app: LocalOnly(app, "127.0.0.1", lambda: 8501), _scope(kind, **headers))
     assert reached is allowed and code == (200 if allowed else 403 if kind == "http" else 1008)
 
 
 def test_files_under_media_are_served_only_when_servable():
-    from dashboard.guard import LiveFilesOnly
+    from dashboard.access.guard import LiveFilesOnly
 
     live = {"abc"}.__contains__
     assert _asgi(lambda app: LiveFilesOnly(app, live), _scope(path="/media/abc.csv"))[2] is True
@@ -548,7 +548,7 @@ def test_files_under_media_are_served_only_when_servable():
 
 @pytest.mark.parametrize("secure", [True, False])
 def test_cookies_are_secure_over_https_and_the_sign_in_cookie_lasts_a_sign_in(secure):
-    from dashboard.guard import CookieFlags
+    from dashboard.access.guard import CookieFlags
 
     cookies = [(b"set-cookie", b"_streamlit_user=abc; HttpOnly; Max-Age=2592000; Path=/; SameSite=lax"),
                (b"set-cookie", b"_streamlit_user_tokens_1=abc; HttpOnly; Max-Age=2592000; Path=/"),
@@ -587,7 +587,7 @@ def plotly_reads(text: str) -> list[str]:
 
 def test_the_checkup_grids_hover_shows_names_as_written_on_separate_lines():
     """The probe: hovers showed a literal <br> (the text escaped after its line breaks were written)."""
-    from dashboard.checkup_view import Cell, Grid, grid_figure
+    from dashboard.presenters.checkup_view import Cell, Grid, grid_figure
     from fedcore.interpret.findings import Finding
 
     finding = Finding(QUOTED_SITE, "data", "unit", "chol", "a message", 1e-6, q=1e-5)
@@ -599,8 +599,8 @@ def test_the_checkup_grids_hover_shows_names_as_written_on_separate_lines():
 def test_the_feature_shift_hover_shows_names_as_written(tmp_path):
     """The probe: a quote in a name showed as &quot; (escaped for HTML attributes, which plotly
     does not read back)."""
-    from dashboard.lenses import shift_view
-    from fedcore.runner import execute, resolve_spec
+    from dashboard.presenters.lenses import shift_view
+    from application.runner import execute, resolve_spec
     from fedcore.store import RunStore
 
     rng = np.random.default_rng(0)

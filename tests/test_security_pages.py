@@ -13,7 +13,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.helpers import open_page, remove_started_runs, unescaped
 
@@ -279,7 +279,7 @@ def test_hostile_names_are_shown_as_text_and_exported_without_formulas(make_app,
 
 
 def test_who_may_see_rows_is_a_setting_of_the_deployment():
-    from dashboard.auth import may_see_rows, rows_role
+    from dashboard.access.auth import may_see_rows, rows_role
 
     assert rows_role({}) == "analyst"  # the default
     assert [may_see_rows(role, {}) for role in ROLE_ORDER] == [False, True, True]

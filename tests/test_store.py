@@ -142,7 +142,7 @@ def test_a_name_written_into_the_store_by_hand_is_read_bounded(store):
 def test_a_data_name_is_bounded_where_it_is_written_and_where_it_is_shown():
     from fedcore.data_labels import data_label
     from fedcore.errors import SpecError
-    from fedcore.runner import resolve_spec
+    from application.runner import resolve_spec
 
     from fedcore.data_labels import shortened
 

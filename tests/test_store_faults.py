@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.lenses import detection_table, shift_view
-from dashboard.records import progress
-from dashboard.report import html_report
-from fedcore import jobs, store as store_module
-from fedcore.cli import main
+from dashboard.presenters.lenses import detection_table, shift_view
+from dashboard.presenters.record_tables import progress
+from dashboard.presenters.report import html_report
+from application import jobs
+from fedcore import store as store_module
+from application.cli import main
 from fedcore.errors import FedcoreError, RunNotFound
-from fedcore.runner import execute, resolve_spec
+from application.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
 from fedcore.store import RESERVE, Run, RunStore, new_run_id
 from tests import helpers
@@ -579,7 +580,7 @@ def test_a_final_status_the_disk_refuses_is_kept_and_written_once_space_returns(
     store, run = queued
     monkeypatch.setattr(store_module, "atomic_write_bytes", no_space)
     monkeypatch.setattr(store_module, "_overwrite_in_place", no_space)
-    monkeypatch.setattr("fedcore.runner.FINAL_STATUS_ATTEMPTS", 2)
+    monkeypatch.setattr("application.runner.FINAL_STATUS_ATTEMPTS", 2)
     monkeypatch.setattr(time, "sleep", lambda s: None)
     with pytest.raises(OSError):
         execute(run)
@@ -607,7 +608,7 @@ def test_a_worker_that_cannot_record_its_end_says_so_in_its_log(queued, monkeypa
 FULL_DISK = textwrap.dedent("""
     import errno, json, os, sys
     from pathlib import Path
-    from fedcore.runner import execute, resolve_spec
+    from application.runner import execute, resolve_spec
     from fedcore.store import RESERVE, RunStore
 
     disk = Path(sys.argv[1])

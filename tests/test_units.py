@@ -1,4 +1,4 @@
-"""Standardised values and iFedAvg's corrections back in the data's own units (fedcore/units.py), from
+"""Standardised values and iFedAvg's corrections back in the data's own units (fedcore/original_units.py), from
 the preprocessing record the data adapters write; and the one label of a data reference."""
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from data_adapters import load_federation
 from fedcore.data_labels import data_label
 from fedcore.glossary import technical_first
-from fedcore.units import Scale, correction_text, feature_scales, number
+from fedcore.original_units import Scale, correction_text, feature_scales, number
 
 SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
 
@@ -19,7 +19,7 @@ def test_the_demo_records_its_data_dictionary_and_units():
     scales = feature_scales(load_federation("demo").describe())
     assert set(scales) == {"Alder General", "Birch University", "Cedar Community", "Elm Regional", "Fir Valley",
                            "Oak District", "Pine County", "Willow Memorial"}
-    # the data dictionary of data_adapters/demo.py, the same at every site
+    # the data dictionary of data_adapters/readers/demo.py, the same at every site
     assert scales["Elm Regional"]["temperature"] == Scale(37.3, 0.8, "°C")
     assert scales["Cedar Community"]["age"] == Scale(58.0, 17.0, "years")
     assert "sex_male" not in scales["Elm Regional"]  # binary: never standardised

@@ -1,6 +1,6 @@
 """Uploads on the Data page: each file checked before it is kept, refused files never written,
 a refused file never leaving a silently smaller federation, each upload parsed once however often
-the page re-runs — through Streamlit's AppTest and through `fedcore.datasets` directly."""
+the page re-runs — through Streamlit's AppTest and through `application.datasets` directly."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import data_adapters.text_tables as text_tables
-from fedcore import datasets
+import data_adapters.tables.text_tables as text_tables
+from application import datasets
 from tests.helpers import unescaped
 from tests.test_bad_inputs import HEADER, clinic, table
 

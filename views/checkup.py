@@ -7,19 +7,19 @@ page redraws itself while they train. The chosen check-up is the `checkup` query
 
 import streamlit as st
 
-from dashboard.auth import allowed, require
-from dashboard.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, Evidence,
+from dashboard.access.auth import allowed, require
+from dashboard.presenters.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, Evidence,
                                     evidence_figure, evidence_text, findings_frame, grid, grid_figure, lens_notes,
                                     q_label, readable, reported_frame, run_names, sharing_frame, strength,
                                     with_names)
-from dashboard.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
+from dashboard.widgets.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
                               is_active, page_link, settle_when_finished)
-from dashboard.data_roots import check_up_run, start_checkup, train_lenses
-from dashboard.figures import site_colors
-from dashboard.records import progress, run_label, run_name
-from dashboard.registry import DATA, page_of
-from dashboard.report import checkup_report
-from dashboard.safe_text import md
+from dashboard.widgets.data_roots import check_up_run, start_checkup, train_lenses
+from dashboard.presenters.figures import site_colors
+from dashboard.presenters.record_tables import progress, run_label, run_name
+from dashboard.presenters.registry import DATA, page_of
+from dashboard.presenters.report import checkup_report
+from dashboard.presenters.safe_text import md
 from fedcore.checkup import ROLE_LENSES, Plan, plans, training_estimate
 from fedcore.errors import FedcoreError, RunNotFound
 from fedcore.interpret.disclosure import DEFAULT_MIN_COUNT, MIN_COUNT_FLOOR

@@ -5,13 +5,13 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, download_csv, get_store, page_link, run_colors,
+from dashboard.access.auth import require
+from dashboard.widgets.common import (STATE_LABELS, TABLE_ROW_PX, download_csv, get_store, page_link, run_colors,
                               site_colors_of)
-from dashboard.figures import learning_curves, per_site_spread
-from dashboard.records import (METRIC_LABELS, distinct_names, run_label, settings_table, site_metrics,
+from dashboard.presenters.figures import learning_curves, per_site_spread
+from dashboard.presenters.record_tables import (METRIC_LABELS, distinct_names, run_label, settings_table, site_metrics,
                                summary_metrics)
-from dashboard.registry import TRAIN
+from dashboard.presenters.registry import TRAIN
 from fedcore.data_labels import data_label
 from fedcore.glossary import term
 

@@ -5,16 +5,16 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import DEMO_DATA, choose_data, chosen_data, page_link
-from dashboard.data_cache import inspect_reference, load_run_federation
-from dashboard.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
-from dashboard.data_roots import check_reference, data_roots, upload_folder
-from dashboard.mapping_step import draft, keep_draft, mapping_step
-from dashboard.registry import CHECKUP, TRAIN
-from dashboard.safe_text import md
-from fedcore.datasets import DEMO_FEATURES as FEATURES
-from fedcore.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, UPLOAD_STANDARDIZATION, check_upload, default_name,
+from dashboard.access.auth import require
+from dashboard.widgets.common import DEMO_DATA, choose_data, chosen_data, page_link
+from dashboard.widgets.data_cache import inspect_reference, load_run_federation
+from dashboard.widgets.data_report import encoded_missing_share, show_alignment, show_missing, show_site_preview, show_summary
+from dashboard.widgets.data_roots import check_reference, data_roots, upload_folder
+from dashboard.widgets.mapping_step import draft, keep_draft, mapping_step
+from dashboard.presenters.registry import CHECKUP, TRAIN
+from dashboard.presenters.safe_text import md
+from application.datasets import DEMO_FEATURES as FEATURES
+from application.datasets import (ENVIRONMENT, UPLOAD_MAX_BYTES, UPLOAD_STANDARDIZATION, check_upload, default_name,
                               describe_reference, find_datasets, keep_upload)
 from fedcore.errors import DataError
 

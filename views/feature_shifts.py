@@ -4,14 +4,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import allowed, can_see_rows, require, rows_refused
-from dashboard.checkup_view import plan_fed_by, run_names, with_names
-from dashboard.common import (checkup_result, download_csv, get_store, is_active, live, no_rounds_yet, page_link,
+from dashboard.access.auth import allowed, can_see_rows, require, rows_refused
+from dashboard.presenters.checkup_view import plan_fed_by, run_names, with_names
+from dashboard.widgets.common import (checkup_result, download_csv, get_store, is_active, live, no_rounds_yet, page_link,
                               pick_run_or_explain, site_colors_of)
-from dashboard.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
-from dashboard.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
-from dashboard.registry import CHECKUP, LENSES, RUNS
-from dashboard.safe_text import md
+from dashboard.presenters.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
+from dashboard.presenters.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
+from dashboard.presenters.registry import CHECKUP, LENSES, RUNS
+from dashboard.presenters.safe_text import md
 from fedcore.interpret.significance import RULES
 from fedcore.interpret import checks
 from fedcore.interpret.findings import FDR, Finding
@@ -19,7 +19,7 @@ from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
 from fedcore.data_labels import data_label
 from fedcore.glossary import plain, term
-from fedcore.units import feature_scales
+from fedcore.original_units import feature_scales
 
 require("view")
 st.title("Feature shifts (iFedAvg)")
@@ -197,7 +197,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
         return
     # Imported here, not at the top: loading data rows brings in the data adapters and torch
     # (seconds on a cold start), and the heatmap above should not wait for them.
-    from dashboard.data_cache import load_run_federation
+    from dashboard.widgets.data_cache import load_run_federation
 
     try:
         federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))

@@ -4,14 +4,14 @@ the site's own images; and the bias experiment (a stamp on one site's positive i
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import allowed, can_see_rows, require, rows_refused
-from dashboard.bias_experiment import preset_choices, preset_specs
-from dashboard.common import (before_first_round, download_csv, get_store, is_active, live, page_link, pick_run,
+from dashboard.access.auth import allowed, can_see_rows, require, rows_refused
+from dashboard.widgets.bias_experiment import preset_choices, preset_specs
+from dashboard.widgets.common import (before_first_round, download_csv, get_store, is_active, live, page_link, pick_run,
                               site_names, stop_if_damaged)
-from dashboard.data_roots import submit
-from dashboard.records import run_name
-from dashboard.registry import LENSES, TRAIN
-from dashboard.prototypes import (
+from dashboard.widgets.data_roots import submit
+from dashboard.presenters.record_tables import run_name
+from dashboard.presenters.registry import LENSES, TRAIN
+from dashboard.presenters.prototype_images import (
     ALGORITHMS,
     COLOUR_NAMES,
     GLOBAL_SOURCES,
@@ -27,7 +27,7 @@ from dashboard.prototypes import (
     stamp_and_scale,
     top_table,
 )
-from dashboard.safe_text import md
+from dashboard.presenters.safe_text import md
 from fedcore.errors import FedcoreError
 from fedcore.records import Prototypes
 

@@ -4,17 +4,17 @@ import json
 
 import streamlit as st
 
-from dashboard.auth import allowed, can_see_rows, require
-from dashboard.common import (STATE_LABELS, cancel_with_confirmation, download_csv, get_store, identity_editor,
+from dashboard.access.auth import allowed, can_see_rows, require
+from dashboard.widgets.common import (STATE_LABELS, cancel_with_confirmation, download_csv, get_store, identity_editor,
                               is_active, live, page_link, pick_run_or_explain, site_colors_of, spec_summary)
-from dashboard.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
-from dashboard.data_roots import rerun
-from dashboard.figures import site_curves, site_lines
-from dashboard.records import (METRIC_LABELS, algorithm_detail, final_site_metrics, per_site_series, run_label,
+from dashboard.presenters.registry import CHECKUP, RUN_DETAILS, TRAIN, page_of
+from dashboard.widgets.data_roots import rerun
+from dashboard.presenters.figures import site_curves, site_lines
+from dashboard.presenters.record_tables import (METRIC_LABELS, algorithm_detail, final_site_metrics, per_site_series, run_label,
                                run_name, settings_table, site_metrics)
-from dashboard.report import html_report
-from dashboard.safe_text import md
-from fedcore import jobs
+from dashboard.presenters.report import html_report
+from dashboard.presenters.safe_text import md
+from application import jobs
 from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 

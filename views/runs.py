@@ -3,15 +3,15 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard.auth import allowed, require
-from dashboard.common import (STATE_LABELS, TABLE_ROW_PX, cancel_with_confirmation, dashboard_setting, get_store,
+from dashboard.access.auth import allowed, require
+from dashboard.widgets.common import (STATE_LABELS, TABLE_ROW_PX, cancel_with_confirmation, dashboard_setting, get_store,
                               identity_editor, is_active, page_link, save_dashboard_setting, settle_when_finished,
                               show_damage)
-from dashboard.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
-from dashboard.data_roots import rerun, submit
-from dashboard.records import algorithm_detail, differing_settings, progress, round_text, run_name
-from dashboard.safe_text import md
-from fedcore import jobs
+from dashboard.presenters.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
+from dashboard.widgets.data_roots import rerun, submit
+from dashboard.presenters.record_tables import algorithm_detail, differing_settings, progress, round_text, run_name
+from dashboard.presenters.safe_text import md
+from application import jobs
 from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
 

@@ -4,11 +4,11 @@ and which folders it may read data from. Read-only: they are set where the READM
 import pandas as pd
 import streamlit as st
 
-from dashboard import sessions
-from dashboard.auth import DEFAULT_GROUPS_CLAIM, PERMISSIONS, ROLES, current_access, providers, read_secrets, require
-from dashboard.data_roots import data_roots, upload_folder
-from dashboard.safe_text import md
-from fedcore.datasets import BUNDLED, ENVIRONMENT, configured_roots
+from dashboard.access import sessions
+from dashboard.access.auth import DEFAULT_GROUPS_CLAIM, PERMISSIONS, ROLES, current_access, providers, read_secrets, require
+from dashboard.widgets.data_roots import data_roots, upload_folder
+from dashboard.presenters.safe_text import md
+from application.datasets import BUNDLED, ENVIRONMENT, configured_roots
 
 require("settings")
 st.title("Access and data folders")

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import download_csv, live, no_rounds_yet, pick_run_or_explain
-from dashboard.lenses import similarity_view
-from dashboard.registry import LENSES, TRAIN
+from dashboard.access.auth import require
+from dashboard.widgets.common import download_csv, live, no_rounds_yet, pick_run_or_explain
+from dashboard.presenters.lenses import similarity_view
+from dashboard.presenters.registry import LENSES, TRAIN
 from fedcore.records import SiteSimilarity
 
 STATISTICS = {

@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import download_csv, live, no_rounds_yet, pick_run_or_explain, site_colors_of
-from dashboard.figures import class_lines, site_lines
-from dashboard.lenses import weights_view
-from dashboard.registry import LENSES, TRAIN
-from dashboard.safe_text import md
+from dashboard.access.auth import require
+from dashboard.widgets.common import download_csv, live, no_rounds_yet, pick_run_or_explain, site_colors_of
+from dashboard.presenters.figures import class_lines, site_lines
+from dashboard.presenters.lenses import weights_view
+from dashboard.presenters.registry import LENSES, TRAIN
+from dashboard.presenters.safe_text import md
 from fedcore.records import SiteWeights
 
 require("view")

@@ -4,19 +4,19 @@ from dataclasses import fields
 
 import streamlit as st
 
-from dashboard.auth import require
-from dashboard.common import chosen_data, get_store, is_active, page_link, settle_when_finished, show_progress
-from dashboard.lenses import LAYER_GUIDE
-from dashboard.registry import DATA, page_of
-from dashboard.forms import field_input, params_inputs
-from dashboard.data_roots import submit
-from dashboard.records import run_label
-from dashboard.safe_text import md
+from dashboard.access.auth import require
+from dashboard.widgets.common import chosen_data, get_store, is_active, page_link, settle_when_finished, show_progress
+from dashboard.presenters.lenses import LAYER_GUIDE
+from dashboard.presenters.registry import DATA, page_of
+from dashboard.widgets.forms import field_input, params_inputs
+from dashboard.widgets.data_roots import submit
+from dashboard.presenters.record_tables import run_label
+from dashboard.presenters.safe_text import md
 from fedcore.config import TrainConfig
 from fedcore.data_labels import data_label
-from fedcore.datasets import data_kind
+from application.datasets import data_kind
 from fedcore.errors import FedcoreError
-from fedcore.runner import algorithms, runs_over_flower
+from application.runner import algorithms, runs_over_flower
 
 REGISTRY = algorithms()
 

@@ -58,7 +58,7 @@ def federation(simulation_id: str, seed: int):
     """Table 1's clients (plus 1.C's two adversaries), drawn from Fashion-MNIST's training set."""
     import torch
 
-    from data_adapters.images import read_idx
+    from data_adapters.readers.images import read_idx
     from fedcore.federation import Federation, Site
 
     raw = read_idx(str(FASHION))

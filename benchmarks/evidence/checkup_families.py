@@ -135,7 +135,7 @@ def fingerprint(lenses: str) -> str:
 
     package = Path(fedcore.__file__).resolve().parent
     files = ([package / "checkup.py", *sorted((package / "interpret").glob("*.py"))] if lenses == "data"
-             else sorted(package.rglob("*.py")))
+             else sorted([*package.rglob("*.py"), *(package.parent / "application").rglob("*.py")]))
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
@@ -156,8 +156,8 @@ def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True,
                               text=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fedcore"], capture_output=True,
-                               text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "fedcore", "application"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+changes" if dirty else "")
@@ -224,7 +224,7 @@ def _every_lens(table) -> tuple[Any, str | None]:
     A federation the product refuses to load gives (None, its message)."""
     import tempfile
 
-    from fedcore.checkup_jobs import start_checkup
+    from application.checkup_jobs import start_checkup
     from fedcore.errors import FedcoreError
     from fedcore.store import RunStore
 

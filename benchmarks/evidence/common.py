@@ -53,7 +53,7 @@ def simulation(algorithm: str, data: Any, params: dict | None = None, config: di
     from data_adapters import load_federation
     from fedcore.algorithms import build_algorithm
     from fedcore.engine import Simulation, TrainConfig
-    from fedcore.runner import resolve_spec
+    from application.runner import resolve_spec
 
     spec = resolve_spec({"algorithm": algorithm, "data": data, "params": params or {}, "config": config or {}})
     federation = load_federation(spec["data"], spec["config"]["seed"])

@@ -176,7 +176,7 @@ class Algorithm:
         return self.Record(), {}
 
     # -- what the server reads of the parameters that stay at the sites --------------------------
-    # In one process the server side holds every tensor anyway; over Flower (fedcore.flower) a site
+    # In one process the server side holds every tensor anyway; over Flower (application.flower) a site
     # sends exactly these, so what leaves a site is stated here, next to what stays local.
     def recorded_locals(self, ctx: ServerContext) -> list[str]:
         """Local tensors `record` reads (iFedAvg's b_in / w_in): sent at evaluated rounds, and

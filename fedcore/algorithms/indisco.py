@@ -42,7 +42,7 @@ from fedcore.algorithms.context import Need
 from fedcore.records import Prototypes
 from fedcore.training import train_locally
 from fedcore.errors import SpecError
-from fedcore.interpret.prototypes import (
+from fedcore.interpret.prototype_boxes import (
     DEFAULT_PERCENTILE,
     ON_STAMP_SHARE,
     box_overlap,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedcore.interpret.units import (
+from fedcore.interpret.unit_conversions import (
     FIT_TOLERANCE,
     IMPROVEMENT,
     PAIR_MEDIAN_TOLERANCE,
@@ -65,7 +65,7 @@ FAMILIES = {
     "prototypes": "inDISCO's prototypes",
 }
 
-# The drawings of a finding's evidence (dashboard/checkup_view.py draws one per name).
+# The drawings of a finding's evidence (dashboard/presenters/checkup_view.py draws one per name).
 EVIDENCE_VIEWS = {
     "quantiles": "every site's values of the feature as boxes, and the site's quantiles against the others'",
     "unit_conversion": "the site's values in its own units, then converted, against the others' in theirs",

@@ -53,7 +53,7 @@ from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
-from fedcore.interpret.units import Match, column_factors, discrepancy, fits_between, match_conversion
+from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 LENS = checks.DATA
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))

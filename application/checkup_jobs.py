@@ -1,0 +1,87 @@
+"""Starting a check-up (`fedcore.checkup`): profile the data, then train the runs its model lenses
+read, as background jobs (the dashboard) or one after another in this process (the command line).
+
+For a table: iFedAvg with a local f_out on `replicates` seeds (feature shifts, and labels through
+the output layer), FedAvg (a shared model scored at every site), AdaFed (contribution) and
+FedHealth2 (similarity); for images: FedAvg and inDISCO's local model (prototypes). Every run is
+an ordinary run of the store, with the engine's settings but `rounds`.
+
+`check_up_run` checks up the federation of a run already in the store (a Flower run above all,
+whose rows the server never sees): the run's stored profile (`profile.npz`, sent by its sites) is
+the data lens, and the run itself feeds the lens its algorithm records (by the roles above).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from data_adapters import check_reference, describe_reference, load_federation
+from application import jobs
+from fedcore.checkup import IMAGE_ROLES, TABLE_ROLES, Plan, add_runs, create_plan, runs_of
+from fedcore.errors import FedcoreError
+from fedcore.interpret.disclosure import Policy
+from fedcore.interpret.profile import Profile
+from application.runner import execute, resolve_spec
+from fedcore.store import Run, RunStore
+
+# The role a run of each algorithm plays in a check-up (the parameters of TABLE_ROLES / IMAGE_ROLES
+# are what a check-up sets; a run trained without them still records what its role reads).
+ROLE_OF = {algorithm: role for roles in (TABLE_ROLES, IMAGE_ROLES) for role, (algorithm, _) in roles.items()}
+
+
+def start_checkup(store: RunStore, data: Any, replicates: int = 3, rounds: int = 300, train: bool = True,
+                  in_process: bool = False, progress: Callable[[str], None] | None = None,
+                  disclosure: Mapping[str, Any] | None = None) -> Plan:
+    """A new check-up of `data`; with `train`, its runs are queued as jobs (or, `in_process`,
+    trained here one after another, `progress` told of each). `disclosure`: the policy the sites
+    release their statistics at ('min_count', 'dp_epsilon'; the default policy where not given),
+    recorded with the check-up and every run it trains."""
+    reference = check_reference(data)
+    policy = Policy.from_settings(disclosure)
+    federation = load_federation(reference, 0, disclosure=policy)
+    plan = create_plan(store, reference, describe_reference(reference), federation.profile, federation.site_names,
+                       "table" if federation.is_tabular else "image", policy.to_dict())
+    if train:
+        train_lenses(store, plan, replicates, rounds, in_process, progress)
+    return plan
+
+
+def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int = 300, in_process: bool = False,
+                 progress: Callable[[str], None] | None = None) -> Plan:
+    """Train the runs that feed `plan`'s model lenses (`runs_of`), as jobs or, `in_process`, here one
+    after another (`progress` told of each); a check-up of the data lens alone gets them later.
+    Every run releases its sites' statistics at the check-up's disclosure policy."""
+    reference = plan.contents.get("data")
+    for role, specs in runs_of(plan.kind, reference, replicates, rounds, plan.contents.get("disclosure")).items():
+        specs = [resolve_spec(spec) for spec in specs]
+        if in_process:
+            runs = [store.create(spec) for spec in specs]
+            add_runs(plan, role, [run.id for run in runs])
+            for run in runs:
+                if progress is not None:
+                    progress(f"training {run.spec['algorithm']} (seed {run.spec['config']['seed']}) for the "
+                             f"{role.replace('_', ' ')} lens")
+                execute(run)
+        else:
+            add_runs(plan, role, [jobs.submit(store, spec).id for spec in specs])
+    return plan
+
+
+def check_up_run(store: RunStore, run: Run) -> Plan:
+    """A new check-up of `run`'s federation: its stored profile as the data lens (none for images,
+    or when a Flower site kept its statistics to itself), the run as the source of its own lens."""
+    arrays = run.load_profile_arrays()
+    profile = Profile.from_npz(arrays) if arrays is not None else None
+    data = run.spec.get("data")
+    try:
+        described = describe_reference(check_reference(data))
+    except FedcoreError:  # a run made elsewhere may name data this machine cannot parse; its id still says which
+        described = str(data)
+    sites = [s["name"] for s in run.federation.get("sites", [])]
+    kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
+    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, run.spec.get("disclosure"))
+    role = ROLE_OF.get(str(run.spec.get("algorithm")))
+    if role is not None:
+        add_runs(plan, role, [run.id])
+    return plan

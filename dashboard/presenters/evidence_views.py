@@ -1,0 +1,605 @@
+"""The data behind a finding, drawn in the units of what it describes: pure functions of the
+finding and of what the check-up computed it from (`Evidence`), no Streamlit. Which view draws
+which kind of finding is `dashboard.presenters.checkup_view.EVIDENCE_VIEWS` / `VIEW_OF_KIND`.
+
+Every view draws every site, the finding's site in its colour and the others in grey, so that a
+reader sees where the site lies among them:
+    a data-lens finding    the sites' own statistics (quantiles, missing shares, class-wise means,
+                           category shares, correlations), in the feature's units; a unit
+                           finding draws the site's values in its own units, then converted,
+                           against the others' in theirs
+    a model-lens finding   each site's value of what the lens tested (a learned correction, the
+                           output scale, a shared model's ROC AUC, the server's score, a distance),
+                           read from every cell the check-up tested (`Evidence.findings`)
+Names a user supplied (sites, features, classes) are drawn as text (`safe_text.plot_text`); the
+figures set their own colours and margins, so a report draws them alike in any template.
+
+Every view draws only what the sites released at their disclosure policy (the profile) and what
+the check-up computed from it, never a row: a viewer sees them as an analyst does (the pages that
+draw rows ask `dashboard.access.auth.can_see_rows`). A quantile a site did not release is not drawn (a
+small group's box is a line at its median), and a statistic a site withheld is no bar, the title
+naming the site, never a 0.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.presenters.figures import CLASS_COLOURS, FONT
+from dashboard.presenters.safe_text import plot_text
+from fedcore.glossary import effect_unit, term
+from fedcore.interpret.data_checks import relation_to_labels
+from fedcore.interpret.findings import Finding
+from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
+
+OTHERS = "#9aa5b1"  # every other site
+OTHERS_FILL = "rgba(154,165,177,0.35)"
+REFERENCE = "#44546a"  # the other sites' mean, a neutral value
+BOX = {"lowerfence": 0.05, "q1": 0.25, "median": 0.5, "q3": 0.75, "upperfence": 0.95}  # the boxes' quantiles
+BOX_NOTE = "box: 25–75 % of its values, whiskers: 5–95 %"
+# Characters per line: a title, an axis title and a site's name each fit a printed page (680 px)
+TITLE_WIDTH, AXIS_WIDTH, LABEL_WIDTH = 60, 60, 28
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What an evidence view draws from: the sites' statistics (None: they kept them, or images),
+    every cell the check-up tested (a model lens's view reads each site's value from them), and
+    the sites' colours."""
+
+    profile: Profile | None
+    findings: Sequence[Finding]
+    colors: Mapping[str, str]
+
+    def colour(self, site: str) -> str:
+        return self.colors.get(site, "#d62728")
+
+
+# -- shared pieces --------------------------------------------------------------------------------
+def _title(text: str, note: str = "") -> dict:
+    """A figure title wrapped to the printed width, with a smaller second line (`note`)."""
+    lines = [plot_text(line) for line in textwrap.wrap(text, TITLE_WIDTH)]
+    notes = [f"<sup>{plot_text(line)}</sup>" for line in textwrap.wrap(note, int(TITLE_WIDTH * 1.3))] if note else []
+    return dict(text="<br>".join(lines + notes), x=0, xanchor="left")
+
+
+def _wrapped(text: str, width: int) -> str:
+    """Plain text as plotly text, escaped, broken into lines of `width` characters."""
+    return "<br>".join(plot_text(line) for line in textwrap.wrap(text, width)) or plot_text(text)
+
+
+def _label(name: str) -> str:
+    """A site's (or feature's) name on an axis: as written, long ones on two or more lines."""
+    return _wrapped(name, LABEL_WIDTH)
+
+
+def _axis_title(text: str, note: str = "") -> str:
+    return _wrapped(text, AXIS_WIDTH) + (f"<br><sup>{plot_text(note)}</sup>" if note else "")
+
+
+def _styled(fig: go.Figure, height: int) -> go.Figure:
+    """Fonts, white background, room for the title's lines and any subplot titles below it; axes
+    make room for their labels (automargin), so no site name is cut whatever the template."""
+    lines = str(fig.layout.title.text or "").count("<br>") + 1
+    subplot_titles = any(a.yref == "paper" and a.y is not None and a.y >= 1 for a in fig.layout.annotations)
+    top = 30 + 22 * lines + (26 if subplot_titles else 0)
+    fig.update_layout(height=height + top - 74, font=FONT, margin=dict(l=10, r=10, t=top, b=10),
+                      plot_bgcolor="white", paper_bgcolor="white", hoverlabel=dict(namelength=-1),
+                      legend=dict(bgcolor="rgba(255,255,255,0.8)"))
+    fig.update_xaxes(automargin=True, showgrid=True, gridcolor="#eef1f4", zeroline=False, linecolor="#c5ccd4")
+    fig.update_yaxes(automargin=True, showgrid=True, gridcolor="#eef1f4", zeroline=False, linecolor="#c5ccd4")
+    return fig
+
+
+def _unit(profile: Profile, feature: str) -> str:
+    return profile.units.get(feature, "")
+
+
+def _axis(feature: str, unit: str) -> str:
+    return _axis_title(f"{feature} ({unit})" if unit else f"{feature} (the data's units)")
+
+
+def _site_height(sites: Sequence[str], base: int = 200) -> int:
+    """A figure's height for a row per site (a long name takes a line more)."""
+    lines = sum(len(textwrap.wrap(site, LABEL_WIDTH)) or 1 for site in sites)
+    return max(320, 18 * lines + 12 * len(sites) + base)
+
+
+def _boxes(fig: go.Figure, profile: Profile, j: int, site: str, colour: str, row: int = 1, col: int = 1,
+           converted: tuple[float, float] | None = None, label: str | None = None) -> None:
+    """Every site's quantiles of feature j as a horizontal box (5, 25, 50, 75, 95 %), the site in
+    its colour; with `converted` (a, b), the site's values as a·x + b, named `label`."""
+    for k, name in enumerate(profile.sites):
+        quantiles = profile.quantiles[k, :, j]
+        if not np.isfinite(quantiles).any():
+            continue
+        mine = name == site
+        if mine and converted is not None:
+            quantiles = converted[0] * quantiles + converted[1]
+            quantiles = quantiles[::-1] if converted[0] < 0 else quantiles  # a reversing conversion
+        shown = _label(label if mine and label else name)
+        fig.add_trace(go.Box(y=[shown], orientation="h", name=shown, showlegend=False, **_box(quantiles),
+                             marker_color=colour if mine else OTHERS, line=dict(width=3 if mine else 1.5),
+                             fillcolor=colour if mine else OTHERS_FILL,
+                             hovertemplate=f"{shown}<br>median %{{median:.4g}}<extra></extra>"), row=row, col=col)
+    fig.update_yaxes(autorange="reversed", row=row, col=col)
+
+
+def _box(quantiles: np.ndarray) -> dict[str, list[float]]:
+    """A box's numbers (BOX) from a site's quantiles, as its disclosure policy released them: where
+    it released no quartiles (a small group: its median only) the box is a line at the median, and
+    its whiskers end at the box where it released no 5 or 95 % quantile."""
+    index = {name: int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for name, p in BOX.items()}
+    box = {key: float(quantiles[i]) for key, i in index.items()}
+    if not np.isfinite([box["q1"], box["median"], box["q3"]]).all():
+        box = dict.fromkeys(box, float(np.nanmedian(quantiles)))
+    box["lowerfence"] = box["lowerfence"] if np.isfinite(box["lowerfence"]) else box["q1"]
+    box["upperfence"] = box["upperfence"] if np.isfinite(box["upperfence"]) else box["q3"]
+    return {key: [value] for key, value in box.items()}
+
+
+def _released(quantiles: Sequence[float]) -> dict[str, np.ndarray]:
+    """x (per cent) and y of the quantiles a site released (a disclosure policy leaves out those no
+    block of enough values stands for: the 1 and 99 %, and a small group's outer ones)."""
+    values = np.asarray(quantiles, dtype=np.float64)
+    shared = np.isfinite(values)
+    return {"x": PROBABILITIES[shared] * 100, "y": values[shared]}
+
+
+def _not_shared(sites: Sequence[str], values: np.ndarray) -> str:
+    """A figure's note naming the sites that did not share what it draws (all NaN: their disclosure
+    policy withheld it), drawn as no bar rather than as 0 ('' when every site did)."""
+    values = np.asarray(values, dtype=np.float64).reshape(len(sites), -1)
+    missing = [site for site, row in zip(sites, values) if not np.isfinite(row).any()]
+    return f"not shared by {', '.join(missing)} (fewer rows than its disclosure policy's minimum)" if missing else ""
+
+
+def _notes(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
+
+
+def _by_site(profile_sites: Sequence[str], site: str, colour: str) -> list[str]:
+    return [colour if name == site else OTHERS for name in profile_sites]
+
+
+def _site_bars(values: Sequence[float], sites: Sequence[str], site: str, colour: str, axis: str, title: dict,
+               percent: bool = False, reference: float | None = None, reference_name: str = "",
+               errors: Sequence[float] | None = None) -> go.Figure:
+    """One bar per site (top to bottom in federation order), the finding's site in its colour; a
+    dashed line at `reference` (named on the axis' note)."""
+    names = [_label(s) for s in sites]
+    shown = "%{x:.0%}" if percent else "%{x:.3g}"
+    # bars from the reference (no correction, guessing, the others' mean): how far each site lies from it
+    base = reference if reference is not None else 0.0
+    fig = go.Figure(go.Bar(
+        x=[v - base for v in values], base=base, y=names, orientation="h", marker_color=_by_site(sites, site, colour),
+        customdata=list(values),
+        error_x=dict(type="data", array=list(errors), color=REFERENCE, thickness=1.5) if errors is not None else None,
+        hovertemplate=f"%{{y}}: {shown.replace('x', 'customdata')}<extra></extra>", showlegend=False))
+    if reference is not None:
+        fig.add_vline(x=reference, line=dict(color=REFERENCE, dash="dash", width=1.5))
+    axis = _axis_title(axis, f"dashed line: {reference_name}" if reference is not None and reference_name else "")
+    low, high = float(np.nanmin([*values, base])), float(np.nanmax([*values, base]))
+    pad = 0.05 * ((high - low) or 1.0)
+    fig.update_xaxes(title_text=axis, tickformat=".0%" if percent else None,
+                     range=[min(low - pad, 0.0) if percent else low - pad, high + pad])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title)
+    return _styled(fig, _site_height(sites))
+
+
+def _siblings(finding: Finding, findings: Sequence[Finding]) -> dict[str, Finding]:
+    """The same check's cell at every site (same lens, kind, feature and layer): site -> finding."""
+    layer = finding.evidence.get("layer")
+    return {f.site: f for f in findings if f.lens == finding.lens and f.kind == finding.kind
+            and f.feature == finding.feature and f.evidence.get("layer") == layer}
+
+
+def _feature_index(finding: Finding, profile: Profile | None) -> int | None:
+    if profile is None or finding.site not in profile.sites or finding.feature not in profile.features:
+        return None
+    return profile.features.index(finding.feature)
+
+
+# -- the data lens --------------------------------------------------------------------------------
+def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Left: every site's values of the feature as a box. Right: the site's quantiles against the
+    other sites' mean quantiles, each other site a thin line (location, spread, shape)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None:
+        return None
+    site, feature = finding.site, finding.feature or ""
+    colour = evidence.colour(site)
+    unit = _unit(profile, feature)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("Each site's values", "Quantiles against the others'"))
+    _boxes(fig, profile, j, site, colour)
+    for k, name in enumerate(profile.sites):
+        if name != site and np.isfinite(profile.quantiles[k, :, j]).any():
+            fig.add_trace(go.Scatter(**_released(profile.quantiles[k, :, j]), mode="lines",
+                                     showlegend=False, line=dict(color="#c5ccd4", width=1), hoverinfo="skip"),
+                          row=1, col=2)
+    others = finding.evidence.get("others_quantiles")
+    if others is not None:
+        fig.add_trace(go.Scatter(**_released(others), mode="lines+markers", name="the other sites' mean",
+                                 line=dict(color=REFERENCE, width=2.5, dash="dash"), marker=dict(color=REFERENCE)),
+                      row=1, col=2)
+    own = finding.evidence.get("quantiles", profile.quantiles[profile.sites.index(site), :, j])
+    fig.add_trace(go.Scatter(**_released(own), mode="lines+markers", name=plot_text(site),
+                             line=dict(color=colour, width=3), marker=dict(color=colour)), row=1, col=2)
+    axis = _axis(feature, unit)
+    fig.update_xaxes(title_text=axis, row=1, col=1)
+    fig.update_xaxes(title_text="share of the site's values below (%)", row=1, col=2)
+    fig.update_yaxes(title_text=axis, row=1, col=2)
+    fig.update_layout(title=_title(f"{feature} at each site: {site} in colour", BOX_NOTE))
+    return _styled(fig, _site_height(profile.sites, 220))
+
+
+def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A unit or scale finding: left, the site's values as it records them, on an axis of its own
+    units; right, the site's values converted (a·x + b) against every other site's, in theirs."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None or "a" not in finding.evidence:
+        return quantiles_view(finding, evidence)
+    site, feature = finding.site, finding.feature or ""
+    colour = evidence.colour(site)
+    a, b = float(finding.evidence["a"]), float(finding.evidence.get("b", 0.0))
+    formula = str(finding.evidence.get("formula") or f"× {a:.4g}")
+    theirs = finding.evidence.get("others_unit") or _unit(profile, feature)
+    own = finding.evidence.get("site_unit") or ""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16, column_widths=[0.35, 0.65],
+                        subplot_titles=("As recorded there", f"Converted ({formula}), with the others'"))
+    quantiles = profile.quantiles[profile.sites.index(site), :, j]
+    fig.add_trace(go.Box(y=[_label(site)], orientation="h", showlegend=False, **_box(quantiles), marker_color=colour,
+                         fillcolor=colour, line=dict(width=3),
+                         hovertemplate=f"{plot_text(site)} as recorded<br>median %{{median:.4g}}<extra></extra>"),
+                  row=1, col=1)
+    _boxes(fig, profile, j, site, colour, row=1, col=2, converted=(a, b), label=f"{site}, converted")
+    own_axis = (f"{feature} at {site} ({own})" if own else f"{feature} at {site} (its own units)")
+    fig.update_xaxes(title_text=_axis_title(own_axis), row=1, col=1)
+    fig.update_xaxes(title_text=_axis(feature, theirs), row=1, col=2)
+    what = f"{own} where the others use {theirs}" if own and theirs else f"values {formula} off the others'"
+    fig.update_layout(title=_title(f"{feature}: {site} looks like {what}", BOX_NOTE))
+    return _styled(fig, _site_height(profile.sites, 220))
+
+
+def missing_code_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A value used as a missing code: each site's share of values that are exactly the code
+    (left), and every site's values with the code marked (right)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    code = finding.evidence.get("code")
+    if j is None or code is None or not np.isclose(SENTINELS, code).any():
+        return quantiles_view(finding, evidence)
+    site, feature = finding.site, finding.feature or ""
+    colour = evidence.colour(site)
+    v = int(np.flatnonzero(np.isclose(SENTINELS, code))[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = profile.sentinel_counts[:, v, j] / profile.observed[:, j]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, shared_yaxes=True,
+                        subplot_titles=(f"Share of values that are exactly {code:g}", "Each site's values"))
+    names = [_label(s) for s in profile.sites]
+    fig.add_trace(go.Bar(x=shares, y=names, orientation="h", showlegend=False,
+                         marker_color=_by_site(profile.sites, site, colour),
+                         hovertemplate="%{y}: %{x:.1%}<extra></extra>"), row=1, col=1)
+    _boxes(fig, profile, j, site, colour, row=1, col=2)
+    fig.add_vline(x=float(code), line=dict(color="#b00020", dash="dot", width=2), row=1, col=2)
+    fig.update_xaxes(title_text="share of the site's values", tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text=_axis(feature, _unit(profile, feature)), row=1, col=2)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=_title(f"{feature}: {code:g} at {site}, a code for 'missing'?",
+                                   _notes(f"dotted line: {code:g}; {BOX_NOTE}", _not_shared(profile.sites, shares))))
+    return _styled(fig, _site_height(profile.sites, 220))
+
+
+def swapped_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Two columns swapped: for each, the site's quantiles against the other sites' mean quantiles
+    of both columns (the site's values of one lie on the others' of the other)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    other = finding.evidence.get("other_feature")
+    if j is None or other not in profile.features:
+        return quantiles_view(finding, evidence)
+    site, colour = finding.site, evidence.colour(finding.site)
+    i = profile.sites.index(site)
+    columns = [finding.feature or "", str(other)]
+    mean_of = {}
+    for column in columns:  # the other sites' mean quantiles, as the check compared them
+        cell = next((f for f in evidence.findings if f.site == site and f.feature == column
+                     and "others_quantiles" in f.evidence), None)
+        k = profile.features.index(column)
+        mean_of[column] = (np.asarray(cell.evidence["others_quantiles"]) if cell is not None
+                           else np.nanmean(np.delete(profile.quantiles[:, :, k], i, axis=0), axis=0))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=[plot_text(f"What {site} records as {c}") for c in columns])
+    for col, (column, swapped_with) in enumerate(zip(columns, reversed(columns)), start=1):
+        k = profile.features.index(column)
+        fig.add_trace(go.Scatter(**_released(mean_of[column]), mode="lines", showlegend=col == 1,
+                                 name="the others' values of the same column", legendgroup="same",
+                                 line=dict(color=REFERENCE, width=2, dash="dash")), row=1, col=col)
+        fig.add_trace(go.Scatter(**_released(mean_of[swapped_with]), mode="lines", showlegend=col == 1,
+                                 name="the others' values of the other column", legendgroup="other",
+                                 line=dict(color=OTHERS, width=2, dash="dot")), row=1, col=col)
+        fig.add_trace(go.Scatter(**_released(profile.quantiles[i, :, k]), mode="lines+markers",
+                                 name=plot_text(f"{site}'s values"), legendgroup="site", showlegend=col == 1,
+                                 line=dict(color=colour, width=3), marker=dict(color=colour)), row=1, col=col)
+        fig.update_yaxes(title_text=_axis(column, _unit(profile, column)), row=1, col=col)
+        fig.update_xaxes(title_text="share of values below (%)", row=1, col=col)
+    fig.update_layout(title=_title(f"{columns[0]} and {columns[1]} at {site}: each matches the others' other column"),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    fig = _styled(fig, 440)
+    fig.update_layout(margin_b=70)  # the legend below the axis titles
+    return fig
+
+
+def missing_share_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Each site's share of rows where the feature is missing."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None:
+        return None
+    rows = profile.rows.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = 1 - profile.observed[:, j] / rows
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
+                      "share of the site's rows where it is missing",
+                      _title(f"{finding.feature}: missing values at each site ({finding.site} in colour)",
+                             _not_shared(profile.sites, share)), percent=True)
+
+
+def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Each site's share of missing values of the feature, per outcome (a colour each), the
+    finding's site shaded."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None:
+        return None
+    counts = profile.class_counts.astype(float)  # [sites, classes]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        missing = 1 - profile.observed_by_class[:, :, j] / counts
+    names = [_label(s) for s in profile.sites]
+    fig = go.Figure([go.Bar(y=names, x=missing[:, k], orientation="h", name=plot_text(f"outcome: {c}"),
+                            marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
+                            hovertemplate="%{y}: %{x:.0%} missing<extra>" + plot_text(c) + "</extra>")
+                     for k, c in enumerate(profile.classes)])
+    i = profile.sites.index(finding.site)
+    fig.add_hrect(y0=i - 0.5, y1=i + 0.5, fillcolor=evidence.colour(finding.site), opacity=0.18, line_width=0)
+    fig.update_xaxes(title_text="share of the outcome's rows where it is missing", tickformat=".0%",
+                     range=[0, 1.02])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group", title=_title(
+        f"{finding.feature}: missing values per outcome at each site",
+        _notes(f"shaded: {finding.site}", _not_shared(profile.sites, missing))),
+        legend=dict(title_text="outcome"))
+    return _styled(fig, _site_height(profile.sites) + 10 * len(profile.sites) * (len(profile.classes) - 1))
+
+
+def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A categorical column: each site's share of rows in each category, stacked; the categories
+    only the finding's site uses named as such in the legend."""
+    profile = evidence.profile
+    if profile is None or finding.site not in profile.sites:
+        return None
+    column = finding.feature or ""
+    members = [j for j, (kind, c) in enumerate(zip(profile.kinds, profile.columns)) if c == column
+               and kind == "categorical"]
+    if not members:
+        return None
+    own = set(map(str, finding.evidence.get("site_codes", [])))
+    names = [_label(s) for s in profile.sites]
+    fig = go.Figure()
+    for n, j in enumerate(members):
+        category = profile.features[j][len(column) + 1:] if profile.features[j].startswith(column + "=") \
+            else profile.features[j]
+        label = f"{category} (only at {finding.site})" if category in own else category
+        fig.add_trace(go.Bar(y=names, x=profile.mean[:, j], orientation="h", name=plot_text(label),
+                             marker_color=CLASS_COLOURS[n % len(CLASS_COLOURS)],
+                             marker_pattern_shape="/" if category in own else "",
+                             hovertemplate="%{y}: %{x:.0%}<extra>" + plot_text(category) + "</extra>"))
+    fig.update_xaxes(title_text="share of the site's rows", tickformat=".0%", range=[0, 1.0001])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="stack", legend=dict(title_text=plot_text(column)),
+                      title=_title(f"{column}: the categories each site uses ({finding.site}'s own hatched)",
+                                   _not_shared(profile.sites, profile.mean[:, members])))
+    return _styled(fig, _site_height(profile.sites))
+
+
+def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Each site's mean of the feature per outcome (a colour each), joined per site: a relation to
+    the label that differs or reverses runs the other way."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None:
+        return None
+    names = [_label(s) for s in profile.sites]
+    colour = evidence.colour(finding.site)
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        mine = profile.sites[i] == finding.site
+        fig.add_trace(go.Scatter(y=[name] * len(profile.classes), x=profile.mean_by_class[i, :, j], mode="lines",
+                                 showlegend=False, hoverinfo="skip",
+                                 line=dict(color=colour if mine else "#c5ccd4", width=5 if mine else 2)))
+    for k, c in enumerate(profile.classes):
+        fig.add_trace(go.Scatter(y=names, x=profile.mean_by_class[:, k, j], mode="markers",
+                                 name=plot_text(f"outcome: {c}"),
+                                 marker=dict(size=12, color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
+                                             line=dict(width=1, color="white")),
+                                 hovertemplate="%{y}: mean %{x:.4g}<extra>" + plot_text(c) + "</extra>"))
+    fig.update_xaxes(title_text=f"mean of {_axis(finding.feature or '', _unit(profile, finding.feature or ''))}")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=_title(f"{finding.feature}: mean per outcome at each site",
+                                   f"{finding.site}'s line in colour"), legend=dict(title_text="outcome"))
+    return _styled(fig, _site_height(profile.sites))
+
+
+def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A site's labels as a whole: for each feature, how far its outcomes' means lie apart (in
+    spreads within an outcome) at every site; the site's dots against the others' show a pattern
+    run the other way round (swapped labels) or flattened (noisy labels)."""
+    profile = evidence.profile
+    if profile is None or finding.site not in profile.sites or len(profile.classes) < 2:
+        return None
+    relation = relation_to_labels(profile)  # [sites, features]
+    i = profile.sites.index(finding.site)
+    others = np.delete(relation, i, axis=0)
+    with np.errstate(invalid="ignore"):
+        typical = np.nanmedian(others, axis=0) if others.size else np.zeros(relation.shape[1])
+    order = [j for j in np.argsort(-np.abs(np.nan_to_num(typical)), kind="stable") if np.isfinite(typical[j])][:20]
+    features = [plot_text(profile.features[j]) for j in order]
+    colour = evidence.colour(finding.site)
+    fig = go.Figure()
+    for k, name in enumerate(profile.sites):
+        if k == i:
+            continue
+        fig.add_trace(go.Scatter(x=relation[k, order], y=features, mode="markers", showlegend=k == (1 if i == 0 else 0),
+                                 name="another site", marker=dict(color=OTHERS, size=8, opacity=0.7),
+                                 hovertemplate=plot_text(name) + ": %{x:+.2f}<extra>%{y}</extra>"))
+    fig.add_trace(go.Scatter(x=relation[i, order], y=features, mode="markers", name=plot_text(finding.site),
+                             marker=dict(color=colour, size=13, symbol="diamond", line=dict(width=1, color="white")),
+                             hovertemplate=plot_text(finding.site) + ": %{x:+.2f}<extra>%{y}</extra>"))
+    fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
+    first, last = profile.classes[0], profile.classes[-1]
+    spreads = "in usual spreads within an outcome (SDs)"
+    axis = (f"mean for '{last}' minus mean for '{first}', {spreads}" if len(profile.classes) == 2 else
+            f"outcome means along the other sites' pattern, {spreads}")
+    fig.update_xaxes(title_text=_axis_title(axis))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=_title(f"How each feature relates to the outcome at {finding.site} and elsewhere",
+                                   "features the other sites relate most to the outcome first"))
+    return _styled(fig, max(340, 24 * len(order) + 200))
+
+
+def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """How the feature varies with each other continuous feature at the site (its correlation)
+    against the other sites': a channel replaced by noise loses its correlations."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None or j not in profile.continuous:
+        return None
+    c = profile.continuous.index(j)
+    i = profile.sites.index(finding.site)
+    rest = [k for k in range(len(profile.continuous)) if k != c]
+    features = [plot_text(profile.features[profile.continuous[k]]) for k in rest]
+    fig = go.Figure()
+    for s, name in enumerate(profile.sites):
+        if s != i:
+            fig.add_trace(go.Scatter(x=profile.correlation[s, c, rest], y=features, mode="markers",
+                                     name="another site", showlegend=s == (1 if i == 0 else 0),
+                                     marker=dict(color=OTHERS, size=8, opacity=0.7),
+                                     hovertemplate=plot_text(name) + ": r = %{x:+.2f}<extra>%{y}</extra>"))
+    fig.add_trace(go.Scatter(x=profile.correlation[i, c, rest], y=features, mode="markers", name=plot_text(finding.site),
+                             marker=dict(color=evidence.colour(finding.site), size=13, symbol="diamond"),
+                             hovertemplate=plot_text(finding.site) + ": r = %{x:+.2f}<extra>%{y}</extra>"))
+    fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
+    fig.update_xaxes(title_text=_axis_title(f"how {finding.feature} varies with each feature (correlation r)"),
+                     range=[-1.05, 1.05])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=_title(f"{finding.feature} against the other features at each site"))
+    return _styled(fig, max(320, 24 * len(rest) + 200))
+
+
+def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Each site's share of rows in each outcome, stacked."""
+    profile = evidence.profile
+    if profile is None or finding.site not in profile.sites:
+        return None
+    counts = profile.class_counts.astype(float)
+    shares = counts / np.maximum(counts.sum(1, keepdims=True), 1)  # NaN where a site withheld its class counts
+    names = [_label(s) for s in profile.sites]
+    fig = go.Figure([go.Bar(y=names, x=shares[:, k], orientation="h", name=plot_text(str(c)),
+                            marker_color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
+                            hovertemplate="%{y}: %{x:.0%}<extra>" + plot_text(str(c)) + "</extra>")
+                     for k, c in enumerate(profile.classes)])
+    i = profile.sites.index(finding.site)
+    fig.add_hrect(y0=i - 0.5, y1=i + 0.5, line=dict(color=evidence.colour(finding.site), width=3))
+    fig.update_xaxes(title_text="share of the site's rows", tickformat=".0%", range=[0, 1.0001])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="stack", legend=dict(title_text="outcome"),
+                      title=_title(f"The outcomes at each site ({finding.site} outlined)",
+                                   _not_shared(profile.sites, shares)))
+    return _styled(fig, _site_height(profile.sites))
+
+
+def point_mass_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A column (nearly) constant, or many values at one value: each site's share of values at its
+    most common value, at its minimum and at its maximum (the profile's `top_share`, `min_share`,
+    `max_share`, where the sites shared them; else every site's values)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    shares = {name: profile.arrays.get(key) for name, key in (("its most common value", "top_share"),
+                                                                ("its minimum", "min_share"),
+                                                                ("its maximum", "max_share"))} if j is not None else {}
+    if j is None or any(value is None for value in shares.values()):
+        return quantiles_view(finding, evidence)
+    names = [_label(s) for s in profile.sites]
+    fig = go.Figure([go.Bar(y=names, x=np.asarray(value, dtype=float)[:, j], orientation="h",
+                            name=what, marker_color=CLASS_COLOURS[k], hovertemplate="%{y}: %{x:.0%}<extra>" + what
+                            + "</extra>") for k, (what, value) in enumerate(shares.items())])
+    i = profile.sites.index(finding.site)
+    fig.add_hrect(y0=i - 0.5, y1=i + 0.5, fillcolor=evidence.colour(finding.site), opacity=0.18, line_width=0)
+    fig.update_xaxes(title_text="share of the site's values", tickformat=".0%", range=[0, 1.02])
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group", legend=dict(title_text="values at"),
+                      title=_title(f"{finding.feature}: how many values sit at one value",
+                                   _notes(f"shaded: {finding.site}", _not_shared(
+                                       profile.sites, np.stack([np.asarray(v, dtype=float)[:, j]
+                                                                for v in shares.values()], 1)))))
+    return _styled(fig, _site_height(profile.sites) + 20 * len(profile.sites))
+
+
+def duplicates_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Rows repeated exactly: each site's share of rows that repeat another (the profile's
+    `duplicate_rows`, a count per site)."""
+    profile = evidence.profile
+    counts = profile.arrays.get("duplicate_rows") if profile is not None else None
+    if counts is None or finding.site not in profile.sites:
+        return None
+    share = np.asarray(counts, dtype=float).reshape(len(profile.sites)) / np.maximum(profile.rows.astype(float), 1)
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
+                      "share of the site's rows that repeat another row exactly",
+                      _title(f"Rows repeated at each site ({finding.site} in colour)", _not_shared(profile.sites, share)),
+                      percent=True)
+
+
+# -- the model lenses -----------------------------------------------------------------------------
+def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title: str = "",
+                     reference: float | str | None = None, reference_name: str = "",
+                     percent: bool = False) -> go.Figure | None:
+    """One number per site, read from every site's cell of the same check (`evidence['value']`):
+    the finding's site in its colour; `reference` a value to draw, or 'others' for the other
+    sites' mean. Replicate runs' spread (`replicate_sd`) as error bars where there is one."""
+    cells = _siblings(finding, evidence.findings)
+    sites = [s for s in (evidence.colors or cells) if s in cells] or list(cells)
+    if finding.site not in cells or any("value" not in cells[s].evidence for s in sites):
+        return None
+    values = [float(cells[s].evidence["value"]) for s in sites]
+    spread = [cells[s].evidence.get("replicate_sd") for s in sites]
+    errors = [float(x) if x is not None and np.isfinite(x) else 0.0 for x in spread] \
+        if any(x is not None and np.isfinite(x) for x in spread) else None
+    if reference == "others":
+        reference = float(np.mean([v for s, v in zip(sites, values) if s != finding.site]))
+        reference_name = reference_name or "the other sites' mean"
+    what = title or f"{finding.title} at {finding.site}"
+    note = "error bars: the SD over the repeat runs with other random seeds" if errors is not None else ""
+    return _site_bars(values, sites, finding.site, evidence.colour(finding.site),
+                      axis or effect_unit(finding.effect_unit), _title(what, note), percent=percent,
+                      reference=reference, reference_name=reference_name, errors=errors)
+
+
+def feature_correction_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """iFedAvg's learned correction of one feature at every site (mean over the repeat runs, their
+    SD as error bars), against no correction."""
+    layer = str(finding.evidence.get("layer", "b_in"))
+    neutral = 1.0 if layer.startswith("w") else 0.0
+    unit = "1 = no change" if layer.startswith("w") else "in the feature's standard deviations"
+    return site_values_view(finding, evidence, axis=f"{term(layer)} of {finding.feature}, {unit}",
+                            title=f"The correction iFedAvg learnt for {finding.feature} at each site",
+                            reference=neutral, reference_name=f"no correction ({layer} = {neutral:g})")
