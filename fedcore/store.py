@@ -222,6 +222,7 @@ class Spec:
     run_id: str | None = None
     created: str | None = None
     stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the file as read
+    read_from: str = field(default="", repr=False, compare=False)  # the id of the run it was read from
 
     @property
     def rounds(self) -> int | None:
@@ -235,7 +236,7 @@ class Spec:
         """The hyperparameter `name`; RunDamaged naming the run, the file and the key when the
         spec lacks it (a page asks for the parameters its algorithm always writes)."""
         if name not in self.params:
-            raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.run_id)
+            raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
         return self.params[name]
 
 
@@ -297,7 +298,7 @@ def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     """`cls` from a file's fitted values (the values that fit its shape; the rest take the
     class's defaults), with `derived` values the reader computed."""
     fitted = fitted or {}
-    names = {f.name for f in fields(cls)} - {"stored"}
+    names = {f.name for f in fields(cls)} - {"stored", "read_from"}
     return cls(**{**{k: v for k, v in fitted.items() if k in names}, **derived}, stored=fitted)
 
 
@@ -305,7 +306,7 @@ def to_json(value: Spec | Status | Scores) -> dict[str, Any]:
     """A typed file's JSON form (`show --json`): the file as read, with what the reader derived
     (a state, an error, a record kind) where it differs; the algorithm's record as stored."""
     derived = {f.name: getattr(value, f.name) for f in fields(value)
-               if f.name not in ("stored", "algorithm")
+               if f.name not in ("stored", "algorithm", "read_from")
                and getattr(value, f.name) != value.stored.get(f.name, _default(f))}
     return {**value.stored, **derived}
 
@@ -470,7 +471,7 @@ class Run:
         kind, algorithm = value.get("record"), value.get("algorithm")
         if kind not in RECORDS:
             kind = _KINDS_OF_EARLIER_RUNS.get(algorithm, "none") if isinstance(algorithm, str) else "none"
-        return _typed(Spec, value, record=kind)
+        return _typed(Spec, value, record=kind, read_from=self.id)
 
     @property
     def federation(self) -> dict[str, Any]:

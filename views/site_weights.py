@@ -39,7 +39,7 @@ def lens() -> None:
     else:
         st.success("No site fell near zero weight in any evaluated round.")
     colors = site_colors_of(run)
-    rule = params["weight_rule"]
+    rule = spec.param("weight_rule")
     formula = view.formula or f"the {rule} rule"  # runs recorded before the formula was
     shown = st.segmented_control(
         "Site weight", ["share", "score"], default="share", key="weight_scale",
