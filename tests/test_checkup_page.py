@@ -295,7 +295,7 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
     shutil.copytree(source.root, store.root)
     plan = next(p for p in plans(store) if p.id == ids["full"])
     similarity = store.get(plan.contents["runs"]["similarity"][0])
-    status = similarity.raw_status()
+    status = to_json(similarity.raw_status())  # as stored, written back below
     # 'running', written by a process that is alive (this one): nothing may start or stop it
     similarity.update_status(state="running", pid=os.getpid(), host=socket.gethostname())
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))

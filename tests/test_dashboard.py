@@ -20,6 +20,7 @@ from dashboard.safe_text import md
 from fedcore import jobs
 from fedcore.glossary import setting_words, technical_first
 from fedcore.interpret.significance import significance_marks
+from fedcore.records import Mixture, SiteWeights
 from fedcore.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from fedcore.units import number
@@ -496,7 +497,8 @@ def test_site_weights_page_shows_raw_scores_and_exports_them_with_the_shares(app
     at, store, ids = app
     open_page(at, "views/site_weights.py", ids["adafed"])
     run = store.get(ids["adafed"])
-    shares, scores = per_site_series(run, "p_share"), per_site_series(run, "p")
+    shares = per_site_series(run, SiteWeights, lambda record: record.p_share)
+    scores = per_site_series(run, SiteWeights, lambda record: record.p)
     exported = downloaded(downloads, f"{run.id}-site-weights.csv")
     assert list(exported.columns) == ["round", "site", "share", "p"]
     assert np.allclose(exported["share"], shares["value"]) and np.allclose(exported["p"], scores["value"])
@@ -592,7 +594,7 @@ def test_run_details_page_exports_apfl_alpha(app, downloads):
     at, store, ids = app
     open_page(at, "views/run.py", ids["apfl"])
     alpha = downloaded(downloads, f"{ids['apfl']}-apfl-alpha.csv")
-    recorded = per_site_series(store.get(ids["apfl"]), "alpha")
+    recorded = per_site_series(store.get(ids["apfl"]), Mixture, lambda record: record.alpha)
     assert list(alpha.columns) == ["round", "site", "alpha"]
     assert list(alpha["site"]) == list(recorded["site"]) and np.allclose(alpha["alpha"], recorded["value"])
 
