@@ -67,8 +67,18 @@ RECORDS[Record.kind] = Record
 
 
 def read_record(kind: str | None, value: Any) -> Record:
-    """A stored "algorithm" entry as the record class of `kind` (unknown kinds: the plain record)."""
-    return RECORDS.get(kind or "none", Record).from_json(value)
+    """A stored "algorithm" entry as the record class of `kind` (unknown kinds: the plain record).
+    A Flower round whose record would read tensors some sites keep to themselves holds a
+    `Withheld` record in its place, stored without a kind: it is known by holding exactly its fields."""
+    cls = RECORDS.get(kind or "none", Record)
+    if isinstance(value, Mapping) and value and set(value) == _json_names(Withheld) \
+            and not set(value) & _json_names(cls):
+        cls = Withheld
+    return cls.from_json(value)
+
+
+def _json_names(cls: type[Record]) -> set[str]:
+    return {f.metadata.get("json", f.name) for f in fields(cls)}
 
 
 @dataclass

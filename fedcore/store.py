@@ -425,6 +425,7 @@ class _ByFileVersion:
 
 _VERDICTS = _ByFileVersion(kept=8192)  # tuples of Damage: small
 _LOGS = _ByFileVersion(kept=4)  # the logs of the runs a page is drawing (a long run's is megabytes)
+_SPECS = _ByFileVersion(kept=1024)  # a spec is read for every run a page lists, and for its records' kind
 
 
 def _verdict(path: Path, check: Callable[[], list[Damage]]) -> tuple[Damage, ...]:
@@ -466,6 +467,9 @@ class Run:
     @property
     def spec(self) -> Spec:
         """What was asked; what spec.json lacks or holds misfit takes Spec's defaults."""
+        return _SPECS.get(self.path / "spec.json", self._read_spec)
+
+    def _read_spec(self) -> Spec:
         value, _ = self._read("spec.json", SPEC)
         value = value or {}
         kind, algorithm = value.get("record"), value.get("algorithm")
