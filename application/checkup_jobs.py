@@ -60,7 +60,7 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int =
             add_runs(plan, role, [run.id for run in runs])
             for run in runs:
                 if progress is not None:
-                    progress(f"training {run.spec['algorithm']} (seed {run.spec['config']['seed']}) for the "
+                    progress(f"training {run.spec.algorithm} (seed {run.spec.seed}) for the "
                              f"{role.replace('_', ' ')} lens")
                 execute(run)
         else:
@@ -73,15 +73,16 @@ def check_up_run(store: RunStore, run: Run) -> Plan:
     or when a Flower site kept its statistics to itself), the run as the source of its own lens."""
     arrays = run.load_profile_arrays()
     profile = Profile.from_npz(arrays) if arrays is not None else None
-    data = run.spec.get("data")
+    spec = run.spec
+    data = spec.data
     try:
         described = describe_reference(check_reference(data))
     except FedcoreError:  # a run made elsewhere may name data this machine cannot parse; its id still says which
         described = str(data)
     sites = [s["name"] for s in run.federation.get("sites", [])]
     kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
-    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, run.spec.get("disclosure"))
-    role = ROLE_OF.get(str(run.spec.get("algorithm")))
+    plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, spec.disclosure)
+    role = ROLE_OF.get(spec.algorithm)
     if role is not None:
         add_runs(plan, role, [run.id])
     return plan

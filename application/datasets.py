@@ -271,8 +271,12 @@ def check_roots(store: RunStore, ref: Reference) -> None:
 
 def check_spec(store: RunStore, spec: Mapping[str, Any]) -> None:
     """Every path of a run's specification: its data and the backbone weights file."""
-    check_roots(store, spec["data"])
-    weights = (spec.get("config") or {}).get("backbone_weights")
+    _check_paths(store, spec["data"], spec.get("config") or {})
+
+
+def _check_paths(store: RunStore, data: Any, config: Mapping[str, Any]) -> None:
+    check_roots(store, data)
+    weights = config.get("backbone_weights")
     if weights:
         within_roots(weights, data_roots(store))
 
@@ -286,5 +290,6 @@ def submit(store: RunStore, spec: Mapping[str, Any]) -> Run:
 def rerun(store: RunStore, run: Run) -> Run:
     """jobs.rerun, for a run whose every path lies inside the data roots (one made on the command
     line may name any file)."""
-    check_spec(store, run.spec)
+    spec = run.spec
+    _check_paths(store, spec.data, spec.config)
     return jobs.rerun(store, run)

@@ -54,5 +54,5 @@ def run_flower_simulation(
 
 def round_seconds(run: Run) -> list[float]:
     """Wall seconds of each evaluated round (with evaluation every round: of every round)."""
-    elapsed = [record["elapsed_s"] for record in run.rounds()]
+    elapsed = [record.elapsed_s for record in run.rounds()]
     return [b - a for a, b in zip([0.0, *elapsed], elapsed)]

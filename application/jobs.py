@@ -56,7 +56,8 @@ def rerun(store: RunStore, run: Run) -> Run:
     run.require("spec.json")
     identity = run.identity
     name = f"{identity['name']} (re-run)"[:NAME_LENGTH] if identity["name"] else None
-    return submit(store, {key: run.spec[key] for key in SPEC_KEYS if key in run.spec}, name, identity["tags"])
+    spec = run.spec  # sound (required above): every key a spec is made from, as stored
+    return submit(store, {key: getattr(spec, key) for key in SPEC_KEYS}, name, identity["tags"])
 
 
 def pump(store: RunStore) -> list[str]:
@@ -69,11 +70,11 @@ def pump(store: RunStore) -> list[str]:
         _reap_children()
         active, queued = 0, []
         for run in store.runs():
-            stored, status = run.raw_status().get("state"), run.status
-            if stored == "running" and status["state"] == "interrupted":
+            stored, status = run.raw_status().state, run.status
+            if stored == "running" and status.state == "interrupted":
                 # Persist what readers already see, so a reused pid cannot revive it.
-                run.mark_finished("interrupted", status.get("error"))
-            elif status["state"] == "running":
+                run.mark_finished("interrupted", status.error)
+            elif status.state == "running":
                 active += 1
             elif stored == "queued":
                 queued.append(run)
@@ -112,12 +113,12 @@ def cancel(run: Run) -> None:
     """Stop a run: a queued one never starts; a running worker gets SIGTERM and records
     'cancelled' itself, keeping everything it wrote so far."""
     status = run.status
-    state = status["state"]
+    state = status.state
     if state == "queued":
         run.mark_finished("cancelled", "Cancelled before it started.")
-    elif state == "running" and status.get("pid"):
+    elif state == "running" and status.pid:
         try:
-            os.kill(status["pid"], signal.SIGTERM)
+            os.kill(status.pid, signal.SIGTERM)
         except ProcessLookupError:
             run.mark_finished("interrupted", "The worker had already stopped.")
     # finished runs: nothing to do; a damaged status names no worker to stop
@@ -125,7 +126,7 @@ def cancel(run: Run) -> None:
 
 def delete(store: RunStore, run: Run) -> None:
     """Remove a run that is not training (finished, or damaged so that no worker is known)."""
-    state = run.status["state"]
+    state = run.status.state
     if state in ACTIVE:
         raise FedcoreError(f"Run {run.id} is still {state}; cancel it before deleting.")
     store.delete(run.id)
@@ -199,7 +200,7 @@ def _record_final_status(run: Run) -> None:
     if not run.flush_status():
         status = run.raw_status()
         print(f"Could not record the final state of run {run.id} (the disk refused every write): "
-              f"{status.get('state')}: {status.get('error')}", file=sys.stderr, flush=True)
+              f"{status.state}: {status.error}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,17 +98,17 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         # ends the run 'failed' with its reason (written by mark_finished however the disk allows).
         run.require("spec.json")
         spec = run.spec
-        config = TrainConfig(**spec["config"])
+        config = TrainConfig(**spec.config)
         run.mark_started(config.rounds)
-        if is_flower_reference(spec["data"]):
+        if is_flower_reference(spec.data):
             # The sites train in their own processes; Flower's ServerApp records the run.
             return run_federation(run, progress)
-        policy = Policy.from_settings(spec.get("disclosure"))
-        federation = load_federation(spec["data"], config.seed, disclosure=policy)
+        policy = Policy.from_settings(spec.disclosure)
+        federation = load_federation(spec.data, config.seed, disclosure=policy)
         run.write_federation(released_description(federation.describe(), policy))
         if federation.profile is not None:
             run.save_profile(federation.profile.to_npz())
-        algorithm = build_algorithm(spec["algorithm"], spec["params"])
+        algorithm = build_algorithm(spec.algorithm, spec.params)
         sim = Simulation(federation, algorithm, config)
         run.update_status(device=str(sim.device), execution=sim.executor.name,
                           execution_description=sim.executor.description, processes=sim.executor.processes)
@@ -129,7 +129,7 @@ def execute(run: Run, progress: ProgressCallback | None = None) -> dict[str, Any
         summary = summarize(run, history[-1])
         run.write_summary(summary)
     except (KeyboardInterrupt, Cancelled):
-        round_ = max(state["round"], int(run.raw_status().get("round") or 0))
+        round_ = max(state["round"], run.raw_status().round)
         run.mark_finished("cancelled", f"Stopped by the user after round {round_}.")
         raise
     except FedcoreError as error:

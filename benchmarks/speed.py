@@ -182,8 +182,8 @@ def _flower_simulation(federation, task: dict) -> dict:
     with tempfile.TemporaryDirectory() as store:
         run = run_flower_simulation(federation, task["algorithm"], Path(store), task["params"], config,
                                     cpus=os.cpu_count() or 1)
-        if run.status["state"] != "done":
-            raise RuntimeError(f"the Flower simulation failed: {run.status.get('error')}")
+        if run.status.state != "done":
+            raise RuntimeError(f"the Flower simulation failed: {run.status.error}")
         times = round_seconds(run)[1:]
     return {"s_per_round": statistics.median(times), "setup_s": time.perf_counter() - started - sum(times),
             "device": "cpu", "threads": torch.get_num_threads(), "processes": 1}

@@ -41,7 +41,8 @@ from fedcore.interpret.data_checks import check_profile
 from fedcore.interpret.findings import FDR, LENSES, Finding, decide
 from fedcore.interpret.profile import Profile
 from fedcore.errors import RunNotFound
-from fedcore.store import Run, RunStore, atomic_write_bytes, atomic_write_json, now_iso, read_json
+from fedcore.records import Prototypes, SiteWeights
+from fedcore.store import Run, RunStore, Scores, atomic_write_bytes, atomic_write_json, now_iso, read_json
 
 ROLES = ("feature_shifts", "shared_model", "contribution", "similarity", "prototypes")
 # The lenses (columns of the check-up) each role's runs feed.
@@ -187,7 +188,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
         run, record = shared
         # a count a site withheld (None: its disclosure policy) leaves its AUC without its null: not testable
         counts = {s["name"]: s.get("test_class_counts") or [] for s in run.federation.get("sites", [])}
-        auc = [record["sites"].get(site, {}).get("roc_auc") for site in sites]
+        auc = [record.sites.get(site, {}).get("roc_auc") for site in sites]
         if all(len(counts.get(site, [])) == 2 for site in sites):  # two classes: the AUC's null is known
             findings += model_checks.shared_model_auc(auc, [counts[s][1] for s in sites], [counts[s][0] for s in sites],
                                                       sites, run.id)
@@ -195,7 +196,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     contribution = _last_record(runs.get("contribution", []))
     if contribution is not None:
         run, record = contribution
-        accuracy = record.get("algorithm", {}).get("site_accuracy") or {}
+        accuracy = record.algorithm.site_accuracy if isinstance(record.algorithm, SiteWeights) else {}
         if all(site in accuracy for site in sites):
             findings += model_checks.contribution([accuracy[s] for s in sites], sites, run.id)
             sources["contribution"] = f"AdaFed ({run.id})"
@@ -208,14 +209,14 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     prototypes = _last_record(runs.get("prototypes", []))
     if prototypes is not None:
         run, record = prototypes
-        on_stamp = (record.get("algorithm", {}).get("test_on_stamp") or {}).get("local")
+        on_stamp = record.algorithm.test_on_stamp.get("local") if isinstance(record.algorithm, Prototypes) else None
         if on_stamp:
             findings += model_checks.prototypes([on_stamp.get(s, np.nan) for s in sites], sites, run.id)
             sources["prototypes"] = f"inDISCO ({run.id})"
     return CheckUp(sites, decide(findings), sources)
 
 
-def _last_record(runs: Sequence[Run]) -> tuple[Run, dict] | None:
+def _last_record(runs: Sequence[Run]) -> tuple[Run, Scores] | None:
     for run in reversed(list(runs)):
         records = run.rounds()
         if records:
@@ -267,11 +268,11 @@ class Plan:
     def evaluate(self, store: RunStore) -> CheckUp:
         contents = self.contents
         runs = self.runs(store)
-        finished = {role: [r for r in found if r.status.get("state") == "done"] for role, found in runs.items()}
+        finished = {role: [r for r in found if r.status.state == "done"] for role, found in runs.items()}
         result = check_up(self.profile, finished, contents.get("sites"))
         # a failed or cancelled run is not pending: its lens stays unchecked (the page says why)
         result.pending = sorted(role for role, found in runs.items()
-                                if any(r.status.get("state") in ACTIVE for r in found))
+                                if any(r.status.state in ACTIVE for r in found))
         result.data, result.label = contents.get("data"), contents.get("label", "")
         return result
 
@@ -362,11 +363,11 @@ def training_estimate(store: RunStore, kind: str, data: Any, replicates: int, ro
     paces: dict[str, list[tuple[bool, float]]] = {}
     for run in store.runs():
         status = run.status
-        rounds_done, start, end = status.get("round"), status.get("started_at"), status.get("heartbeat")
-        if status.get("state") == "done" and isinstance(rounds_done, int) and rounds_done > 0 \
-                and isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
-            same = json.dumps(run.spec.get("data"), sort_keys=True, default=str) == key
-            paces.setdefault(str(run.spec.get("algorithm")), []).append((same, (end - start) / rounds_done))
+        rounds_done, start, end = status.round, status.started_at, status.heartbeat
+        if status.state == "done" and rounds_done > 0 and start is not None and end is not None and end > start:
+            spec = run.spec
+            same = json.dumps(spec.data, sort_keys=True, default=str) == key
+            paces.setdefault(spec.algorithm, []).append((same, (end - start) / rounds_done))
     seconds, bases = 0.0, set()
     for specs in runs_of(kind, data, replicates, rounds).values():
         algorithm = specs[0]["algorithm"]

@@ -2,9 +2,10 @@
 
 An algorithm names its record class (`Algorithm.Record`) and fills one in `record`; the engine
 stores it as the round's "algorithm" entry of rounds.jsonl (its arrays go to the round's npz).
-Every reader — the dashboard's lenses, the HTML report, `python -m fedcore show` — reads the entry
-back with `read_record`, which keeps what has the declared type and drops the rest, so a record
-from an older version or a damaged file gives defaults instead of an exception. The record's
+The run store reads the entry back with `read_record` (the kind its spec names), which keeps
+what has the declared type and drops the rest, so a record from an older version or a damaged
+file gives defaults instead of an exception; every reader — the dashboard's lenses, the HTML
+report, `python -m fedcore show` — gets the typed record from the store. The record's
 `kind` names the lens that shows it (the dashboard's registry maps kinds to pages and report
 sections); `summary_lines` is its text for the command line.
 
@@ -66,24 +67,18 @@ RECORDS[Record.kind] = Record
 
 
 def read_record(kind: str | None, value: Any) -> Record:
-    """A stored "algorithm" entry as the record class of `kind` (unknown kinds: the plain record)."""
-    return RECORDS.get(kind or "none", Record).from_json(value)
+    """A stored "algorithm" entry as the record class of `kind` (unknown kinds: the plain record).
+    A Flower round whose record would read tensors some sites keep to themselves holds a
+    `Withheld` record in its place, stored without a kind: it is known by holding exactly its fields."""
+    cls = RECORDS.get(kind or "none", Record)
+    if isinstance(value, Mapping) and value and set(value) == _json_names(Withheld) \
+            and not set(value) & _json_names(cls):
+        cls = Withheld
+    return cls.from_json(value)
 
 
-# Runs stored before their spec named the kind of their record (fedcore before 2026-11-23).
-_KINDS_OF_EARLIER_RUNS = {
-    "ifedavg": "feature_shifts", "adafed": "site_weights", "fedhealth2": "site_similarity", "apfl": "mixture",
-    **{f"indisco-{scheme}": "prototypes" for scheme in ("gm", "pm", "lm", "cm")},
-}
-
-
-def record_kind(spec: Mapping[str, Any]) -> str:
-    """The kind of record a run's rounds hold, as its spec says (`resolve_spec` writes it)."""
-    kind = spec.get("record") if isinstance(spec, Mapping) else None
-    if isinstance(kind, str) and kind in RECORDS:
-        return kind
-    algorithm = spec.get("algorithm") if isinstance(spec, Mapping) else None
-    return _KINDS_OF_EARLIER_RUNS.get(algorithm, "none") if isinstance(algorithm, str) else "none"
+def _json_names(cls: type[Record]) -> set[str]:
+    return {f.metadata.get("json", f.name) for f in fields(cls)}
 
 
 @dataclass

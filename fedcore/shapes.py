@@ -93,11 +93,12 @@ class Damage:
 
 
 class RunDamaged(FedcoreError):
-    """A file a reader needs is damaged; the message names the file and the problem."""
+    """A file a reader needs is damaged; the message names the file and the problem (and the
+    run, when the reader knows it)."""
 
-    def __init__(self, damage: Iterable[Damage]) -> None:
-        self.damage = list(damage)
-        super().__init__("; ".join(str(d) for d in self.damage))
+    def __init__(self, damage: Iterable[Damage], run: str | None = None) -> None:
+        self.damage, self.run = list(damage), run
+        super().__init__((f"Run {run}: " if run else "") + "; ".join(str(d) for d in self.damage))
 
 
 _MISFIT = object()  # what `Shape.fit` returns for a value that does not fit

@@ -47,6 +47,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ import numpy as np
 
 from fedcore.data_labels import shortened
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
+from fedcore.records import Record as AlgorithmRecord
+from fedcore.records import RECORDS, read_record
 from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
                             OneOf, Record, RunDamaged, Scalar, Shape, npz_damage, read_json_lines, read_npz, required)
 from fedcore.shapes import read_json as read_json_shaped
@@ -122,10 +125,11 @@ METRIC_VALUES = MapOf(Nullable(NUMBER))  # metric -> value (null where undefined
 SITE_METRICS = MapOf(METRIC_VALUES)  # site -> metrics
 
 SPEC = Record({
-    "algorithm": required(TEXT, ""),
-    "data": required(Either(TEXT, MapOf(ANY)), None),
-    "params": required(MapOf(Either(SCALAR, ListOf(SCALAR))), dict),
-    "config": required(Record({"rounds": required(WHOLE), "seed": required(WHOLE)}), dict),
+    "algorithm": required(TEXT),
+    "data": required(Either(TEXT, MapOf(ANY))),
+    "params": required(MapOf(Either(SCALAR, ListOf(SCALAR)))),
+    "config": required(Record({"rounds": required(WHOLE), "seed": required(WHOLE)})),
+    "disclosure": Nullable(MapOf(ANY)), "record": TEXT,
     "version": TEXT, "run_id": TEXT, "created": TEXT,
 })
 
@@ -137,8 +141,8 @@ STATUS = Record({
     "round": WHOLE, "total_rounds": WHOLE, "recorded_round": WHOLE, "processes": WHOLE, "pid": PROCESS_ID,
     "started_at": NUMBER, "heartbeat": NUMBER, "launched": NUMBER,
     "updated": TEXT, "started": TEXT, "finished": TEXT, "host": TEXT, "device": TEXT, "execution": TEXT,
-    "phase": TEXT, "error": Nullable(TEXT), "mean": METRIC_VALUES, "worst": METRIC_VALUES,
-    "flower_run": Either(WHOLE, TEXT),
+    "execution_description": TEXT, "phase": TEXT, "error": Nullable(TEXT), "mean": METRIC_VALUES,
+    "worst": METRIC_VALUES, "flower_run": Either(WHOLE, TEXT),
 })
 
 
@@ -184,9 +188,8 @@ DETECTION = Record({
 })
 
 _SCORES = {
-    "round": required(WHOLE), "sites": required(SITE_METRICS, dict),
-    "mean": required(METRIC_VALUES, dict), "worst": required(METRIC_VALUES, dict),
-    "worst_site": MapOf(Nullable(TEXT)), "algorithm": Field(MapOf(ANY), default=dict),
+    "round": required(WHOLE), "sites": required(SITE_METRICS), "mean": required(METRIC_VALUES),
+    "worst": required(METRIC_VALUES), "worst_site": MapOf(Nullable(TEXT)), "algorithm": MapOf(ANY),
 }
 SUMMARY = Record({**_SCORES, "detection": DETECTION})
 ROUND = Record({**_SCORES, "elapsed_s": NUMBER, "lr": NUMBER, "train_loss": MapOf(Nullable(NUMBER))})
@@ -194,8 +197,132 @@ FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION
 
 
 def blank(shape: Record) -> dict[str, Any]:
-    """What a reader sees of a file that cannot be read at all: the declared defaults."""
+    """What a reader sees of a federation.json that cannot be read at all: the declared defaults."""
     return shape.fit({}, "", [])
+
+
+# -- what a reader gets: each file as the typed object it holds ----------------------------------
+# The shapes above say what the JSON must be; the classes below are what readers get. A field's
+# default is what a run sees where its file lacks the value (a run written by an earlier version,
+# or a value that did not fit, which `Run.damage` lists): these defaults are the only ones.
+Metrics = Mapping[str, float | None]  # metric name (fedcore.metric_names) -> value, None where undefined
+
+
+@dataclass(frozen=True)
+class Spec:
+    """spec.json: what was asked."""
+
+    algorithm: str = ""
+    data: str | Mapping[str, Any] | None = None  # the data reference (data_adapters.check_reference)
+    params: Mapping[str, Any] = field(default_factory=dict)  # the algorithm's hyperparameters, by name
+    config: Mapping[str, Any] = field(default_factory=dict)  # the engine settings (fedcore.config.TrainConfig)
+    disclosure: Mapping[str, Any] | None = None  # the sites' disclosure policy; None for Flower runs
+    record: str = "none"  # the kind of the rounds' algorithm records (fedcore.records)
+    version: str | None = None
+    run_id: str | None = None
+    created: str | None = None
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the file as read
+    read_from: str = field(default="", repr=False, compare=False)  # the id of the run it was read from
+
+    @property
+    def rounds(self) -> int | None:
+        return self.config.get("rounds")
+
+    @property
+    def seed(self) -> int | None:
+        return self.config.get("seed")
+
+    def param(self, name: str) -> Any:
+        """The hyperparameter `name`; RunDamaged naming the run, the file and the key when the
+        spec lacks it (a page asks for the parameters its algorithm always writes)."""
+        if name not in self.params:
+            raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
+        return self.params[name]
+
+
+# Runs stored before their spec named the kind of their record (fedcore before 2026-11-23).
+_KINDS_OF_EARLIER_RUNS = {
+    "ifedavg": "feature_shifts", "adafed": "site_weights", "fedhealth2": "site_similarity", "apfl": "mixture",
+    **{f"indisco-{scheme}": "prototypes" for scheme in ("gm", "pm", "lm", "cm")},
+}
+
+
+@dataclass(frozen=True)
+class Status:
+    """status.json: where the run is. `state` is one of STATES, or 'damaged' (the file has no
+    valid state; `error` says why); None only in `Run.raw_status()` of such a file."""
+
+    state: str | None = None
+    round: int = 0  # the last round trained
+    total_rounds: int | None = None
+    recorded_round: int = 0  # the last round whose record is stored (Flower runs)
+    processes: int | None = None
+    pid: int | None = None
+    started_at: float | None = None  # time.time() at the start
+    heartbeat: float | None = None
+    launched: float | None = None
+    updated: str | None = None
+    started: str | None = None  # ISO times
+    finished: str | None = None
+    host: str | None = None
+    device: str | None = None
+    execution: str | None = None
+    execution_description: str | None = None
+    phase: str | None = None  # a Flower run before round 1: waiting for its sites
+    error: str | None = None
+    mean: Metrics = field(default_factory=dict)  # the latest evaluated round's mean and worst site
+    worst: Metrics = field(default_factory=dict)
+    flower_run: int | str | None = None
+    stored_state: str | None = None  # the state on disk where `state` differs from it ('running')
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """One evaluated round's record (rounds.jsonl), and the final one (summary.json)."""
+
+    round: int = 0
+    sites: Mapping[str, Metrics] = field(default_factory=dict)  # site -> its scores on its own hold-out
+    mean: Metrics = field(default_factory=dict)
+    worst: Metrics = field(default_factory=dict)
+    worst_site: Mapping[str, str | None] = field(default_factory=dict)  # metric -> the site with the worst
+    algorithm: AlgorithmRecord = field(default_factory=AlgorithmRecord)  # what the algorithm recorded
+    elapsed_s: float | None = None  # rounds.jsonl only
+    lr: float | None = None
+    train_loss: Mapping[str, float | None] = field(default_factory=dict)
+    detection: Mapping[str, Any] | None = None  # summary.json of a run with injected shifts (DETECTION)
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
+    """`cls` from a file's fitted values (the values that fit its shape; the rest take the
+    class's defaults), with `derived` values the reader computed."""
+    fitted = fitted or {}
+    names = {f.name for f in fields(cls)} - {"stored", "read_from"}
+    return cls(**{**{k: v for k, v in fitted.items() if k in names}, **derived}, stored=fitted)
+
+
+def to_json(value: Spec | Status | Scores) -> dict[str, Any]:
+    """A typed file's JSON form (`show --json`): the file as read, with what the reader derived
+    (a state, an error, a record kind) where it differs; the algorithm's record as stored."""
+    derived = {f.name: getattr(value, f.name) for f in fields(value)
+               if f.name not in ("stored", "algorithm", "read_from")
+               and getattr(value, f.name) != value.stored.get(f.name, _default(f))}
+    return {**value.stored, **derived}
+
+
+def _default(f: Any) -> Any:
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+def _check_in_step() -> None:
+    """Every declared field of a file's shape is a field of its class (import-time, cheap)."""
+    for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores)):
+        missing = set(shape.fields) - {f.name for f in fields(cls)}
+        assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
+
+
+_check_in_step()
 
 
 # -- run ids ------------------------------------------------------------------------------------
@@ -298,16 +425,27 @@ class _ByFileVersion:
 
 _VERDICTS = _ByFileVersion(kept=8192)  # tuples of Damage: small
 _LOGS = _ByFileVersion(kept=4)  # the logs of the runs a page is drawing (a long run's is megabytes)
+_SPECS = _ByFileVersion(kept=1024)  # a spec is read for every run a page lists, and for its records' kind
 
 
 def _verdict(path: Path, check: Callable[[], list[Damage]]) -> tuple[Damage, ...]:
     return _VERDICTS.get(path, lambda: tuple(check()))
 
 
-def _read_rounds(path: Path) -> list[dict[str, Any]]:
-    """The well-formed records of a rounds.jsonl. The records are shared between callers: read
-    them, never change them."""
-    return list(_LOGS.get(path, lambda: read_json_lines(path, ROUND, "rounds.jsonl")[0]))
+def _read_rounds(path: Path, kind: str) -> list[Scores]:
+    """The well-formed records of a rounds.jsonl, their algorithm's entries as records of `kind`.
+    The records are shared between callers: read them, never change them."""
+    def read() -> dict[str, list[Scores]]:
+        return {}
+
+    by_kind = _LOGS.get(path, read)  # one reading of the file per version, typed once per kind
+    if kind not in by_kind:
+        by_kind[kind] = [_scores(fitted, kind) for fitted in read_json_lines(path, ROUND, "rounds.jsonl")[0]]
+    return list(by_kind[kind])
+
+
+def _scores(fitted: Mapping[str, Any], kind: str) -> Scores:
+    return _typed(Scores, fitted, algorithm=read_record(kind, fitted.get("algorithm")))
 
 
 class Run:
@@ -327,9 +465,17 @@ class Run:
 
     # -- whole-file parts ------------------------------------------------------------------
     @property
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> Spec:
+        """What was asked; what spec.json lacks or holds misfit takes Spec's defaults."""
+        return _SPECS.get(self.path / "spec.json", self._read_spec)
+
+    def _read_spec(self) -> Spec:
         value, _ = self._read("spec.json", SPEC)
-        return value if value is not None else blank(SPEC)
+        value = value or {}
+        kind, algorithm = value.get("record"), value.get("algorithm")
+        if kind not in RECORDS:
+            kind = _KINDS_OF_EARLIER_RUNS.get(algorithm, "none") if isinstance(algorithm, str) else "none"
+        return _typed(Spec, value, record=kind, read_from=self.id)
 
     @property
     def federation(self) -> dict[str, Any]:
@@ -340,9 +486,10 @@ class Run:
         atomic_write_json(self.path / "federation.json", description)
 
     @property
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> Scores | None:
+        """The final scores (None until written, or when summary.json is damaged)."""
         value, damage = self._read("summary.json", SUMMARY, missing_ok=True)
-        return None if value is None or damage else value
+        return None if value is None or damage else _scores(value, self.spec.record)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "summary.json", summary)
@@ -376,36 +523,35 @@ class Run:
     @property
     def state(self) -> str:
         """The state to show: 'damaged' when any file is, else the status's state."""
-        return "damaged" if self.damage else self.status["state"]
+        return "damaged" if self.damage else self.status.state
 
     def require(self, *names: str) -> None:
         """RunDamaged unless these whole files are sound (e.g. the spec before training)."""
         damage = [d for name in names for d in self._read(name, FILES[name])[1]]
         if damage:
-            raise RunDamaged(damage)
+            raise RunDamaged(damage, run=self.id)
 
     # -- status ----------------------------------------------------------------------------
-    def raw_status(self) -> dict[str, Any]:
-        """The stored status (fields that fit only; {} when status.json cannot be read), or the
-        final status this process could not write yet."""
+    def raw_status(self) -> Status:
+        """The stored status (fields that fit only; no state when status.json cannot be read),
+        or the final status this process could not write yet."""
         if self._unwritten is not None:
-            return dict(self._unwritten)
+            return _typed(Status, self._unwritten)
         value, _ = self._read("status.json", STATUS)
-        return value or {}
+        return _typed(Status, value)
 
     @property
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """The stored status, with 'running' turned into 'interrupted' when its worker is gone,
         and 'damaged' (with the problem as its error) when status.json has no valid state."""
         status = self.raw_status()
-        if "state" not in status:
+        if status.state is None:
             _, damage = self._read("status.json", STATUS)
-            return {**status, "state": "damaged", "error": "; ".join(map(str, damage))}
-        if status["state"] == "running" and not _worker_alive(status):
-            status = {**status, "state": "interrupted", "stored_state": "running"}
-            status.setdefault(
-                "error", "The worker process stopped without finishing; the last state is kept."
-            )
+            return replace(status, state="damaged", error="; ".join(map(str, damage)))
+        if status.state == "running" and not _worker_alive(status):
+            error = status.error if "error" in status.stored else \
+                "The worker process stopped without finishing; the last state is kept."
+            status = replace(status, state="interrupted", stored_state="running", error=error)
         return status
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
@@ -490,10 +636,10 @@ class Run:
                 handle.truncate(start)
                 raise
 
-    def rounds(self) -> list[dict[str, Any]]:
+    def rounds(self) -> list[Scores]:
         """All complete, well-formed records (shared: read only); a torn last line from a killed
         writer is skipped, damaged lines are left out (and listed in `damage`)."""
-        return _read_rounds(self.path / "rounds.jsonl")
+        return _read_rounds(self.path / "rounds.jsonl", self.spec.record)
 
     def save_arrays(self, round_: int, arrays: Mapping[str, np.ndarray]) -> None:
         values = {k: np.asarray(v) for k, v in arrays.items()}
@@ -691,13 +837,13 @@ def _one_line(text: str, limit: int, what: str) -> str:
     return cleaned
 
 
-def _worker_alive(status: Mapping[str, Any]) -> bool:
-    """Whether the process that writes this run still exists (`status` fits STATUS).
+def _worker_alive(status: Status) -> bool:
+    """Whether the process that writes this run still exists.
 
     Only decidable on the host that started it; elsewhere a heartbeat older than ten minutes
     counts as dead.
     """
-    pid, host = status.get("pid"), status.get("host")
+    pid, host = status.pid, status.host
     if pid and host == socket.gethostname():
         try:
             os.kill(pid, 0)
@@ -706,7 +852,7 @@ def _worker_alive(status: Mapping[str, Any]) -> bool:
         except PermissionError:
             return True
         return not _is_zombie(pid)
-    heartbeat = status.get("heartbeat")
+    heartbeat = status.heartbeat
     return heartbeat is None or time.time() - float(heartbeat) < 600
 
 

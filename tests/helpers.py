@@ -103,7 +103,7 @@ def remove_started_runs(store, keep: Sequence[str]) -> None:
         if run.id not in keep:
             jobs.cancel(run)
             deadline = time.time() + 60
-            while run.status["state"] in ("queued", "running") and time.time() < deadline:
+            while run.status.state in ("queued", "running") and time.time() < deadline:
                 time.sleep(0.2)
             jobs.delete(store, run)
 

@@ -89,8 +89,8 @@ def build(root) -> dict[tuple[str, str], str]:
     for (family, state), run_id in ids.items():  # check that each reads as meant
         status = store.get(run_id).status
         expected = {"starting": "running", "no round yet": "running"}.get(state, state)
-        assert status["state"] == expected, (family, state, status)
-        assert status.get("pid") in (None, os.getpid()) or state == "interrupted"
+        assert status.state == expected, (family, state, status)
+        assert status.pid in (None, os.getpid()) or state == "interrupted"
     return ids
 
 
@@ -101,7 +101,7 @@ def build_checkups(store: RunStore, ids: dict[tuple[str, str], str]) -> dict[tup
     image_sites = [s["name"] for s in store.get(ids["prototypes", "interrupted"]).federation["sites"]]
     plans = {}
     for state in STATES:
-        table = create_plan(store, table_run.spec["data"], f"table data, runs {state}", profile, profile.sites)
+        table = create_plan(store, table_run.spec.data, f"table data, runs {state}", profile, profile.sites)
         image = create_plan(store, IMAGES, f"images, runs {state}", None, image_sites, "image")
         for family, role in CHECKUP_ROLES.items():
             add_runs(image if family == "prototypes" else table, role, [ids[family, state]])

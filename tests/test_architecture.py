@@ -24,7 +24,7 @@ from fedcore.algorithms.base import FedAvgParams, param
 from fedcore.algorithms.context import Context, ServerContext, members
 from fedcore.engine import FederatedModels, Simulation, TrainConfig
 from fedcore.errors import SpecError
-from fedcore.records import Record, read_record
+from fedcore.records import Record
 from tests.helpers import make_federation
 from tests.import_graph import package_graph, upward_arrows
 
@@ -259,8 +259,8 @@ def test_an_algorithm_in_one_file_trains_records_and_reports(tmp_path, shrink_re
                          "config": {"rounds": 2, "dropout": 0.0}})
     run = RunStore(tmp_path).create(spec)
     execute(run)
-    assert run.status["execution"] == "batched"  # its penalty rules out the compiled round
-    record = read_record(run.spec["record"], run.rounds()[-1]["algorithm"])
+    assert run.status.execution == "batched"  # its penalty rules out the compiled round
+    record = run.rounds()[-1].algorithm
     assert isinstance(record, ShrinkRecord) and record.norm > 0
     assert cli.main(["show", run.id, "--store", str(tmp_path)]) == 0
     assert "Norm of the shared weights" in capsys.readouterr().out

@@ -364,7 +364,7 @@ def test_each_bad_file_gets_its_outcome(tmp_path, case, capsys):
     if case.outcome in ("refused", "blocked"):
         assert code == cli.EXIT_BAD_INPUT and not runs, out + err
     else:
-        assert code == 0 and [r.status["state"] for r in runs] == ["done"], out + err
+        assert code == 0 and [r.status.state for r in runs] == ["done"], out + err
 
 
 # One case of each outcome through a real `python -m fedcore` process: exit code, message, no

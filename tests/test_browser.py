@@ -78,8 +78,8 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard):
         page.wait_for_url(re.compile(r".*/feature_shifts\?run=.*"), timeout=30_000)
         run = store.runs()[0]
         deadline = time.time() + 240
-        while run.status["state"] != "done":
-            assert run.status["state"] in ("queued", "running"), run.status
+        while run.status.state != "done":
+            assert run.status.state in ("queued", "running"), run.status
             assert time.time() < deadline, "training did not finish in time"
             time.sleep(1)
         # The page refreshes itself while the run trains, then settles on the final round.
@@ -280,7 +280,7 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for run in readable_report_runs:
-            path = ARTIFACTS / f"report-{run.spec['algorithm']}.html"
+            path = ARTIFACTS / f"report-{run.spec.algorithm}.html"
             path.write_text(in_the_servers_template(lambda: html_report(run)), encoding="utf-8")
             for width in (1280, 1920):
                 page = browser.new_page(viewport={"width": width, "height": 1000})
@@ -289,10 +289,10 @@ def test_the_html_report_is_readable_at_1280_and_1920(readable_report_runs):
                                        "[...document.querySelectorAll('.js-plotly-plot')].every(p => p._fullLayout)")
                 page.wait_for_timeout(500)
                 found = page.evaluate(READABILITY)
-                page.screenshot(path=str(ARTIFACTS / f"report-{run.spec['algorithm']}-{width}.png"), full_page=True)
+                page.screenshot(path=str(ARTIFACTS / f"report-{run.spec.algorithm}-{width}.png"), full_page=True)
                 page.close()
-                problems += [f"{run.spec['algorithm']} at {width} px: {p}" for p in found["problems"]]
-                expected = {"ifedavg": 4, "fedhealth2": 2, "adafed": 0}[run.spec["algorithm"]]
+                problems += [f"{run.spec.algorithm} at {width} px: {p}" for p in found["problems"]]
+                expected = {"ifedavg": 4, "fedhealth2": 2, "adafed": 0}[run.spec.algorithm]
                 assert len(found["heatmaps"]) == expected, found["heatmaps"]
                 assert all(h["ticks"] >= 8 for h in found["heatmaps"]), found["heatmaps"]  # 4 sites and features
         browser.close()

@@ -102,8 +102,8 @@ def train(page, url: str, store, name: str) -> None:
     before = len(store.runs())
     page.get_by_role("button", name=re.compile(r"Start 1 run")).click()
     deadline = time.time() + 240
-    while len(store.runs()) == before or store.runs()[0].status["state"] != "done":
-        assert len(store.runs()) == before or store.runs()[0].status["state"] in ("queued", "running"), \
+    while len(store.runs()) == before or store.runs()[0].status.state != "done":
+        assert len(store.runs()) == before or store.runs()[0].status.state in ("queued", "running"), \
             store.runs()[0].status
         assert time.time() < deadline, "training did not finish in time"
         time.sleep(1)
@@ -213,7 +213,7 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
 
     # The same data reference from the command line: the same federation.
     spec = tmp_path / "again.json"
-    spec.write_text(json.dumps({"algorithm": "fedavg", "data": heart_run.spec["data"], "config": {"rounds": 1}}))
+    spec.write_text(json.dumps({"algorithm": "fedavg", "data": heart_run.spec.data, "config": {"rounds": 1}}))
     cli_store = RunStore(tmp_path / "cli-runs")
     done = subprocess.run([sys.executable, "-m", "fedcore", "run", "--spec", str(spec), "--store", str(cli_store.root)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

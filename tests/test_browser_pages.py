@@ -30,7 +30,7 @@ FAILURE = "site 'Oak District' has no rows left after the split"
 def finished(store: RunStore, spec: dict, name: str = ""):
     run = store.create(resolve_spec({"data": "demo", **spec}))
     execute(run)
-    assert run.status["state"] == "done", run.status
+    assert run.status.state == "done", run.status
     if name:
         run.set_identity(name, [])
     return run

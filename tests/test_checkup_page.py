@@ -34,7 +34,7 @@ from fedcore.glossary import COLUMNS, technical_first
 from fedcore.interpret.findings import KINDS
 from fedcore.interpret.profile import PROBABILITIES
 from application.runner import execute, resolve_spec
-from fedcore.store import RunStore, atomic_write_json
+from fedcore.store import RunStore, atomic_write_json, to_json
 from tests.helpers import open_page, remove_started_runs, unescaped
 from tests.test_dashboard import plotted
 
@@ -71,7 +71,7 @@ def demo_store(tmp_path_factory):
         runs = [store.create(resolve_spec({**spec, "data": "demo"})) for spec in specs]
         for run in runs:
             execute(run)
-            assert run.status["state"] == "done", run.status
+            assert run.status.state == "done", run.status
         add_runs(full, role, [run.id for run in runs])
     return store, {"data only": data_only.id, "full": full.id}
 
@@ -159,7 +159,7 @@ def test_starting_a_checkup_shows_the_data_lens_at_once_and_the_model_lenses_tra
         roles = plan.contents["runs"]
         assert {role: len(ids) for role, ids in roles.items()} == {"feature_shifts": 2, "shared_model": 1,
                                                                   "contribution": 1, "similarity": 1}
-        assert [store.get(i).spec["config"]["rounds"] for ids in roles.values() for i in ids] == [2000] * 5
+        assert [store.get(i).spec.rounds for ids in roles.values() for i in ids] == [2000] * 5
         cells = grid_cells(at)
         for site, kind in demo_truth().items():
             assert cells[(site, "data profile")].startswith(KINDS[kind]), (site, cells[(site, "data profile")])
@@ -295,7 +295,7 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
     shutil.copytree(source.root, store.root)
     plan = next(p for p in plans(store) if p.id == ids["full"])
     similarity = store.get(plan.contents["runs"]["similarity"][0])
-    status = similarity.raw_status()
+    status = to_json(similarity.raw_status())  # as stored, written back below
     # 'running', written by a process that is alive (this one): nothing may start or stop it
     similarity.update_status(state="running", pid=os.getpid(), host=socket.gethostname())
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
@@ -339,7 +339,7 @@ def flower_like(store: RunStore, run_id: str, profile: bool = True) -> str:
     new_id = run_id.rsplit("-", 1)[0] + "-f10w" + ("" if profile else "n0p")
     shutil.copytree(source.path, store.root / new_id)
     run = store.get(new_id)
-    atomic_write_json(run.path / "spec.json", {**run.spec, "run_id": new_id, "data": "flower:127.0.0.1:9092,sites=8"})
+    atomic_write_json(run.path / "spec.json", {**to_json(run.spec), "run_id": new_id, "data": "flower:127.0.0.1:9092,sites=8"})
     federation = run.federation
     federation["flower"] = {"superlink": "127.0.0.1:9092", "sites": {s["name"]: {"share_local": True}
                                                                    for s in federation["sites"]}}

@@ -43,7 +43,7 @@ def test_run_then_show_json_reports_final_metrics(tmp_path, capsys):
     assert len(final["sites"]) == 8 and final["round"] == 3
     assert final["worst"]["f1"] == min(m["f1"] for m in final["sites"].values())
     assert report["spec"]["config"]["lr"] == 0.002  # every default is written down
-    assert run.status["execution"] == "compiled"  # the demo takes the fast path by default ('auto')
+    assert run.status.execution == "compiled"  # the demo takes the fast path by default ('auto')
 
 
 def test_list_shows_runs(tmp_path, capsys):
@@ -58,9 +58,9 @@ def test_list_shows_runs(tmp_path, capsys):
 
 def test_several_algorithms_in_one_command(tmp_path, capsys):
     assert cli(tmp_path, "run", "-a", "fedavg,ifedavg", "--rounds", "2", "--local-f-out", "-q") == 0
-    specs = {r.spec["algorithm"]: r.spec for r in RunStore(tmp_path).runs()}
+    specs = {r.spec.algorithm: r.spec for r in RunStore(tmp_path).runs()}
     assert set(specs) == {"fedavg", "ifedavg"}
-    assert specs["ifedavg"]["params"]["local_f_out"] is True
+    assert specs["ifedavg"].params["local_f_out"] is True
 
 
 def test_spec_file_with_flag_override(tmp_path, capsys):
@@ -69,8 +69,8 @@ def test_spec_file_with_flag_override(tmp_path, capsys):
                                 "config": {"rounds": 5, "seed": 4}}))
     assert cli(tmp_path, "run", "--spec", str(spec), "--rounds", "2", "-q") == 0
     stored = only_run(tmp_path).spec
-    assert stored["config"]["rounds"] == 2 and stored["config"]["seed"] == 4
-    assert stored["params"]["power"] == 3.0 and stored["params"]["weight_rule"] == "power"
+    assert stored.rounds == 2 and stored.seed == 4
+    assert stored.params["power"] == 3.0 and stored.params["weight_rule"] == "power"
     toml = tmp_path / "spec.toml"
     toml.write_text('algorithm = "fedbn"\n[config]\nrounds = 1\n')
     assert cli(tmp_path, "run", "--spec", str(toml), "-q") == 0
@@ -111,7 +111,7 @@ def test_a_bad_data_value_marks_the_run_failed_with_its_message(tmp_path, capsys
     assert cli(tmp_path, "run", "-a", "fedavg", "--data", "demo:standardization=sideways", "--rounds", "1", "-q") == 2
     assert "Standardization must be one of" in capsys.readouterr().err
     status = only_run(tmp_path).status
-    assert status["state"] == "failed" and "sideways" in status["error"]
+    assert status.state == "failed" and "sideways" in status.error
 
 
 def test_resolve_spec_rejects_unknown_keys_and_parameters():
@@ -155,7 +155,7 @@ def test_ctrl_c_stops_cleanly_and_marks_the_run_cancelled(tmp_path):
     assert process.returncode == 130
     assert "Cancelled" in err and "Traceback" not in err
     status = run.status
-    assert status["state"] == "cancelled" and "Stopped by the user" in status["error"]
+    assert status.state == "cancelled" and "Stopped by the user" in status.error
     assert len(run.rounds()) >= 2
 
 
@@ -164,7 +164,7 @@ def test_sigterm_also_cancels(tmp_path):
     run = _wait_for_rounds(tmp_path, 1, process)
     process.terminate()
     process.communicate(timeout=60)
-    assert process.returncode == 130 and run.status["state"] == "cancelled"
+    assert process.returncode == 130 and run.status.state == "cancelled"
 
 
 def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
@@ -172,9 +172,9 @@ def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
     run = _wait_for_rounds(tmp_path, 3, process)
     process.kill()
     process.communicate(timeout=60)
-    assert run.status["state"] == "interrupted"
+    assert run.status.state == "interrupted"
     records = run.rounds()
-    assert len(records) >= 3 and records[-1]["round"] >= 3
+    assert len(records) >= 3 and records[-1].round >= 3
     arrays = run.load_arrays(run.array_rounds()[-1])
     assert arrays["b_in"].shape == (8, 12)
     assert cli(tmp_path, "show", run.id, "--json") == 0
@@ -189,7 +189,7 @@ def test_the_sites_disclosure_policy_is_a_flag_recorded_with_the_run(tmp_path, c
 
     assert cli(tmp_path, "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "400") == 0
     run = only_run(tmp_path)
-    assert run.spec["disclosure"] == {"min_count": 400, "dp_epsilon": None}
+    assert run.spec.disclosure == {"min_count": 400, "dp_epsilon": None}
     profile = Profile.from_npz(run.load_profile_arrays())
     assert all(p == {"min_count": 400, "dp_epsilon": None} for p in profile.policies.values())
     oak = profile.sites.index("Oak District")  # 340 rows

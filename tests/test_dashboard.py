@@ -20,6 +20,7 @@ from dashboard.presenters.safe_text import md
 from application import jobs
 from fedcore.glossary import setting_words, technical_first
 from fedcore.interpret.significance import significance_marks
+from fedcore.records import Mixture, SiteWeights
 from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from fedcore.original_units import number
@@ -128,8 +129,8 @@ def test_runs_page_reruns_a_run_with_its_settings(app):
     assert not at.exception, at.exception
     (again,) = [r for r in store.runs() if r.id not in ids.values()]
     original = store.get(ids["fedavg"])
-    assert {k: again.spec[k] for k in ("algorithm", "data", "params", "config")} == \
-           {k: original.spec[k] for k in ("algorithm", "data", "params", "config")}
+    asked = [(r.spec.algorithm, r.spec.data, r.spec.params, r.spec.config) for r in (again, original)]
+    assert asked[0] == asked[1]
     assert again.id in set(at.dataframe[0].value["run id"])  # the page shows the new run at once
 
 
@@ -165,7 +166,7 @@ def test_runs_page_columns_are_chosen_and_kept(app):
     fresh.run()
     assert list(fresh.dataframe[0].proto.column_order) == ["name", "run id", "worst site"]
     worst = fresh.dataframe[0].value.set_index("run id")["worst site"]
-    assert worst[ids["ifedavg"]] == store.get(ids["ifedavg"]).summary["worst_site"]["f1"]
+    assert worst[ids["ifedavg"]] == store.get(ids["ifedavg"]).summary.worst_site["f1"]
     (store.root / ".dashboard.json").unlink()
 
 
@@ -185,19 +186,19 @@ def test_runs_page_cancels_a_training_run(app):
     at, store, ids = app
     run = jobs.submit(store, {"algorithm": "fedavg", "config": {"rounds": 5000}})
     deadline = time.time() + 120
-    while not run.status.get("round") and time.time() < deadline:  # training, signal handler in place
+    while not run.status.round and time.time() < deadline:  # training, signal handler in place
         time.sleep(0.2)
     select_run(at, run.id)
     assert "confirm_delete" not in [b.key for b in at.button]  # a training run cannot be deleted
     # cancelling asks first: the control says what it stops and what stays, and only its confirmation acts
     assert "cancel" not in [b.key for b in at.button] and "cancel-confirm" in [b.key for b in at.button]
     assert f"Stop {run_name(run)} at round" in texts(at) and "it cannot be resumed" in texts(at)
-    assert run.status["state"] == "running"
+    assert run.status.state == "running"
     at.button(key="cancel-confirm").click().run()
     assert not at.exception, at.exception
-    while run.status["state"] == "running" and time.time() < deadline:
+    while run.status.state == "running" and time.time() < deadline:
         time.sleep(0.2)
-    assert run.status["state"] == "cancelled" and run.status["round"] >= 1  # its rounds are kept
+    assert run.status.state == "cancelled" and run.status.round >= 1  # its rounds are kept
 
 
 def test_runs_page_deletes_a_finished_run_after_confirmation(app):
@@ -217,9 +218,9 @@ def test_quick_start_launches_a_background_job_and_opens_the_heatmap(app):
     at.run()
     at.button[0].click().run()
     new = [r for r in store.runs() if r.id not in ids.values()]
-    assert len(new) == 1 and new[0].spec["algorithm"] == "ifedavg"
-    assert new[0].spec["params"]["local_f_out"] is True
-    assert new[0].status["state"] in ("running", "done")
+    assert len(new) == 1 and new[0].spec.algorithm == "ifedavg"
+    assert new[0].spec.params["local_f_out"] is True
+    assert new[0].status.state in ("running", "done")
 
 
 def test_train_page_launches_several_algorithms(app):
@@ -228,9 +229,9 @@ def test_train_page_launches_several_algorithms(app):
     at.number_input(key="config-rounds").set_value(2)
     at.button[0].click().run()
     assert not at.exception
-    new = {r.spec["algorithm"]: r for r in store.runs() if r.id not in ids.values()}
+    new = {r.spec.algorithm: r for r in store.runs() if r.id not in ids.values()}
     assert set(new) == {"fedavg", "local"}
-    assert new["fedavg"].spec["config"]["rounds"] == 2
+    assert new["fedavg"].spec.rounds == 2
     assert "Started 2 run(s)" in texts(at)
 
 
@@ -266,8 +267,8 @@ def test_train_page_launches_a_flower_federation_run_as_a_job(app):
     at.button[0].click().run()
     assert not at.exception
     (run,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert run.spec["data"]["source"] == "flower" and run.spec["data"]["superlink"] == "127.0.0.1:9"
-    assert run.spec["data"]["sites"] == 3 and run.spec["config"]["rounds"] == 2
+    assert run.spec.data["source"] == "flower" and run.spec.data["superlink"] == "127.0.0.1:9"
+    assert run.spec.data["sites"] == 3 and run.spec.rounds == 2
     assert "Started 1 run(s)" in texts(at)
 
 
@@ -277,7 +278,7 @@ def test_apfl_keeps_its_own_engine_default_unless_changed(app):
     at.number_input(key="config-rounds").set_value(1)
     at.button[0].click().run()
     run = next(r for r in store.runs() if r.id not in ids.values())
-    assert run.spec["config"]["momentum"] == 0.0
+    assert run.spec.config["momentum"] == 0.0
 
 
 def test_train_page_sets_fedhealth2_lambda_with_a_slider(app):
@@ -290,7 +291,7 @@ def test_train_page_sets_fedhealth2_lambda_with_a_slider(app):
     at.button(key="start").click().run()
     assert not at.exception, at.exception
     (run,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert run.spec["params"]["lam"] == 0.8
+    assert run.spec.params["lam"] == 0.8
 
 
 def test_data_page_shows_the_demo_and_remembers_the_choice(app):
@@ -395,7 +396,7 @@ def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads)
     # the distribution below: every site's values of the picked feature, as the model sees them
     feature = at.selectbox(key="dist_feature").value
     values = downloaded(downloads, f"{run.id}-values-of-{feature}.csv")
-    federation = load_federation(run.spec["data"], run.spec["config"]["seed"])
+    federation = load_federation(run.spec.data, run.spec.seed)
     j = features.index(feature)
     for site in federation.sites:
         shown = values.loc[values["site"] == site.name, f"{feature} (preprocessed)"]
@@ -439,7 +440,7 @@ def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, 
     assert not at.exception, at.exception
     run = store.get(ids["ifedavg"])
     last = run.array_rounds()[-1]
-    marks = significance_marks(run.load_arrays(last)["b_in"], 1.0, run.spec["params"]["sd_floor"])
+    marks = significance_marks(run.load_arrays(last)["b_in"], 1.0, run.spec.params["sd_floor"])
     marked = marks.cells.any(axis=0) | marks.features
     largest = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
     features = run.federation["feature_names"]
@@ -496,7 +497,8 @@ def test_site_weights_page_shows_raw_scores_and_exports_them_with_the_shares(app
     at, store, ids = app
     open_page(at, "views/site_weights.py", ids["adafed"])
     run = store.get(ids["adafed"])
-    shares, scores = per_site_series(run, "p_share"), per_site_series(run, "p")
+    shares = per_site_series(run, SiteWeights, lambda record: record.p_share)
+    scores = per_site_series(run, SiteWeights, lambda record: record.p)
     exported = downloaded(downloads, f"{run.id}-site-weights.csv")
     assert list(exported.columns) == ["round", "site", "share", "p"]
     assert np.allclose(exported["share"], shares["value"]) and np.allclose(exported["p"], scores["value"])
@@ -592,7 +594,7 @@ def test_run_details_page_exports_apfl_alpha(app, downloads):
     at, store, ids = app
     open_page(at, "views/run.py", ids["apfl"])
     alpha = downloaded(downloads, f"{ids['apfl']}-apfl-alpha.csv")
-    recorded = per_site_series(store.get(ids["apfl"]), "alpha")
+    recorded = per_site_series(store.get(ids["apfl"]), Mixture, lambda record: record.alpha)
     assert list(alpha.columns) == ["round", "site", "alpha"]
     assert list(alpha["site"]) == list(recorded["site"]) and np.allclose(alpha["alpha"], recorded["value"])
 
@@ -649,11 +651,11 @@ def test_upload_of_the_sample_csvs_shows_the_alignment_report(app, downloads):
     at.multiselect[0].set_value(["fedavg"])
     at.number_input(key="config-rounds").set_value(2)
     at.button(key="start").click().run()
-    run = next(r for r in store.runs() if r.spec["algorithm"] == "fedavg" and isinstance(r.spec["data"], dict))
+    run = next(r for r in store.runs() if r.spec.algorithm == "fedavg" and isinstance(r.spec.data, dict))
     deadline = time.time() + 120
-    while run.status["state"] in ("queued", "running") and time.time() < deadline:
+    while run.status.state in ("queued", "running") and time.time() < deadline:
         time.sleep(0.5)
-    assert run.status["state"] == "done", run.status
+    assert run.status.state == "done", run.status
     assert [s["name"] for s in run.federation["sites"]] == [f.stem for f in files]
     (store.root / ".dashboard.json").unlink()
 
@@ -731,7 +733,7 @@ def test_the_settings_that_differ_between_runs(tmp_path):
     assert table.to_dict("records") == [{"setting": "learning rate", "fedavg #1": "0.002", "fedavg #2": "0.01"}]
     # a parameter only one of the runs' algorithms has is no difference between them
     rows = settings_table([slow, adafed])["setting"].tolist()
-    adafed_only = {setting_words(f"params.{key}") for key in adafed.spec["params"]}
+    adafed_only = {setting_words(f"params.{key}") for key in adafed.spec.params}
     assert rows[0] == "algorithm" and not adafed_only & set(rows)
     assert not [row for row in rows if technical_first(row)]  # words, never config.x or params.y
     assert settings_table([slow, slow]).empty

@@ -137,8 +137,8 @@ def test_csv_sites_train_end_to_end_and_the_flags_land_in_the_spec(tmp_path, cap
     out = capsys.readouterr().out
     assert "synthetic_east_clinic" in out and "worst site" in out
     (run,) = RunStore(tmp_path).runs()
-    assert run.status["state"] == "done"
-    data = run.spec["data"]
+    assert run.status.state == "done"
+    data = run.spec.data
     assert data["source"] == "csv" and data["target"] == "diabetes" and data["missing_indicators"] is True
     assert data["kinds"] == {"family_history": "binary"} and all(Path(f).is_absolute() for f in data["files"])
     federation = run.federation
@@ -153,10 +153,10 @@ def test_heart_disease_trains_end_to_end(tmp_path, shared_data, capsys):
                    "--inject", "offset:va:chol:3", "--inject", "mnar:hungarian:thal") == 0
     (run,) = RunStore(tmp_path).runs()
     summary = run.summary
-    assert set(summary["sites"]) == {"cleveland", "hungarian", "switzerland", "va"}
-    assert 0 < summary["mean"]["f1"] <= 1
+    assert set(summary.sites) == {"cleveland", "hungarian", "switzerland", "va"}
+    assert 0 < summary.mean["f1"] <= 1
     # The injected truth reaches the detection report (with 4 sites no mark can be significant).
-    assert [(e["site"], e["feature"]) for e in summary["detection"]["injected"]] == [
+    assert [(e["site"], e["feature"]) for e in summary.detection["injected"]] == [
         ("hungarian", "thal=3"), ("va", "chol")]
     assert "switzerland" in capsys.readouterr().out
 
@@ -165,9 +165,9 @@ def test_har_by_subject_trains_end_to_end(tmp_path, shared_data, capsys):
     har = shared_data / "uci_har" / "uci_har_time265_by_subject.csv.gz"
     assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"har:{har}") == 0
     (run,) = RunStore(tmp_path).runs()
-    assert len(run.summary["sites"]) == 30 and run.federation["input_shape"] == [265]
+    assert len(run.summary.sites) == 30 and run.federation["input_shape"] == [265]
     assert run.load_arrays(2)["b_in"].shape == (30, 265)
-    assert run.summary["mean"]["f1"] > 0.5  # six activities; chance is about 0.17
+    assert run.summary.mean["f1"] > 0.5  # six activities; chance is about 0.17
 
 
 def test_an_image_federation_is_refused_by_a_tabular_algorithm_with_a_clear_message(tmp_path, shared_data, capsys):

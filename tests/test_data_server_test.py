@@ -149,14 +149,14 @@ def test_adafed_scores_the_sites_on_the_given_server_file_from_the_cli(tmp_path,
                  "csv:north.csv,south.csv,server_test=server.csv", "--target", "outcome", "--rounds", "3", "-q"])
     assert code == 0, capsys.readouterr().err
     (run,) = store.runs()
-    assert run.spec["data"]["server_test"] == server and run.spec["params"]["server_test"] == "given"
+    assert run.spec.data["server_test"] == server and run.spec.params["server_test"] == "given"
     assert run.federation["preprocessing"]["server_test"]["rows"] == SERVER_ROWS
     rounds = run.rounds()
     assert len(rounds) == 3
     for record in rounds:  # accuracies on the server's 37 rows, not on pooled rows or the sites' hold-outs
-        for accuracy in [*record["algorithm"]["site_accuracy"].values(), record["algorithm"]["server_accuracy"]]:
+        for accuracy in [*record.algorithm.site_accuracy.values(), record.algorithm.server_accuracy]:
             assert abs(accuracy * SERVER_ROWS - round(accuracy * SERVER_ROWS)) < 1e-6
-    assert run.status["state"] == "done"
+    assert run.status.state == "done"
 
 
 def test_adafed_given_without_a_server_file_says_how_to_give_one(tmp_path, sites, capsys):

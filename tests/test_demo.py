@@ -77,7 +77,7 @@ def test_ifedavg_on_the_demo_flags_every_injected_shift(tmp_path, capsys):
                  "--rounds", "150", "--eval-every", "50", "-q"])
     assert code == 0
     run = RunStore(tmp_path).runs()[0]
-    detection = run.summary["detection"]
+    detection = run.summary.detection
     caught = {(e["site"], e["feature"]): e["caught"] for e in detection["injected"]}
     assert caught == {
         ("Cedar Community", "age"): True,

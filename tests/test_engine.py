@@ -148,4 +148,4 @@ def test_a_diverging_run_fails_naming_the_round_and_site(tmp_path, capsys):
                      "--lr", "1e30", "--quiet", "--store", str(store)])
     run = RunStore(store).runs()[0]
     assert code == cli.EXIT_FAILED, capsys.readouterr().err
-    assert run.status["state"] == "failed" and "not a finite number" in run.status["error"]
+    assert run.status.state == "failed" and "not a finite number" in run.status.error

@@ -13,7 +13,6 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.presenters.registry import CHECKUP, LENSES, RUN_DETAILS
 from fedcore.checkup import Plan
-from fedcore.records import record_kind
 from fedcore.store import RunStore
 from tests import store_states
 from tests.store_states import STATES
@@ -193,7 +192,7 @@ print("torch" in sys.modules, "data_adapters" in sys.modules)
 
 def test_the_store_holds_every_family_in_every_state(every_state):
     store, ids = every_state
-    assert {record_kind(store.get(i).spec) for i in ids.values()} == set(store_states.FAMILIES)
+    assert {store.get(i).spec.record for i in ids.values()} == set(store_states.FAMILIES)
     assert len(ids) == len(store_states.FAMILIES) * len(store_states.STATES)
 
 

@@ -78,13 +78,13 @@ def simulated(run: Run) -> Simulation:
     """The same run in the in-process engine, site by site, on the same demo sites."""
     spec = run.spec
     names = [s["name"] for s in run.federation["sites"]]
-    demo = load_federation("demo", spec["config"]["seed"])
+    demo = load_federation("demo", spec.seed)
     federation = replace(demo, sites=[s for s in demo.sites if s.name in names])
-    if spec["data"]["server_data"]:
-        own = load_federation(spec["data"]["server_data"], spec["config"]["seed"]).sites[0]
+    if spec.data["server_data"]:
+        own = load_federation(spec.data["server_data"], spec.seed).sites[0]
         federation.server_test = (torch.cat([own.x_train, own.x_test]), torch.cat([own.y_train, own.y_test]))
-    config = TrainConfig(**{**spec["config"], "execution": "per-site"})
-    sim = Simulation(federation, build_algorithm(spec["algorithm"], spec["params"]), config)
+    config = TrainConfig(**{**spec.config, "execution": "per-site"})
+    sim = Simulation(federation, build_algorithm(spec.algorithm, spec.params), config)
     sim.history = sim.run()
     return sim
 
@@ -98,7 +98,7 @@ def largest_differences(run: Run, sim: Simulation) -> dict[str, float]:
     _, ours = sim.algorithm.record(sim)
     theirs = run.load_arrays(last) if last else {}
     assert sorted(theirs) == sorted(ours)
-    losses = [abs(a["sites"][name]["loss"] - b["sites"][name]["loss"])
+    losses = [abs(a.sites[name]["loss"] - b["sites"][name]["loss"])
               for a, b in zip(run.rounds(), sim.history, strict=True) for name in sim.site_names]
     return {
         "shared": max([float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model] or [0.0]),
@@ -132,9 +132,9 @@ def test_every_flower_algorithm_trains_what_the_engine_trains(tmp_path, algorith
     settings = {"rounds": 3, "local_epochs": 2, "seed": 4, **REGISTRY[algorithm].config_defaults}
     server_data = SERVER_DATA if algorithm == "adafed" else None
     run = flower_run(tmp_path, algorithm, FLOWER_PARAMS.get(algorithm, {}), settings, demo_nodes(), server_data)
-    assert run.status["state"] == "done"
+    assert run.status.state == "done"
     assert [s["name"] for s in run.federation["sites"]] == sorted(DEMO_SITES)
-    assert [r["round"] for r in run.rounds()] == [1, 2, 3]
+    assert [r.round for r in run.rounds()] == [1, 2, 3]
     differences = largest_differences(run, simulated(run))
     assert max(differences.values()) < TOLERANCE, differences
 
@@ -143,8 +143,8 @@ def test_fedhealth2_weights_come_from_statistics_sent_once(tmp_path):
     run = flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 2}, {"rounds": 3},
                      demo_nodes())
     records = run.rounds()
-    assert records[0]["algorithm"]["weights_from_round"] is None
-    assert records[-1]["algorithm"]["weights_from_round"] == 2
+    assert records[0].algorithm.weights_from_round is None
+    assert records[-1].algorithm.weights_from_round == 2
     weights = run.load_arrays(3)["weights"]
     assert weights.shape == (3, 3) and np.allclose(weights.sum(1), 1)
     # each site received its own personalised model: the rows of the shared weights differ
@@ -156,8 +156,8 @@ def test_a_site_that_keeps_its_local_layers_sends_none_of_them(tmp_path):
     nodes[1]["share-local"] = False
     run = flower_run(tmp_path, "ifedavg", {}, {"rounds": 2}, nodes)
     assert run.array_rounds() == []
-    note = run.rounds()[-1]["algorithm"]
-    assert note["withheld"] == ["Cedar Community"] and "share-local=false" in note["note"]
+    note = run.rounds()[-1].algorithm
+    assert note.withheld == ["Cedar Community"] and "share-local=false" in note.note
 
     spec = {"algorithm": "ifedavg", "params": {}, "config": TrainConfig(rounds=2).to_dict()}
     content = RecordDict({protocol.SPEC: protocol.json_record(spec),
@@ -277,7 +277,7 @@ def finished_run(loopback, store: Path, algorithm: str, process: subprocess.Pope
     finally:
         process.kill()
     assert process.returncode == 0, stderr[-3000:] + loopback.log("superlink")
-    (run,) = [r for r in RunStore(store).runs() if r.spec["algorithm"] == algorithm]
+    (run,) = [r for r in RunStore(store).runs() if r.spec.algorithm == algorithm]
     return run
 
 
@@ -287,13 +287,13 @@ def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback
     runs = {algorithm: finished_run(loopback, tmp_path / algorithm, algorithm, process)
             for algorithm, process in launched.items()}
     run = runs["ifedavg"]
-    assert run.status["state"] == "done"
+    assert run.status.state == "done"
     federation = run.federation
     assert [s["name"] for s in federation["sites"]] == sorted(DEMO_SITES)  # from the node configs
     assert federation["synthetic"] and {g["site"] for g in federation["ground_truth"]} == {"Cedar Community",
                                                                                           "Elm Regional"}
-    assert [r["round"] for r in run.rounds()] == [1, 2]
-    assert set(run.rounds()[-1]["sites"]) == set(DEMO_SITES)
+    assert [r.round for r in run.rounds()] == [1, 2]
+    assert set(run.rounds()[-1].sites) == set(DEMO_SITES)
     arrays = run.load_arrays(2)
     assert arrays["b_in"].shape == (3, 12) and arrays["w_in"].shape == (3, 12) and "b_in_O" in arrays
     differences = largest_differences(run, simulated(run))
@@ -313,7 +313,7 @@ def test_a_flower_run_that_cannot_start_fails_with_the_reason(tmp_path):
     run = RunStore(tmp_path).create(spec)
     with pytest.raises(FedcoreError):
         execute(run)
-    assert run.status["state"] == "failed" and run.status["error"]
+    assert run.status.state == "failed" and run.status.error
 
 
 def test_each_site_sends_its_profile_and_the_server_stores_the_federations(tmp_path):
@@ -335,7 +335,7 @@ def test_a_site_can_keep_its_profile_to_itself(tmp_path):
     nodes = demo_nodes()
     nodes[0]["share-profile"] = "false"
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
-    assert run.status["state"] == "done" and not (run.path / "profile.npz").exists()
+    assert run.status.state == "done" and not (run.path / "profile.npz").exists()
 
 
 # -- federated standardisation: counts, sums and sums of squares, pooled at the server ----------------
@@ -401,7 +401,7 @@ def test_flower_sites_send_sums_and_standardise_with_the_server_pooled_mean_and_
 def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(messy_sites, tmp_path):
     files, dictionary = messy_sites
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
-    assert run.status["state"] == "done", run.status
+    assert run.status.state == "done", run.status
     pooled = run.federation["flower"]["pooled_standardization"]
     # every continuous feature pooled (sbp too: west's 'systolic_pressure' is matched to it by its values),
     # cholesterol in mmol/L at every site: the mean of the training rows' observed values
@@ -418,8 +418,8 @@ def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(mess
     spec = run.spec
     whole = load_federation({"source": "csv", "files": files, "target": "outcome", "dictionary": dictionary,
                              "standardization": "federated"}, 1)
-    config = TrainConfig(**{**spec["config"], "execution": "per-site"})
-    sim = Simulation(whole, build_algorithm("fedavg", spec["params"]), config)
+    config = TrainConfig(**{**spec.config, "execution": "per-site"})
+    sim = Simulation(whole, build_algorithm("fedavg", spec.params), config)
     sim.run()
     model = run.load_model()
     assert max(float(np.abs(sim.stacked[n].numpy() - model[n]).max()) for n in model) < TOLERANCE
@@ -443,8 +443,8 @@ def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_w
     nodes[0].update({"min-count": "100000", "dp-epsilon": "0.01"})
     nodes[1]["min-count"] = "25"
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes)
-    assert run.status["state"] == "done", run.status
-    assert run.spec["disclosure"] is None  # each site sets its own
+    assert run.status.state == "done", run.status
+    assert run.spec.disclosure is None  # each site sets its own
     with np.load(run.path / "profile.npz", allow_pickle=False) as data:
         profile = Profile.from_npz(data)
     strict = profile.sites.index("Alder General")
@@ -481,4 +481,4 @@ def test_a_site_smaller_than_its_minimum_sends_no_batchnorm_statistics(tmp_path)
         flower_run(tmp_path, "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2}, nodes)
     run = flower_run(tmp_path / "default", "fedhealth2", {"variant": "f", "warmup_rounds": 1}, {"rounds": 2},
                      demo_nodes())
-    assert run.status["state"] == "done"  # at the default minimum every demo site sends them
+    assert run.status.state == "done"  # at the default minimum every demo site sends them

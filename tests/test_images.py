@@ -186,7 +186,7 @@ def test_cli_trains_indisco_pm_on_medmnist_with_a_stamp_and_show_presents_it(tmp
     assert "sensitivity" in out and "specificity" in out
     assert "Prototype boxes and the stamp (stamped: site1, class 'normal, benign')" in out
     (run,) = RunStore(tmp_path).runs()
-    assert run.spec["params"]["prototypes_per_class"] == 2 and run.spec["config"]["loss_reduction"] == "mean"
+    assert run.spec.params["prototypes_per_class"] == 2 and run.spec.config["loss_reduction"] == "mean"
     assert main(["show", "--store", str(tmp_path), run.id]) == 0
     shown = capsys.readouterr().out
     assert "Local models (as each site sent them" in shown and "local box share" in shown

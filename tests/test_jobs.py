@@ -34,20 +34,20 @@ def wait_for(predicate, timeout=90.0, interval=0.2):
 
 def test_a_submitted_run_trains_in_its_own_detached_process(store):
     run = jobs.submit(store, QUICK)
-    pid = run.raw_status()["pid"]
+    pid = run.raw_status().pid
     assert pid != os.getpid() and os.getsid(pid) != os.getsid(0)  # survives the server's session
-    wait_for(lambda: run.status["state"] == "done")
-    assert len(run.rounds()) == 2 and run.summary["round"] == 2
+    wait_for(lambda: run.status.state == "done")
+    assert len(run.rounds()) == 2 and run.summary.round == 2
 
 
 def test_queue_respects_the_limit_and_starts_the_next_run_by_itself(store):
     first = jobs.submit(store, QUICK)
     second = jobs.submit(store, QUICK)
-    assert first.raw_status()["state"] == "running"
-    assert second.raw_status()["state"] == "queued"
+    assert first.raw_status().state == "running"
+    assert second.raw_status().state == "queued"
     # Nobody pumps from here on: the finishing worker starts the queued run.
-    wait_for(lambda: second.status["state"] == "done", timeout=120)
-    assert first.status["state"] == "done"
+    wait_for(lambda: second.status.state == "done", timeout=120)
+    assert first.status.state == "done"
 
 
 def test_cancel_a_running_and_a_queued_run(store):
@@ -55,10 +55,10 @@ def test_cancel_a_running_and_a_queued_run(store):
     queued = jobs.submit(store, QUICK)
     wait_for(lambda: len(running.rounds()) >= 2)
     jobs.cancel(queued)
-    assert queued.status["state"] == "cancelled"
+    assert queued.status.state == "cancelled"
     jobs.cancel(running)
-    wait_for(lambda: running.status["state"] == "cancelled")
-    assert "Stopped by the user" in running.status["error"]
+    wait_for(lambda: running.status.state == "cancelled")
+    assert "Stopped by the user" in running.status.error
     assert len(running.rounds()) >= 2
 
 
@@ -66,23 +66,23 @@ def test_a_killed_worker_is_shown_interrupted_and_the_queue_moves_on(store):
     doomed = jobs.submit(store, LONG)
     waiting = jobs.submit(store, QUICK)
     wait_for(lambda: len(doomed.rounds()) >= 1)
-    os.kill(doomed.raw_status()["pid"], signal.SIGKILL)
-    wait_for(lambda: doomed.status["state"] == "interrupted")
+    os.kill(doomed.raw_status().pid, signal.SIGKILL)
+    wait_for(lambda: doomed.status.state == "interrupted")
     jobs.pump(store)  # e.g. the next page view
-    assert doomed.raw_status()["state"] == "interrupted"  # persisted, not only derived
-    wait_for(lambda: waiting.status["state"] == "done", timeout=120)
+    assert doomed.raw_status().state == "interrupted"  # persisted, not only derived
+    wait_for(lambda: waiting.status.state == "done", timeout=120)
 
 
 def test_rerun_repeats_the_spec_and_delete_refuses_active_runs(store):
     run = jobs.submit(store, {"algorithm": "adafed", "params": {"weight_rule": "power"}, "config": {"rounds": 2}})
     with pytest.raises(FedcoreError, match="cancel it before deleting"):
         jobs.delete(store, run)
-    wait_for(lambda: run.status["state"] == "done")
+    wait_for(lambda: run.status.state == "done")
     again = jobs.rerun(store, run)
     assert again.id != run.id
-    assert {k: again.spec[k] for k in ("algorithm", "data", "params", "config")} == \
-           {k: run.spec[k] for k in ("algorithm", "data", "params", "config")}
-    wait_for(lambda: again.status["state"] == "done")
+    asked = [(r.spec.algorithm, r.spec.data, r.spec.params, r.spec.config) for r in (again, run)]
+    assert asked[0] == asked[1]
+    wait_for(lambda: again.status.state == "done")
     jobs.delete(store, run)
     assert [r.id for r in store.runs()] == [again.id]
 
@@ -90,6 +90,6 @@ def test_rerun_repeats_the_spec_and_delete_refuses_active_runs(store):
 def test_a_failing_run_keeps_its_error_and_log(store):
     run = jobs.submit(store, {"algorithm": "fedhealth2", "params": {"variant": "f", "warmup_rounds": 5},
                               "config": {"rounds": 3}})
-    wait_for(lambda: run.status["state"] == "failed")
-    assert "warmup_rounds" in run.status["error"]
+    wait_for(lambda: run.status.state == "failed")
+    assert "warmup_rounds" in run.status.error
     assert "warmup_rounds" in jobs.log_tail(run)

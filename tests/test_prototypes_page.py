@@ -65,10 +65,10 @@ def test_the_page_shows_the_overlap_per_site_and_the_boxes(app):
     assert list(table["site"]) == ["site1", "site2", "site3"] and list(table["stamped"]) == ["yes", "no", "no"]
     # the page's numbers are the runs' recorded numbers: local from the LM run, global from GM
     for role, run_id in (("local", ids["indisco-lm"]), ("global", ids["indisco-gm"])):
-        record = store.get(run_id).rounds()[-1]["algorithm"]
-        assert np.allclose(table[f"{role}: images on stamp"], [record["test_on_stamp"][role][s]
+        record = store.get(run_id).rounds()[-1].algorithm
+        assert np.allclose(table[f"{role}: images on stamp"], [record.test_on_stamp[role][s]
                                                                for s in table["site"]])
-        assert np.allclose(table[f"{role}: box share"], [record["stamp_overlap"][role][s] for s in table["site"]])
+        assert np.allclose(table[f"{role}: box share"], [record.stamp_overlap[role][s] for s in table["site"]])
         assert all(re.fullmatch(r"\d+/6", value) for value in table[f"{role}: prototypes"])
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [trace["name"] for trace in chart["data"]] == ["Local prototypes (LM: each site alone)",
@@ -118,11 +118,11 @@ def test_the_bias_preset_starts_lm_gm_and_pm_on_declared_synthetic_data(app):
     at.button(key="preset").click().run()
     assert not at.exception
     new = [r for r in store.runs() if r.id not in ids.values()]
-    assert sorted(r.spec["algorithm"] for r in new) == ["indisco-gm", "indisco-lm", "indisco-pm"]
-    gm = next(r for r in new if r.spec["algorithm"] == "indisco-gm")
+    assert sorted(r.spec.algorithm for r in new) == ["indisco-gm", "indisco-lm", "indisco-pm"]
+    gm = next(r for r in new if r.spec.algorithm == "indisco-gm")
     assert at.selectbox(key="run_picker").value == gm.id  # the page follows the new GM run
     for run in new:
-        assert run.spec["data"]["source"] == "synthetic_scans" and run.spec["data"]["inject"] == ["stamp:site1"]
+        assert run.spec.data["source"] == "synthetic_scans" and run.spec.data["inject"] == ["stamp:site1"]
 
 
 def test_the_bias_preset_offers_the_medmnist_files_on_this_machine(app, shared_data, monkeypatch):
@@ -176,5 +176,5 @@ def test_html_report_of_an_indisco_run_draws_the_boxes_and_the_overlap(finished)
     assert images and all(src.startswith("data:image/png;base64,") for src in images)  # nothing fetched
     recorded = sum(min(IMAGES_PER_SITE, int((rows >= 0).sum())) for rows in run.load_arrays(2)["test_rows"])
     assert len(images) == recorded
-    record = run.rounds()[-1]["algorithm"]["test_on_stamp"]["global"]
+    record = run.rounds()[-1].algorithm.test_on_stamp["global"]
     assert f"{record['site1']:.2f}" in report  # the overlap table carries the recorded numbers

@@ -293,7 +293,7 @@ def test_who_may_see_rows_is_a_setting_of_the_deployment():
 @pytest.mark.parametrize("role, rows, shown", [("viewer", None, False), ("analyst", None, True),
                                                ("analyst", "admin", False), ("admin", "admin", True)])
 def test_a_sites_rows_are_drawn_and_exported_only_for_roles_allowed_to_see_rows(make_app, store, role, rows, shown):
-    run = next((r for r in store.runs() if r.spec["algorithm"] == "ifedavg"), None)
+    run = next((r for r in store.runs() if r.spec.algorithm == "ifedavg"), None)
     if run is None:
         run = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 2}}))
         execute(run)

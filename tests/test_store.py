@@ -20,9 +20,9 @@ def test_create_list_and_find_by_prefix(store):
     first = store.create({"algorithm": "fedavg", "data": "demo"})
     second = store.create({"algorithm": "ifedavg", "data": "demo"})
     assert {r.id for r in store.runs()} == {first.id, second.id}
-    assert store.get(first.id).spec["algorithm"] == "fedavg"
+    assert store.get(first.id).spec.algorithm == "fedavg"
     assert store.get(second.id[: len(second.id) - 2]).id == second.id
-    assert first.status["state"] == "queued"
+    assert first.status.state == "queued"
     with pytest.raises(RunNotFound, match="No run"):
         store.get("nope")
 
@@ -47,8 +47,8 @@ def test_records_are_append_only_and_a_torn_last_line_is_skipped(store):
     with open(run.path / "rounds.jsonl", "a") as handle:
         handle.write('{"round": 3, "mean": {"f1"')  # a writer killed mid-line
     records = run.rounds()
-    assert [r["round"] for r in records] == [1, 2]
-    assert records[1]["mean"]["f1"] is None  # NaN is stored as null (strict JSON)
+    assert [r.round for r in records] == [1, 2]
+    assert records[1].mean["f1"] is None  # NaN is stored as null (strict JSON)
     assert [d for d in run.damage if d.file == "rounds.jsonl"] == []  # a torn last line is how a killed writer leaves the log, not damage
 
 
@@ -68,7 +68,7 @@ def test_whole_file_writes_leave_no_temporary_files(store):
     run = store.create({"algorithm": "fedavg"})
     for i in range(5):
         run.heartbeat(round=i)
-    assert run.raw_status()["round"] == 4
+    assert run.raw_status().round == 4
     assert not [p for p in run.path.iterdir() if p.name.startswith(".")]
 
 
@@ -78,16 +78,16 @@ def test_running_state_of_a_dead_worker_reads_as_interrupted(store):
     child.wait()
     run.update_status(state="running", pid=child.pid, host=os.uname().nodename, round=3)
     status = run.status
-    assert status["state"] == "interrupted" and status["round"] == 3
-    assert "stopped" in status["error"]
+    assert status.state == "interrupted" and status.round == 3
+    assert "stopped" in status.error
     run.mark_started(total_rounds=10)  # this process is alive
-    assert run.status["state"] == "running"
+    assert run.status.state == "running"
 
 
 def test_mark_finished_only_accepts_final_states(store):
     run = store.create({"algorithm": "fedavg"})
     run.mark_finished("done")
-    assert run.status["state"] == "done"
+    assert run.status.state == "done"
     with pytest.raises(ValueError):
         run.mark_finished("running")
 

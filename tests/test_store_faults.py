@@ -30,7 +30,7 @@ from application.cli import main
 from fedcore.errors import FedcoreError, RunNotFound
 from application.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
-from fedcore.store import RESERVE, Run, RunStore, new_run_id
+from fedcore.store import RESERVE, Run, RunStore, Scores, Spec, new_run_id, to_json
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,10 +222,10 @@ def test_a_damaged_file_marks_its_run_damaged_and_nothing_else(copied, fault, ca
     assert healthy.damage == [] and healthy.state == "done" and healthy.rounds() == healthy_records
 
     # Every reader returns a value of the declared kind, or RunDamaged for arrays.
-    assert isinstance(run.spec, dict) and isinstance(run.spec["config"], dict)
-    assert isinstance(run.federation["sites"], list) and isinstance(run.status["state"], str)
-    assert all(isinstance(r["sites"], dict) for r in run.rounds())
-    assert run.summary is None or isinstance(run.summary["sites"], dict)
+    assert isinstance(run.spec, Spec) and isinstance(run.spec.config, dict)
+    assert isinstance(run.federation["sites"], list) and isinstance(run.status.state, str)
+    assert all(isinstance(r, Scores) and isinstance(r.sites, dict) for r in run.rounds())
+    assert run.summary is None or isinstance(run.summary.sites, dict)
     for load in (lambda: run.load_arrays(run.array_rounds()[-1]), run.load_model,
                  lambda: shift_view(run, run.array_rounds()[-1], "b_in"),
                  lambda: detection_table(run, run.array_rounds()[-1]), lambda: html_report(run)):
@@ -281,14 +281,14 @@ def test_a_torn_last_line_is_not_damage_but_a_torn_middle_line_is(copied):
     assert run.damage == [] and len(run.rounds()) == 3
     log.write_text(complete + '{"round": 4, "sites": {"a"\n' + complete.splitlines()[-1] + "\n")
     assert [str(d) for d in run.damage] == ["rounds.jsonl: line 4 is not valid JSON (left out)"]
-    assert [r["round"] for r in run.rounds()] == [1, 2, 3, 3]
+    assert [r.round for r in run.rounds()] == [1, 2, 3, 3]
 
 
 def test_a_failed_append_is_cut_back_so_the_next_record_starts_on_its_own_line(copied, monkeypatch):
     store, run, _ = copied
     log = run.path / "rounds.jsonl"
     before = log.read_bytes()
-    record = run.rounds()[-1]
+    record = to_json(run.rounds()[-1])  # a record as the engine writes it
     real_open = open
 
     class HalfWriter:
@@ -317,7 +317,7 @@ def test_a_failed_append_is_cut_back_so_the_next_record_starts_on_its_own_line(c
     monkeypatch.undo()
     assert log.read_bytes() == before
     run.append_round({**record, "round": 4})
-    assert run.damage == [] and [r["round"] for r in run.rounds()] == [1, 2, 3, 4]
+    assert run.damage == [] and [r.round for r in run.rounds()] == [1, 2, 3, 4]
 
 
 def test_a_damaged_settings_file_falls_back_to_the_demo_data(copied, monkeypatch):
@@ -475,7 +475,7 @@ def test_create_takes_another_id_when_its_first_choice_is_taken(tmp_path, monkey
     first = store.create({"algorithm": "fedavg"})
     second = store.create({"algorithm": "fedavg"})
     assert (first.id, second.id) == ("20990101-000000-fedavg-00000000", "20990101-000000-fedavg-00000001")
-    assert first.spec["run_id"] == first.id and second.spec["run_id"] == second.id
+    assert first.spec.run_id == first.id and second.spec.run_id == second.id
 
 
 CONCURRENT_CREATES = textwrap.dedent("""
@@ -539,8 +539,8 @@ def test_on_a_full_disk_the_failure_is_recorded_by_overwriting_the_status_in_pla
         execute(run)
     monkeypatch.undo()
     fresh = store.get(run.id)  # another process's view: what is on disk
-    assert fresh.status["state"] == "failed"
-    assert "No space left on device" in fresh.status["error"]
+    assert fresh.status.state == "failed"
+    assert "No space left on device" in fresh.status.error
     assert fresh.damage == [] or all(d.file != "status.json" for d in fresh.damage)
 
 
@@ -560,7 +560,7 @@ def test_on_a_full_disk_the_reserve_is_given_up_for_the_final_status(queued, mon
         execute(run)
     monkeypatch.undo()
     fresh = store.get(run.id)
-    assert fresh.status["state"] == "failed" and "No space left on device" in fresh.status["error"]
+    assert fresh.status.state == "failed" and "No space left on device" in fresh.status.error
     assert fresh.damage == [] and not (run.path / RESERVE).exists()
 
 
@@ -585,12 +585,12 @@ def test_a_final_status_the_disk_refuses_is_kept_and_written_once_space_returns(
     with pytest.raises(OSError):
         execute(run)
     # Still pending: this process knows the error, the disk does not yet.
-    assert run.status["state"] == "failed" and "No space left" in run.status["error"]
-    assert store.get(run.id).raw_status()["state"] == "queued"
+    assert run.status.state == "failed" and "No space left" in run.status.error
+    assert store.get(run.id).raw_status().state == "queued"
     monkeypatch.undo()
     assert run.flush_status()
-    assert store.get(run.id).status["state"] == "failed"
-    assert "No space left" in store.get(run.id).status["error"]
+    assert store.get(run.id).status.state == "failed"
+    assert "No space left" in store.get(run.id).status.error
 
 
 def test_a_worker_that_cannot_record_its_end_says_so_in_its_log(queued, monkeypatch, capsys):
@@ -609,7 +609,7 @@ FULL_DISK = textwrap.dedent("""
     import errno, json, os, sys
     from pathlib import Path
     from application.runner import execute, resolve_spec
-    from fedcore.store import RESERVE, RunStore
+    from fedcore.store import RESERVE, RunStore, to_json
 
     disk = Path(sys.argv[1])
     store = RunStore(disk / "runs")
@@ -632,7 +632,7 @@ FULL_DISK = textwrap.dedent("""
     except OSError as error:
         outcome = f"raised errno {error.errno}"
     fresh = store.get(run.id)
-    print(json.dumps({"outcome": outcome, "status": fresh.status, "reserve_before": reserve_before,
+    print(json.dumps({"outcome": outcome, "status": to_json(fresh.status), "reserve_before": reserve_before,
                       "reserve_after": (run.path / RESERVE).exists(),
                       "damage": [str(d) for d in fresh.damage], "rounds": len(fresh.rounds())}))
 """)
@@ -686,8 +686,8 @@ def test_two_writers_on_one_run_lose_nothing(queued, tmp_path):
     records = run.rounds()
     assert len(records) == 2 * n and run.damage == []
     for who in ("a", "b"):
-        assert sorted(r["round"] for r in records if r["algorithm"]["writer"] == who) == list(range(n))
-    status = run.raw_status()
+        assert sorted(r.round for r in records if to_json(r)["algorithm"]["writer"] == who) == list(range(n))
+    status = to_json(run.raw_status())  # fields of this test's own, as stored
     assert status["count_a"] == n and status["count_b"] == n  # no update lost to the other's
     assert status["state"] == "queued"
 
@@ -727,13 +727,13 @@ def test_the_queue_carries_on_past_damaged_runs_and_a_killed_worker(copied, monk
     try:
         doomed = jobs.submit(store, LONG)
         waiting = jobs.submit(store, QUICK)
-        assert unstartable.status["state"] == "failed" and "spec.json" in unstartable.status["error"]
+        assert unstartable.status.state == "failed" and "spec.json" in unstartable.status.error
         wait_for(lambda: len(doomed.rounds()) >= 1)
-        os.kill(doomed.raw_status()["pid"], signal.SIGKILL)
-        wait_for(lambda: doomed.status["state"] == "interrupted")
+        os.kill(doomed.raw_status().pid, signal.SIGKILL)
+        wait_for(lambda: doomed.status.state == "interrupted")
         jobs.pump(store)  # e.g. the next page view
-        wait_for(lambda: waiting.status["state"] == "done")
-        assert doomed.raw_status()["state"] == "interrupted" and doomed.damage == []
+        wait_for(lambda: waiting.status.state == "done")
+        assert doomed.raw_status().state == "interrupted" and doomed.damage == []
         assert (damaged.path / "status.json").read_bytes() == broken_before  # left as it was
         assert healthy.state == "done" and waiting.damage == []
     finally:

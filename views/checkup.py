@@ -74,7 +74,7 @@ def newest_kind(data) -> str:
 def start() -> None:
     """Start a check-up of the chosen data, or of a finished run's federation (analysts)."""
     with st.expander("Start a check-up", expanded=not plans(store) or "run" in st.query_params):
-        runs = [r for r in store.runs() if r.status.get("state") == "done"]
+        runs = [r for r in store.runs() if r.status.state == "done"]
         wanted = st.query_params.get("run")
         options = ["data", "run"] if runs else ["data"]
         source = st.radio("What to check up", options, horizontal=True, key="checkup_source",
@@ -164,7 +164,7 @@ def training(plan: Plan) -> None:
             if state in ("queued", "running"):
                 st.progress(min(1.0, info["fraction"]), text=md(
                     f"{feeds}: {STATE_LABELS.get(state, state)}, round {info['round']} of "
-                    f"{info['total']} (seed {run.spec.get('config', {}).get('seed')})"))
+                    f"{info['total']} (seed {run.spec.seed})"))
             elif state != "done":
                 st.warning(md(f"{feeds}: {STATE_LABELS.get(state, state)}"
                               + (f" ({info['error']})" if info["error"] else "")

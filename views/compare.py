@@ -21,7 +21,7 @@ st.markdown(f"Every site is scored on its own {term('hold-out')}; a federation i
             "site, so the table shows both the mean and the worst site.")
 
 def finished(run) -> bool:
-    return run.status.get("state") == "done"
+    return run.status.state == "done"
 
 
 runs = [r for r in get_store().runs() if not r.damage and r.rounds()]
@@ -32,18 +32,18 @@ if not runs:
 
 by_data: dict[str, list] = {}
 for run in runs:
-    by_data.setdefault(json.dumps(run.spec.get("data"), sort_keys=True), []).append(run)
+    by_data.setdefault(json.dumps(run.spec.data, sort_keys=True), []).append(run)
 data_key = st.selectbox("Data", list(by_data),
                         format_func=lambda k: f"{data_label(json.loads(k))} ({len(by_data[k])} runs)")
 candidates = by_data[data_key]
 # A run that did not finish (cancelled, failed, still training) is listed with its state, and chosen
 # only by hand: its last round is no result to rank (a cancelled 20 000-round run was 'best' here).
-labels = {r.id: run_label(r) + ("" if finished(r) else f" ({STATE_LABELS.get(r.status.get('state'), r.state)})")
+labels = {r.id: run_label(r) + ("" if finished(r) else f" ({STATE_LABELS.get(r.status.state, r.state)})")
           for r in candidates}
 # By default the newest finished run of each distinct setting (runs are listed newest first), at most six.
 newest: dict[str, str] = {}
 for run in filter(finished, candidates):
-    newest.setdefault(json.dumps([run.spec.get("algorithm"), run.spec.get("params")], sort_keys=True), run.id)
+    newest.setdefault(json.dumps([run.spec.algorithm, run.spec.params], sort_keys=True), run.id)
 if not newest:
     st.info("No run on this data has finished yet: choose runs below to compare what they recorded so far.")
 chosen_ids = st.multiselect("Runs", list(labels), default=list(newest.values())[:6], format_func=labels.get)
@@ -58,11 +58,11 @@ metric = st.radio("Metric", ["f1", "roc_auc", "balanced_accuracy"], format_func=
 rows = []
 for run in chosen:
     last = run.rounds()[-1]
-    row = {"run": names[run.id], "state": run.status.get("state"), "round": last.get("round")}
+    row = {"run": names[run.id], "state": run.status.state, "round": last.round}
     for m in ("f1", "roc_auc", "balanced_accuracy"):
-        row[f"mean {METRIC_LABELS[m]}"] = (last.get("mean") or {}).get(m)
-        row[f"worst site {METRIC_LABELS[m]}"] = (last.get("worst") or {}).get(m)
-        row[f"worst site for {METRIC_LABELS[m]}"] = (last.get("worst_site") or {}).get(m)
+        row[f"mean {METRIC_LABELS[m]}"] = last.mean.get(m)
+        row[f"worst site {METRIC_LABELS[m]}"] = last.worst.get(m)
+        row[f"worst site for {METRIC_LABELS[m]}"] = last.worst_site.get(m)
     rows.append(row)
 table = pd.DataFrame(rows)
 # On screen the chosen metric (mean, worst site, and which site that is), so that no column is cut;

@@ -9,7 +9,8 @@ from dashboard.presenters.checkup_view import plan_fed_by, run_names, with_names
 from dashboard.widgets.common import (checkup_result, download_csv, get_store, is_active, live, no_rounds_yet, page_link,
                               pick_run_or_explain, site_colors_of)
 from dashboard.presenters.figures import CALIBRATED_LAYERS, LAYER_LABELS, feature_distribution
-from dashboard.presenters.lenses import FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, shift_view
+from dashboard.presenters.lenses import (FEATURE_VIEWS, LAYER_GUIDE, detection_table, distance_text, layers, marking,
+                              shift_view)
 from dashboard.presenters.registry import CHECKUP, LENSES, RUNS
 from dashboard.presenters.safe_text import md
 from fedcore.interpret.significance import RULES
@@ -36,8 +37,7 @@ with st.expander("Which layer shows which kind of problem"):
     st.markdown(LAYER_GUIDE)
 run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click demo on the Runs page")
 
-spec_params = run.spec.get("params") or {}
-if spec_params and not spec_params.get("local_f_out", True):
+if run.spec.params.get("local_f_out") is False:  # an iFedAvg switch (older runs: local, the default)
     st.warning("This run shares its output layer (f_out, the authors' setting), so it has no output layers of its "
                "sites: problems with a site's labels cannot show, and push the site's input layers instead — its "
                f"features may be marked although they are fine. The default is an {term('local f_out')}.")
@@ -62,24 +62,24 @@ def lens() -> None:
                                format_func={"neutral": "no correction (b=0, w=1)",
                                             "column mean": "the feature's mean across sites"}.get)
     features_view = controls[3].selectbox("Features", FEATURE_VIEWS, key="features_view")
+    marked = marking(run)  # the rule and thresholds the run marked with
     with st.expander("Significance rule and thresholds"):
         t0, t1, t2 = st.columns(3)
-        rule = t0.radio("Rule", RULES, index=RULES.index(spec_params.get("rule", "sd")), key="rule",
+        rule = t0.radio("Rule", RULES, index=RULES.index(marked.rule), key="rule",
                         format_func={"sd": "mean and SD (the paper's)",
                                      "robust": "median and MAD (robust to other far-off sites)"}.get)
-        n_sd = t1.slider("SDs from the feature's centre for a mark", 1.0, 4.0, float(spec_params.get("n_sd", 2.0)),
-                         0.1, key="n_sd")
-        sd_floor = t2.slider("Minimum spread of a feature across sites", 0.0, 0.5,
-                             float(spec_params.get("sd_floor", 0.05)), 0.01, key="sd_floor")
+        n_sd = t1.slider("SDs from the feature's centre for a mark", 1.0, 4.0, float(marked.n_sd), 0.1, key="n_sd")
+        sd_floor = t2.slider("Minimum spread of a feature across sites", 0.0, 0.5, float(marked.sd_floor), 0.01,
+                             key="sd_floor")
     calibrated = st.radio("Marks", ["paper", "calibrated"], horizontal=True, key="marks",
                           format_func={"paper": "the paper's 2-SD rule",
                                        "calibrated": "calibrated by a site check-up (q-values)"}.get) == "calibrated"
     checkup = calibration(layer, calibrated, round_, rounds[-1])
     view = shift_view(run, round_, layer, centre, n_sd, sd_floor, features_view, rule, checkup,
                       calibrated and checkup is not None)
-    record = next((r for r in run.rounds() if r["round"] == round_), {})
-    if record.get("algorithm", {}).get("warning") and rule == "sd":
-        st.warning(md(record["algorithm"]["warning"]))
+    warning = marking(run, round_).warning
+    if warning and rule == "sd":
+        st.warning(md(warning))
     if calibrated and checkup is not None:
         st.caption(f"Round {round_}: the check-up reports {view.marked_cells} cells (q < {FDR:g}); every tested "
                    "cell's q is on hover and in the cells' CSV.")
@@ -130,7 +130,7 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
     plan = plan_fed_by(run, "feature_shifts")
     result = checkup_result(plan) if plan is not None else None
     # the check-up reads its finished runs only: this one is among them once it is done
-    ready = result is not None and "feature shifts" in result.sources and run.status.get("state") == "done"
+    ready = result is not None and "feature shifts" in result.sources and run.status.state == "done"
     if not wanted:
         return result.findings if ready else None
     if plan is None:
@@ -141,13 +141,13 @@ def calibration(layer: str, wanted: bool, round_: int, last_round: int) -> list[
                 "shown are the paper's.")
         if allowed("train"):
             page_link(CHECKUP, "Start a check-up (the Site check-up page)", icon=CHECKUP.icon,
-                      query_params={"run": run.id} if run.status.get("state") == "done" else None)
+                      query_params={"run": run.id} if run.status.state == "done" else None)
         else:
             st.caption("Someone with the analyst role can start one on the Site check-up page.")
         return None
     if not ready:
         why = ("its iFedAvg runs are still training" if "feature_shifts" in result.pending
-               else "this run has not finished" if run.status.get("state") != "done"
+               else "this run has not finished" if run.status.state != "done"
                else "its iFedAvg runs did not finish")
         st.info(md(f"This run belongs to check-up {plan.id}, but {why}: no q-values yet, so the marks shown are "
                    "the paper's."))
@@ -200,7 +200,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     from dashboard.widgets.data_cache import load_run_federation
 
     try:
-        federation = load_run_federation(run.spec["data"], int(run.spec["config"]["seed"]))
+        federation = load_run_federation(run.spec.data, int(run.spec.seed))
     except FedcoreError as error:
         st.info(f"The data of this run are not available on this machine ({md(error)}).")
         return
@@ -221,7 +221,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
             f"{feature} as each site recorded it" if translated else
             f"{feature} (standardised: as the model sees it)")
     st.caption(md(f"Rows of every site of this run, read on this machine from the run's data "
-                  f"({data_label(run.spec['data'])}): each site's own rows, training and hold-out, under its name."))
+                  f"({data_label(run.spec.data)}): each site's own rows, training and hold-out, under its name."))
     st.plotly_chart(feature_distribution(values, site, feature, site_colors_of(run), axis), width="stretch",
                     key="distribution")
     exported = values.rename(columns={"model input": f"{feature} (preprocessed)"})

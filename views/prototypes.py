@@ -77,7 +77,7 @@ if run is None:
 stop_if_damaged(run)
 
 group = siblings(store.runs(), run)
-scheme = run.spec["algorithm"]
+scheme = run.spec.algorithm
 
 
 def switch_run() -> None:
@@ -114,9 +114,9 @@ def lens() -> None:
     sites = site_names(first.run)
     classes = first.run.federation["class_names"]
     stamp, scale = stamp_and_scale(first.arrays)
-    st.caption(" · ".join(f"{side.title}: {side.run.spec['algorithm']} round {side.record['round']}" + (
+    st.caption(" · ".join(f"{side.title}: {side.run.spec.algorithm} round {side.round}" + (
         " (still training)" if is_active(side.run) else "") for side in sides)
-        + f" · boxes: the pixels at or above the {run.spec['params']['box_percentile']:g}th percentile of the "
+        + f" · boxes: the pixels at or above the {run.spec.param('box_percentile'):g}th percentile of the "
           "upsampled activation map")
     if run.federation.get("synthetic"):
         st.caption(f"Synthetic images: {md(run.federation.get('description', ''))}")
@@ -188,13 +188,12 @@ def lens() -> None:
             st.caption("Heat: the prototype's activation on this image (bicubic upsampling, JET colours); box: the pixels "
                        "above the percentile. Connection: the prototype's last-layer weight for the predicted class.")
 
-    scores = [(side, side.record.get("local_model")) for side in sides if side.record.get("local_model")]
-    final = {side.title: next((r for r in side.run.rounds() if r["round"] == side.record["round"]), {}) for side in sides}
+    scores = [(side, side.record.local_model) for side in sides if side.record.local_model]
     with st.expander("Scores of each site's model on its own hold-out"):
         records = [{"site": s, "model": side.title, **{k: m.get(k) for k in ("balanced_accuracy", "sensitivity",
                                                                             "specificity")}}
-                   for side in sides for s, m in final[side.title].get("sites", {}).items()]
-        records += [{"site": s, "model": f"local models as sent ({side.run.spec['algorithm']})", **m}
+                   for side in sides if side.scores is not None for s, m in side.scores.sites.items()]
+        records += [{"site": s, "model": f"local models as sent ({side.run.spec.algorithm})", **m}
                     for side, values in scores for s, m in values.items()]
         st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch")
 

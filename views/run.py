@@ -17,13 +17,14 @@ from dashboard.presenters.safe_text import md
 from application import jobs
 from fedcore.data_labels import data_label
 from fedcore.errors import FedcoreError
+from fedcore.records import Mixture
 
 require("view")
 st.title("Run details")
 run = pick_run_or_explain(None, TRAIN, "Train something")
 
 
-st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.get('data'))}"
+st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.data)}"
               + (f" · tags: {', '.join(run.identity['tags'])}" if run.identity["tags"] else "")))
 if allowed("train"):  # a name and tags change the store: who may train may name
     with st.expander("Name and tags"):
@@ -47,10 +48,10 @@ def details() -> None:
             st.toast(md(f"Queued {run_name(again)}"))
     if is_active(run) and allowed("cancel"):
         cancel_with_confirmation(actions, run, "cancel-run")
-    if allowed("train") and status.get("state") == "done":
+    if allowed("train") and status.state == "done":
         page_link(CHECKUP, "Check up this run's federation", into=actions, query_params={"run": run.id},
                   icon=CHECKUP.icon)
-    if status.get("state") in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
+    if status.state in ("failed", "interrupted"):  # the log has what a full disk kept from status.json
         log = jobs.log_tail(run)
         if log:
             with st.expander("Worker output (last lines)"):
@@ -64,7 +65,7 @@ def details() -> None:
         metric = st.radio("Metric", list(METRIC_LABELS), format_func=METRIC_LABELS.get, horizontal=True)
         st.plotly_chart(site_curves(metrics, metric, site_colors_of(run)), width="stretch", key="curves")
         download_csv(metrics, f"{run.id}-site-metrics", "Download every round's per-site scores (CSV)")
-    alpha = per_site_series(run, "alpha")
+    alpha = per_site_series(run, Mixture, lambda record: record.alpha)
     if not alpha.empty:
         st.plotly_chart(site_lines(alpha, "α", "APFL: weight of each site's personal model", site_colors_of(run)),
                         width="stretch", key="alpha")
@@ -86,16 +87,16 @@ def details() -> None:
                 else:
                     st.dataframe(diff, hide_index=True, width="stretch")
         # runs record how their executor trained them (older runs only its name)
-        trained = status.get("execution_description") or status.get("execution")
-        st.caption(md(f"State: {STATE_LABELS.get(status.get('state'))} · device {status.get('device', '?')}"
-                      f"{f' · {trained}' if trained else ''} · code {run.spec.get('version')}"))
+        trained = status.execution_description or status.execution
+        st.caption(md(f"State: {STATE_LABELS.get(status.state)} · device {status.device or '?'}"
+                      f"{f' · {trained}' if trained else ''} · code {run.spec.version}"))
     # built only when clicked: the report carries plotly.js (a few MB) so it opens offline
     st.download_button("Download a self-contained HTML report", lambda: html_report(run, can_see_rows()).encode("utf-8"),
                        file_name=f"{run.id}-report.html", mime="text/html", key="report")
     with st.expander("Last record (raw)"):
         records = run.rounds()
         if records:
-            st.code(json.dumps(records[-1].get("algorithm", {}), indent=2), language="json")
+            st.code(json.dumps(records[-1].algorithm.to_json(), indent=2), language="json")
 
 
 details()

@@ -70,20 +70,21 @@ def table_rows(runs: list) -> pd.DataFrame:
     rows = []
     for run in runs:
         info, spec = progress(run), run.spec
-        worst_site = ((run.summary or {}).get("worst_site") or {}).get("f1") if info["state"] == "done" else None
+        summary = run.summary if info["state"] == "done" else None
+        worst_site = summary.worst_site.get("f1") if summary is not None else None
         rows.append({
             "name": run_name(run),
             "tags": ", ".join(run.identity["tags"]),
             "state": STATE_LABELS.get(info["state"], info["state"]),
             "algorithm": algorithm_detail(spec),
-            "data": data_label(spec.get("data")),
+            "data": data_label(spec.data),
             "settings": settings.get(run.id, ""),
             "progress": info["fraction"],
             "round": round_text(info),
             "mean F1": info["mean"].get("f1"),
             "worst-site F1": info["worst"].get("f1"),
             "worst site": worst_site,
-            "started": (run.status.get("started") or "")[:19].replace("T", " ") or None,
+            "started": (run.status.started or "")[:19].replace("T", " ") or None,
             "run id": run.id,
         })
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -33,14 +33,13 @@ def lens() -> None:
         no_rounds_yet(run)
         return
     if view is None:
-        variant = run.spec["params"]["variant"]
+        variant = run.spec.param("variant")
         st.info("The similarity is not computed yet" + (
-            f": the f-variant takes it after {run.spec['params']['warmup_rounds']} FedBN rounds." if variant == "f" else "."))
+            f": the f-variant takes it after {run.spec.param('warmup_rounds')} FedBN rounds." if variant == "f" else "."))
         return
     st.toggle("Order sites by clustering (similar sites side by side)", value=True, key="clustered")
-    params = run.spec["params"]
     st.markdown(f"**λ = {view.lam:g}** (each site's weight on its own model) · statistics: "
-                f"**{STATISTICS[params['variant']]}**")
+                f"**{STATISTICS[run.spec.param('variant')]}**")
     st.plotly_chart(view.distance, width="stretch", key="distance")
     st.plotly_chart(view.weights, width="stretch", key="weights")
     st.caption("Read a row of the weights: the site on the left receives that mix of every site's model.")

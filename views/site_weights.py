@@ -27,9 +27,9 @@ def lens() -> None:
     if view.shares.empty:
         no_rounds_yet(run)
         return
-    params = run.spec["params"]
-    st.markdown(f"Weight rule: **{params['weight_rule']}** · server test set: **{params['server_test']}** · "
-                f"adaptive loss: **{'on' if params['adaptive_loss'] else 'off'}** (ε = {params['epsilon']:g})")
+    spec = run.spec
+    st.markdown(f"Weight rule: **{spec.param('weight_rule')}** · server test set: **{spec.param('server_test')}** · "
+                f"adaptive loss: **{'on' if spec.param('adaptive_loss') else 'off'}** (ε = {spec.param('epsilon'):g})")
     if len(view.near_zero):
         names = md(", ".join(view.near_zero["site"]))
         st.warning(f"Driven to (near) zero weight — below a quarter of an equal share — in some rounds: **{names}**. "
@@ -39,7 +39,7 @@ def lens() -> None:
     else:
         st.success("No site fell near zero weight in any evaluated round.")
     colors = site_colors_of(run)
-    rule = params["weight_rule"]
+    rule = spec.param("weight_rule")
     formula = view.formula or f"the {rule} rule"  # runs recorded before the formula was
     shown = st.segmented_control(
         "Site weight", ["share", "score"], default="share", key="weight_scale",

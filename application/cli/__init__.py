@@ -83,7 +83,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"{spec['config']['rounds']} rounds, seed {spec['config']['seed']}", file=sys.stderr)
         progress = ProgressBar(spec["algorithm"], disable=args.quiet)
         try:
-            summary = execute(run, progress)
+            execute(run, progress)
         except (KeyboardInterrupt, Cancelled):
             progress.close()
             print(f"Cancelled: run {run.id} is marked cancelled; its records so far are kept.",
@@ -106,7 +106,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             exit_code = EXIT_FAILED
             continue
         progress.close()
-        print(format_summary(run, summary))
+        final = run.summary
+        if final is not None:  # it is written before execute returns
+            print(format_summary(run, final))
     return exit_code
 
 
@@ -191,11 +193,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     run = RunStore(args.store).get(args.run)
-    report = run_report(run)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(run_report(run), indent=2))
     else:
-        print(format_report(run, report))
+        print(format_report(run))
     if args.html:
         write_html(args, lambda reports: reports.run(run))
     return 0

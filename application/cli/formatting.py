@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from data_adapters import describe_reference
-from fedcore.records import read_record, record_kind
-from fedcore.store import Run
+from fedcore.records import Record
+from fedcore.store import Run, Scores, to_json
 from fedcore.text import table as text_table
 
 
@@ -20,23 +20,23 @@ def fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _metrics_table(final: dict[str, Any]) -> str:
+def _metrics_table(final: Scores) -> str:
     metrics = ["f1", "roc_auc", "balanced_accuracy", "accuracy"]
     header = ["site", "F1", "ROC AUC", "bal. acc.", "accuracy"]
-    if any(m.get("sensitivity") is not None for m in final["sites"].values()):  # two classes
+    if any(m.get("sensitivity") is not None for m in final.sites.values()):  # two classes
         metrics += ["sensitivity", "specificity"]
         header += ["sensitivity", "specificity"]
-    rows = [(name, *(fmt(m.get(k)) for k in metrics)) for name, m in final["sites"].items()]
-    rows.append(("mean", *(fmt(final["mean"].get(k)) for k in metrics)))
-    rows.append(("worst site", *(fmt(final["worst"].get(k)) for k in metrics)))
+    rows = [(name, *(fmt(m.get(k)) for k in metrics)) for name, m in final.sites.items()]
+    rows.append(("mean", *(fmt(final.mean.get(k)) for k in metrics)))
+    rows.append(("worst site", *(fmt(final.worst.get(k)) for k in metrics)))
     return text_table(header, rows)
 
 
-def format_summary(run: Run, summary: dict[str, Any]) -> str:
-    parts = [f"\nRun {run.id} finished after round {summary['round']}.", _metrics_table(summary),
-             *_record_lines(run, summary.get("algorithm"), list(summary["sites"]))]
-    if "detection" in summary:
-        parts.append(_format_detection(summary["detection"]))
+def format_summary(run: Run, summary: Scores) -> str:
+    parts = [f"\nRun {run.id} finished after round {summary.round}.", _metrics_table(summary),
+             *_record_lines(summary.algorithm, list(summary.sites))]
+    if summary.detection is not None:
+        parts.append(_format_detection(summary.detection))
     parts.append(f"\nDetails: python -m fedcore show {run.id}")
     return "\n".join(parts)
 
@@ -53,70 +53,75 @@ def _format_detection(detection: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _record_lines(run: Run, stored: Any, sites: list[str]) -> list[str]:
+def _record_lines(record: Record, sites: list[str]) -> list[str]:
     """What the run's algorithm recorded, as its record kind writes it."""
-    return read_record(record_kind(run.spec), stored).summary_lines(sites)
+    return record.summary_lines(sites)
 
 
-def format_report(run: Run, report: dict[str, Any]) -> str:
-    status = report["status"]
+def format_report(run: Run) -> str:
+    spec, status, final = run.spec, run.status, _final(run)
     parts = [
         f"Run {run.id}",
-        f"  state      {report['state']}" + (f" — {status['error']}" if status.get("error") else ""),
-        *(f"  damage     {problem}" for problem in report["damage"]),
-        f"  algorithm  {report['algorithm'] or '?'}  params {json.dumps(report['spec'].get('params', {}))}",
-        f"  data       {describe_reference(report['data']) if report['data'] else '?'}",
-        f"  progress   round {report['round']} of {report['total_rounds'] or '?'}",
-        f"  device     {status.get('device', '?')}   seed {report['spec'].get('config', {}).get('seed')}",
+        f"  state      {run.state}" + (f" — {status.error}" if status.error else ""),
+        *(f"  damage     {problem}" for problem in run.damage),
+        f"  algorithm  {spec.algorithm or '?'}  params {json.dumps(spec.params)}",
+        f"  data       {describe_reference(spec.data) if spec.data else '?'}",
+        f"  progress   round {status.round} of {status.total_rounds or '?'}",
+        f"  device     {status.device or '?'}   seed {spec.seed}",
     ]
-    if report["final"]:
-        parts += [f"\nScores at round {report['final']['round']} (each site on its own hold-out):",
-                  _metrics_table(report["final"])]
-        parts += _record_lines(run, report.get("algorithm_record"), list(report["final"]["sites"] or {}))
-    if "detection" in report:
-        parts.append(_format_detection(report["detection"]))
+    if final is not None:
+        parts += [f"\nScores at round {final.round} (each site on its own hold-out):", _metrics_table(final)]
+        parts += _record_lines(final.algorithm, list(final.sites))
+    summary = run.summary
+    if summary is not None and summary.detection is not None:
+        parts.append(_format_detection(summary.detection))
     return "\n".join(parts)
+
+
+def _final(run: Run) -> Scores | None:
+    """The run's final scores, else its latest evaluated round's."""
+    records = run.rounds()
+    return run.summary or (records[-1] if records else None)
 
 
 def run_row(run: Run) -> dict[str, Any]:
     spec, status, damage = run.spec, run.status, run.damage
-    mean, worst = status.get("mean") or {}, status.get("worst") or {}
     return {
         "run_id": run.id,
         "state": run.state,
         "damage": [str(d) for d in damage],
-        "algorithm": spec.get("algorithm"),
-        "data": spec.get("data"),
-        "round": status.get("round", 0),
-        "total_rounds": status.get("total_rounds", spec.get("config", {}).get("rounds")),
-        "mean_f1": mean.get("f1"),
-        "worst_f1": worst.get("f1"),
-        "started": status.get("started"),
+        "algorithm": spec.algorithm,
+        "data": spec.data,
+        "round": status.round,
+        "total_rounds": status.total_rounds if status.total_rounds is not None else spec.rounds,
+        "mean_f1": status.mean.get("f1"),
+        "worst_f1": status.worst.get("f1"),
+        "started": status.started,
     }
 
 
 def run_report(run: Run) -> dict[str, Any]:
     """The machine-readable summary `show --json` prints."""
-    spec, status, damage = run.spec, run.status, run.damage
-    records = run.rounds()
-    last = run.summary or (records[-1] if records else None)
+    spec, status, damage, last = run.spec, run.status, run.damage, _final(run)
     report = {
         "run_id": run.id,
         "state": run.state,
         "damage": [str(d) for d in damage],
-        "status": status,
-        "algorithm": spec.get("algorithm"),
-        "data": spec.get("data"),
-        "round": status.get("round", 0),
-        "total_rounds": status.get("total_rounds"),
-        "spec": spec,
+        "status": to_json(status),
+        "algorithm": spec.algorithm,
+        "data": spec.data,
+        "round": status.round,
+        "total_rounds": status.total_rounds,
+        "spec": to_json(spec),
         "final": None,
     }
     if last is not None:
-        report["final"] = {key: last.get(key) for key in ("round", "sites", "mean", "worst", "worst_site")}
-        report["algorithm_record"] = last.get("algorithm", {})
-    if run.summary and "detection" in run.summary:
-        report["detection"] = run.summary["detection"]
+        report["final"] = {"round": last.round, "sites": last.sites, "mean": last.mean, "worst": last.worst,
+                           "worst_site": last.worst_site}
+        report["algorithm_record"] = last.algorithm.to_json()
+    summary = run.summary
+    if summary is not None and summary.detection is not None:
+        report["detection"] = summary.detection
     return report
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fedcore.errors import FedcoreError
-from fedcore.store import Run
+from fedcore.store import Run, to_json
 
 APP_DIR = Path(__file__).resolve().parent / "app"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -61,8 +61,9 @@ def connection_config(superlink: str) -> str:
 
 def run_federation(run: Run, progress: Progress | None = None) -> dict[str, Any]:
     """Train `run` on the Flower federation its data reference names; returns its summary."""
-    superlink = run.spec["data"]["superlink"]
-    total = int(run.spec["config"]["rounds"])
+    spec = run.spec
+    superlink = spec.data["superlink"]  # a Flower reference, resolved when the run was made
+    total = int(spec.rounds)
     with tempfile.TemporaryDirectory(prefix="fedcore-flwr-") as folder:
         home = Path(folder)
         (home / "config.toml").write_text(connection_config(superlink), encoding="utf-8")
@@ -78,10 +79,10 @@ def run_federation(run: Run, progress: Progress | None = None) -> dict[str, Any]
                 _end(process)
                 raise
     status = run.raw_status()
-    if status.get("state") == "done":
-        return run.summary or {}
-    if status.get("state") == "failed":
-        raise FedcoreError(status.get("error") or "The Flower run failed.")
+    if status.state == "done":
+        return to_json(run.summary) if run.summary is not None else {}
+    if status.state == "failed":
+        raise FedcoreError(status.error or "The Flower run failed.")
     raise FedcoreError(f"The Flower run ended without finishing (flwr exited with {process.returncode}); its "
                        f"output:\n{_tail(run.path / 'flower.log')}")
 
@@ -92,10 +93,10 @@ def _follow(run: Run, process: subprocess.Popen, total: int, progress: Progress 
     while True:
         ended = process.poll() is not None
         status = run.raw_status()
-        now = (int(status.get("round") or 0), int(status.get("recorded_round") or 0))
+        now = (status.round, status.recorded_round)
         if now != seen and progress is not None:
             records = run.rounds() if now[1] != seen[1] else []
-            progress(now[0], total, records[-1] if records else None)
+            progress(now[0], total, to_json(records[-1]) if records else None)  # as the engine hands it
         seen = now
         if ended:
             return
@@ -103,7 +104,7 @@ def _follow(run: Run, process: subprocess.Popen, total: int, progress: Progress 
 
 
 def _stop_flower_run(run: Run, home: Path) -> None:
-    flower_run = run.raw_status().get("flower_run") or _started_run_id(run.path / "flower.log")
+    flower_run = run.raw_status().flower_run or _started_run_id(run.path / "flower.log")
     if flower_run:
         subprocess.run([str(BIN / "flwr"), "stop", str(flower_run), CONNECTION], env=flower_env(home),
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)

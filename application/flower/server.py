@@ -91,10 +91,10 @@ def serve(sites: Sites, run: Run, flower_run_id: int) -> None:
 
 def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     spec = run.spec
-    reference = spec["data"]
-    config = TrainConfig(**spec["config"])
-    algorithm = build_algorithm(spec["algorithm"], spec["params"])
-    site_spec = {key: spec[key] for key in ("algorithm", "params", "config")}
+    reference = spec.data
+    config = TrainConfig(**spec.config)
+    algorithm = build_algorithm(spec.algorithm, spec.params)
+    site_spec = {"algorithm": spec.algorithm, "params": spec.params, "config": spec.config}
     run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
     nodes, descriptions, sums = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
@@ -171,7 +171,7 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,
            withheld: list[str]) -> list[dict[str, Any]]:
     """Every round through the sites; returns the records written."""
-    config, algorithm, timeout = server.config, server.algorithm, run.spec["data"]["round_timeout_s"]
+    config, algorithm, timeout = server.config, server.algorithm, run.spec.data["round_timeout_s"]
     started = time.perf_counter()
     pending = None  # an evaluated round's record, waiting for the sites' scores
     history = []

@@ -16,6 +16,7 @@ from fedcore.interpret.detection import detection_report
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
+from fedcore.records import FeatureShifts, SiteWeights
 from fedcore.store import Run, check_array
 from fedcore.glossary import plain, term
 from fedcore.original_units import correction_text, feature_scales
@@ -45,6 +46,14 @@ class ShiftView:
     # DEVIATION, largest |z|, x.
     site_deviation: pd.DataFrame
     feature_deviation: pd.DataFrame
+
+
+def marking(run: Run, round_: int | None = None) -> FeatureShifts:
+    """How an iFedAvg run marked its heatmaps (rule, SDs, spread floor, a warning) at `round_`
+    (None: its latest evaluated round); the record's defaults before its first."""
+    records = [r.algorithm for r in run.rounds() if isinstance(r.algorithm, FeatureShifts)
+               and (round_ is None or r.round == round_)]
+    return records[-1] if records else FeatureShifts()
 
 
 def layers(arrays: dict[str, np.ndarray]) -> list[str]:
@@ -209,7 +218,7 @@ def similarity_view(run: Run, round_: int, clustered: bool = True) -> Similarity
     order = cluster_order(distance) if clustered else list(range(len(sites)))
     names = [sites[i] for i in order]
     pick = np.ix_(order, order)
-    lam = float(run.spec["params"]["lam"])
+    lam = float(run.spec.param("lam"))
     table = pd.DataFrame({
         "site": np.repeat(sites, len(sites)), "other site": np.tile(sites, len(sites)),
         "distance": distance.ravel(), "weight": weights.ravel(),
@@ -242,7 +251,7 @@ class WeightsView:
 def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
     """AdaFed's site shares and raw scores p_i over rounds, class weights, the server's per-class
     F1, and every site whose share fell below `near_zero` of an equal share in some evaluated round."""
-    shares = per_site_series(run, "p_share")
+    shares = per_site_series(run, SiteWeights, lambda record: record.p_share)
     classes = run.federation.get("class_names", [])
     rows = []
     if not shares.empty:
@@ -252,9 +261,11 @@ def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
             rows.append({"site": site, "rounds near zero": len(group), "of evaluated rounds": shares["round"].nunique(),
                          "first": int(group["round"].min()), "last": int(group["round"].max()),
                          "latest share": float(latest[site])})
-    formulas = [r["algorithm"]["weight_formula"] for r in run.rounds() if "weight_formula" in r.get("algorithm", {})]
-    return WeightsView(shares, per_site_series(run, "p"), per_class_series(run, "kappa", classes),
-                       per_class_series(run, "server_f1_per_class", classes),
+    formulas = [r.algorithm.weight_formula for r in run.rounds()
+                if isinstance(r.algorithm, SiteWeights) and r.algorithm.weight_formula is not None]
+    return WeightsView(shares, per_site_series(run, SiteWeights, lambda record: record.p),
+                       per_class_series(run, SiteWeights, lambda record: record.kappa, classes),
+                       per_class_series(run, SiteWeights, lambda record: record.server_f1_per_class, classes),
                        pd.DataFrame(rows, columns=["site", "rounds near zero", "of evaluated rounds", "first", "last",
                                                    "latest share"]),
                        formulas[-1] if formulas else None)

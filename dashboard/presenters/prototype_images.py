@@ -23,8 +23,8 @@ from PIL import Image, ImageDraw
 
 from dashboard.presenters.figures import _style
 from fedcore.interpret.prototype_boxes import ON_STAMP_SHARE
-from fedcore.records import Prototypes, record_kind
-from fedcore.store import Run
+from fedcore.records import Prototypes
+from fedcore.store import Run, Scores
 
 ALGORITHMS = {
     "indisco-gm": "GM (everything averaged)",
@@ -47,11 +47,18 @@ class Side:
     kind: str
     title: str
     arrays: dict[str, np.ndarray]
-    record: dict[str, Any]
+    round: int
+    scores: Scores | None  # the round's record (None: its line of rounds.jsonl is damaged)
+
+    @property
+    def record(self) -> Prototypes:
+        """What inDISCO recorded at the round."""
+        found = self.scores.algorithm if self.scores is not None else None
+        return found if isinstance(found, Prototypes) else Prototypes()
 
     @property
     def role(self) -> str:
-        return "local" if self.run.spec["algorithm"] == "indisco-lm" else self.kind
+        return "local" if self.run.spec.algorithm == "indisco-lm" else self.kind
 
     @property
     def colour(self) -> str:
@@ -67,7 +74,7 @@ class Side:
 
 
 def side_title(run: Run, kind: str) -> str:
-    algorithm = run.spec["algorithm"]
+    algorithm = run.spec.algorithm
     if algorithm == "indisco-lm":
         return "Local prototypes (LM: each site alone)"
     if algorithm == "indisco-cm":
@@ -88,20 +95,20 @@ def load_side(run: Run | None, kind: str) -> Side | None:
     arrays = run.load_arrays(rounds[-1])
     if f"{kind}_source_box" not in arrays:
         return None
-    record = next((r for r in run.rounds() if r["round"] == rounds[-1]), {})
-    return Side(run, kind, side_title(run, kind), arrays, {**record.get("algorithm", {}), "round": rounds[-1]})
+    scores = next((r for r in run.rounds() if r.round == rounds[-1]), None)
+    return Side(run, kind, side_title(run, kind), arrays, rounds[-1], scores)
 
 
 def siblings(runs: list[Run], run: Run) -> dict[str, Run]:
     """The newest undamaged inDISCO run of each scheme on the same data with the same seed (and
     `run` itself)."""
-    same = {}
+    same, spec = {}, run.spec
     for other in runs:
-        if (record_kind(other.spec) == Prototypes.kind and not other.damage
-                and other.spec.get("data") == run.spec.get("data")
-                and other.spec.get("config", {}).get("seed") == run.spec.get("config", {}).get("seed")):
-            same.setdefault(other.spec["algorithm"], other)
-    same[run.spec["algorithm"]] = run
+        theirs = other.spec
+        if (theirs.record == Prototypes.kind and not other.damage and theirs.data == spec.data
+                and theirs.seed == spec.seed):
+            same.setdefault(theirs.algorithm, other)
+    same[spec.algorithm] = run
     return same
 
 

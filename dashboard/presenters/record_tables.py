@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from fedcore.data_labels import data_label
 from fedcore.glossary import METRIC_WORDS, setting_words
 from fedcore.metric_names import METRICS
-from fedcore.shapes import NUMBER, ListOf, MapOf, Nullable, fits
-from fedcore.store import Run
+from fedcore.records import Record
+from fedcore.store import Run, Spec
 
-# What the per-site and per-class series an algorithm records must be; a round whose value does
-# not fit (a damaged record) is left out of the series.
-PER_SITE = MapOf(Nullable(NUMBER))
-PER_CLASS = ListOf(Nullable(NUMBER))
+R = TypeVar("R", bound=Record)
 
 METRIC_LABELS = METRIC_WORDS  # what a score is called wherever it is shown (the glossary's words)
 
@@ -25,9 +23,9 @@ METRIC_LABELS = METRIC_WORDS  # what a score is called wherever it is shown (the
 def site_metrics(run: Run) -> pd.DataFrame:
     """One row per (evaluated round, site): every metric on the site's own hold-out."""
     rows = [
-        {"round": record["round"], "site": site, **{m: values.get(m) for m in METRICS}}
+        {"round": record.round, "site": site, **{m: values.get(m) for m in METRICS}}
         for record in run.rounds()
-        for site, values in record["sites"].items()
+        for site, values in record.sites.items()
     ]
     return pd.DataFrame(rows, columns=["round", "site", *METRICS])
 
@@ -35,9 +33,9 @@ def site_metrics(run: Run) -> pd.DataFrame:
 def summary_metrics(run: Run) -> pd.DataFrame:
     """Mean and worst site per evaluated round, long format: round, statistic, metric, value."""
     rows = [
-        {"round": record["round"], "statistic": statistic, "metric": metric, "value": record[statistic].get(metric)}
+        {"round": record.round, "statistic": statistic, "metric": metric, "value": values.get(metric)}
         for record in run.rounds()
-        for statistic in ("mean", "worst")
+        for statistic, values in (("mean", record.mean), ("worst", record.worst))
         for metric in METRICS
     ]
     return pd.DataFrame(rows, columns=["round", "statistic", "metric", "value"])
@@ -49,27 +47,29 @@ def final_site_metrics(run: Run) -> pd.DataFrame:
     if not records:
         return pd.DataFrame(columns=["site", *METRICS])
     last = records[-1]
-    frame = pd.DataFrame([{"site": s, **v} for s, v in last["sites"].items()])
-    extra = pd.DataFrame([{"site": "mean", **last["mean"]}, {"site": "worst site", **last["worst"]}])
+    frame = pd.DataFrame([{"site": s, **v} for s, v in last.sites.items()])
+    extra = pd.DataFrame([{"site": "mean", **last.mean}, {"site": "worst site", **last.worst}])
     return pd.concat([frame, extra], ignore_index=True)[["site", *METRICS]]
 
 
-def per_site_series(run: Run, key: str) -> pd.DataFrame:
-    """round, site, value from a per-site dict the algorithm recorded (AdaFed p, APFL alpha)."""
+def per_site_series(run: Run, kind: type[R], value_of: Callable[[R], Mapping[str, float | None]]) -> pd.DataFrame:
+    """round, site, value from a per-site dict the algorithm recorded (AdaFed p, APFL alpha):
+    `value_of` takes it from each round's record of that `kind`."""
     rows = [
-        {"round": record["round"], "site": site, "value": value}
-        for record in run.rounds() if fits(record["algorithm"].get(key) or {}, PER_SITE)
-        for site, value in (record["algorithm"].get(key) or {}).items()
+        {"round": record.round, "site": site, "value": value}
+        for record in run.rounds() if isinstance(record.algorithm, kind)
+        for site, value in value_of(record.algorithm).items()
     ]
     return pd.DataFrame(rows, columns=["round", "site", "value"])
 
 
-def per_class_series(run: Run, key: str, class_names: list[str]) -> pd.DataFrame:
+def per_class_series(run: Run, kind: type[R], value_of: Callable[[R], Sequence[float | None]],
+                     class_names: list[str]) -> pd.DataFrame:
     """round, class, value from a per-class list the algorithm recorded (AdaFed kappa, F1)."""
     rows = [
-        {"round": record["round"], "class": name, "value": value}
-        for record in run.rounds() if fits(record["algorithm"].get(key) or [], PER_CLASS)
-        for name, value in zip(class_names, record["algorithm"].get(key) or [])
+        {"round": record.round, "class": name, "value": value}
+        for record in run.rounds() if isinstance(record.algorithm, kind)
+        for name, value in zip(class_names, value_of(record.algorithm))
     ]
     return pd.DataFrame(rows, columns=["round", "class", "value"])
 
@@ -78,10 +78,10 @@ def progress(run: Run) -> dict[str, Any]:
     """Round, total, share done, seconds left (from the pace so far) and the latest scores; a
     damaged run's state is 'damaged' and its error says which file and what is wrong."""
     status, damage = run.status, run.damage
-    round_, total = int(status.get("round") or 0), int(status.get("total_rounds") or 0)
-    started = status.get("started_at")
+    round_, total = status.round, status.total_rounds or 0
+    started = status.started_at
     eta = None
-    if status["state"] == "running" and round_ and total and started:
+    if status.state == "running" and round_ and total and started:
         elapsed = max(0.0, time.time() - float(started))
         eta = elapsed / round_ * (total - round_)
     return {
@@ -90,10 +90,10 @@ def progress(run: Run) -> dict[str, Any]:
         "total": total,
         "fraction": round_ / total if total else 0.0,
         "eta_s": eta,
-        "mean": status.get("mean") or {},
-        "worst": status.get("worst") or {},
-        "error": "; ".join(map(str, damage)) if damage else status.get("error"),
-        "phase": status.get("phase"),  # a Flower run before round 1: waiting for its sites
+        "mean": status.mean,
+        "worst": status.worst,
+        "error": "; ".join(map(str, damage)) if damage else status.error,
+        "phase": status.phase,  # a Flower run before round 1: waiting for its sites
     }
 
 
@@ -114,15 +114,17 @@ def run_name(run: Run) -> str:
     identity = run.identity
     if identity["name"]:
         return identity["name"]
-    algorithm = run.spec.get("algorithm") or "run"
+    spec = run.spec
+    algorithm = spec.algorithm or "run"
     if identity["number"] is not None:
         return f"{algorithm} #{identity['number']}"
-    return f"{algorithm} {str(run.spec.get('created') or run.id)[:16].replace('T', ' ')}"
+    return f"{algorithm} {str(spec.created or run.id)[:16].replace('T', ' ')}"
 
 
-def algorithm_detail(spec: dict[str, Any]) -> str:
-    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'."""
-    params = spec.get("params") or {}
+def algorithm_detail(spec: Spec) -> str:
+    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'.
+    (The switches are some algorithms' parameters: each is looked up, by name, only where present.)"""
+    params = spec.params
     flags = []
     if params.get("local_f_out"):
         flags.append("local f_out")
@@ -130,7 +132,13 @@ def algorithm_detail(spec: dict[str, Any]) -> str:
         flags.append(f"{params['variant']}-variant")
     if "weight_rule" in params:
         flags.append(str(params["weight_rule"]))
-    return f"{spec.get('algorithm')}" + (f" ({', '.join(flags)})" if flags else "")
+    return f"{spec.algorithm}" + (f" ({', '.join(flags)})" if flags else "")
+
+
+def settings_json(spec: Spec) -> str:
+    """The complete specification as shown in Run details and the HTML report."""
+    return json.dumps({"algorithm": spec.algorithm, "data": spec.data, "params": spec.params, "config": spec.config},
+                      indent=2)
 
 
 def run_label(run: Run) -> str:
@@ -140,8 +148,8 @@ def run_label(run: Run) -> str:
     if identity["name"]:
         head = f"{identity['name']} · {detail}"
     else:  # 'ifedavg #7 (local f_out)'
-        head = run_name(run) + detail[len(str(spec.get("algorithm"))):]
-    return f"{head} · {data_label(spec.get('data'))} · seed {(spec.get('config') or {}).get('seed')}"
+        head = run_name(run) + detail[len(spec.algorithm):]
+    return f"{head} · {data_label(spec.data)} · seed {spec.seed}"
 
 
 def distinct_names(runs: list[Run]) -> list[str]:
@@ -179,7 +187,8 @@ def differing_settings(runs: list[Run]) -> dict[str, str]:
     data ('lr 0.01 · rounds 60'); empty where they all agree, or it is the only such run."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        key = json.dumps([run.spec.get("algorithm"), run.spec.get("data")], sort_keys=True, default=str)
+        spec = run.spec
+        key = json.dumps([spec.algorithm, spec.data], sort_keys=True, default=str)
         groups.setdefault(key, []).append(run)
     out = {}
     for group in groups.values():
@@ -191,10 +200,10 @@ def differing_settings(runs: list[Run]) -> dict[str, str]:
     return out
 
 
-def _flat_settings(spec: dict[str, Any]) -> dict[str, Any]:
-    flat: dict[str, Any] = {"algorithm": spec.get("algorithm"), "data": data_label(spec.get("data"))}
-    for part in ("params", "config"):
-        for key, value in (spec.get(part) or {}).items():
+def _flat_settings(spec: Spec) -> dict[str, Any]:
+    flat: dict[str, Any] = {"algorithm": spec.algorithm, "data": data_label(spec.data)}
+    for part, settings in (("params", spec.params), ("config", spec.config)):
+        for key, value in settings.items():
             flat[f"{part}.{key}"] = value
     return flat
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dashboard.presenters import report_sections
-from fedcore.records import FeatureShifts, Mixture, Prototypes, SiteSimilarity, SiteWeights, record_kind
+from fedcore.records import FeatureShifts, Mixture, Prototypes, SiteSimilarity, SiteWeights
 from fedcore.store import Run
 
 
@@ -59,7 +59,7 @@ LENS_PAGES = list(dict.fromkeys(lens.page for lens in LENSES.values() if lens.pa
 
 def lens_of(run: Run) -> Lens | None:
     """The lens that shows this run's records (None: the run details page shows its scores)."""
-    return LENSES.get(record_kind(run.spec))
+    return LENSES.get(run.spec.record)
 
 
 def page_of(run: Run) -> Page:

@@ -4,7 +4,6 @@ check-up it feeds) and of a check-up."""
 from __future__ import annotations
 
 import html
-import json
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -12,7 +11,7 @@ from plotly.offline import get_plotlyjs
 from dashboard.presenters import figures
 from dashboard.presenters.checkup_view import checkup_sections, html_sections, run_names
 from dashboard.presenters.record_tables import (METRIC_LABELS, algorithm_detail, final_site_metrics, progress, round_text, run_name,
-                               site_metrics)
+                               settings_json, site_metrics)
 from dashboard.presenters.registry import lens_of
 from dashboard.presenters.report_sections import figures_html
 from fedcore.checkup import Plan
@@ -58,9 +57,9 @@ def html_report(run: Run, rows: bool = False) -> str:
     tags = run.identity["tags"]
     sections = [
         f"<h1>{html.escape(run_name(run))}</h1>",
-        f"<p>{html.escape(algorithm_detail(spec))} on {html.escape(data_label(spec.get('data')))} · "
-        f"state <b>{html.escape(str(status.get('state')))}</b> · {html.escape(round_text(progress(run)))} · "
-        f"run {html.escape(run.id)} · code {html.escape(str(spec.get('version')))}"
+        f"<p>{html.escape(algorithm_detail(spec))} on {html.escape(data_label(spec.data))} · "
+        f"state <b>{html.escape(str(status.state))}</b> · {html.escape(round_text(progress(run)))} · "
+        f"run {html.escape(run.id)} · code {html.escape(str(spec.version))}"
         + (f" · tags: {html.escape(', '.join(tags))}" if tags else "") + "</p>",
     ]
     if federation.get("synthetic"):
@@ -85,8 +84,7 @@ def html_report(run: Run, rows: bool = False) -> str:
         sections.append("<h2>Damaged records</h2><p class='note'>The lens cannot be drawn: "
                         + "; ".join(html.escape(str(d)) for d in error.damage) + "</p>")
     sections.extend(checkup_sections(run))
-    sections.append("<h2>Settings</h2><pre>" + html.escape(json.dumps(
-        {k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)) + "</pre>")
+    sections.append("<h2>Settings</h2><pre>" + html.escape(settings_json(spec)) + "</pre>")
     return document(run_name(run), sections)
 
 

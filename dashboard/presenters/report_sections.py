@@ -14,6 +14,7 @@ from PIL import Image
 
 from dashboard.presenters import figures, lenses, prototype_images as prototype_views
 from dashboard.presenters.record_tables import per_site_series
+from fedcore.records import Mixture
 from fedcore.store import Run
 
 IMAGES_PER_SITE = 6
@@ -25,8 +26,8 @@ def feature_shifts(run: Run, colors: dict[str, str], rows: bool = False) -> list
         return []
     last = rounds[-1]
     arrays = run.load_arrays(last)
-    params = run.spec.get("params") or {}
-    n_sd, sd_floor, rule = params.get("n_sd", 2.0), params.get("sd_floor", 0.05), params.get("rule", "sd")
+    marking = lenses.marking(run)
+    n_sd, sd_floor, rule = marking.n_sd, marking.sd_floor, marking.rule
     views = [lenses.shift_view(run, last, layer, n_sd=n_sd, sd_floor=sd_floor, rule=rule)
              for layer in lenses.layers(arrays)]
     out = [f"<h2>Feature shifts at round {last}</h2>", f"<p class='note'>{markdown_html(lenses.LAYER_GUIDE)} "
@@ -58,7 +59,7 @@ def site_weights(run: Run, colors: dict[str, str], rows: bool = False) -> list[s
 
 
 def mixture(run: Run, colors: dict[str, str], rows: bool = False) -> list[str]:
-    alpha = per_site_series(run, "alpha")
+    alpha = per_site_series(run, Mixture, lambda record: record.alpha)
     if alpha.empty:
         return []
     return ["<h2>APFL mixing weight α per site</h2>",
@@ -76,7 +77,7 @@ def prototypes(run: Run, colors: dict[str, str], rows: bool = False) -> list[str
     classes = run.federation["class_names"]
     arrays = sides[0].arrays
     legend = " and ".join(f"{side.title} ({prototype_views.COLOUR_NAMES[side.role]})" for side in sides)
-    out = [f"<h2>Prototypes at round {sides[0].record['round']}</h2>",
+    out = [f"<h2>Prototypes at round {sides[0].round}</h2>",
            f"<p class='note'>Boxes: where the prototype a hold-out image activates most looks — {html.escape(legend)}."
            + (" The stamp's place is outlined in pink.</p>" if "stamp_box" in arrays else "</p>")]
     if "stamp_box" in arrays:

@@ -17,7 +17,7 @@ import streamlit as st
 from dashboard.presenters import figures
 from dashboard.access.auth import allowed, least_role
 from dashboard.presenters.figures import site_colors
-from dashboard.presenters.record_tables import progress, run_label, run_name
+from dashboard.presenters.record_tables import progress, run_label, run_name, settings_json
 from dashboard.presenters.registry import RUNS, Lens, Page, lens_of
 from dashboard.presenters.safe_text import csv_bytes, md
 from application import jobs
@@ -54,7 +54,7 @@ def _evaluated(path: str, fingerprint: str) -> CheckUp:
 def checkup_result(plan: Plan) -> CheckUp:
     """A check-up's result, computed again only when its plan or one of its runs' states changes."""
     runs = plan.runs(get_store())
-    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.get("state")) for r in found]
+    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.state) for r in found]
                                               for role, found in runs.items()}], sort_keys=True, default=str)
     return _evaluated(str(plan.path), fingerprint)
 
@@ -254,7 +254,7 @@ def no_rounds_yet(run: Run) -> None:
 
 
 def is_active(run: Run) -> bool:
-    return run.status.get("state") in ("queued", "running")
+    return run.status.state in ("queued", "running")
 
 
 def settle_when_finished(was_active: bool, active_now: bool) -> None:
@@ -272,5 +272,4 @@ def download_csv(frame: Any, name: str, label: str = "Download these numbers (CS
 
 
 def spec_summary(run: Run) -> str:
-    spec = run.spec
-    return json.dumps({k: spec.get(k) for k in ("algorithm", "data", "params", "config")}, indent=2)
+    return settings_json(run.spec)

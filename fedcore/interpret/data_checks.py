@@ -301,13 +301,14 @@ class Checks:
             if self._available(name, check.quantiles, check.classes == "some")[i, members].all():
                 continue
             axes = STATISTICS[name].axes
+            withheld = self.profile.withheld.get(site, {}).get(name)
             if check.classes == "some" and "class" in axes:
-                withheld = self.profile.withheld.get(site, {}).get(name)
-                return "fewer than two classes' statistics at this site" + (f" (the others: {withheld})"
-                                                                             if withheld else "")
+                finite = np.isfinite(self.profile.arrays[name][i].astype(np.float64))
+                if finite.reshape(finite.shape[0], -1).all(1).any():  # one class's there, no other's
+                    return "only one class's statistics at this site" + (f" (the others': {withheld})"
+                                                                         if withheld else "")
             if "probability" in axes and self._available(name, _RELEASED)[i, members].all():
                 return _resolution(self.profile.arrays[name][i], axes, members, check.quantiles)
-            withheld = self.profile.withheld.get(site, {}).get(name)
             if withheld:
                 return withheld
             if "feature" in axes and not (self.profile.observed[i, members] > 0).any():
