@@ -21,7 +21,7 @@ from fedcore.interpret.profile import Profile
 from fedcore.store import RunStore
 from tests.messy_exports import (CHOLESTEROL_MG_DL, FEATURES, HEART_FEATURES, HEART_SITES, SITES, write_heart_exports,
                                  write_messy_exports)
-from tests.browser_helpers import ARTIFACTS, ROOT, open_page
+from tests.browser_helpers import ARTIFACTS, ROOT, open_page, wait_until_run_ended
 
 
 def upload(browser, url: str, width: int, files: list):
@@ -38,11 +38,11 @@ def upload(browser, url: str, width: int, files: list):
 
 
 def settle(page) -> None:
-    """Wait until the page's run after the last change has finished (Streamlit's status widget
-    shows while a script runs)."""
+    """Wait until the page's run after the last change has ended: the change asks for the run at
+    once, a short wait lets it begin, and the page's script state says when it has ended
+    (Streamlit's status widget shows only once a run has taken a while: a short one passed unseen)."""
     page.wait_for_timeout(500)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=120_000)
-    page.wait_for_timeout(500)
+    wait_until_run_ended(page, 120_000)
 
 
 def accept_all(page) -> None:
