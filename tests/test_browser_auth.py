@@ -3,22 +3,16 @@ started by the launcher the Docker image uses, and Chromium signing in as people
 each sees only what the role allows, and signs out. Every request to a host other than this
 machine is blocked and recorded. Screenshots go to test-artifacts/ for a person to look at."""
 
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _free_port
+from tests.browser_helpers import ARTIFACTS, free_port, need_chromium, serving, wait_until_run_ended
 
-ROOT = Path(__file__).resolve().parent.parent
 PEOPLE = {
     "viewer": ("nurse@hospital.test", {"email": "nurse@hospital.test", "name": "Nora Nurse"}),
     "analyst": ("ana@hospital.test", {"email": "ana@hospital.test", "name": "Ana Lyst", "groups": ["fl-analysts"]}),
@@ -35,15 +29,12 @@ PROVIDER_STYLESHEET = "cdn.jsdelivr.net"
 
 
 @pytest.fixture
-def provider(monkeypatch):
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
-        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
+def provider():
+    need_chromium()
     import httpx
     from oidc_provider_mock import run_server_in_thread
 
-    with run_server_in_thread(port=_free_port()) as server:
+    with run_server_in_thread(port=free_port()) as server:
         url = f"http://localhost:{server.server_port}"
         for sub, claims in PEOPLE.values():
             assert httpx.put(f"{url}/users/{quote(sub)}", json=claims).status_code == 204
@@ -51,10 +42,12 @@ def provider(monkeypatch):
 
 
 @pytest.fixture
-def dashboard(provider, tmp_path):
+def dashboard_with_sign_in(provider, tmp_path):
+    """The dashboard served with sign-in through `provider` (as the Docker image's launcher serves
+    it), over a store holding one finished run: its address and the store."""
     store = RunStore(tmp_path / "runs")
     execute(store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 2}})))
-    port = _free_port()
+    port = free_port()
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(f"""
 [auth]
@@ -69,23 +62,9 @@ admin = ["boss@hospital.test"]
 analyst = ["group:fl-analysts"]
 viewer = ["@hospital.test"]
 """)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.serve", "--address", "127.0.0.1", "--port", str(port), "--secrets", str(secrets)],
-        cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"},
-        stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or server.poll() is not None:
-                server.kill()
-                raise AssertionError("the dashboard did not start") from None
-            time.sleep(0.5)
-    yield f"http://localhost:{port}", store  # the host of the redirect_uri: the sign-in cookie is set for it
-    server.terminate()
-    server.wait(timeout=30)
+    with serving(store.root, port=port, args=["--address", "127.0.0.1", "--secrets", str(secrets)],
+                 log=tmp_path / "server.log"):
+        yield f"http://localhost:{port}", store  # the host of the redirect_uri: the sign-in cookie is set for it
 
 
 def shown_text(page, part: str) -> str:
@@ -108,6 +87,7 @@ def sign_in(page, url: str, sub: str) -> None:
     page.get_by_placeholder("sub").fill(sub)  # the provider's own form
     page.get_by_role("button", name="Authorize").click()
     page.wait_for_url(re.compile(re.escape(url) + r"/?(\?.*)?$"), timeout=30_000)
+    wait_until_run_ended(page)
 
 
 def present(page, name, expected: bool) -> bool:
@@ -130,10 +110,8 @@ def select_first_run(page) -> None:
     page.get_by_role("button", name="Details").wait_for(timeout=30_000)
 
 
-def test_sign_in_each_role_sees_what_it_may_and_signs_out(dashboard):
-    from playwright.sync_api import sync_playwright
-
-    url, store = dashboard
+def test_sign_in_each_role_sees_what_it_may_and_signs_out(dashboard_with_sign_in, browser):
+    url, store = dashboard_with_sign_in
     ARTIFACTS.mkdir(exist_ok=True)
     outside: list[str] = []
 
@@ -145,108 +123,100 @@ def test_sign_in_each_role_sees_what_it_may_and_signs_out(dashboard):
             outside.append(route.request.url)
             route.abort()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        # Signed out: the sign-in and nothing else.
+    # Signed out: the sign-in and nothing else.
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route("**/*", only_this_machine)
+    page = context.new_page()
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+    assert page.get_by_text("Runs (").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "auth-signed-out-1280.png"), full_page=True)
+    context.close()
+
+    for role in ("viewer", "analyst", "admin"):
+        sub, claims = PEOPLE[role]
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.route("**/*", only_this_machine)
         page = context.new_page()
-        page.goto(url)
+        sign_in(page, url, sub)
+        assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · {role}"
+        assert nav_links(page) == PAGES[role]
+        page.get_by_text("Runs (1)").wait_for(timeout=30_000)
+        assert present(page, re.compile("Train iFedAvg on the demo data"), role != "viewer") is (role != "viewer")
+        select_first_run(page)
+        assert present(page, "Re-run with the same settings", role != "viewer") is (role != "viewer")
+        assert present(page, "Delete", role == "admin") is (role == "admin")
+        for width in (1280, 1920):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(300)  # the layout settles on the new width (nothing to wait for in the DOM)
+            page.screenshot(path=str(ARTIFACTS / f"auth-{role}-{width}.png"), full_page=True)
+        if role == "admin":
+            page.get_by_role("link", name="Access and data folders").click()
+            page.get_by_text("Data folders").first.wait_for(timeout=30_000)
+            page.get_by_text("Groups are read from the claim groups").wait_for(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "auth-admin-settings-1920.png"), full_page=True)
+        # Sign out: through the provider's end-session page, back to the sign-in.
+        page.get_by_role("button", name="Sign out").click()
+        page.get_by_role("button", name="End session").click()
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        page.goto(url)  # the session is gone, not just hidden
         page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
         assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
-        assert page.get_by_text("Runs (").count() == 0
-        page.screenshot(path=str(ARTIFACTS / "auth-signed-out-1280.png"), full_page=True)
         context.close()
 
-        for role in ("viewer", "analyst", "admin"):
-            sub, claims = PEOPLE[role]
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.route("**/*", only_this_machine)
-            page = context.new_page()
-            sign_in(page, url, sub)
-            assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · {role}"
-            assert nav_links(page) == PAGES[role]
-            page.get_by_text("Runs (1)").wait_for(timeout=30_000)
-            assert present(page, re.compile("Train iFedAvg on the demo data"), role != "viewer") is (role != "viewer")
-            select_first_run(page)
-            assert present(page, "Re-run with the same settings", role != "viewer") is (role != "viewer")
-            assert present(page, "Delete", role == "admin") is (role == "admin")
-            for width in (1280, 1920):
-                page.set_viewport_size({"width": width, "height": 900})
-                page.wait_for_timeout(300)  # the layout settles on the new width (nothing to wait for in the DOM)
-                page.screenshot(path=str(ARTIFACTS / f"auth-{role}-{width}.png"), full_page=True)
-            if role == "admin":
-                page.get_by_role("link", name="Access and data folders").click()
-                page.get_by_text("Data folders").first.wait_for(timeout=30_000)
-                page.get_by_text("Groups are read from the claim groups").wait_for(timeout=30_000)
-                page.screenshot(path=str(ARTIFACTS / "auth-admin-settings-1920.png"), full_page=True)
-            # Sign out: through the provider's end-session page, back to the sign-in.
-            page.get_by_role("button", name="Sign out").click()
-            page.get_by_role("button", name="End session").click()
-            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-            page.goto(url)  # the session is gone, not just hidden
-            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-            assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
-            context.close()
-
-        # Signed in, but not listed under [roles]: told so, shown nothing.
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.route("**/*", only_this_machine)
-        page = context.new_page()
-        sign_in(page, url, PEOPLE[None][0])
-        assert "stranger@elsewhere.test, who has no role" in shown_text(page, "who has no role")
-        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
-        page.screenshot(path=str(ARTIFACTS / "auth-no-role-1280.png"), full_page=True)
-        context.close()
-        browser.close()
+    # Signed in, but not listed under [roles]: told so, shown nothing.
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route("**/*", only_this_machine)
+    page = context.new_page()
+    sign_in(page, url, PEOPLE[None][0])
+    assert "stranger@elsewhere.test, who has no role" in shown_text(page, "who has no role")
+    assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+    page.screenshot(path=str(ARTIFACTS / "auth-no-role-1280.png"), full_page=True)
+    context.close()
     assert [u for u in outside if PROVIDER_STYLESHEET not in u] == []
 
 
-def test_signing_out_ends_the_other_tabs_and_every_copy_of_the_cookie(dashboard):
+def test_signing_out_ends_the_other_tabs_and_every_copy_of_the_cookie(dashboard_with_sign_in, browser):
     """The probe: after sign-out, a second tab that stayed open kept admin and deleted a run, and a
     cookie copied before sign-out still gave admin in a fresh browser (a 30-day cookie, nothing
     ended on the server). Now both are signed out, told why; the cookie lasts a sign-in (12 h)."""
-    from playwright.sync_api import sync_playwright
-
-    url, store = dashboard
+    url, store = dashboard_with_sign_in
     sub, claims = PEOPLE["admin"]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        first = context.new_page()
-        sign_in(first, url, sub)
-        assert shown_text(first, "Signed in as") == f"Signed in as {claims['email']} · admin"
-        cookie = next(c for c in context.cookies() if c["name"] == "_streamlit_user")
-        assert cookie["httpOnly"] and abs(cookie["expires"] - (time.time() + 12 * 3600)) < 120  # not 30 days
-        copied = context.cookies()
-        second = context.new_page()  # a second tab of the same browser, open before the sign-out
-        second.goto(url)
-        assert shown_text(second, "Signed in as") == f"Signed in as {claims['email']} · admin"
-        first.bring_to_front()
-        first.get_by_role("button", name="Sign out").click()
-        first.get_by_role("button", name="End session").click()
-        first.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-        second.bring_to_front()
-        second.get_by_role("link", name="Run details").click()  # the open tab's next step: no reload
-        second.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
-        assert second.get_by_role("button", name="Sign in").count() == 1
-        assert second.locator('[data-testid="stSidebarNavLink"]').count() == 0
-        second.screenshot(path=str(ARTIFACTS / "auth-other-tab-after-sign-out-1280.png"), full_page=True)
-        context.close()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    first = context.new_page()
+    sign_in(first, url, sub)
+    assert shown_text(first, "Signed in as") == f"Signed in as {claims['email']} · admin"
+    cookie = next(c for c in context.cookies() if c["name"] == "_streamlit_user")
+    assert cookie["httpOnly"] and abs(cookie["expires"] - (time.time() + 12 * 3600)) < 120  # not 30 days
+    copied = context.cookies()
+    second = context.new_page()  # a second tab of the same browser, open before the sign-out
+    second.goto(url)
+    assert shown_text(second, "Signed in as") == f"Signed in as {claims['email']} · admin"
+    first.bring_to_front()
+    first.get_by_role("button", name="Sign out").click()
+    first.get_by_role("button", name="End session").click()
+    first.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+    second.bring_to_front()
+    second.get_by_role("link", name="Run details").click()  # the open tab's next step: no reload
+    second.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
+    assert second.get_by_role("button", name="Sign in").count() == 1
+    assert second.locator('[data-testid="stSidebarNavLink"]').count() == 0
+    second.screenshot(path=str(ARTIFACTS / "auth-other-tab-after-sign-out-1280.png"), full_page=True)
+    context.close()
 
-        stolen = browser.new_context(viewport={"width": 1280, "height": 900})  # the cookie copied before
-        stolen.add_cookies(copied)
-        page = stolen.new_page()
-        page.goto(url)
-        page.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
-        assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
-        stolen.close()
+    stolen = browser.new_context(viewport={"width": 1280, "height": 900})  # the cookie copied before
+    stolen.add_cookies(copied)
+    page = stolen.new_page()
+    page.goto(url)
+    page.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
+    stolen.close()
 
-        again = browser.new_context(viewport={"width": 1280, "height": 900})  # signing in again works
-        page = again.new_page()
-        time.sleep(1.1)  # a new token's issue time is a later second than the sign-out
-        sign_in(page, url, sub)
-        assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · admin"
-        again.close()
-        browser.close()
+    again = browser.new_context(viewport={"width": 1280, "height": 900})  # signing in again works
+    page = again.new_page()
+    time.sleep(1.1)  # a new token's issue time is a later second than the sign-out
+    sign_in(page, url, sub)
+    assert shown_text(page, "Signed in as") == f"Signed in as {claims['email']} · admin"
+    again.close()
     assert len(store.runs()) == 1  # nothing deleted

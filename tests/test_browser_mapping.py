@@ -21,26 +21,28 @@ from fedcore.interpret.profile import Profile
 from fedcore.store import RunStore
 from tests.messy_exports import (CHOLESTEROL_MG_DL, FEATURES, HEART_FEATURES, HEART_SITES, SITES, write_heart_exports,
                                  write_messy_exports)
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, dashboard  # noqa: F401 - the fixture
+from tests.browser_helpers import ARTIFACTS, ROOT, open_page, wait_until_run_ended
 
 
-def upload(page, url: str, files: list) -> None:
-    page.goto(f"{url}/data")
-    page.get_by_text("Upload CSV files (one per site)").click(timeout=90_000)  # the first page load may be slow
+def upload(browser, url: str, width: int, files: list):
+    """The Data page at `width` px with `files` uploaded, once the mapping step shows its first step."""
+    page = open_page(browser, f"{url}/data", width, "Upload CSV files (one per site)", 3200)
+    page.get_by_text("Upload CSV files (one per site)").click()
     page.get_by_text("One CSV per site (the file name becomes").wait_for(timeout=90_000)
     page.wait_for_timeout(1500)  # a draft kept from before shows its files: let that run finish first
     page.locator("input[type=file]").first.set_input_files([str(f) for f in files])
     page.get_by_text(f"Name of this data").wait_for(timeout=90_000)
     page.get_by_text(f"Continuing with the files you uploaded").wait_for(state="detached", timeout=90_000)
     page.get_by_text("1 · What to predict").wait_for(timeout=90_000)
+    return page
 
 
 def settle(page) -> None:
-    """Wait until the page's run after the last change has finished (Streamlit's status widget
-    shows while a script runs)."""
+    """Wait until the page's run after the last change has ended: the change asks for the run at
+    once, a short wait lets it begin, and the page's script state says when it has ended
+    (Streamlit's status widget shows only once a run has taken a while: a short one passed unseen)."""
     page.wait_for_timeout(500)
-    page.locator("[data-testid='stStatusWidget']").wait_for(state="hidden", timeout=120_000)
-    page.wait_for_timeout(500)
+    wait_until_run_ended(page, 120_000)
 
 
 def accept_all(page) -> None:
@@ -114,80 +116,71 @@ def medians(run, feature: str) -> np.ndarray:
     return profile.quantiles[:, 10, profile.features.index(feature)]
 
 
-def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashboard, tmp_path):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
+def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashboard, browser, tmp_path):
     url, store = dashboard
     made_up = write_messy_exports(tmp_path / "made-up")
     heart = write_heart_exports(tmp_path / "heart")
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    # Set 1 at 1280 px: suggestions, one question, the command line.
+    page = upload(browser, url, 1280, made_up)
+    page.get_by_label("Name of this data (shown wherever it is listed)").fill("Made-up study")
+    page.keyboard.press("Enter")
+    page.get_by_text("south has no column 'outcome'").wait_for(timeout=60_000)  # step 1 found 'Outcome'
+    page.get_by_text("Accept the", exact=False).first.wait_for(timeout=60_000)  # step 2 drawn
+    settle(page)
+    page.screenshot(path=str(ARTIFACTS / "mapping_suggested_1280.png"), full_page=True)
+    accept_all(page)
+    page.get_by_text("'systolic_pressure' at west has the values").wait_for(timeout=60_000)
+    train(page, url, store, "Made-up study")
+    page.close()
+    made_up_run = store.runs()[0]
 
-        # Set 1 at 1280 px: suggestions, one question, the command line.
-        page = browser.new_page(viewport={"width": 1280, "height": 3200})
-        upload(page, url, made_up)
-        page.get_by_label("Name of this data (shown wherever it is listed)").fill("Made-up study")
-        page.keyboard.press("Enter")
-        page.get_by_text("south has no column 'outcome'").wait_for(timeout=60_000)  # step 1 found 'Outcome'
-        page.get_by_text("Accept the", exact=False).first.wait_for(timeout=60_000)  # step 2 drawn
-        settle(page)
-        page.screenshot(path=str(ARTIFACTS / "mapping_suggested_1280.png"), full_page=True)
-        accept_all(page)
-        page.get_by_text("'systolic_pressure' at west has the values").wait_for(timeout=60_000)
-        train(page, url, store, "Made-up study")
-        page.close()
-        made_up_run = store.runs()[0]
+    # Set 2 at 1920 px: the target spelled 'Disease' at one site, questions, a value map by hand.
+    page = upload(browser, url, 1920, heart)
+    page.get_by_label("Name of this data (shown wherever it is listed)").fill("Heart study")
+    page.keyboard.press("Enter")
+    page.get_by_text("switzerland has no column 'disease': which of its columns is it?").wait_for(timeout=60_000)
+    page.get_by_text("switzerland: its values 0, 1, 2, 3, 4").wait_for(timeout=60_000)  # positive 1-4 pre-filled
+    accept_all(page)
+    answer(page, "va's oldpeak", "÷ 10 (a factor of 10")
+    for column, kind in (("restecg", "categorical: one input per value"), ("slope", "categorical: one input per value"),
+                         ("'ca': whole numbers", "continuous: one number")):
+        answer(page, column, kind)
+    # hungarian writes sex M/F where the others write 1/0: a value map, by hand
+    select(page, "Column", re.compile(r"^sex — at every site"))
+    select(page, "At", "hungarian")
+    page.get_by_text("value map", exact=True).click()
+    settle(page)
+    select(page, "'F' means", "0")
+    select(page, "'M' means", "1")
+    page.get_by_text("At hungarian, 'sex': ").first.wait_for(timeout=30_000)  # what it changes, before it applies
+    page.get_by_role("button", name="Apply this decision").click()
+    page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
+    settle(page)
+    # a fresh form for the next decision: what it shows is what it reads (the first column, a rename)
+    form = page.locator("[data-testid='stSelectbox']").filter(
+        has=page.locator("[data-testid='stWidgetLabel']").filter(has_text=re.compile("^Column$"))).first
+    assert form.locator("input").input_value().startswith("age — at every site")
+    page.get_by_text("Becomes the study's column (columns the site(s) do not have)").wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "mapping_decided_1920.png"), full_page=True)
+    page.reload()  # the draft is kept: files, choices and decisions come back
+    page.get_by_text("Continuing with the files you uploaded").wait_for(timeout=90_000)
+    page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
+    page.get_by_text("No type conflicts or category differences.").wait_for(
+        timeout=60_000)
+    settle(page)
+    page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=60_000)  # the report's tables drawn
+    page.get_by_text("Sites and class balance").first.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(ARTIFACTS / "mapping_report_1920.png"))
+    train(page, url, store, "Heart study")
+    page.close()
 
-        # Set 2 at 1920 px: the target spelled 'Disease' at one site, questions, a value map by hand.
-        page = browser.new_page(viewport={"width": 1920, "height": 3200})
-        upload(page, url, heart)
-        page.get_by_label("Name of this data (shown wherever it is listed)").fill("Heart study")
-        page.keyboard.press("Enter")
-        page.get_by_text("switzerland has no column 'disease': which of its columns is it?").wait_for(timeout=60_000)
-        page.get_by_text("switzerland: its values 0, 1, 2, 3, 4").wait_for(timeout=60_000)  # positive 1-4 pre-filled
-        accept_all(page)
-        answer(page, "va's oldpeak", "÷ 10 (a factor of 10")
-        for column, kind in (("restecg", "categorical: one input per value"), ("slope", "categorical: one input per value"),
-                             ("'ca': whole numbers", "continuous: one number")):
-            answer(page, column, kind)
-        # hungarian writes sex M/F where the others write 1/0: a value map, by hand
-        select(page, "Column", re.compile(r"^sex — at every site"))
-        select(page, "At", "hungarian")
-        page.get_by_text("value map", exact=True).click()
-        settle(page)
-        select(page, "'F' means", "0")
-        select(page, "'M' means", "1")
-        page.get_by_text("At hungarian, 'sex': ").first.wait_for(timeout=30_000)  # what it changes, before it applies
-        page.get_by_role("button", name="Apply this decision").click()
-        page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
-        settle(page)
-        # a fresh form for the next decision: what it shows is what it reads (the first column, a rename)
-        form = page.locator("[data-testid='stSelectbox']").filter(
-            has=page.locator("[data-testid='stWidgetLabel']").filter(has_text=re.compile("^Column$"))).first
-        assert form.locator("input").input_value().startswith("age — at every site")
-        page.get_by_text("Becomes the study's column (columns the site(s) do not have)").wait_for(timeout=30_000)
-        page.screenshot(path=str(ARTIFACTS / "mapping_decided_1920.png"), full_page=True)
-        page.reload()  # the draft is kept: files, choices and decisions come back
-        page.get_by_text("Continuing with the files you uploaded").wait_for(timeout=90_000)
-        page.get_by_text("value map · sex · hungarian").wait_for(timeout=60_000)
-        page.get_by_text("No type conflicts or category differences.").wait_for(
-            timeout=60_000)
-        settle(page)
-        page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=60_000)  # the report's tables drawn
-        page.get_by_text("Sites and class balance").first.scroll_into_view_if_needed()
-        page.wait_for_timeout(1500)
-        page.screenshot(path=str(ARTIFACTS / "mapping_report_1920.png"))
-        train(page, url, store, "Heart study")
-        page.close()
-
-        page = browser.new_page(viewport={"width": 1280, "height": 3200})  # the same draft, at 1280 px
-        page.goto(f"{url}/data")
-        page.get_by_text("Upload CSV files (one per site)").click(timeout=90_000)
-        page.get_by_text("value map · sex · hungarian").wait_for(timeout=90_000)
-        page.screenshot(path=str(ARTIFACTS / "mapping_decided_1280.png"), full_page=True)
-        page.close()
-        browser.close()
+    page = open_page(browser, f"{url}/data", 1280, "Upload CSV files (one per site)", 3200)  # the same draft
+    page.get_by_text("Upload CSV files (one per site)").click()
+    page.get_by_text("value map · sex · hungarian").wait_for(timeout=90_000)
+    page.screenshot(path=str(ARTIFACTS / "mapping_decided_1280.png"), full_page=True)
+    page.close()
 
     heart_run = store.runs()[0]
     # every feature at every site, in one unit

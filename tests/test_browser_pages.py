@@ -6,13 +6,8 @@ test-artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +16,7 @@ from fedcore.checkup import plans
 from application.checkup_jobs import start_checkup
 from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port
+from tests.browser_helpers import ARTIFACTS, need_chromium, open_page, serving, wait_until_run_ended
 
 WIDTHS = (1280, 1920)
 FAILURE = "site 'Oak District' has no rows left after the split"
@@ -41,10 +36,7 @@ def server(tmp_path_factory):
     """A store with three finished runs on the demo, one cancelled after recording more rounds than
     they have (its planned 20 000 rounds cut short), one failed after its first rounds, and a
     check-up of the demo's data lens; a dashboard serving it."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
-        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
+    need_chromium()
     store = RunStore(tmp_path_factory.mktemp("pages") / "runs")
     runs = {"slow": finished(store, {"algorithm": "fedavg", "config": {"rounds": 6}}),
             "fast": finished(store, {"algorithm": "fedavg", "config": {"rounds": 6, "lr": 0.01}}),
@@ -58,42 +50,8 @@ def server(tmp_path_factory):
     stopped_early.mark_finished("failed", FAILURE)
     runs.update(cancelled=cancelled, failed=failed, stopped_early=stopped_early)
     plan = start_checkup(store, "demo", train=False)
-    port = _free_port()
-    env = {**os.environ, "FEDCORE_STORE": str(store.root), "FEDCORE_MAX_JOBS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                "--server.address", "127.0.0.1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or process.poll() is not None:
-                process.kill()
-                raise AssertionError("the dashboard did not start") from None
-            time.sleep(0.5)
-    yield url, store, runs, plan
-    process.terminate()
-    process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def open_page(browser, url: str, width: int, wait_for: str, height: int = 1400):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(url)
-    page.get_by_text(wait_for).first.wait_for(timeout=90_000)
-    return page
+    with serving(store.root) as url:
+        yield url, store, runs, plan
 
 
 PLOT_TRACES = "plot => plot.data.map(t => ({name: t.name, colour: (t.line || {}).color || (t.marker || {}).color}))"
@@ -160,9 +118,8 @@ def covered(page, locator) -> bool:
 def test_the_tag_list_leaves_save_in_reach(server, browser):
     url, store, runs, _ = server
     for width in WIDTHS:
+        # (open_page waits for the end of the page's first run, which re-draws the expander closed)
         page = open_page(browser, f"{url}/run?run={runs['slow'].id}", width, "of each site on its own hold-out")
-        # the end of the page's first run re-draws the expander closed: open it after that
-        page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(timeout=60_000)
         page.get_by_text("Name and tags").first.click()
         tags = page.locator('[data-testid="stMultiSelect"] input').first
         # the expander re-mounts what it holds as it opens: text typed in its first ~0.3 s is dropped
@@ -176,6 +133,7 @@ def test_the_tag_list_leaves_save_in_reach(server, browser):
                 break
         page.keyboard.press("Enter")  # a new tag: the list stays open for the next one
         page.locator("[data-tag]", has_text="baseline").first.wait_for(timeout=30_000)
+        wait_until_run_ended(page)  # the new tag's run: a click during it may be lost (the list stays open)
         save = page.locator("button", has_text=re.compile(r"^Save$")).first
         assert not covered(page, save)
         page.screenshot(path=str(ARTIFACTS / f"tags-open-{width}.png"), full_page=False)

@@ -2,12 +2,11 @@
 check-up's self-contained HTML report, made the way the dashboard's server makes it (Streamlit's
 plotly template is the default there), at 1280 and 1920 px and printed to PDF; and the evidence view
 of every finding kind on one page. Every text inside its figure and covering no other, colours
-kept (tests/test_browser.py's READABILITY). Screenshots and the PDF (its pages as PNG where
+kept (tests/browser_helpers.py's READABILITY). Screenshots and the PDF (its pages as PNG where
 poppler's pdftoppm is installed) go to test-artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +21,7 @@ from dashboard.presenters.report_sections import figures_html
 from application.checkup_jobs import start_checkup
 from fedcore.store import RunStore
 from tests import evidence_cases, test_checkup as planted
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, READABILITY, in_the_servers_template
+from tests.browser_helpers import ARTIFACTS, READABILITY, in_the_servers_template, readability
 
 WIDTHS = (1280, 1920)
 # Long names, an ampersand, an accent: the grid's rows and the charts' axes must hold them.
@@ -30,20 +29,6 @@ SITES = ["St Mary's University Hospital North (Teaching)", "Royal Infirmary of t
          "Eastern District General Hospital", "West Valley Community Clinic & Outpatients",
          "Hôpital Universitaire de Genève – Site Cluse-Roseraie", "Northern Regional Medical Centre"]
 PROBLEMS = {1: "°F", 2: "999 for missing", 3: "flipped labels", 4: "missing for the well", 5: "own ward codes"}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing; .ci/run installs it so this test runs in CI.")
-        pytest.skip("needs Debian's chromium (apt-get install chromium chromium-driver)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def hospital_csv(path: Path) -> Path:
@@ -79,15 +64,6 @@ def checkup(tmp_path_factory):
     return plan, store
 
 
-def read(page, name: str) -> dict:
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0 && "
-                           "[...document.querySelectorAll('.js-plotly-plot')].every(p => p._fullLayout)")
-    page.wait_for_timeout(500)
-    found = page.evaluate(READABILITY)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    return found
-
-
 def printed(page, name: str) -> dict:
     """The page as Chromium prints it: print media, each figure drawn again at the printed width
     (the report's own `beforeprint` handler), checked like the screen; and the PDF itself."""
@@ -121,7 +97,7 @@ def test_the_checkup_report_reads_like_the_page_on_screen_and_printed(checkup, b
     for width in WIDTHS:
         page = browser.new_page(viewport={"width": width, "height": 1000})
         page.goto(path.as_uri())
-        found = read(page, f"checkup-report-{width}")
+        found = readability(page, f"checkup-report-{width}")
         problems += [f"{width} px: {p}" for p in found["problems"]]
         # the grid (a heatmap with every site's name on its rows) and every finding's evidence
         assert len(found["heatmaps"]) == 1 and found["heatmaps"][0]["ticks"] >= len(SITES) + 5
@@ -149,7 +125,7 @@ def test_every_evidence_view_reads_in_a_browser(browser):
     for width in WIDTHS:
         page = browser.new_page(viewport={"width": width, "height": 1000})
         page.goto(path.as_uri())
-        found = read(page, f"evidence-views-{width}")
+        found = readability(page, f"evidence-views-{width}")
         assert len(found["colours"]) == len(cases)
         problems += [f"{width} px: {p}" for p in found["problems"]]
         if width == WIDTHS[0]:

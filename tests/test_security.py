@@ -19,6 +19,7 @@ from dashboard.access.auth import ClaimError, auth_problem, is_loopback, may, pr
 from dashboard.presenters.safe_text import code, csv_bytes, md, neutral_cell
 from dashboard.serve import server_config
 from data_adapters.references.roots import OutsideDataRoots, check_reference_roots, reference_paths, within_roots
+from tests.browser_helpers import serving
 from tests.helpers import unescaped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -408,30 +409,17 @@ sys.exit(main())
 def test_the_running_dashboard_contacts_no_outside_host(tmp_path):
     """Start the real server with every outside connection and name lookup blocked and logged
     (an audit hook: no packet leaves), load a page, and find the log empty."""
-    from tests.test_browser import _free_port
-
-    guard, log = tmp_path / "guard.py", tmp_path / "outside.log"
+    guard, log, output = tmp_path / "guard.py", tmp_path / "outside.log", tmp_path / "server.log"
     guard.write_text(GUARD)
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, str(guard), str(log), str(ROOT / "dashboard" / "serve.py"), "--port", str(port)],
-                              cwd=ROOT, env={**os.environ, "FEDCORE_STORE": str(tmp_path / "runs")},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                assert time.time() < deadline and server.poll() is None, "the dashboard did not start"
-                time.sleep(0.5)
-        assert b"<html" in urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().lower()
-        time.sleep(2)  # the start-up banner is printed once the server listens
-    finally:
-        server.terminate()
-        output = server.communicate(timeout=30)[0]
+    launcher = [str(guard), str(log), str(ROOT / "dashboard" / "serve.py")]
+    banner = re.compile(r"URL: http://localhost:(\d+)")
+    with serving(tmp_path / "runs", launcher=launcher, env={"PYTHONUNBUFFERED": "1"}, log=output) as url:
+        assert b"<html" in urllib.request.urlopen(f"{url}/", timeout=10).read().lower()
+        deadline = time.time() + 30  # the start-up banner is printed once the server listens
+        while not banner.search(re.sub("\x1b\\[[0-9;]*m", "", output.read_text())) and time.time() < deadline:
+            time.sleep(0.2)
     assert not log.exists(), log.read_text()
-    assert f"URL: http://localhost:{port}" in re.sub("\x1b\\[[0-9;]*m", "", output)
+    assert f"URL: http://localhost:{url.rsplit(':', 1)[1]}" in re.sub("\x1b\\[[0-9;]*m", "", output.read_text())
 
 
 def test_flower_runs_check_the_superlink_certificate_when_one_is_given(monkeypatch, tmp_path):

@@ -494,6 +494,7 @@ CONCURRENT_CREATES = textwrap.dedent("""
         return draw.choice(free)
     store_module.new_run_id = nearly_next_free
     go = Path(sys.argv[2])
+    go.with_name(f"ready-{os.getpid()}").touch()
     while not go.exists():
         time.sleep(0.001)
     made = [store_module.RunStore(sys.argv[1]).create({"algorithm": "race", "writer": os.getpid()}).id
@@ -508,7 +509,10 @@ def test_two_processes_creating_runs_at_once_never_share_an_id(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writers = [subprocess.Popen([sys.executable, "-c", CONCURRENT_CREATES, str(root), str(go), str(each)],
                                 stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    time.sleep(1.0)
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 2:  # both imported and waiting: then they start together
+        assert time.time() < deadline and all(w.poll() is None for w in writers), "a writer did not start"
+        time.sleep(0.01)
     go.touch()
     results = [json.loads(w.communicate(timeout=120)[0]) for w in writers]
     made = [(r["pid"], i) for r in results for i in r["made"]]
