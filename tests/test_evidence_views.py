@@ -249,3 +249,24 @@ def test_at_the_default_policy_every_view_draws_what_the_sites_released_and_name
     figure = evidence_figure(balance.finding, replace(balance.evidence, profile=small))
     assert all(np.isnan(t.x[0]) and np.isfinite(t.x[1:]).all() for t in figure.data)
     assert f"not shared by {profile.sites[0]}" in " ".join(texts(figure))
+
+
+def test_renamed_classes_of_a_site_split_by_label_are_drawn_as_the_two_classes_difference():
+    """Seven sites without some of five classes, 'a' and 'd' exchanged at site 2: the figure draws
+    each feature's mean for 'a' minus mean for 'd' in within-class SDs (the class profiles'
+    difference), and site 2's points run against the others'."""
+    from dashboard.presenters.evidence_views import Evidence
+    from fedcore.interpret.data_checks import check_profile
+    from fedcore.interpret.findings import decide
+    from tests.test_checkup import exchanged, label_skewed
+
+    profile = label_skewed(exchanged)
+    finding = next(f for f in decide(check_profile(profile)) if f.kind == "labels_permuted" and f.significant)
+    figure = evidence_figure(finding, Evidence(profile, [finding], {}))
+    mine = next(t for t in figure.data if t.name == "site 2")
+    j = [profile.features.index(name) for name in mine.y]
+    difference = relation_to_labels(profile, (0, 3))  # 'a' minus 'd'
+    assert np.allclose(mine.x, difference[2, j])
+    others = np.nanmedian(np.delete(difference, 2, axis=0), axis=0)[j]
+    assert (np.sign(mine.x) != np.sign(others)).mean() >= 0.8
+    assert "mean for 'a' minus mean for 'd'" in " ".join(texts(figure))

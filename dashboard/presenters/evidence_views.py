@@ -24,6 +24,7 @@ naming the site, never a 0.
 from __future__ import annotations
 
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -447,10 +448,18 @@ def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     profile = evidence.profile
     if profile is None or finding.site not in profile.sites or len(profile.classes) < 2:
         return None
-    relation = relation_to_labels(profile)  # [sites, features]
     i = profile.sites.index(finding.site)
+    order = finding.evidence.get("order") or []
+    moved = [(k, c) for k, c in enumerate(order) if c != k]
+    pair = moved[0] if len(profile.classes) > 2 and moved else None
+    relation = relation_to_labels(profile, pair)  # [sites, features]
+    if pair is not None and not np.isfinite(relation[i]).any():  # a class the site has none of: no difference
+        pair, relation = None, relation_to_labels(profile)
+    if not np.isfinite(relation[i]).any():  # a site compared over some of its classes only (label skew)
+        return None
     others = np.delete(relation, i, axis=0)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a feature no other site relates
         typical = np.nanmedian(others, axis=0) if others.size else np.zeros(relation.shape[1])
     order = [j for j in np.argsort(-np.abs(np.nan_to_num(typical)), kind="stable") if np.isfinite(typical[j])][:20]
     features = [plot_text(profile.features[j]) for j in order]
@@ -468,12 +477,16 @@ def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
     first, last = profile.classes[0], profile.classes[-1]
     spreads = "in usual spreads within an outcome (SDs)"
-    axis = (f"mean for '{last}' minus mean for '{first}', {spreads}" if len(profile.classes) == 2 else
+    if pair is not None:
+        first, last = profile.classes[pair[1]], profile.classes[pair[0]]
+    axis = (f"mean for '{last}' minus mean for '{first}', {spreads}" if len(profile.classes) == 2 or pair else
             f"outcome means along the other sites' pattern, {spreads}")
     fig.update_xaxes(title_text=_axis_title(axis))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=_title(f"How each feature relates to the outcome at {finding.site} and elsewhere",
-                                   "features the other sites relate most to the outcome first"))
+    fig.update_layout(title=_title(f"How each feature tells '{last}' from '{first}' at {finding.site} and elsewhere",
+                                   "features that tell them apart most at the other sites first") if pair else
+                      _title(f"How each feature relates to the outcome at {finding.site} and elsewhere",
+                             "features the other sites relate most to the outcome first"))
     return _styled(fig, max(340, 24 * len(order) + 200))
 
 

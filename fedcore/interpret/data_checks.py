@@ -998,10 +998,14 @@ class Checks:
                 pairs = [f"'{p.classes[k]}' → '{p.classes[order[k]]}'" for k in range(n_classes) if order[k] != k]
                 what = ("its classes look renamed (" + ", ".join(pairs) + ")" if pairs
                         else "its classes relate to the features differently")
+            compared = labels["informative"][i].size
             yield Finding(site, LENS, "labels_permuted", None,
-                          f"{site}'s labels look wrong: {what} — its features relate to its labels the other way "
-                          f"round from the other sites (correlation {r:+.2f} with their pattern over {m} features; "
-                          f"renamed, {wins} of the {m} match better)",
+                          f"{site}'s labels look wrong: {what}"
+                          + (" — its features relate to its labels the other way round from the other sites"
+                             if r < 0 else "")
+                          + f" (renamed, {wins} of the {m} features that tell those classes apart match the other "
+                          f"sites' pattern better; as labelled, correlation {r:+.2f} with their pattern over "
+                          f"{compared} features)",
                           min(1.0, 3 * min(float(np.nan_to_num(labels["agree_p"][i], nan=1.0)), p_renamed, p_reversed)),
                           r, "correlation with the others' pattern", evidence={"order": list(order), "features": m},
                           material=bool(r < 0 or (m >= least and wins / max(m, 1) >= share)))
@@ -1196,11 +1200,16 @@ def _conversion(match: Match) -> dict:
             "others_unit": conversion.target if conversion is not None else ""}
 
 
-def relation_to_labels(profile: Profile) -> np.ndarray:
+def relation_to_labels(profile: Profile, classes: tuple[int, int] | None = None) -> np.ndarray:
     """[sites, features]: how each site's features relate to its labels, in SDs within a class
-    (two classes: last minus first; more: along the other sites' pattern) — what the label checks
-    compare, for a figure of it."""
-    return Checks(profile).relation
+    (two classes: last minus first; more: along the other sites' pattern; `classes` (a, b): class
+    a's mean minus class b's, NaN at a site without either) — what the label checks compare, for a
+    figure of it."""
+    checks = Checks(profile)
+    if classes is None:
+        return checks.relation
+    a, b = classes
+    return checks.class_profiles[:, a] - checks.class_profiles[:, b]
 
 
 def class_pattern(profiles: np.ndarray, steps: int = 200, tolerance: float = 1e-9) -> np.ndarray:
