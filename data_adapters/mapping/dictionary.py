@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from data_adapters.alignment.align import SiteTable, TableSites
-from data_adapters.tables.cells import as_labels, quoted
+from data_adapters.tables.cells import as_labels, finite_number, quoted
 from fedcore.errors import DataError
 from fedcore.shapes import JsonLimit, bounded_json
 from fedcore.federation import FEATURE_KINDS
@@ -373,21 +373,13 @@ def _renamed(frame: pd.DataFrame, rename: Mapping[str, str], lacks, where: str) 
 def _matches(values: pd.Series, codes: list[Any]) -> np.ndarray:
     """Cells written as one of `codes`, or (numbers) equal to a code's number."""
     texts = {str(c).strip() for c in codes}
-    numbers = [float(c) for c in codes if _as_float(c) is not None]
+    numbers = [float(c) for c in codes if finite_number(c) is not None]
     labels = as_labels(values)
     hits = labels.isin(texts).to_numpy(dtype=bool, copy=True)
     if numbers:
         parsed = pd.to_numeric(labels, errors="coerce").to_numpy(dtype=np.float64)
         hits |= np.isin(parsed, numbers)
     return hits
-
-
-def _as_float(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _converted(values: pd.Series, a: float, b: float, decimal: str) -> pd.Series:

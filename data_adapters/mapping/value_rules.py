@@ -68,7 +68,7 @@ import numpy as np
 from scipy import stats
 
 from data_adapters.alignment.align import Alignment
-from data_adapters.tables.cells import label, label_order
+from data_adapters.tables.cells import finite_number, label, label_order
 from data_adapters.tables.columns import Column, type_columns
 from fedcore.interpret import unit_conversions as catalogue
 from fedcore.interpret.checks import limit
@@ -219,7 +219,7 @@ class SiteValues:
         if found is None or found.kind != "numeric" or (site, column) in self._gone():
             return None
         values = found.values.astype(np.float64)
-        codes = [float(v) for v in self.hidden.get((site, column), ()) if _number(v) is not None]
+        codes = [float(v) for v in self.hidden.get((site, column), ()) if finite_number(v) is not None]
         return np.where(np.isin(values, codes), np.nan, values) if codes else values
 
     def labels(self, site: str, column: str) -> np.ndarray | None:
@@ -231,7 +231,7 @@ class SiteValues:
             labels = np.array([label(v) if np.isfinite(v) else np.nan for v in found.values], dtype=object)
         else:
             labels = found.values.copy()
-        hidden = {str(label(v)) if _number(v) is not None else str(v) for v in self.hidden.get((site, column), ())}
+        hidden = {str(label(v)) if finite_number(v) is not None else str(v) for v in self.hidden.get((site, column), ())}
         if hidden:
             labels = np.array([np.nan if isinstance(v, str) and v in hidden else v for v in labels], dtype=object)
         return labels
@@ -252,14 +252,6 @@ class SiteValues:
             return None
         observed = values[np.isfinite(values)]
         return np.quantile(observed, PROBABILITIES) if observed.size >= MIN_VALUES else None
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def find(values: SiteValues, shared: Iterable[str], partial: Iterable[str]) -> Findings:
@@ -356,7 +348,7 @@ def _plain(text: str) -> str:
 
 
 def _dictionary_value(text: str) -> Any:
-    number = _number(text)
+    number = finite_number(text)
     return _written(number) if number is not None else text
 
 

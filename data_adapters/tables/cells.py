@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,15 @@ def label(value: Any) -> Any:
         return str(int(value)) if float(value).is_integer() else repr(float(value))
     text = str(value).strip()
     return text if text else np.nan
+
+
+def finite_number(value: Any) -> float | None:
+    """A cell (or a dictionary entry) as a finite number; None where it is none (text, NaN, ±inf)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def label_order(text: str) -> tuple[int, float, str]:
