@@ -359,8 +359,10 @@ FEW = {1: 0, 5: 2}  # a class with 6 rows at the site: too few to release (defau
 def skewed_site(rng: np.random.Generator, k: int, rows: int = 600) -> tuple[np.ndarray, np.ndarray]:
     has = [c for c in range(5) if c not in LACKS[k]]
     y = rng.choice(has, rows)
-    if k in FEW:
-        y[:6], y[6:][y[6:] == FEW[k]] = FEW[k], has[0] if has[0] != FEW[k] else has[1]
+    if k in FEW:  # the first 6 rows of the small class, none after
+        rest = y[6:]
+        rest[rest == FEW[k]] = next(c for c in has if c != FEW[k])
+        y[:6] = FEW[k]
     offset = rng.normal(0, 0.5, 12)  # each site's own level, not the label's
     return offset + SKEW_PATTERN[y] + rng.normal(0, 1, (rows, 12)), y
 

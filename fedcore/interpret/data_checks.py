@@ -1090,9 +1090,9 @@ class Checks:
         n = classes.size
         order = list(range(pattern.shape[0]))
         others = [int(c) for c in np.flatnonzero(np.isfinite(pattern).any(1)) if c not in classes]
-        reorders = [classes[list(order)] for order in (itertools.permutations(range(n)) if n <= MAX_PERMUTED_CLASSES
-                                                       else (_swap(n, a, b) for a, b in itertools.combinations(range(n), 2)))
-                    if list(order) != list(range(n))]
+        reorders = [classes[list(perm)] for perm in (itertools.permutations(range(n)) if n <= MAX_PERMUTED_CLASSES
+                                                     else (_swap(n, a, b) for a, b in itertools.combinations(range(n), 2)))
+                    if list(perm) != list(range(n))]
         taken = [np.where(np.arange(n) == a, c, classes) for a in range(n) for c in others]
         targets = np.array(reorders + taken, dtype=np.int64).reshape(-1, n)  # [renamings, compared classes]
         if not len(targets) or not informative.size:
