@@ -12,7 +12,7 @@ from scipy import stats
 from fedcore.checkup import check_up
 from fedcore.interpret import model_checks
 from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
-from fedcore.interpret.data_checks import check_profile
+from fedcore.interpret.data_checks import Checks, check_profile
 from fedcore.interpret.findings import decide
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
@@ -426,3 +426,55 @@ def test_a_federation_split_by_label_has_its_label_checks_tested_and_quiet(seed)
         cells = [f for f in every if f.kind == kind]
         assert len(cells) == 7 and all(f.tested for f in cells), [(f.site, f.untestable) for f in cells]
     assert not [f for f in every if f.significant and f.kind in ("labels_permuted", "labels_weak")]
+
+
+# -- which site's labels are wrong, with few sites --------------------------------------------------
+def few_comparable_sites(flipped_site: str, seed: int = 0) -> Profile:
+    """Heart-like: two large sites whose features tell the classes apart well, one whose features
+    relate to its labels the same way but a third as strongly, and one with too few rows of one class
+    to release (default policy: its class statistics withheld). `flipped_site`'s two classes are
+    exchanged."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name, rows, strength in (("large 1", 400, 3.0), ("large 2", 400, 3.0), ("weaker", 300, 1.0),
+                                 ("one class", 150, 3.0)):
+        y = (rng.random(rows) < (0.96 if name == "one class" else 0.5)).astype(int)  # 'one class': ~6 'well'
+        x = MEANS + SDS * (rng.normal(0, 1, (rows, 5)) + np.outer(y, strength * CLASS_SHIFT))
+        sites.append((name, x, 1 - y if name == flipped_site else y))
+    return profile_federation(sites, CONTINUOUS, ["continuous"] * 5, CONTINUOUS, ["well", "ill"], {}, DEFAULT_POLICY)
+
+
+@pytest.mark.parametrize("flipped_site", ["large 1", "large 2"])
+def test_of_two_large_sites_against_each_other_the_one_with_wrong_labels_is_named(flipped_site):
+    """Two comparable large sites look reversed against each other (each is most of the other's
+    reference); the third site that can be compared tells which one is wrong. Only that one is a
+    finding; the other is judged again with it set right, and says so."""
+    found = decide(check_profile(few_comparable_sites(flipped_site)))
+    permuted = {f.site: f for f in found if f.kind == "labels_permuted" and f.tested}
+    assert [f.site for f in found if f.kind == "labels_permuted" and f.significant] == [flipped_site], \
+        [(f.site, f.q) for f in permuted.values()]
+    other = "large 2" if flipped_site == "large 1" else "large 1"
+    assert f"judged with {flipped_site}'s classes taken as renamed" in permuted[other].message
+    assert not [f for f in found if f.significant and f.explained_by is None and f.site != flipped_site
+                and f.kind.startswith("label")]
+
+
+def test_a_site_whose_labels_look_wrong_is_no_reference_for_the_others():
+    """By hand: values 0, 1, 2 and 10 at a site the label checks suspect. Site 0 against sites 1
+    and 2 only (mean 1.5, SD 0.707, 1 df); the suspect site against all three (mean 1, SD 1)."""
+    values = np.array([[0.0], [1.0], [2.0], [10.0]])
+    deviation, t, p = leave_one_out(values, moderate=False, suspect=np.array([False, False, False, True]))
+    assert deviation[0, 0] == pytest.approx(-1.5)
+    assert t[0, 0] == pytest.approx(-1.5 / (np.sqrt(0.5) * np.sqrt(1 + 1 / 2)))
+    assert p[0, 0] == pytest.approx(2 * stats.t.sf(1.5 / (np.sqrt(0.5) * np.sqrt(1.5)), 1))
+    assert deviation[3, 0] == pytest.approx(9.0) and t[3, 0] == pytest.approx(9 / np.sqrt(4 / 3))
+
+
+def test_the_reversal_test_combines_features_by_the_correlations_the_site_released():
+    """|r| between two continuous features where the site released it; 1 (the bound for any pair)
+    with a feature whose correlations are not kept (a binary one)."""
+    profile = federation()
+    checks = Checks(profile)
+    bound = checks._correlation_bound(1, np.array([0, 3, 5]))  # temperature, marker, smoker
+    assert bound[0, 1] == pytest.approx(abs(profile.correlation[1][0, 3])) and bound[0, 1] < 0.5
+    assert bound[0, 2] == bound[2, 1] == 1.0 and np.diag(bound).tolist() == [1.0, 1.0, 1.0]

@@ -70,8 +70,8 @@ def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
     return float(d0), float(np.exp(np.mean(e) + special.digamma(d0 / 2) - np.log(d0 / 2)))
 
 
-def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None,
+                  suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix: every cell's deviation from the other sites' mean, its
     predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
     lacks) are left out of the others' statistics and get NaN.
@@ -83,14 +83,23 @@ def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.nd
     `own_variance` (same shape): each cell's own sampling variance, where the statistic is an
     estimate from the site's rows whose precision is known (a share's logit): added to the
     predictive variance, so that sites that happen to tie (no site has a far-out value) do not
-    make a single count at one site infinitely significant."""
+    make a single count at one site infinitely significant.
+
+    `suspect` (a bool per site): sites another check already found unreliable for this statistic
+    (labels that look wrong, for the relations to the label): never in another site's reference,
+    each still tested against the others."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
     own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
-    first = _leave_one_out(t, moderate, np.zeros(t.shape, dtype=bool), own)
-    outliers = first[2] < OUTLIER_P
-    if not outliers.any():
+    left_out = np.zeros(t.shape, dtype=bool)
+    if suspect is not None:
+        left_out |= np.asarray(suspect, dtype=bool).reshape(-1, 1)
+        if left_out.all():  # every site suspect: none is a better reference than another
+            left_out[:] = False
+    first = _leave_one_out(t, moderate, left_out, own)
+    outliers = (first[2] < OUTLIER_P) | left_out
+    if not (outliers & ~left_out).any():
         return first
     deviation, score, p = _leave_one_out(t, moderate, outliers, own)
     # an outlier itself keeps its first-pass statistics (its reference never held it anyway)

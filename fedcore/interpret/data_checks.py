@@ -64,6 +64,11 @@ CHI2_1_MEDIAN = float(stats.chi2.median(1))
 MAX_PERMUTED_CLASSES = 6  # 720 orders; beyond, only swaps of two classes are tried
 IQR_TO_SD = 1.349  # the IQR of a normal distribution in SDs
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of the mean (normal)
+MAX_SUSPECTS = 4  # sites whose renaming is tried as the explanation of the others' (`_likely_relabelled`)
+# the cached statistics built from the class profiles (recomputed when a site's classes are renamed)
+LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_compared", "_labels", "labels_suspect")
+NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
+              "patterns cancel, or their features do not relate to the label)")
 COULD_NOT = "the other sites' statistics needed to compare it are missing or withheld"
 
 
@@ -891,7 +896,7 @@ class Checks:
         if len(p.classes) < 2:
             return
         relation = self.relation
-        deviation, t, p2 = leave_one_out(relation, own_variance=self.relation_variance)
+        deviation, t, p2 = leave_one_out(relation, own_variance=self.relation_variance, suspect=self.labels_suspect)
         others_relation = others_mean(relation)
         first, last = p.classes[0], p.classes[-1]
         gap, informative, share = (limit("label_relation", k) for k in ("gap", "informative", "share"))
@@ -981,34 +986,105 @@ class Checks:
         p, n_classes = self.profile, len(self.profile.classes)
         if n_classes < 2:
             return
-        labels = self._labels
         least, share = limit("labels_permuted", "features"), limit("labels_permuted", "share")
+        evidence = {i: e for i in range(self.n) if (e := self._permuted_evidence(i)) is not None}
+        wrong = self._likely_relabelled(evidence)
         for i, site in enumerate(self.sites):
-            if not np.isfinite(labels["agreement"][i]):
+            judged_with = ""
+            if wrong is not None and i != wrong[0] and (again := wrong[1]._permuted_evidence(i)) is not None:
+                evidence[i] = again
+                judged_with = (f"; judged with {self.sites[wrong[0]]}'s classes taken as renamed, as its own labels "
+                               "look wrong and that explains the other sites best")
+            if i not in evidence:
+                if np.isfinite(self.class_profiles[i]).any():  # released: the comparison itself failed
+                    yield Finding(site, LENS, "labels_permuted", None, "", float("nan"), untestable=NO_PATTERN)
                 continue
-            r = float(np.tanh(labels["agreement"][i]))
-            order, wins, m, tried, p_best = self._best_renaming(i, labels["informative"][i])
-            # within the site: renaming fits better in more features than chance (binomial, × the
-            # renamings tried); with few sites the comparison across sites alone has little power
-            p_renamed = min(1.0, p_best * tried)
-            p_reversed = self._reversal_p(i, self.relation, labels["informative"][i]) if n_classes == 2 else 1.0
+            p_value, order, wins, m, r = evidence[i]
             if n_classes == 2:
                 what = f"'{p.classes[0]}' and '{p.classes[1]}' look swapped"
             else:
                 pairs = [f"'{p.classes[k]}' → '{p.classes[order[k]]}'" for k in range(n_classes) if order[k] != k]
                 what = ("its classes look renamed (" + ", ".join(pairs) + ")" if pairs
                         else "its classes relate to the features differently")
-            compared = labels["informative"][i].size
+            compared = self._labels["informative"][i].size
             yield Finding(site, LENS, "labels_permuted", None,
                           f"{site}'s labels look wrong: {what}"
                           + (" — its features relate to its labels the other way round from the other sites"
                              if r < 0 else "")
                           + f" (renamed, {wins} of the {m} features that tell those classes apart match the other "
                           f"sites' pattern better; as labelled, correlation {r:+.2f} with their pattern over "
-                          f"{compared} features)",
-                          min(1.0, 3 * min(float(np.nan_to_num(labels["agree_p"][i], nan=1.0)), p_renamed, p_reversed)),
-                          r, "correlation with the others' pattern", evidence={"order": list(order), "features": m},
+                          f"{compared} features{judged_with})",
+                          p_value, r, "correlation with the others' pattern", evidence={"order": list(order), "features": m},
                           material=bool(r < 0 or (m >= least and wins / max(m, 1) >= share)))
+
+    @cached_property
+    def labels_suspect(self) -> np.ndarray:
+        """[sites] whose labels look wrong or noisy before any correction (p below the "suspect"
+        limit): no reference for the other sites' relations to the label, as a site whose labels
+        are noisy would make every other site's relation look stronger than the others'."""
+        suspect, labels = limit("labels_permuted", "suspect"), self._labels
+        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < suspect for i in range(self.n)])
+        return permuted | (np.nan_to_num(labels["weak_p"], nan=1.0) < suspect)
+
+    def _permuted_evidence(self, i: int) -> tuple[float, tuple[int, ...], int, int, float] | None:
+        """Site i's evidence that its classes are renamed: (p, the best renaming's order, its wins
+        of m features, the correlation with the others' pattern as labelled); None when the site
+        has nothing to compare. p is the smallest of three tests (× 3): the agreement with the
+        others' pattern against the other sites' agreements, the best renaming (binomial × the
+        renamings tried: within the site, so that few sites still have power) and, with two
+        classes, the reversal projection."""
+        labels = self._labels
+        if not np.isfinite(labels["agreement"][i]):
+            return None
+        order, wins, m, tried, p_best = self._best_renaming(i, labels["informative"][i])
+        p_renamed = min(1.0, p_best * tried)
+        p_reversed = (self._reversal_p(i, self.relation, labels["informative"][i]) if len(self.profile.classes) == 2
+                      else 1.0)
+        p_value = min(1.0, 3 * min(float(np.nan_to_num(labels["agree_p"][i], nan=1.0)), p_renamed, p_reversed))
+        return p_value, order, wins, m, float(np.tanh(labels["agreement"][i]))
+
+    def _likely_relabelled(self, evidence: dict[int, tuple]) -> tuple[int, Checks] | None:
+        """The site whose labels look wrong and, set right, explain the other sites best, and the
+        checks with its classes renamed (None: leaving the labels as they are explains them best).
+        A site with wrong labels is part of every other site's reference: with few sites a correct
+        site looks wrong against it (with two comparable sites, each against the other), or the
+        others' pattern cancels and a site cannot be compared at all. Each suspect's renaming is
+        undone in turn, and the choice (or none) after which the fewest other sites still look
+        wrong, then the fewest cannot be compared, then the least evidence is left, is taken —
+        the labels' analogue of leaving an outlier out of the references (`leave_one_out`)."""
+        suspect = limit("labels_permuted", "suspect")
+        suspects = sorted((i for i, e in evidence.items() if e[0] < suspect and list(e[1]) != sorted(e[1])
+                           and len(set(e[1])) == len(e[1])), key=lambda i: evidence[i][0])
+        if not suspects:
+            return None
+
+        def left(judged: dict[int, tuple | None], j: int) -> tuple[int, int, float]:
+            others = [e for i, e in judged.items() if i != j]
+            p_values = [e[0] for e in others if e is not None]
+            return (sum(v < suspect for v in p_values), sum(e is None for e in others),
+                    -float(np.sum(np.log(np.maximum(p_values, 1e-300)))))
+
+        comparable = [i for i in range(self.n) if np.isfinite(self.class_profiles[i]).any()]
+        best: tuple[tuple[int, int, float], int | None, Checks | None] = (
+            left({i: evidence.get(i) for i in comparable}, suspects[0]), None, None)
+        for j in suspects[:MAX_SUSPECTS]:
+            renamed = self._relabelled(j, evidence[j][1])
+            score = left({i: renamed._permuted_evidence(i) for i in comparable}, j)
+            if score < best[0]:
+                best = (score, j, renamed)
+        return None if best[1] is None else (best[1], best[2])
+
+    def _relabelled(self, j: int, order: Sequence[int]) -> Checks:
+        """These checks with site j's classes renamed by `order` (its class k taken as order[k]):
+        only the label statistics built from the class profiles are recomputed."""
+        copy = object.__new__(Checks)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k not in LABEL_CACHES})
+        profiles = self.class_profiles.copy()
+        profiles[j] = np.nan
+        for k, target in enumerate(order):
+            profiles[j, target] = self.class_profiles[j, k]
+        copy.__dict__["class_profiles"] = profiles
+        return copy
 
     def labels_weak(self) -> Iterator[Finding]:
         if len(self.profile.classes) < 2:
@@ -1060,8 +1136,9 @@ class Checks:
         """Two classes: how far site i's label relations point against the others' direction.
         The projection of its standardised class differences on the others' mean direction, over
         the informative features, is tested for being below 0 with its sampling SD from the site's
-        own class counts (sqrt(1/n0 + 1/n1) per feature, times sqrt(m): as if the m features were
-        perfectly correlated, so never too small)."""
+        own class counts: sqrt(1/n0 + 1/n1) per feature, combined over the features with the
+        absolute values of the site's correlations between them (1 where a pair's correlation was
+        not released: as if perfectly correlated, so never too small)."""
         if informative.size == 0:
             return 1.0
         with warnings.catch_warnings():
@@ -1074,8 +1151,24 @@ class Checks:
         if not keep.any() or norm == 0 or min(n0, n1) < 1:
             return 1.0
         projection = float((mine[keep] * others[keep]).sum()) / norm
-        sd = math.sqrt(1 / n0 + 1 / n1) * math.sqrt(keep.sum())
-        return float(stats.norm.cdf(projection / sd))
+        weights = np.abs(others[keep]) / norm
+        together = weights @ self._correlation_bound(i, informative[keep]) @ weights
+        return float(stats.norm.cdf(projection / math.sqrt((1 / n0 + 1 / n1) * together)))
+
+    def _correlation_bound(self, i: int, features: np.ndarray) -> np.ndarray:
+        """[features, features]: |correlation| between each pair at site i where the site released
+        it, else 1 (the bound that holds for any pair)."""
+        bound = np.ones((features.size, features.size))
+        correlation = getattr(self.profile, "correlation", None)
+        if correlation is None or not len(correlation):
+            return bound
+        position = {j: c for c, j in enumerate(self.continuous)}
+        at = np.array([position.get(int(j), -1) for j in features])
+        known = at >= 0
+        block = np.abs(correlation[i][np.ix_(at[known], at[known])])
+        bound[np.ix_(known, known)] = np.where(np.isfinite(block), block, 1.0)
+        np.fill_diagonal(bound, 1.0)
+        return bound
 
     def _best_renaming(self, i: int, informative: np.ndarray) -> tuple[tuple[int, ...], int, int, int, float]:
         """The renaming of site i's classes that fits the others' class pattern best: a reordering
