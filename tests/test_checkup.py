@@ -478,3 +478,19 @@ def test_the_reversal_test_combines_features_by_the_correlations_the_site_releas
     bound = checks._correlation_bound(1, np.array([0, 3, 5]))  # temperature, marker, smoker
     assert bound[0, 1] == pytest.approx(abs(profile.correlation[1][0, 3])) and bound[0, 1] < 0.5
     assert bound[0, 2] == bound[2, 1] == 1.0 and np.diag(bound).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_two_sites_that_only_have_each_other_both_keep_their_finding():
+    """Two comparable sites (the others have 4 rows of one class: withheld): either one's renaming explains
+    the other, so nothing says which is wrong. Both stay findings; neither is judged 'set right'."""
+    rng = np.random.default_rng(3)
+    sites = []
+    for name, rows in (("north", 400), ("south", 400), ("east", 150), ("west", 150)):
+        y = (np.arange(rows) >= 4).astype(int) if name in ("east", "west") else rng.integers(0, 2, rows)
+        x = MEANS + SDS * (rng.normal(0, 1, (rows, 5)) + np.outer(y, 3.0 * CLASS_SHIFT))
+        sites.append((name, x, 1 - y if name == "south" else y))
+    profile = profile_federation(sites, CONTINUOUS, ["continuous"] * 5, CONTINUOUS, ["well", "ill"], {},
+                                 DEFAULT_POLICY)
+    permuted = [f for f in decide(check_profile(profile)) if f.kind == "labels_permuted" and f.significant]
+    assert sorted(f.site for f in permuted) == ["north", "south"]
+    assert not [f for f in permuted if "judged with" in f.message]

@@ -193,12 +193,14 @@ CHECKS: tuple[Check, ...] = (
           "more either way), over the classes the site released: how often renaming its classes (or one "
           "of them to a class it has none of) fits the others better, over the features that tell the "
           "renamed classes apart; two classes also a reversal projection. Where several sites' labels look wrong "
-          "(p < {suspect}), each is judged again with the suspect whose renaming explains the others best set right",
+          "(p < {suspect}), each is judged again with the suspect whose renaming explains the others best set right "
+          "(fewer sites left looking wrong, or {margin} × less evidence than the next best choice)",
           "binomial, × the renamings tried",
           "≥ {features} features and {share:%} of them, or a negative correlation "
           "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
           explains=("label_relation", "labels_weak", "class_balance", "output_shift", "shared_model_reversed"),
-          limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01)), classes="some"),
+          limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01), ("margin", 10)),
+          classes="some"),
     Check("labels_weak", "labels look noisy", "labels", DATA,
           "how strongly the site's features relate to its labels relative to the others' (median ratio over the "
           "informative features)", "leave-one-out t over sites, one-sided (weaker)", "below {ratio}",

@@ -1050,8 +1050,12 @@ class Checks:
         site looks wrong against it (with two comparable sites, each against the other), or the
         others' pattern cancels and a site cannot be compared at all. Each suspect's renaming is
         undone in turn, and the choice (or none) after which the fewest other sites still look
-        wrong, then the fewest cannot be compared, then the least evidence is left, is taken —
-        the labels' analogue of leaving an outlier out of the references (`leave_one_out`)."""
+        wrong, then the fewest cannot be compared, then the least evidence is left (the sum of
+        their -log p), is taken — the labels' analogue of leaving an outlier out of the references
+        (`leave_one_out`). A choice must leave fewer sites looking wrong or not comparable than
+        the next best, or evidence "margin" times smaller (in p); otherwise (two comparable
+        sites, each explaining the other) nothing tells which one is wrong: none is taken, and
+        both sites' findings stand."""
         suspect = limit("labels_permuted", "suspect")
         suspects = sorted((i for i, e in evidence.items() if e[0] < suspect and list(e[1]) != sorted(e[1])
                            and len(set(e[1])) == len(e[1])), key=lambda i: evidence[i][0])
@@ -1065,14 +1069,16 @@ class Checks:
                     -float(np.sum(np.log(np.maximum(p_values, 1e-300)))))
 
         comparable = [i for i in range(self.n) if np.isfinite(self.class_profiles[i]).any()]
-        best: tuple[tuple[int, int, float], int | None, Checks | None] = (
-            left({i: evidence.get(i) for i in comparable}, suspects[0]), None, None)
+        choices: list[tuple[tuple[int, int, float], int | None, Checks | None]] = [
+            (left({i: evidence.get(i) for i in comparable}, suspects[0]), None, None)]
         for j in suspects[:MAX_SUSPECTS]:
             renamed = self._relabelled(j, evidence[j][1])
-            score = left({i: renamed._permuted_evidence(i) for i in comparable}, j)
-            if score < best[0]:
-                best = (score, j, renamed)
-        return None if best[1] is None else (best[1], best[2])
+            choices.append((left({i: renamed._permuted_evidence(i) for i in comparable}, j), j, renamed))
+        choices.sort(key=lambda choice: choice[0])
+        (score, j, renamed), runner_up = choices[0], choices[1][0]
+        # two sites that explain each other as well (no third site to tell): both stay suspect
+        clear = score[:2] < runner_up[:2] or runner_up[2] - score[2] >= math.log(limit("labels_permuted", "margin"))
+        return (j, renamed) if j is not None and clear else None
 
     def _relabelled(self, j: int, order: Sequence[int]) -> Checks:
         """These checks with site j's classes renamed by `order` (its class k taken as order[k]):
