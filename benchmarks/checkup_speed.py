@@ -2,6 +2,7 @@
 of the registry over the profiles (`fedcore.checkup.check_up` with no runs).
 
     .venv/bin/python benchmarks/checkup_speed.py [--repeats 7] [--only har,vehicle,heart,demo]
+    .venv/bin/python benchmarks/checkup_speed.py --lenses all [--repeats 1] [--only demo,har]
 
 Per data set, over `--repeats` runs after a warm-up: the median wall time and process CPU time of
 profiling every site (`profile_federation`, all sites in turn: in a federation each site profiles
@@ -9,6 +10,12 @@ its own rows in parallel, so this is the sum of their times) and of the checks (
 data lens's total, and how many cells were tested, not testable and reported. The goal (issue 23):
 the data lens on HAR (30 subjects × 265 features, 10,299 rows) in at most 5 s on 2 cores. The data
 are read once, outside the timings (`mapping`: the aligned files' raw values, original units).
+
+`--lenses all`: a whole check-up as `fedcore checkup --train` runs it (`start_checkup` with its
+default replicates and rounds, every model lens's run trained in this process one after another,
+then `Plan.evaluate`), in a fresh run store each repeat: the median wall and CPU time of training,
+of evaluating, and of the whole, with the time of each run. The goal (issue 23): every lens on the
+demo in at most 20 s, on HAR in at most 60 s, on 2 cores.
 """
 
 from __future__ import annotations
@@ -51,11 +58,54 @@ def timed(work) -> tuple[float, float, object]:
     return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
+def every_lens(names: list[str], repeats: int) -> None:
+    """The whole check-up, model lenses trained in process (see the module's docstring)."""
+    import tempfile
+
+    from application.checkup_jobs import start_checkup
+    from fedcore.store import RunStore
+
+    print("| data | runs trained | train s (cpu) | evaluate s | every lens s | findings | slowest run s |")
+    print("|---|---|---|---|---|---|---|")
+    each = []
+    for name in names:
+        ref = DATA[name]
+        if isinstance(ref, dict) and not Path(ref["path"]).exists():
+            print(f"| {name} | (no data at {ref['path']}) | | | | | |")
+            continue
+        rows = []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as folder:
+                store = RunStore(Path(folder))
+                marks: list[tuple[str, float]] = []
+                wall, cpu, plan = timed(lambda: start_checkup(
+                    store, ref, in_process=True, progress=lambda text: marks.append((text, time.perf_counter()))))
+                ended = time.perf_counter()
+                runs = [(text, (marks[k + 1][1] if k + 1 < len(marks) else ended) - at)
+                        for k, (text, at) in enumerate(marks)]
+                evaluate_wall, _, result = timed(lambda: plan.evaluate(store))
+                rows.append((wall, cpu, evaluate_wall, len(result.reported), runs))
+        median = lambda k: statistics.median(row[k] for row in rows)  # noqa: E731
+        slowest = max(rows[0][4], key=lambda run: run[1]) if rows[0][4] else ("", 0.0)
+        print(f"| {name} | {len(rows[0][4])} | {median(0):.1f} ({median(1):.1f}) | {median(2):.2f} | "
+              f"{statistics.median(row[0] + row[2] for row in rows):.1f} | {rows[0][3]} | "
+              f"{slowest[1]:.1f} ({slowest[0]}) |")
+        each.append(f"{name}, each run (first repeat): " + "; ".join(
+            f"{text.removeprefix('training ')} {seconds:.1f} s" for text, seconds in rows[0][4]))
+    print("\n" + "\n".join(each))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--only", default=",".join(DATA))
+    parser.add_argument("--repeats", type=int, default=None, help="default 7 (data lens), 1 (every lens)")
+    parser.add_argument("--only", default=None, help="data sets (default: every one; every lens: demo,har)")
+    parser.add_argument("--lenses", choices=("data", "all"), default="data")
     args = parser.parse_args()
+    if args.lenses == "all":
+        every_lens((args.only or "demo,har").split(","), args.repeats or 1)
+        return
+    args.repeats = args.repeats or 7
+    args.only = args.only or ",".join(DATA)
     from fedcore.checkup import check_up
     from fedcore.interpret.profile import profile_federation
 

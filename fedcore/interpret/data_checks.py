@@ -48,7 +48,7 @@ import numpy as np
 from scipy import stats
 
 from fedcore.interpret import checks
-from fedcore.interpret.calibration import leave_one_out, one_sided
+from fedcore.interpret.calibration import OUTLIER_P, leave_one_out, one_sided
 from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
@@ -1019,12 +1019,13 @@ class Checks:
 
     @cached_property
     def labels_suspect(self) -> np.ndarray:
-        """[sites] whose labels look wrong or noisy before any correction (p below the "suspect"
-        limit): no reference for the other sites' relations to the label, as a site whose labels
-        are noisy would make every other site's relation look stronger than the others'."""
-        suspect, labels = limit("labels_permuted", "suspect"), self._labels
-        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < suspect for i in range(self.n)])
-        return permuted | (np.nan_to_num(labels["weak_p"], nan=1.0) < suspect)
+        """[sites] whose labels look wrong or noisy beyond doubt before any correction (p below
+        the two passes' OUTLIER_P): no reference for the other sites' relations to the label, as a
+        site whose labels are noisy would widen every other site's yardstick. Only beyond doubt: a
+        borderline site going in and out of the references would move every other site's cells."""
+        labels = self._labels
+        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < OUTLIER_P for i in range(self.n)])
+        return permuted | (np.nan_to_num(labels["weak_p"], nan=1.0) < OUTLIER_P)
 
     def _permuted_evidence(self, i: int) -> tuple[float, tuple[int, ...], int, int, float] | None:
         """Site i's evidence that its classes are renamed: (p, the best renaming's order, its wins
