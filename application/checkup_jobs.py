@@ -79,8 +79,8 @@ def check_up_run(store: RunStore, run: Run) -> Plan:
         described = describe_reference(check_reference(data))
     except FedcoreError:  # a run made elsewhere may name data this machine cannot parse; its id still says which
         described = str(data)
-    sites = [s["name"] for s in run.federation.get("sites", [])]
-    kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
+    federation = run.federation
+    sites, kind = federation.site_names, "table" if federation.is_table else "image"
     plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, spec.disclosure)
     role = ROLE_OF.get(spec.algorithm)
     if role is not None:

@@ -175,7 +175,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     shifts = [run for run in runs.get("feature_shifts", []) if run.array_rounds()]
     if shifts:
         layers = [run.load_arrays(run.array_rounds()[-1]) for run in shifts]
-        names = shifts[0].federation.get("feature_names", [])
+        names = list(shifts[0].federation.feature_names)
         stacked = {layer: np.stack([a[layer] for a in layers]) for layer in ("b_in", "w_in") if layer in layers[0]}
         ids = ", ".join(run.id for run in shifts)
         findings += model_checks.feature_shifts(stacked, sites, names, ids)
@@ -187,7 +187,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     if shared is not None:
         run, record = shared
         # a count a site withheld (None: its disclosure policy) leaves its AUC without its null: not testable
-        counts = {s["name"]: s.get("test_class_counts") or [] for s in run.federation.get("sites", [])}
+        counts = {s.name: s.test_class_counts for s in run.federation.sites}
         auc = [record.sites.get(site, {}).get("roc_auc") for site in sites]
         if all(len(counts.get(site, [])) == 2 for site in sites):  # two classes: the AUC's null is known
             findings += model_checks.shared_model_auc(auc, [counts[s][1] for s in sites], [counts[s][0] for s in sites],

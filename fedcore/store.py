@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from fedcore.data_labels import shortened
+from fedcore.original_units import Scale, feature_scales
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
 from fedcore.records import Record as AlgorithmRecord
 from fedcore.records import RECORDS, read_record
@@ -159,13 +160,14 @@ def _federation_consistent(federation: dict[str, Any]) -> list[str]:
     return problems
 
 
+SITE = Record({
+    "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
+    # a class count a site's disclosure policy withheld is null
+    "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
+})
 FEDERATION = Record({
     "name": TEXT, "description": TEXT, "source": TEXT, "synthetic": FLAG,
-    "sites": required(ListOf(Record({
-        "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
-        # a class count a site's disclosure policy withheld is null
-        "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
-    })), list),
+    "sites": required(ListOf(SITE), list),
     "feature_names": required(ListOf(TEXT), list),
     "feature_kinds": ListOf(TEXT),
     "class_names": required(ListOf(TEXT), list),
@@ -194,11 +196,6 @@ _SCORES = {
 SUMMARY = Record({**_SCORES, "detection": DETECTION})
 ROUND = Record({**_SCORES, "elapsed_s": NUMBER, "lr": NUMBER, "train_loss": MapOf(Nullable(NUMBER))})
 FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION, "summary.json": SUMMARY}
-
-
-def blank(shape: Record) -> dict[str, Any]:
-    """What a reader sees of a federation.json that cannot be read at all: the declared defaults."""
-    return shape.fit({}, "", [])
 
 
 # -- what a reader gets: each file as the typed object it holds ----------------------------------
@@ -294,6 +291,56 @@ class Scores:
     stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
+@dataclass(frozen=True)
+class SiteSizes:
+    """One site of federation.json: its name and sizes, as its data allowed them out."""
+
+    name: str = ""
+    n_train: int | None = None
+    n_test: int | None = None
+    train_class_counts: Sequence[int | None] = ()  # by class; None where the site's disclosure policy withheld it
+    test_class_counts: Sequence[int | None] = ()
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class StoredFederation:
+    """federation.json: the sites, their sizes, the features and classes, the ground truth of
+    injected shifts (no data rows). Every field is empty before the run's data are loaded."""
+
+    name: str | None = None
+    description: str = ""
+    source: str | None = None
+    synthetic: bool = False
+    sites: Sequence[SiteSizes] = ()
+    feature_names: Sequence[str] = ()
+    feature_kinds: Sequence[str] = ()
+    class_names: Sequence[str] = ()
+    input_shape: Sequence[int] = ()  # [features] for a table, [channels, height, width] for images
+    # each {'site', 'feature' (None for a label problem), 'kind', 'detail'}: what
+    # fedcore.interpret.detection.detection_report checks the marks against
+    ground_truth: Sequence[Mapping[str, Any]] = ()
+    warnings: Sequence[str] = ()
+    # the data adapters' record of how the data were prepared (fedcore.original_units reads its scales)
+    preprocessing: Mapping[str, Any] = field(default_factory=dict)
+    flower: Mapping[str, Any] | None = None  # a Flower run's server record: its SuperLink, its sites' versions
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def site_names(self) -> list[str]:
+        return [site.name for site in self.sites]
+
+    @property
+    def is_table(self) -> bool:
+        """A table's input is one row of features (a run from before input shapes were stored: a table)."""
+        return len(self.input_shape or [0]) == 1
+
+    @property
+    def scales(self) -> dict[str, dict[str, Scale]]:
+        """site -> feature -> how it was standardised (fedcore.original_units.feature_scales)."""
+        return feature_scales(self.stored)
+
+
 def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     """`cls` from a file's fitted values (the values that fit its shape; the rest take the
     class's defaults), with `derived` values the reader computed."""
@@ -302,13 +349,19 @@ def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     return cls(**{**{k: v for k, v in fitted.items() if k in names}, **derived}, stored=fitted)
 
 
-def to_json(value: Spec | Status | Scores) -> dict[str, Any]:
+def to_json(value: Spec | Status | Scores | StoredFederation) -> dict[str, Any]:
     """A typed file's JSON form (`show --json`): the file as read, with what the reader derived
-    (a state, an error, a record kind) where it differs; the algorithm's record as stored."""
+    (a state, an error, a record kind) where it differs; the algorithm's record and the sites
+    as stored."""
     derived = {f.name: getattr(value, f.name) for f in fields(value)
-               if f.name not in ("stored", "algorithm", "read_from")
+               if f.name not in ("stored", "algorithm", "read_from") and not _typed_parts(getattr(value, f.name))
                and getattr(value, f.name) != value.stored.get(f.name, _default(f))}
     return {**value.stored, **derived}
+
+
+def _typed_parts(value: Any) -> bool:
+    """Whether a field holds objects typed from the file's own parts (federation.json's sites)."""
+    return isinstance(value, tuple) and all(hasattr(part, "stored") for part in value)
 
 
 def _default(f: Any) -> Any:
@@ -317,7 +370,8 @@ def _default(f: Any) -> Any:
 
 def _check_in_step() -> None:
     """Every declared field of a file's shape is a field of its class (import-time, cheap)."""
-    for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores)):
+    for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores), (SITE, SiteSizes),
+                       (FEDERATION, StoredFederation)):
         missing = set(shape.fields) - {f.name for f in fields(cls)}
         assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
 
@@ -478,9 +532,12 @@ class Run:
         return _typed(Spec, value, record=kind, read_from=self.id)
 
     @property
-    def federation(self) -> dict[str, Any]:
+    def federation(self) -> StoredFederation:
+        """The sites and their data's shape; what federation.json lacks or holds misfit takes
+        StoredFederation's defaults (`run.require("federation.json")` first where it must be whole)."""
         value, _ = self._read("federation.json", FEDERATION, missing_ok=True)
-        return value if value is not None else blank(FEDERATION)
+        value = value or {}
+        return _typed(StoredFederation, value, sites=tuple(_typed(SiteSizes, site) for site in value.get("sites", ())))
 
     def write_federation(self, description: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "federation.json", description)

@@ -340,9 +340,9 @@ def flower_like(store: RunStore, run_id: str, profile: bool = True) -> str:
     shutil.copytree(source.path, store.root / new_id)
     run = store.get(new_id)
     atomic_write_json(run.path / "spec.json", {**to_json(run.spec), "run_id": new_id, "data": "flower:127.0.0.1:9092,sites=8"})
-    federation = run.federation
-    federation["flower"] = {"superlink": "127.0.0.1:9092", "sites": {s["name"]: {"share_local": True}
-                                                                   for s in federation["sites"]}}
+    federation = to_json(run.federation)
+    federation["flower"] = {"superlink": "127.0.0.1:9092", "sites": {name: {"share_local": True}
+                                                                   for name in run.federation.site_names}}
     atomic_write_json(run.path / "federation.json", federation)
     if not profile:
         (run.path / "profile.npz").unlink()

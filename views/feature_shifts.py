@@ -20,7 +20,6 @@ from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
 from fedcore.data_labels import data_label
 from fedcore.glossary import plain, term
-from fedcore.original_units import feature_scales
 
 require("view")
 st.title("Feature shifts (iFedAvg)")
@@ -176,8 +175,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     st.subheader("Look at the data behind a cell")
     st.caption("Click a cell of the heatmap, or pick a site and a feature.")
     federation_info = run.federation
-    sites = [s["name"] for s in federation_info["sites"]]
-    features = federation_info["feature_names"]
+    sites, features = federation_info.site_names, list(federation_info.feature_names)
     if clicked is not None and clicked != st.session_state.get("last_click") and clicked[1] in features:
         st.session_state["last_click"] = clicked
         st.session_state["dist_site"], st.session_state["dist_feature"] = clicked
@@ -188,7 +186,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     pick = st.columns(2)
     site = pick[0].selectbox("Site", sites, key="dist_site")
     feature = pick[1].selectbox("Feature", features, key="dist_feature")
-    if run.federation.get("flower"):
+    if federation_info.flower:
         st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
                 "Each site can look at its own values of this feature.")
         return
@@ -205,7 +203,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
         st.info(f"The data of this run are not available on this machine ({md(error)}).")
         return
     j = features.index(feature)
-    scales = feature_scales(federation_info)
+    scales = federation_info.scales
     translated = all(feature in scales.get(s.name, {}) for s in federation.sites)
     rows = []
     for s in federation.sites:

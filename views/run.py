@@ -71,7 +71,7 @@ def details() -> None:
                         width="stretch", key="alpha")
         download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
                      "Download every round's α per site (CSV)")
-    warnings = run.federation.get("warnings") or []
+    warnings = run.federation.warnings
     for warning in warnings:
         st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):

@@ -167,8 +167,7 @@ def run_colors(runs: list[Run]) -> dict[str, str]:
 
 def site_names(run: Run) -> list[str]:
     """The run's sites in federation order; none before its data are loaded (a queued run)."""
-    sites = run.federation.get("sites")
-    return [str(s.get("name")) for s in sites if isinstance(s, dict)] if isinstance(sites, list) else []
+    return run.federation.site_names
 
 
 def identity_editor(run: Run, key: str) -> None:
