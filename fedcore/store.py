@@ -125,6 +125,27 @@ def read_json(path: Path, default: Any = None, shape: Shape = ANY) -> Any:
 METRIC_VALUES = MapOf(Nullable(NUMBER))  # metric -> value (null where undefined)
 SITE_METRICS = MapOf(METRIC_VALUES)  # site -> metrics
 
+FLOWER_SOURCE = "flower"
+# A Flower federation's data reference, as resolved when its run was made (every key written)
+FLOWER_REFERENCE = Record({
+    "source": required(OneOf([FLOWER_SOURCE])), "superlink": required(TEXT), "sites": required(WHOLE),
+    "wait_s": required(NUMBER), "round_timeout_s": required(NUMBER),
+    "server_data": required(Nullable(Either(TEXT, MapOf(ANY)))),
+})
+
+
+def _is_flower(data: Any) -> bool:
+    return isinstance(data, Mapping) and data.get("source") == FLOWER_SOURCE
+
+
+def _spec_consistent(spec: dict[str, Any]) -> list[str]:
+    """A Flower reference has every key its server reads (other references are the data adapters')."""
+    problems: list[str] = []
+    if _is_flower(spec.get("data")):
+        FLOWER_REFERENCE.fit(spec["data"], "data", problems)
+    return problems
+
+
 SPEC = Record({
     "algorithm": required(TEXT),
     "data": required(Either(TEXT, MapOf(ANY))),
@@ -132,7 +153,7 @@ SPEC = Record({
     "config": required(Record({"rounds": required(WHOLE), "seed": required(WHOLE)})),
     "disclosure": Nullable(MapOf(ANY)), "record": TEXT,
     "version": TEXT, "run_id": TEXT, "created": TEXT,
-})
+}, check=_spec_consistent)
 
 # Never 0 or negative: os.kill would signal a whole process group, or every process.
 PROCESS_ID = Scalar("a process id (a whole number above 0)", lambda v: WHOLE.test(v) and v > 0)
@@ -206,6 +227,23 @@ Metrics = Mapping[str, float | None]  # metric name (fedcore.metric_names) -> va
 
 
 @dataclass(frozen=True)
+class FlowerReference:
+    """The data of a run over a Flower federation (`flower:HOST:PORT,sites=N`): where its sites
+    are reached, and how long the server waits for them. `data_adapters.flower_reference` builds
+    and checks it; a spec stores `to_json()` and `Spec.flower` reads it back."""
+
+    source: str = field(default=FLOWER_SOURCE, init=False)
+    superlink: str  # HOST:PORT of the SuperLink
+    sites: int = 2  # how many SuperNodes the run waits for
+    wait_s: float = 120.0  # how long it waits for them (and for each to describe its data)
+    round_timeout_s: float = 600.0  # how long a round waits for every site's reply
+    server_data: str | Mapping[str, Any] | None = None  # the server's own data (a data reference)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class Spec:
     """spec.json: what was asked."""
 
@@ -228,6 +266,19 @@ class Spec:
     @property
     def seed(self) -> int | None:
         return self.config.get("seed")
+
+    @property
+    def flower(self) -> FlowerReference:
+        """The Flower federation the run trains over; RunDamaged naming the run, the file and the
+        key when its data are no Flower reference or the stored one lacks a key."""
+        problems: list[str] = []
+        if not _is_flower(self.data):
+            problems.append("'data' is no Flower reference")
+        else:
+            FLOWER_REFERENCE.fit(self.data, "data", problems)
+        if problems:
+            raise RunDamaged([Damage("spec.json", "; ".join(problems))], run=self.read_from or None)
+        return FlowerReference(**{f.name: self.data[f.name] for f in fields(FlowerReference) if f.init})
 
     def param(self, name: str) -> Any:
         """The hyperparameter `name`; RunDamaged naming the run, the file and the key when the
@@ -371,7 +422,7 @@ def _default(f: Any) -> Any:
 def _check_in_step() -> None:
     """Every declared field of a file's shape is a field of its class (import-time, cheap)."""
     for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores), (SITE, SiteSizes),
-                       (FEDERATION, StoredFederation)):
+                       (FEDERATION, StoredFederation), (FLOWER_REFERENCE, FlowerReference)):
         missing = set(shape.fields) - {f.name for f in fields(cls)}
         assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
 

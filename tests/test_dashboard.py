@@ -267,8 +267,7 @@ def test_train_page_launches_a_flower_federation_run_as_a_job(app):
     at.button[0].click().run()
     assert not at.exception
     (run,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert run.spec.data["source"] == "flower" and run.spec.data["superlink"] == "127.0.0.1:9"
-    assert run.spec.data["sites"] == 3 and run.spec.rounds == 2
+    assert run.spec.flower.superlink == "127.0.0.1:9" and run.spec.flower.sites == 3 and run.spec.rounds == 2
     assert "Started 1 run(s)" in texts(at)
 
 

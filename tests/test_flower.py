@@ -247,7 +247,11 @@ def test_flower_runs_that_cannot_work_are_refused_before_they_start(raw, message
 def test_a_flower_reference_in_text_and_object_form():
     text = flower_reference("flower:10.0.0.5:9093,sites=8,wait_s=30")
     assert text == flower_reference({"source": "flower", "superlink": "10.0.0.5:9093", "sites": 8, "wait_s": 30})
-    assert text["sites"] == 8 and text["wait_s"] == 30.0 and text["server_data"] is None
+    assert (text.superlink, text.sites, text.wait_s, text.round_timeout_s, text.server_data) == \
+        ("10.0.0.5:9093", 8, 30.0, 600.0, None)
+    # the object form a spec stores: every key, the source first
+    assert text.to_json() == {"source": "flower", "superlink": "10.0.0.5:9093", "sites": 8, "wait_s": 30.0,
+                              "round_timeout_s": 600.0, "server_data": None}
 
 
 # -- the real deployment: a SuperLink and three SuperNodes, each its own process ----------------------
