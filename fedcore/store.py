@@ -392,6 +392,18 @@ class StoredFederation:
         return feature_scales(self.stored)
 
 
+@dataclass(frozen=True)
+class Identity:
+    """identity.json: what people call the run (editable)."""
+
+    number: int | None = None  # its place in the store's sequence; None for runs from before identities
+    name: str | None = None  # a name a person gave it; None: none yet (pages call it by algorithm and number)
+    tags: Sequence[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "name": self.name, "tags": list(self.tags)}
+
+
 def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     """`cls` from a file's fitted values (the values that fit its shape; the rest take the
     class's defaults), with `derived` values the reader computed."""
@@ -790,36 +802,36 @@ class Run:
 
     # -- identity: what people call the run --------------------------------------------------
     @property
-    def identity(self) -> dict[str, Any]:
-        """{'number': its place in the store's sequence (None for runs from before identities),
-        'name': a name a person gave it (None: none yet), 'tags': [...]}, whatever the file holds."""
+    def identity(self) -> Identity:
+        """What identity.json holds of the run's number, name and tags; what it lacks, or holds
+        of another kind, reads as Identity's defaults (a tag of another kind is left out)."""
         path = self.path / "identity.json"
         # damaged, or larger than set_identity ever writes (a 5 MB name made every page take a
         # minute): its place, without a name; a name or tag longer than it may be is cut
         stored = read_json(path, {}) if _size(path) <= IDENTITY_MAX_BYTES else {}
         stored = stored if isinstance(stored, dict) else {}
         number, name, tags = stored.get("number"), stored.get("name"), stored.get("tags")
-        return {
-            "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
-            "name": shortened(name, NAME_LENGTH) if isinstance(name, str) and name.strip() else None,
-            "tags": [shortened(t, TAG_LENGTH) for t in tags[:MAX_TAGS] if isinstance(t, str)]
+        return Identity(
+            number=number if isinstance(number, int) and not isinstance(number, bool) else None,
+            name=shortened(name, NAME_LENGTH) if isinstance(name, str) and name.strip() else None,
+            tags=[shortened(t, TAG_LENGTH) for t in tags[:MAX_TAGS] if isinstance(t, str)]
             if isinstance(tags, list) else [],
-        }
+        )
 
-    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> dict[str, Any]:
+    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> Identity:
         """Rename and / or retag the run (None leaves that part as it is; an empty name removes
         the name). Names and tags are single lines, trimmed; tags are kept once each, in order.
         Raises SpecError for a name or tag too long, or too many tags."""
         identity = self.identity
         if name is not None:
-            identity["name"] = _one_line(name, NAME_LENGTH, "A run's name") or None
+            identity = replace(identity, name=_one_line(name, NAME_LENGTH, "A run's name") or None)
         if tags is not None:
             cleaned = [_one_line(tag, TAG_LENGTH, "A tag") for tag in tags]
             cleaned = list(dict.fromkeys(tag for tag in cleaned if tag))
             if len(cleaned) > MAX_TAGS:
                 raise SpecError(f"A run takes at most {MAX_TAGS} tags, not {len(cleaned)}.")
-            identity["tags"] = cleaned
-        atomic_write_json(self.path / "identity.json", identity)
+            identity = replace(identity, tags=cleaned)
+        atomic_write_json(self.path / "identity.json", identity.to_json())
         return identity
 
 
@@ -850,7 +862,7 @@ class RunStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             _remove_stale_staging(self.root)
-            numbers = [r.identity["number"] for r in self.runs()]
+            numbers = [r.identity.number for r in self.runs()]
             number = max([n for n in numbers if n is not None], default=len(numbers)) + 1
             for _ in range(ID_ATTEMPTS):
                 run_id = new_run_id(spec.get("algorithm"))
@@ -859,7 +871,7 @@ class RunStore:
                 staging = Run(Path(tempfile.mkdtemp(dir=self.root, prefix=".new-")))
                 try:
                     staging.update_status(state="queued", round=0)
-                    atomic_write_json(staging.path / "identity.json", {"number": number, "name": None, "tags": []})
+                    atomic_write_json(staging.path / "identity.json", Identity(number).to_json())
                     if name is not None or tags:
                         staging.set_identity(name, list(tags))
                     atomic_write_json(staging.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})

@@ -143,7 +143,7 @@ def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
     at.button(key=f"{key}-save").click().run()
     assert not at.exception, at.exception
     run = store.get(ids["fedavg"])
-    assert run.identity["name"] == "**Baseline** [x](y)" and run.identity["tags"] == ["pilot", "sweep"]
+    assert run.identity.name == "**Baseline** [x](y)" and run.identity.tags == ["pilot", "sweep"]
     table = at.dataframe[0].value.set_index("run id")
     assert table.loc[run.id, "name"] == "**Baseline** [x](y)" and table.loc[run.id, "tags"] == "pilot, sweep"
     # the name as typed, not as Markdown: every character that could format it escaped
@@ -151,7 +151,7 @@ def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
     assert "**Baseline** [x](y)" in texts(at)
     at.button(key="rerun").click().run()
     (again,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert again.identity["name"] == "**Baseline** [x](y) (re-run)" and again.identity["tags"] == ["pilot", "sweep"]
+    assert again.identity.name == "**Baseline** [x](y) (re-run)" and again.identity.tags == ["pilot", "sweep"]
     run.set_identity(name="", tags=[])
 
 

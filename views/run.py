@@ -25,7 +25,7 @@ run = pick_run_or_explain(None, TRAIN, "Train something")
 
 
 st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.data)}"
-              + (f" · tags: {', '.join(run.identity['tags'])}" if run.identity["tags"] else "")))
+              + (f" · tags: {', '.join(run.identity.tags)}" if run.identity.tags else "")))
 if allowed("train"):  # a name and tags change the store: who may train may name
     with st.expander("Name and tags"):
         identity_editor(run, key=f"details-identity-{run.id}")

@@ -112,12 +112,12 @@ def run_name(run: Run) -> str:
     """What a run is called: the name a person gave it, else its algorithm and its number in the
     store ('ifedavg #7'); runs from before numbers by their algorithm and start time."""
     identity = run.identity
-    if identity["name"]:
-        return identity["name"]
+    if identity.name:
+        return identity.name
     spec = run.spec
     algorithm = spec.algorithm or "run"
-    if identity["number"] is not None:
-        return f"{algorithm} #{identity['number']}"
+    if identity.number is not None:
+        return f"{algorithm} #{identity.number}"
     return f"{algorithm} {str(spec.created or run.id)[:16].replace('T', ' ')}"
 
 
@@ -145,8 +145,8 @@ def run_label(run: Run) -> str:
     """A run in pickers: its name, what trained (when the name does not say it), its data and seed."""
     spec, identity = run.spec, run.identity
     detail = algorithm_detail(spec)
-    if identity["name"]:
-        head = f"{identity['name']} · {detail}"
+    if identity.name:
+        head = f"{identity.name} · {detail}"
     else:  # 'ifedavg #7 (local f_out)'
         head = run_name(run) + detail[len(spec.algorithm):]
     return f"{head} · {data_label(spec.data)} · seed {spec.seed}"
@@ -159,7 +159,7 @@ def distinct_names(runs: list[Run]) -> list[str]:
 
 
 def _number_or_id(run: Run) -> str:
-    number = run.identity["number"]
+    number = run.identity.number
     return f"#{number}" if number is not None else run.id
 
 

@@ -54,7 +54,7 @@ def html_report(run: Run, rows: bool = False) -> str:
     """The run as one offline HTML file; `rows`: its reader may see a site's rows (inDISCO's site
     images), otherwise they are left out."""
     spec, status, federation = run.spec, run.status, run.federation
-    tags = run.identity["tags"]
+    tags = run.identity.tags
     sections = [
         f"<h1>{html.escape(run_name(run))}</h1>",
         f"<p>{html.escape(algorithm_detail(spec))} on {html.escape(data_label(spec.data))} · "

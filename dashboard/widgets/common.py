@@ -162,7 +162,7 @@ def site_colors_of(run: Run) -> dict[str, str]:
 
 def run_colors(runs: list[Run]) -> dict[str, str]:
     """Run id -> the run's colour, the same on every chart that draws these runs."""
-    return figures.run_colors({run.id: run.identity["number"] for run in runs})
+    return figures.run_colors({run.id: run.identity.number for run in runs})
 
 
 def site_names(run: Run) -> list[str]:
@@ -173,13 +173,13 @@ def site_names(run: Run) -> list[str]:
 def identity_editor(run: Run, key: str) -> None:
     """Name and tags of a run, editable; stored with the run (identity.json)."""
     identity = run.identity
-    name = st.text_input("Name", value=identity["name"] or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
+    name = st.text_input("Name", value=identity.name or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
                          key=f"{key}-name", help="Empty: the run is called by its algorithm and number.")
-    known = sorted({tag for other in get_store().runs() for tag in other.identity["tags"]} | set(identity["tags"]))
+    known = sorted({tag for other in get_store().runs() for tag in other.identity.tags} | set(identity.tags))
     # Save beside the tags, not below them: the list of tags stays open while one types tags, and
     # covered a button below it.
     tags_column, save_column = st.columns([3, 1], vertical_alignment="bottom")
-    tags = tags_column.multiselect("Tags", known, default=identity["tags"], accept_new_options=True,
+    tags = tags_column.multiselect("Tags", known, default=identity.tags, accept_new_options=True,
                                    max_selections=MAX_TAGS, key=f"{key}-tags",
                                    help="Type a new tag and press Enter, or pick one other runs have.")
     if save_column.button("Save", key=f"{key}-save", width="stretch", help="Save the name and the tags"):
