@@ -226,6 +226,9 @@ FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION
 Metrics = Mapping[str, float | None]  # metric name (fedcore.metric_names) -> value, None where undefined
 
 
+_NOT_GIVEN = object()
+
+
 @dataclass(frozen=True)
 class FlowerReference:
     """The data of a run over a Flower federation (`flower:HOST:PORT,sites=N`): where its sites
@@ -280,12 +283,16 @@ class Spec:
             raise RunDamaged([Damage("spec.json", "; ".join(problems))], run=self.read_from or None)
         return FlowerReference(**{f.name: self.data[f.name] for f in fields(FlowerReference) if f.init})
 
-    def param(self, name: str) -> Any:
-        """The hyperparameter `name`; RunDamaged naming the run, the file and the key when the
-        spec lacks it (a page asks for the parameters its algorithm always writes)."""
-        if name not in self.params:
-            raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
-        return self.params[name]
+    def param(self, name: str, earlier: Any = _NOT_GIVEN) -> Any:
+        """The hyperparameter `name` (a name its algorithm declares: tests/test_store_types.py
+        checks every name a page asks for); RunDamaged naming the run, the file and the key when
+        the spec lacks it, unless `earlier` says what runs written without it ran with (an older
+        version, or an algorithm without that switch)."""
+        if name in self.params:
+            return self.params[name]
+        if earlier is not _NOT_GIVEN:
+            return earlier
+        raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
 
 
 # Runs stored before their spec named the kind of their record (fedcore before 2026-11-23).

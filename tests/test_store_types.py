@@ -196,6 +196,34 @@ def test_a_spec_whose_data_are_elsewhere_has_no_flower_reference(copied):
         store.get(ids["ifedavg"]).spec.flower
 
 
+def parameters_pages_read() -> dict[str, set[str]]:
+    """Every parameter name a page or presenter asks a spec for (`spec.param("name")`, and the
+    run label's switches), by the file that asks."""
+    import ast
+
+    from dashboard.presenters.record_tables import SWITCHES
+
+    asked = {"dashboard/presenters/record_tables.py": set(SWITCHES)}
+    for path in [*ROOT.glob("views/*.py"), *ROOT.glob("dashboard/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "param"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                asked.setdefault(str(path.relative_to(ROOT)), set()).add(node.args[0].value)
+    return asked
+
+
+def test_every_parameter_a_page_reads_is_one_an_algorithm_declares():
+    """A parameter renamed in its algorithm's declaration fails here, naming the page that still
+    asks for the old name (the pages read stored specs without loading the algorithms)."""
+    from fedcore.algorithms import REGISTRY
+
+    declared = {f.name for algorithm in REGISTRY.values() for f in fields(algorithm.Params)}
+    asked = parameters_pages_read()
+    assert {"lam", "variant", "weight_rule", "local_f_out", "box_percentile"} <= set().union(*asked.values())
+    unknown = {page: sorted(names - declared) for page, names in asked.items() if names - declared}
+    assert not unknown, f"pages ask for parameters no algorithm declares: {unknown}"
+
+
 # -- runs written by earlier versions ------------------------------------------------------------
 def an_earlier_run(store: RunStore, algorithm: str) -> Run:
     """A finished run as fedcore wrote it before specs named their record kind and statuses and

@@ -36,7 +36,7 @@ with st.expander("Which layer shows which kind of problem"):
     st.markdown(LAYER_GUIDE)
 run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click demo on the Runs page")
 
-if run.spec.params.get("local_f_out") is False:  # an iFedAvg switch (older runs: local, the default)
+if not run.spec.param("local_f_out", earlier=True):  # runs from before the switch: local, the default
     st.warning("This run shares its output layer (f_out, the authors' setting), so it has no output layers of its "
                "sites: problems with a site's labels cannot show, and push the site's input layers instead — its "
                f"features may be marked although they are fine. The default is an {term('local f_out')}.")

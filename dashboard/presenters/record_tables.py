@@ -121,18 +121,19 @@ def run_name(run: Run) -> str:
     return f"{algorithm} {str(spec.created or run.id)[:16].replace('T', ' ')}"
 
 
+# The switches that change what a lens shows, by the parameter that holds each (some algorithms'
+# only: iFedAvg's, FedHealth2's, AdaFed's), and how a run's label words its value (None: not at all)
+SWITCHES: dict[str, Callable[[Any], str | None]] = {
+    "local_f_out": lambda local: "local f_out" if local else None,
+    "variant": lambda variant: None if variant == "pretrained" else f"{variant}-variant",
+    "weight_rule": str,
+}
+
+
 def algorithm_detail(spec: Spec) -> str:
-    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'.
-    (The switches are some algorithms' parameters: each is looked up, by name, only where present.)"""
-    params = spec.params
-    flags = []
-    if params.get("local_f_out"):
-        flags.append("local f_out")
-    if "variant" in params and params["variant"] != "pretrained":
-        flags.append(f"{params['variant']}-variant")
-    if "weight_rule" in params:
-        flags.append(str(params["weight_rule"]))
-    return f"{spec.algorithm}" + (f" ({', '.join(flags)})" if flags else "")
+    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'."""
+    flags = [word(value) for name, word in SWITCHES.items() if (value := spec.param(name, earlier=None)) is not None]
+    return f"{spec.algorithm}" + (f" ({', '.join(flag for flag in flags if flag)})" if any(flags) else "")
 
 
 def settings_json(spec: Spec) -> str:
