@@ -52,8 +52,8 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int =
     """Train the runs that feed `plan`'s model lenses (`runs_of`), as jobs or, `in_process`, here one
     after another (`progress` told of each); a check-up of the data lens alone gets them later.
     Every run releases its sites' statistics at the check-up's disclosure policy."""
-    reference = plan.contents.get("data")
-    for role, specs in runs_of(plan.kind, reference, replicates, rounds, plan.contents.get("disclosure")).items():
+    contents = plan.contents
+    for role, specs in runs_of(plan.kind, contents.data, replicates, rounds, contents.disclosure).items():
         specs = [resolve_spec(spec) for spec in specs]
         if in_process:
             runs = [store.create(spec) for spec in specs]

@@ -54,7 +54,7 @@ def _evaluated(path: str, fingerprint: str) -> CheckUp:
 def checkup_result(plan: Plan) -> CheckUp:
     """A check-up's result, computed again only when its plan or one of its runs' states changes."""
     runs = plan.runs(get_store())
-    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.state) for r in found]
+    fingerprint = json.dumps([plan.contents.to_json(), {role: [(r.id, r.status.state) for r in found]
                                               for role, found in runs.items()}], sort_keys=True, default=str)
     return _evaluated(str(plan.path), fingerprint)
 
