@@ -98,7 +98,7 @@ def build_checkups(store: RunStore, ids: dict[tuple[str, str], str]) -> dict[tup
     """Check-ups fed by the runs of `build`, state by state; returns (kind, state) -> check-up id."""
     table_run = store.get(ids["feature_shifts", "interrupted"])  # trained a round: it stored its profile
     profile = Profile.from_npz(table_run.load_profile_arrays())
-    image_sites = [s["name"] for s in store.get(ids["prototypes", "interrupted"]).federation.sites]
+    image_sites = store.get(ids["prototypes", "interrupted"]).federation.site_names
     plans = {}
     for state in STATES:
         table = create_plan(store, table_run.spec.data, f"table data, runs {state}", profile, profile.sites)
