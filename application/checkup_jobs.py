@@ -52,8 +52,8 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int =
     """Train the runs that feed `plan`'s model lenses (`runs_of`), as jobs or, `in_process`, here one
     after another (`progress` told of each); a check-up of the data lens alone gets them later.
     Every run releases its sites' statistics at the check-up's disclosure policy."""
-    reference = plan.contents.get("data")
-    for role, specs in runs_of(plan.kind, reference, replicates, rounds, plan.contents.get("disclosure")).items():
+    contents = plan.contents
+    for role, specs in runs_of(plan.kind, contents.data, replicates, rounds, contents.disclosure).items():
         specs = [resolve_spec(spec) for spec in specs]
         if in_process:
             runs = [store.create(spec) for spec in specs]
@@ -79,8 +79,8 @@ def check_up_run(store: RunStore, run: Run) -> Plan:
         described = describe_reference(check_reference(data))
     except FedcoreError:  # a run made elsewhere may name data this machine cannot parse; its id still says which
         described = str(data)
-    sites = [s["name"] for s in run.federation.get("sites", [])]
-    kind = "table" if len(run.federation.get("input_shape") or [0]) == 1 else "image"
+    federation = run.federation
+    sites, kind = federation.site_names, "table" if federation.is_table else "image"
     plan = create_plan(store, data, f"{described} (run {run.id})", profile, sites, kind, spec.disclosure)
     role = ROLE_OF.get(spec.algorithm)
     if role is not None:

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fedcore.federation import Federation
-from data_adapters.references.flower_reference import DEFAULTS, SOURCE
-from fedcore.store import Run, RunStore
+from fedcore.store import FlowerReference, Run, RunStore
 
 
 def run_flower_simulation(
@@ -28,8 +27,7 @@ def run_flower_simulation(
     from application.runner import resolve_spec
 
     spec = resolve_spec({"algorithm": algorithm, "params": params or {}, "config": config or {}})
-    spec["data"] = {**DEFAULTS, "source": SOURCE, "superlink": "Flower simulation engine",
-                    "sites": len(federation.sites)}
+    spec["data"] = FlowerReference("Flower simulation engine", sites=len(federation.sites)).to_json()
     run = RunStore(store).create(spec)
     run.mark_started(spec["config"]["rounds"])
     seed = spec["config"]["seed"]

@@ -55,9 +55,9 @@ def rerun(store: RunStore, run: Run) -> Run:
 
     run.require("spec.json")
     identity = run.identity
-    name = f"{identity['name']} (re-run)"[:NAME_LENGTH] if identity["name"] else None
+    name = f"{identity.name} (re-run)"[:NAME_LENGTH] if identity.name else None
     spec = run.spec  # sound (required above): every key a spec is made from, as stored
-    return submit(store, {key: getattr(spec, key) for key in SPEC_KEYS}, name, identity["tags"])
+    return submit(store, {key: getattr(spec, key) for key in SPEC_KEYS}, name, identity.tags)
 
 
 def pump(store: RunStore) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields
 from typing import Any
 
-from data_adapters import check_reference, is_flower_reference, load_federation
+from data_adapters import check_reference, flower_reference, is_flower_reference, load_federation
 from fedcore.algorithms import REGISTRY, build_algorithm, get_algorithm, params_from_dict
 from fedcore.algorithms.base import Algorithm
 from fedcore.config import TrainConfig
@@ -72,7 +72,7 @@ def resolve_spec(raw: Mapping[str, Any]) -> dict[str, Any]:
     data = check_reference(raw.get("data") or "demo")
     disclosure = Policy.from_settings(raw.get("disclosure")).to_dict()
     if is_flower_reference(data):
-        check_flower_run(algorithm(params), data)
+        check_flower_run(algorithm(params), flower_reference(data))
         disclosure = None
     return {
         "algorithm": algorithm.name,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +137,9 @@ def check_reference(ref: Reference) -> str | dict:
     checked, and the server's own data like any reference."""
     if is_flower_reference(ref):
         resolved = flower_reference(ref)
-        if resolved["server_data"]:
-            resolved["server_data"] = check_reference(resolved["server_data"])
-        return resolved
+        if resolved.server_data:
+            resolved = replace(resolved, server_data=check_reference(resolved.server_data))
+        return resolved.to_json()
     normalized = normalize_reference(ref)
     source, options = parse_reference(normalized)
     if source.kind == "table":

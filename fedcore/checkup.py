@@ -28,7 +28,7 @@ import io
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ from fedcore.interpret.findings import FDR, LENSES, Finding, decide
 from fedcore.interpret.profile import Profile
 from fedcore.errors import RunNotFound
 from fedcore.records import Prototypes, SiteWeights
-from fedcore.store import Run, RunStore, Scores, atomic_write_bytes, atomic_write_json, now_iso, read_json
+from fedcore.shapes import ANY, TEXT, ListOf, MapOf, Nullable, OneOf, Record
+from fedcore.shapes import read_json as read_json_shaped
+from fedcore.store import Run, RunStore, Scores, atomic_write_bytes, atomic_write_json, now_iso
 
 ROLES = ("feature_shifts", "shared_model", "contribution", "similarity", "prototypes")
 # The lenses (columns of the check-up) each role's runs feed.
@@ -175,7 +177,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     shifts = [run for run in runs.get("feature_shifts", []) if run.array_rounds()]
     if shifts:
         layers = [run.load_arrays(run.array_rounds()[-1]) for run in shifts]
-        names = shifts[0].federation.get("feature_names", [])
+        names = list(shifts[0].federation.feature_names)
         stacked = {layer: np.stack([a[layer] for a in layers]) for layer in ("b_in", "w_in") if layer in layers[0]}
         ids = ", ".join(run.id for run in shifts)
         findings += model_checks.feature_shifts(stacked, sites, names, ids)
@@ -187,7 +189,7 @@ def check_up(profile: Profile | None, runs: Mapping[str, Sequence[Run]], sites: 
     if shared is not None:
         run, record = shared
         # a count a site withheld (None: its disclosure policy) leaves its AUC without its null: not testable
-        counts = {s["name"]: s.get("test_class_counts") or [] for s in run.federation.get("sites", [])}
+        counts = {s.name: s.test_class_counts for s in run.federation.sites}
         auc = [record.sites.get(site, {}).get("roc_auc") for site in sites]
         if all(len(counts.get(site, [])) == 2 for site in sites):  # two classes: the AUC's null is known
             findings += model_checks.shared_model_auc(auc, [counts[s][1] for s in sites], [counts[s][0] for s in sites],
@@ -225,6 +227,30 @@ def _last_record(runs: Sequence[Run]) -> tuple[Run, Scores] | None:
 
 
 # -- check-ups in the store ---------------------------------------------------------------------
+KINDS = ("table", "image")
+PLAN = Record({
+    "data": ANY, "label": TEXT, "sites": ListOf(TEXT), "created": TEXT, "kind": OneOf(KINDS),
+    "disclosure": Nullable(MapOf(ANY)), "runs": MapOf(ListOf(TEXT)),
+})
+
+
+@dataclass(frozen=True)
+class PlanContents:
+    """plan.json: what a check-up checks and which runs feed it. A field the file lacks, or holds
+    of another shape, reads as its default here."""
+
+    data: Any = None  # the data reference it checks
+    label: str = ""  # what the page calls it
+    sites: Sequence[str] | None = None  # the sites, in the federation's order (None: from its runs)
+    created: str | None = None
+    kind: str | None = None  # 'table' or 'image'; None in check-ups made before it was recorded
+    disclosure: Mapping[str, Any] | None = None  # the policy its runs release their statistics at
+    runs: Mapping[str, Sequence[str]] = field(default_factory=dict)  # role -> run ids
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 @dataclass
 class Plan:
     """A check-up's folder: what it checks and which runs feed it."""
@@ -236,9 +262,10 @@ class Plan:
         return self.path.name
 
     @property
-    def contents(self) -> dict[str, Any]:
-        value = read_json(self.path / "plan.json", {})
-        return value if isinstance(value, dict) else {}
+    def contents(self) -> PlanContents:
+        value, _ = read_json_shaped(self.path / "plan.json", PLAN, "plan.json")
+        names = {f.name for f in fields(PlanContents)}
+        return PlanContents(**{k: v for k, v in (value or {}).items() if k in names})
 
     @property
     def profile(self) -> Profile | None:
@@ -251,16 +278,16 @@ class Plan:
     @property
     def kind(self) -> str:
         """'table' or 'image' (check-ups made before it was recorded: a table when they have a profile)."""
-        kind = self.contents.get("kind")
-        return kind if kind in ("table", "image") else ("table" if (self.path / "profile.npz").is_file() else "image")
+        kind = self.contents.kind
+        return kind if kind in KINDS else ("table" if (self.path / "profile.npz").is_file() else "image")
 
     def runs(self, store: RunStore) -> dict[str, list[Run]]:
         """Its runs by role (those still in the store)."""
         found: dict[str, list[Run]] = {}
-        for role, ids in (self.contents.get("runs") or {}).items():
-            for run_id in ids if isinstance(ids, list) else []:
+        for role, ids in self.contents.runs.items():
+            for run_id in ids:
                 try:
-                    found.setdefault(role, []).append(store.get(str(run_id)))
+                    found.setdefault(role, []).append(store.get(run_id))
                 except RunNotFound:
                     continue
         return found
@@ -269,11 +296,11 @@ class Plan:
         contents = self.contents
         runs = self.runs(store)
         finished = {role: [r for r in found if r.status.state == "done"] for role, found in runs.items()}
-        result = check_up(self.profile, finished, contents.get("sites"))
+        result = check_up(self.profile, finished, contents.sites)
         # a failed or cancelled run is not pending: its lens stays unchecked (the page says why)
         result.pending = sorted(role for role, found in runs.items()
                                 if any(r.status.state in ACTIVE for r in found))
-        result.data, result.label = contents.get("data"), contents.get("label", "")
+        result.data, result.label = contents.data, contents.label
         return result
 
 
@@ -294,16 +321,15 @@ def create_plan(store: RunStore, data: Any, label: str, profile: Profile | None,
             continue
     if profile is not None:
         atomic_write_bytes(path / "profile.npz", profile.to_npz())
-    atomic_write_json(path / "plan.json", {"data": data, "label": label, "sites": list(sites), "created": now_iso(),
-                                           "kind": kind, "disclosure": dict(disclosure) if disclosure else None,
-                                           "runs": {}})
+    atomic_write_json(path / "plan.json", PlanContents(data, label, list(sites), now_iso(), kind,
+                                                       dict(disclosure) if disclosure else None).to_json())
     return Plan(path)
 
 
 def add_runs(plan: Plan, role: str, run_ids: Sequence[str]) -> None:
     contents = plan.contents
-    contents.setdefault("runs", {}).setdefault(role, []).extend(run_ids)
-    atomic_write_json(plan.path / "plan.json", contents)
+    runs = {**contents.runs, role: [*contents.runs.get(role, []), *run_ids]}
+    atomic_write_json(plan.path / "plan.json", replace(contents, runs=runs).to_json())
 
 
 def plans(store: RunStore) -> list[Plan]:

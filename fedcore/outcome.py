@@ -19,13 +19,11 @@ def summarize(run: Run, last: Mapping[str, Any]) -> dict[str, Any]:
     summary = {key: last[key] for key in ("round", "sites", "mean", "worst", "worst_site", "algorithm")}
     federation = run.federation
     rounds = run.array_rounds()
-    if federation.get("ground_truth") and rounds:
+    if federation.ground_truth and rounds:
         arrays = run.load_arrays(rounds[-1])
         if "b_in_O" in arrays:
-            summary["detection"] = detection_report(
-                federation["ground_truth"], [s["name"] for s in federation["sites"]],
-                federation["feature_names"], arrays,
-            )
+            summary["detection"] = detection_report(federation.ground_truth, federation.site_names,
+                                                    federation.feature_names, arrays)
     return summary
 
 

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from fedcore.data_labels import shortened
+from fedcore.original_units import Scale, feature_scales
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
 from fedcore.records import Record as AlgorithmRecord
 from fedcore.records import RECORDS, read_record
@@ -124,6 +125,27 @@ def read_json(path: Path, default: Any = None, shape: Shape = ANY) -> Any:
 METRIC_VALUES = MapOf(Nullable(NUMBER))  # metric -> value (null where undefined)
 SITE_METRICS = MapOf(METRIC_VALUES)  # site -> metrics
 
+FLOWER_SOURCE = "flower"
+# A Flower federation's data reference, as resolved when its run was made (every key written)
+FLOWER_REFERENCE = Record({
+    "source": required(OneOf([FLOWER_SOURCE])), "superlink": required(TEXT), "sites": required(WHOLE),
+    "wait_s": required(NUMBER), "round_timeout_s": required(NUMBER),
+    "server_data": required(Nullable(Either(TEXT, MapOf(ANY)))),
+})
+
+
+def _is_flower(data: Any) -> bool:
+    return isinstance(data, Mapping) and data.get("source") == FLOWER_SOURCE
+
+
+def _spec_consistent(spec: dict[str, Any]) -> list[str]:
+    """A Flower reference has every key its server reads (other references are the data adapters')."""
+    problems: list[str] = []
+    if _is_flower(spec.get("data")):
+        FLOWER_REFERENCE.fit(spec["data"], "data", problems)
+    return problems
+
+
 SPEC = Record({
     "algorithm": required(TEXT),
     "data": required(Either(TEXT, MapOf(ANY))),
@@ -131,7 +153,7 @@ SPEC = Record({
     "config": required(Record({"rounds": required(WHOLE), "seed": required(WHOLE)})),
     "disclosure": Nullable(MapOf(ANY)), "record": TEXT,
     "version": TEXT, "run_id": TEXT, "created": TEXT,
-})
+}, check=_spec_consistent)
 
 # Never 0 or negative: os.kill would signal a whole process group, or every process.
 PROCESS_ID = Scalar("a process id (a whole number above 0)", lambda v: WHOLE.test(v) and v > 0)
@@ -159,13 +181,14 @@ def _federation_consistent(federation: dict[str, Any]) -> list[str]:
     return problems
 
 
+SITE = Record({
+    "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
+    # a class count a site's disclosure policy withheld is null
+    "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
+})
 FEDERATION = Record({
     "name": TEXT, "description": TEXT, "source": TEXT, "synthetic": FLAG,
-    "sites": required(ListOf(Record({
-        "name": required(TEXT), "n_train": WHOLE, "n_test": WHOLE,
-        # a class count a site's disclosure policy withheld is null
-        "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
-    })), list),
+    "sites": required(ListOf(SITE), list),
     "feature_names": required(ListOf(TEXT), list),
     "feature_kinds": ListOf(TEXT),
     "class_names": required(ListOf(TEXT), list),
@@ -196,16 +219,31 @@ ROUND = Record({**_SCORES, "elapsed_s": NUMBER, "lr": NUMBER, "train_loss": MapO
 FILES = {"spec.json": SPEC, "status.json": STATUS, "federation.json": FEDERATION, "summary.json": SUMMARY}
 
 
-def blank(shape: Record) -> dict[str, Any]:
-    """What a reader sees of a federation.json that cannot be read at all: the declared defaults."""
-    return shape.fit({}, "", [])
-
-
 # -- what a reader gets: each file as the typed object it holds ----------------------------------
 # The shapes above say what the JSON must be; the classes below are what readers get. A field's
 # default is what a run sees where its file lacks the value (a run written by an earlier version,
 # or a value that did not fit, which `Run.damage` lists): these defaults are the only ones.
 Metrics = Mapping[str, float | None]  # metric name (fedcore.metric_names) -> value, None where undefined
+
+
+_NOT_GIVEN = object()
+
+
+@dataclass(frozen=True)
+class FlowerReference:
+    """The data of a run over a Flower federation (`flower:HOST:PORT,sites=N`): where its sites
+    are reached, and how long the server waits for them. `data_adapters.flower_reference` builds
+    and checks it; a spec stores `to_json()` and `Spec.flower` reads it back."""
+
+    source: str = field(default=FLOWER_SOURCE, init=False)
+    superlink: str  # HOST:PORT of the SuperLink
+    sites: int = 2  # how many SuperNodes the run waits for
+    wait_s: float = 120.0  # how long it waits for them (and for each to describe its data)
+    round_timeout_s: float = 600.0  # how long a round waits for every site's reply
+    server_data: str | Mapping[str, Any] | None = None  # the server's own data (a data reference)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -232,12 +270,29 @@ class Spec:
     def seed(self) -> int | None:
         return self.config.get("seed")
 
-    def param(self, name: str) -> Any:
-        """The hyperparameter `name`; RunDamaged naming the run, the file and the key when the
-        spec lacks it (a page asks for the parameters its algorithm always writes)."""
-        if name not in self.params:
-            raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
-        return self.params[name]
+    @property
+    def flower(self) -> FlowerReference:
+        """The Flower federation the run trains over; RunDamaged naming the run, the file and the
+        key when its data are no Flower reference or the stored one lacks a key."""
+        problems: list[str] = []
+        if not _is_flower(self.data):
+            problems.append("'data' is no Flower reference")
+        else:
+            FLOWER_REFERENCE.fit(self.data, "data", problems)
+        if problems:
+            raise RunDamaged([Damage("spec.json", "; ".join(problems))], run=self.read_from or None)
+        return FlowerReference(**{f.name: self.data[f.name] for f in fields(FlowerReference) if f.init})
+
+    def param(self, name: str, earlier: Any = _NOT_GIVEN) -> Any:
+        """The hyperparameter `name` (a name its algorithm declares: tests/test_store_types.py
+        checks every name a page asks for); RunDamaged naming the run, the file and the key when
+        the spec lacks it, unless `earlier` says what runs written without it ran with (an older
+        version, or an algorithm without that switch)."""
+        if name in self.params:
+            return self.params[name]
+        if earlier is not _NOT_GIVEN:
+            return earlier
+        raise RunDamaged([Damage("spec.json", f"'params.{name}' is missing")], run=self.read_from or None)
 
 
 # Runs stored before their spec named the kind of their record (fedcore before 2026-11-23).
@@ -294,6 +349,68 @@ class Scores:
     stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
+@dataclass(frozen=True)
+class SiteSizes:
+    """One site of federation.json: its name and sizes, as its data allowed them out."""
+
+    name: str = ""
+    n_train: int | None = None
+    n_test: int | None = None
+    train_class_counts: Sequence[int | None] = ()  # by class; None where the site's disclosure policy withheld it
+    test_class_counts: Sequence[int | None] = ()
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class StoredFederation:
+    """federation.json: the sites, their sizes, the features and classes, the ground truth of
+    injected shifts (no data rows). Every field is empty before the run's data are loaded."""
+
+    name: str | None = None
+    description: str = ""
+    source: str | None = None
+    synthetic: bool = False
+    sites: Sequence[SiteSizes] = ()
+    feature_names: Sequence[str] = ()
+    feature_kinds: Sequence[str] = ()
+    class_names: Sequence[str] = ()
+    input_shape: Sequence[int] = ()  # [features] for a table, [channels, height, width] for images
+    # each {'site', 'feature' (None for a label problem), 'kind', 'detail'}: what
+    # fedcore.interpret.detection.detection_report checks the marks against
+    ground_truth: Sequence[Mapping[str, Any]] = ()
+    warnings: Sequence[str] = ()
+    # the data adapters' record of how the data were prepared (fedcore.original_units reads its scales)
+    preprocessing: Mapping[str, Any] = field(default_factory=dict)
+    flower: Mapping[str, Any] | None = None  # a Flower run's server record: its SuperLink, its sites' versions
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def site_names(self) -> list[str]:
+        return [site.name for site in self.sites]
+
+    @property
+    def is_table(self) -> bool:
+        """A table's input is one row of features (a run from before input shapes were stored: a table)."""
+        return len(self.input_shape or [0]) == 1
+
+    @property
+    def scales(self) -> dict[str, dict[str, Scale]]:
+        """site -> feature -> how it was standardised (fedcore.original_units.feature_scales)."""
+        return feature_scales(self.stored)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """identity.json: what people call the run (editable)."""
+
+    number: int | None = None  # its place in the store's sequence; None for runs from before identities
+    name: str | None = None  # a name a person gave it; None: none yet (pages call it by algorithm and number)
+    tags: Sequence[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "name": self.name, "tags": list(self.tags)}
+
+
 def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     """`cls` from a file's fitted values (the values that fit its shape; the rest take the
     class's defaults), with `derived` values the reader computed."""
@@ -302,13 +419,19 @@ def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
     return cls(**{**{k: v for k, v in fitted.items() if k in names}, **derived}, stored=fitted)
 
 
-def to_json(value: Spec | Status | Scores) -> dict[str, Any]:
+def to_json(value: Spec | Status | Scores | StoredFederation) -> dict[str, Any]:
     """A typed file's JSON form (`show --json`): the file as read, with what the reader derived
-    (a state, an error, a record kind) where it differs; the algorithm's record as stored."""
+    (a state, an error, a record kind) where it differs; the algorithm's record and the sites
+    as stored."""
     derived = {f.name: getattr(value, f.name) for f in fields(value)
-               if f.name not in ("stored", "algorithm", "read_from")
+               if f.name not in ("stored", "algorithm", "read_from") and not _typed_parts(getattr(value, f.name))
                and getattr(value, f.name) != value.stored.get(f.name, _default(f))}
     return {**value.stored, **derived}
+
+
+def _typed_parts(value: Any) -> bool:
+    """Whether a field holds objects typed from the file's own parts (federation.json's sites)."""
+    return isinstance(value, tuple) and all(hasattr(part, "stored") for part in value)
 
 
 def _default(f: Any) -> Any:
@@ -317,7 +440,8 @@ def _default(f: Any) -> Any:
 
 def _check_in_step() -> None:
     """Every declared field of a file's shape is a field of its class (import-time, cheap)."""
-    for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores)):
+    for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores), (SITE, SiteSizes),
+                       (FEDERATION, StoredFederation), (FLOWER_REFERENCE, FlowerReference)):
         missing = set(shape.fields) - {f.name for f in fields(cls)}
         assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
 
@@ -478,9 +602,12 @@ class Run:
         return _typed(Spec, value, record=kind, read_from=self.id)
 
     @property
-    def federation(self) -> dict[str, Any]:
+    def federation(self) -> StoredFederation:
+        """The sites and their data's shape; what federation.json lacks or holds misfit takes
+        StoredFederation's defaults (`run.require("federation.json")` first where it must be whole)."""
         value, _ = self._read("federation.json", FEDERATION, missing_ok=True)
-        return value if value is not None else blank(FEDERATION)
+        value = value or {}
+        return _typed(StoredFederation, value, sites=tuple(_typed(SiteSizes, site) for site in value.get("sites", ())))
 
     def write_federation(self, description: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "federation.json", description)
@@ -682,36 +809,36 @@ class Run:
 
     # -- identity: what people call the run --------------------------------------------------
     @property
-    def identity(self) -> dict[str, Any]:
-        """{'number': its place in the store's sequence (None for runs from before identities),
-        'name': a name a person gave it (None: none yet), 'tags': [...]}, whatever the file holds."""
+    def identity(self) -> Identity:
+        """What identity.json holds of the run's number, name and tags; what it lacks, or holds
+        of another kind, reads as Identity's defaults (a tag of another kind is left out)."""
         path = self.path / "identity.json"
         # damaged, or larger than set_identity ever writes (a 5 MB name made every page take a
         # minute): its place, without a name; a name or tag longer than it may be is cut
         stored = read_json(path, {}) if _size(path) <= IDENTITY_MAX_BYTES else {}
         stored = stored if isinstance(stored, dict) else {}
         number, name, tags = stored.get("number"), stored.get("name"), stored.get("tags")
-        return {
-            "number": number if isinstance(number, int) and not isinstance(number, bool) else None,
-            "name": shortened(name, NAME_LENGTH) if isinstance(name, str) and name.strip() else None,
-            "tags": [shortened(t, TAG_LENGTH) for t in tags[:MAX_TAGS] if isinstance(t, str)]
+        return Identity(
+            number=number if isinstance(number, int) and not isinstance(number, bool) else None,
+            name=shortened(name, NAME_LENGTH) if isinstance(name, str) and name.strip() else None,
+            tags=[shortened(t, TAG_LENGTH) for t in tags[:MAX_TAGS] if isinstance(t, str)]
             if isinstance(tags, list) else [],
-        }
+        )
 
-    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> dict[str, Any]:
+    def set_identity(self, name: str | None = None, tags: Sequence[str] | None = None) -> Identity:
         """Rename and / or retag the run (None leaves that part as it is; an empty name removes
         the name). Names and tags are single lines, trimmed; tags are kept once each, in order.
         Raises SpecError for a name or tag too long, or too many tags."""
         identity = self.identity
         if name is not None:
-            identity["name"] = _one_line(name, NAME_LENGTH, "A run's name") or None
+            identity = replace(identity, name=_one_line(name, NAME_LENGTH, "A run's name") or None)
         if tags is not None:
             cleaned = [_one_line(tag, TAG_LENGTH, "A tag") for tag in tags]
             cleaned = list(dict.fromkeys(tag for tag in cleaned if tag))
             if len(cleaned) > MAX_TAGS:
                 raise SpecError(f"A run takes at most {MAX_TAGS} tags, not {len(cleaned)}.")
-            identity["tags"] = cleaned
-        atomic_write_json(self.path / "identity.json", identity)
+            identity = replace(identity, tags=cleaned)
+        atomic_write_json(self.path / "identity.json", identity.to_json())
         return identity
 
 
@@ -742,7 +869,7 @@ class RunStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             _remove_stale_staging(self.root)
-            numbers = [r.identity["number"] for r in self.runs()]
+            numbers = [r.identity.number for r in self.runs()]
             number = max([n for n in numbers if n is not None], default=len(numbers)) + 1
             for _ in range(ID_ATTEMPTS):
                 run_id = new_run_id(spec.get("algorithm"))
@@ -751,7 +878,7 @@ class RunStore:
                 staging = Run(Path(tempfile.mkdtemp(dir=self.root, prefix=".new-")))
                 try:
                     staging.update_status(state="queued", round=0)
-                    atomic_write_json(staging.path / "identity.json", {"number": number, "name": None, "tags": []})
+                    atomic_write_json(staging.path / "identity.json", Identity(number).to_json())
                     if name is not None or tags:
                         staging.set_identity(name, list(tags))
                     atomic_write_json(staging.path / "spec.json", {**spec, "run_id": run_id, "created": now_iso()})

@@ -26,7 +26,7 @@ import time
 from fedcore.checkup import add_runs, create_plan
 from fedcore.interpret.profile import Profile
 from application.runner import execute, resolve_spec
-from fedcore.store import RunStore
+from fedcore.store import RunStore, to_json
 
 IMAGES = {"source": "synthetic_scans", "images": 150, "size": 28, "split": "iid", "sites": 3,
           "inject": ["stamp:site1"]}
@@ -64,7 +64,7 @@ def build(root) -> dict[tuple[str, str], str]:
         spec = resolve_spec(raw)
         finished = store.create(spec)
         execute(finished)  # one evaluated round: what the interrupted run had recorded
-        description = finished.federation
+        description = to_json(finished.federation)
         if family in SIBLINGS:
             execute(store.create(resolve_spec({**raw, "algorithm": SIBLINGS[family]})))
         for state in STATES:
@@ -98,7 +98,7 @@ def build_checkups(store: RunStore, ids: dict[tuple[str, str], str]) -> dict[tup
     """Check-ups fed by the runs of `build`, state by state; returns (kind, state) -> check-up id."""
     table_run = store.get(ids["feature_shifts", "interrupted"])  # trained a round: it stored its profile
     profile = Profile.from_npz(table_run.load_profile_arrays())
-    image_sites = [s["name"] for s in store.get(ids["prototypes", "interrupted"]).federation["sites"]]
+    image_sites = store.get(ids["prototypes", "interrupted"]).federation.site_names
     plans = {}
     for state in STATES:
         table = create_plan(store, table_run.spec.data, f"table data, runs {state}", profile, profile.sites)

@@ -185,15 +185,15 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
     heart_run = store.runs()[0]
     # every feature at every site, in one unit
     federation = made_up_run.federation
-    assert federation["name"] == "Made-up study" and federation["feature_names"] == FEATURES
-    assert [s["name"] for s in federation["sites"]] == list(SITES)
-    recorded = federation["preprocessing"]["dictionary"]["content"]
+    assert federation.name == "Made-up study" and federation.feature_names == FEATURES
+    assert federation.site_names == list(SITES)
+    recorded = federation.preprocessing["dictionary"]["content"]
     assert abs(recorded["sites"]["east"]["convert"]["chol"]["a"] - 1 / CHOLESTEROL_MG_DL) < 1e-9
     assert np.all(np.abs(medians(made_up_run, "chol") - 5.4) < 0.35)  # east's cholesterol in mmol/L too
     assert np.all(np.abs(medians(made_up_run, "sbp") - 132) < 10)  # west's systolic_pressure is sbp
 
     federation = heart_run.federation
-    assert federation["feature_names"] == HEART_FEATURES and [s["name"] for s in federation["sites"]] == list(HEART_SITES)
+    assert federation.feature_names == HEART_FEATURES and federation.site_names == list(HEART_SITES)
     profile = Profile.from_npz(heart_run.load_profile_arrays())
     observed = dict(zip(profile.features, profile.observed.T))
     for feature in HEART_FEATURES:  # every site has every feature, but Switzerland's never-measured cholesterol
@@ -202,7 +202,7 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
     chol = medians(heart_run, "chol")[[0, 1, 3]]
     assert np.all((chol > 180) & (chol < 300)), chol  # mg/dL at cleveland, hungarian and va
     assert np.all(medians(heart_run, "oldpeak") < 2.5) and np.all(medians(heart_run, "thalach") > 100)
-    assert federation["class_names"] == ["0", "1"]
+    assert federation.class_names == ["0", "1"]
 
     # The same data reference from the command line: the same federation.
     spec = tmp_path / "again.json"
@@ -213,4 +213,4 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
     assert done.returncode == 0, done.stdout + done.stderr
     (again,) = cli_store.runs()
     for key in ("name", "feature_names", "feature_kinds", "class_names", "sites", "preprocessing"):
-        assert again.federation[key] == federation[key], key
+        assert getattr(again.federation, key) == getattr(federation, key), key

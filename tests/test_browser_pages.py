@@ -146,7 +146,7 @@ def test_the_tag_list_leaves_save_in_reach(server, browser):
         page.screenshot(path=str(ARTIFACTS / f"tags-open-{width}.png"), full_page=False)
         save.click()  # the list still open: the first click reaches the button
         deadline = time.time() + 30
-        while store.get(runs["slow"].id).identity["tags"] != ["baseline"]:
+        while store.get(runs["slow"].id).identity.tags != ["baseline"]:
             assert time.time() < deadline, store.get(runs["slow"].id).identity
             time.sleep(0.3)
         runs["slow"].set_identity("", [])

@@ -83,7 +83,7 @@ def checked_up(tmp_path_factory):
         replicates.append(run)
     alone = store.create(resolve_spec({"algorithm": "ifedavg", "config": {"rounds": 5, "seed": 2}}))
     execute(alone)
-    sites = [s["name"] for s in replicates[0].federation["sites"]]
+    sites = replicates[0].federation.site_names
     plan = create_plan(store, "demo", "the demo", None, sites)
     add_runs(plan, "feature_shifts", [run.id for run in replicates])
     return store, plan, replicates, alone
@@ -139,7 +139,7 @@ def test_the_page_shows_the_checkups_findings_as_marks_with_every_q_on_hover(app
     spec = heatmap(at)
     assert o_marks(spec) == expected
     notes = hover(spec)
-    assert len(notes) == len(result.sites) * len(replicates[0].federation["feature_names"])
+    assert len(notes) == len(result.sites) * len(replicates[0].federation.feature_names)
     assert all(re.search(r"check-up: q (=|&lt;) ", note) for note in notes)  # every cell: its q
     assert f"the check-up reports {len(expected)} cells" in texts(at)
     assert "q below 0.05 over every cell it tested" in spec["layout"]["title"]["text"]

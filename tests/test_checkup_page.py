@@ -156,7 +156,7 @@ def test_starting_a_checkup_shows_the_data_lens_at_once_and_the_model_lenses_tra
         assert not at.exception, at.exception
         [plan] = plans(store)
         assert at.query_params["checkup"] == [plan.id] or at.query_params["checkup"] == plan.id
-        roles = plan.contents["runs"]
+        roles = plan.contents.runs
         assert {role: len(ids) for role, ids in roles.items()} == {"feature_shifts": 2, "shared_model": 1,
                                                                   "contribution": 1, "similarity": 1}
         assert [store.get(i).spec.rounds for ids in roles.values() for i in ids] == [2000] * 5
@@ -280,7 +280,7 @@ def test_finished_runs_fill_every_lens_and_link_to_their_pages(app):
                 DATA_LENS}:
             assert "agrees with the data lens" in text, (site, lens, text)
     # the drill-downs: each model-lens finding links to its run's lens page
-    roles = plan.contents["runs"]
+    roles = plan.contents.runs
     shown = links(at)
     fedavg, adafed = roles["shared_model"][0], roles["contribution"][0]
     assert any(page == "run" and query == f"run={fedavg}" and "Oak District" in label
@@ -294,7 +294,7 @@ def test_lenses_still_training_show_as_such_and_fill_in_when_their_run_finishes(
     store = RunStore(tmp_path / "runs")
     shutil.copytree(source.root, store.root)
     plan = next(p for p in plans(store) if p.id == ids["full"])
-    similarity = store.get(plan.contents["runs"]["similarity"][0])
+    similarity = store.get(plan.contents.runs["similarity"][0])
     status = to_json(similarity.raw_status())  # as stored, written back below
     # 'running', written by a process that is alive (this one): nothing may start or stop it
     similarity.update_status(state="running", pid=os.getpid(), host=socket.gethostname())
@@ -320,7 +320,7 @@ def test_a_failed_run_leaves_its_lens_unchecked_and_says_why(demo_store, tmp_pat
     store = RunStore(tmp_path / "runs")
     shutil.copytree(source.root, store.root)
     plan = next(p for p in plans(store) if p.id == ids["full"])
-    adafed = store.get(plan.contents["runs"]["contribution"][0])
+    adafed = store.get(plan.contents.runs["contribution"][0])
     (adafed.path / "rounds.jsonl").unlink()
     adafed.mark_finished("failed", "diverged at round 2 (site Oak District)")
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
@@ -340,9 +340,9 @@ def flower_like(store: RunStore, run_id: str, profile: bool = True) -> str:
     shutil.copytree(source.path, store.root / new_id)
     run = store.get(new_id)
     atomic_write_json(run.path / "spec.json", {**to_json(run.spec), "run_id": new_id, "data": "flower:127.0.0.1:9092,sites=8"})
-    federation = run.federation
-    federation["flower"] = {"superlink": "127.0.0.1:9092", "sites": {s["name"]: {"share_local": True}
-                                                                   for s in federation["sites"]}}
+    federation = to_json(run.federation)
+    federation["flower"] = {"superlink": "127.0.0.1:9092", "sites": {name: {"share_local": True}
+                                                                   for name in run.federation.site_names}}
     atomic_write_json(run.path / "federation.json", federation)
     if not profile:
         (run.path / "profile.npz").unlink()
@@ -354,7 +354,7 @@ def test_a_flower_runs_federation_is_checked_up_from_what_its_sites_sent(demo_st
     store = RunStore(tmp_path / "runs")
     shutil.copytree(source.root, store.root)
     full = next(p for p in plans(store) if p.id == ids["full"])
-    flower = flower_like(store, full.contents["runs"]["feature_shifts"][0])
+    flower = flower_like(store, full.contents.runs["feature_shifts"][0])
     before = {p.id for p in plans(store)}
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
     at = open_checkup(AppTest.from_file(APP, default_timeout=120), run=flower)  # as Run details links it
@@ -362,8 +362,8 @@ def test_a_flower_runs_federation_is_checked_up_from_what_its_sites_sent(demo_st
     at.button(key="checkup_from_run").click().run()
     assert not at.exception, at.exception
     [plan] = [p for p in plans(store) if p.id not in before]
-    assert plan.contents["runs"] == {"feature_shifts": [flower]} and store.runs()  # nothing trained
-    assert "Flower federation at 127.0.0.1:9092" in plan.contents["label"]
+    assert plan.contents.runs == {"feature_shifts": [flower]} and store.runs()  # nothing trained
+    assert "Flower federation at 127.0.0.1:9092" in plan.contents.label
     cells = grid_cells(at)
     for site, kind in demo_truth().items():
         assert cells[(site, "data profile")].startswith(KINDS[kind])
@@ -377,7 +377,7 @@ def test_a_flower_run_whose_sites_kept_their_statistics_has_no_data_lens(demo_st
     store = RunStore(tmp_path / "runs")
     shutil.copytree(source.root, store.root)
     full = next(p for p in plans(store) if p.id == ids["full"])
-    flower = flower_like(store, full.contents["runs"]["shared_model"][0], profile=False)
+    flower = flower_like(store, full.contents.runs["shared_model"][0], profile=False)
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
     at = open_checkup(AppTest.from_file(APP, default_timeout=120), run=flower)
     at.button(key="checkup_from_run").click().run()
@@ -431,7 +431,7 @@ def test_the_findings_grid_and_html_report_carry_the_findings(app, downloads):
     assert list(findings["finding"]) == [f.title for f in result.reported]
     assert np.allclose(findings["q"], [f.q for f in result.reported]) and (findings["q"] < 0.05).all()
     assert list(findings["message"]) == [f.message for f in result.reported]
-    runs = plan.contents["runs"]
+    runs = plan.contents.runs
     assert set(findings.loc[findings["lens"] == "labels", "source"]) <= {", ".join(runs["feature_shifts"]),
                                                                          *runs["shared_model"]}
     grid = pd.read_csv(io.BytesIO(downloads[f"checkup-{plan.id}-grid.csv"]))
@@ -453,7 +453,7 @@ def test_the_findings_grid_and_html_report_carry_the_findings(app, downloads):
 def test_a_runs_html_report_has_the_checkup_it_feeds(demo_store):
     store, ids = demo_store
     plan = next(p for p in plans(store) if p.id == ids["full"])
-    fedavg = store.get(plan.contents["runs"]["shared_model"][0])
+    fedavg = store.get(plan.contents.runs["shared_model"][0])
     report = html_report(fedavg)
     assert "<h2>Check-up: demo</h2>" in report
     assert "Oak District" in report and KINDS["labels_permuted"] in report
@@ -540,7 +540,7 @@ def test_a_viewer_reads_checkups_and_an_analyst_may_start_them(demo_store, monke
     assert ("Start a check-up" in [e.label for e in at.expander]) is may_start
     assert ("Start the check-up" in [b.label for b in at.button]) is may_start
     assert "The findings (CSV)" in [b.label for b in at.get("download_button")]  # exports are a viewer's too
-    run_id = next(p for p in plans(store) if p.id == ids["full"]).contents["runs"]["shared_model"][0]
+    run_id = next(p for p in plans(store) if p.id == ids["full"]).contents.runs["shared_model"][0]
     at.query_params["run"] = run_id
     at.switch_page("views/run.py")
     at.run()
@@ -558,7 +558,7 @@ def test_a_site_that_withheld_its_statistics_is_a_not_testable_cell_with_the_rea
     reason = "not shared (fewer than 350 rows)"
     store = RunStore(tmp_path / "runs")
     plan = start_checkup(store, "demo", train=False, disclosure={"min_count": 350})
-    assert plan.contents["disclosure"] == {"min_count": 350, "dp_epsilon": None}
+    assert plan.contents.disclosure == {"min_count": 350, "dp_epsilon": None}
     result = plan.evaluate(store)
     table = grid(result, "table")
     cell = dict(zip(table.sites, table.cells))["Oak District"][table.lenses.index("data profile")]
@@ -604,7 +604,7 @@ def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
     if any(toggle.key == "checkup_all" for toggle in at.toggle):  # every finding, not the first few
         at.toggle(key="checkup_all").set_value(True).run()
     plan = next(p for p in plans(store) if p.id == ids["full"])
-    run_ids = [run_id for role_ids in plan.contents["runs"].values() for run_id in role_ids]
+    run_ids = [run_id for role_ids in plan.contents.runs.values() for run_id in role_ids]
     shown = texts(at) + " ".join(label for label, _, _ in links(at))
     assert technical_first(shown) == [], technical_first(shown)
     assert not [run_id for run_id in run_ids if run_id in shown]

@@ -195,7 +195,7 @@ def test_the_sites_disclosure_policy_is_a_flag_recorded_with_the_run(tmp_path, c
     oak = profile.sites.index("Oak District")  # 340 rows
     assert np.isnan(profile.mean[oak]).all() and profile.withheld["Oak District"]["mean"] == \
         "not shared (fewer than 400 rows)"
-    counts = {s["name"]: s["test_class_counts"] for s in run.federation["sites"]}
+    counts = {s.name: s.test_class_counts for s in run.federation.sites}
     assert counts["Oak District"] == [None, None]  # its hold-out's classes too
     assert cli(tmp_path / "bad", "run", "-a", "fedavg", "--rounds", "1", "-q", "--min-count", "2") == 2
     assert "min-count must be at least 3" in capsys.readouterr().err

@@ -143,7 +143,7 @@ def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
     at.button(key=f"{key}-save").click().run()
     assert not at.exception, at.exception
     run = store.get(ids["fedavg"])
-    assert run.identity["name"] == "**Baseline** [x](y)" and run.identity["tags"] == ["pilot", "sweep"]
+    assert run.identity.name == "**Baseline** [x](y)" and run.identity.tags == ["pilot", "sweep"]
     table = at.dataframe[0].value.set_index("run id")
     assert table.loc[run.id, "name"] == "**Baseline** [x](y)" and table.loc[run.id, "tags"] == "pilot, sweep"
     # the name as typed, not as Markdown: every character that could format it escaped
@@ -151,7 +151,7 @@ def test_runs_page_renames_and_tags_a_run_and_a_rerun_keeps_them(app):
     assert "**Baseline** [x](y)" in texts(at)
     at.button(key="rerun").click().run()
     (again,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert again.identity["name"] == "**Baseline** [x](y) (re-run)" and again.identity["tags"] == ["pilot", "sweep"]
+    assert again.identity.name == "**Baseline** [x](y) (re-run)" and again.identity.tags == ["pilot", "sweep"]
     run.set_identity(name="", tags=[])
 
 
@@ -267,8 +267,7 @@ def test_train_page_launches_a_flower_federation_run_as_a_job(app):
     at.button[0].click().run()
     assert not at.exception
     (run,) = [r for r in store.runs() if r.id not in ids.values()]
-    assert run.spec.data["source"] == "flower" and run.spec.data["superlink"] == "127.0.0.1:9"
-    assert run.spec.data["sites"] == 3 and run.spec.rounds == 2
+    assert run.spec.flower.superlink == "127.0.0.1:9" and run.spec.flower.sites == 3 and run.spec.rounds == 2
     assert "Started 1 run(s)" in texts(at)
 
 
@@ -382,7 +381,7 @@ def test_feature_shifts_page_exports_the_numbers_of_every_figure(app, downloads)
     run = store.get(ids["ifedavg"])
     last = run.array_rounds()[-1]
     b_in = run.load_arrays(last)["b_in"]
-    sites, features = [s["name"] for s in run.federation["sites"]], run.federation["feature_names"]
+    sites, features = run.federation.site_names, run.federation.feature_names
     prefix = f"{run.id}-b_in-round{last}"
     assert np.allclose(downloaded(downloads, f"{prefix}.csv")["value"], b_in.ravel())
     deviation = np.abs(b_in - b_in.mean(axis=0))
@@ -427,7 +426,7 @@ def test_feature_shifts_page_reads_values_and_corrections_in_the_features_units(
     notes = {(x, y): note[0] for x, y, note in zip(heatmap["data"][1]["x"], heatmap["data"][1]["y"],
                                                     heatmap["data"][1]["customdata"])}
     b_in = run.load_arrays(run.array_rounds()[-1])["b_in"]
-    elm, temperature = 3, run.federation["feature_names"].index("temperature")
+    elm, temperature = 3, run.federation.feature_names.index("temperature")
     note = notes[("temperature", "Elm Regional")]
     assert f"shifted by {number(0.8 * b_in[elm, temperature], signed=True)} °C (input shift b_in = " in note  # 1 SD = 0.8 °C
 
@@ -443,7 +442,7 @@ def test_feature_shifts_page_sorts_marked_features_first_then_by_largest_z(app, 
     marks = significance_marks(run.load_arrays(last)["b_in"], 1.0, run.spec.params["sd_floor"])
     marked = marks.cells.any(axis=0) | marks.features
     largest = np.nan_to_num(np.abs(marks.z), nan=0.0).max(axis=0)
-    features = run.federation["feature_names"]
+    features = run.federation.feature_names
     expected = [features[j] for j in sorted(range(len(features)), key=lambda j: (not marked[j], -largest[j]))]
     assert 0 < marked.sum() < len(features)
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"] == expected
@@ -656,7 +655,7 @@ def test_upload_of_the_sample_csvs_shows_the_alignment_report(app, downloads):
     while run.status.state in ("queued", "running") and time.time() < deadline:
         time.sleep(0.5)
     assert run.status.state == "done", run.status
-    assert [s["name"] for s in run.federation["sites"]] == [f.stem for f in files]
+    assert run.federation.site_names == [f.stem for f in files]
     (store.root / ".dashboard.json").unlink()
 
 

@@ -142,8 +142,8 @@ def test_csv_sites_train_end_to_end_and_the_flags_land_in_the_spec(tmp_path, cap
     assert data["source"] == "csv" and data["target"] == "diabetes" and data["missing_indicators"] is True
     assert data["kinds"] == {"family_history": "binary"} and all(Path(f).is_absolute() for f in data["files"])
     federation = run.federation
-    assert "bmi (missing)" in federation["feature_names"]
-    assert federation["ground_truth"][0]["kind"] == "label_flip"
+    assert "bmi (missing)" in federation.feature_names
+    assert federation.ground_truth[0]["kind"] == "label_flip"
     assert main(["list", "--store", str(tmp_path)]) == 0
     assert "csv: synthetic_east_clinic.csv, synthetic_north_clinic.csv" in capsys.readouterr().out
 
@@ -165,7 +165,7 @@ def test_har_by_subject_trains_end_to_end(tmp_path, shared_data, capsys):
     har = shared_data / "uci_har" / "uci_har_time265_by_subject.csv.gz"
     assert run_cli(tmp_path, "-a", "ifedavg", "--data", f"har:{har}") == 0
     (run,) = RunStore(tmp_path).runs()
-    assert len(run.summary.sites) == 30 and run.federation["input_shape"] == [265]
+    assert len(run.summary.sites) == 30 and run.federation.input_shape == [265]
     assert run.load_arrays(2)["b_in"].shape == (30, 265)
     assert run.summary.mean["f1"] > 0.5  # six activities; chance is about 0.17
 

@@ -88,7 +88,7 @@ def test_ifedavg_on_the_demo_flags_every_injected_shift(tmp_path, capsys):
     # Marks are not everywhere: most of the 8 x 12 input cells per layer stay unmarked.
     assert len(detection["false_positives"]) <= 12
     arrays = run.load_arrays(150)
-    sites = [s["name"] for s in run.federation["sites"]]
+    sites = run.federation.site_names
     oak = sites.index("Oak District")
     assert arrays["w_out"][oak, 0] < 0 < np.delete(arrays["w_out"][:, 0], oak).min()
     elm = sites.index("Elm Regional")

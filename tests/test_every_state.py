@@ -126,7 +126,7 @@ def test_the_checkup_page_renders_checkups_fed_by_runs_in_every_state(app, check
         if state == "failed":
             assert "site 'north' has no rows left" in shown, (kind, shown)
         grid = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]  # sites x lenses
-        assert len(grid["y"]) == len(Plan(store.root / "checkups" / plan_id).contents["sites"]), (kind, state)
+        assert len(grid["y"]) == len(Plan(store.root / "checkups" / plan_id).contents.sites), (kind, state)
         assert ("prototypes" in grid["x"]) == (kind == "image"), (kind, state, grid["x"])  # its lenses
 
 

@@ -77,7 +77,7 @@ def flower_run(tmp_path: Path, algorithm: str, params: dict, config: dict, nodes
 def simulated(run: Run) -> Simulation:
     """The same run in the in-process engine, site by site, on the same demo sites."""
     spec = run.spec
-    names = [s["name"] for s in run.federation["sites"]]
+    names = run.federation.site_names
     demo = load_federation("demo", spec.seed)
     federation = replace(demo, sites=[s for s in demo.sites if s.name in names])
     if spec.data["server_data"]:
@@ -133,7 +133,7 @@ def test_every_flower_algorithm_trains_what_the_engine_trains(tmp_path, algorith
     server_data = SERVER_DATA if algorithm == "adafed" else None
     run = flower_run(tmp_path, algorithm, FLOWER_PARAMS.get(algorithm, {}), settings, demo_nodes(), server_data)
     assert run.status.state == "done"
-    assert [s["name"] for s in run.federation["sites"]] == sorted(DEMO_SITES)
+    assert run.federation.site_names == sorted(DEMO_SITES)
     assert [r.round for r in run.rounds()] == [1, 2, 3]
     differences = largest_differences(run, simulated(run))
     assert max(differences.values()) < TOLERANCE, differences
@@ -247,7 +247,11 @@ def test_flower_runs_that_cannot_work_are_refused_before_they_start(raw, message
 def test_a_flower_reference_in_text_and_object_form():
     text = flower_reference("flower:10.0.0.5:9093,sites=8,wait_s=30")
     assert text == flower_reference({"source": "flower", "superlink": "10.0.0.5:9093", "sites": 8, "wait_s": 30})
-    assert text["sites"] == 8 and text["wait_s"] == 30.0 and text["server_data"] is None
+    assert (text.superlink, text.sites, text.wait_s, text.round_timeout_s, text.server_data) == \
+        ("10.0.0.5:9093", 8, 30.0, 600.0, None)
+    # the object form a spec stores: every key, the source first
+    assert text.to_json() == {"source": "flower", "superlink": "10.0.0.5:9093", "sites": 8, "wait_s": 30.0,
+                              "round_timeout_s": 600.0, "server_data": None}
 
 
 # -- the real deployment: a SuperLink and three SuperNodes, each its own process ----------------------
@@ -289,8 +293,8 @@ def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback
     run = runs["ifedavg"]
     assert run.status.state == "done"
     federation = run.federation
-    assert [s["name"] for s in federation["sites"]] == sorted(DEMO_SITES)  # from the node configs
-    assert federation["synthetic"] and {g["site"] for g in federation["ground_truth"]} == {"Cedar Community",
+    assert federation.site_names == sorted(DEMO_SITES)  # from the node configs
+    assert federation.synthetic and {g["site"] for g in federation.ground_truth} == {"Cedar Community",
                                                                                           "Elm Regional"}
     assert [r.round for r in run.rounds()] == [1, 2]
     assert set(run.rounds()[-1].sites) == set(DEMO_SITES)
@@ -402,7 +406,7 @@ def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(mess
     files, dictionary = messy_sites
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
     assert run.status.state == "done", run.status
-    pooled = run.federation["flower"]["pooled_standardization"]
+    pooled = run.federation.flower["pooled_standardization"]
     # every continuous feature pooled (sbp too: west's 'systolic_pressure' is matched to it by its values),
     # cholesterol in mmol/L at every site: the mean of the training rows' observed values
     assert sorted(pooled) == ["age", "chol", "sbp"]

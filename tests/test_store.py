@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedcore.errors import RunNotFound
-from fedcore.store import RunStore, json_safe
+from fedcore.store import Identity, RunStore, json_safe
 
 
 @pytest.fixture
@@ -104,26 +104,26 @@ def test_store_reader_does_not_need_torch():
 
 def test_runs_are_numbered_in_their_store_and_keep_their_number(store):
     first, second = store.create({"algorithm": "fedavg"}), store.create({"algorithm": "ifedavg"})
-    assert (first.identity["number"], second.identity["number"]) == (1, 2)
+    assert (first.identity.number, second.identity.number) == (1, 2)
     store.delete(first.id)
-    assert store.create({"algorithm": "fedavg"}).identity["number"] == 3  # one more than the highest
-    assert store.get(second.id).identity == {"number": 2, "name": None, "tags": []}
+    assert store.create({"algorithm": "fedavg"}).identity.number == 3  # one more than the highest
+    assert store.get(second.id).identity == Identity(2, None, [])
 
 
 def test_a_run_is_renamed_and_tagged_and_bad_names_are_refused(store):
     from fedcore.errors import SpecError
 
     run = store.create({"algorithm": "fedavg"}, name="  Baseline\n lr 0.01 ", tags=["pilot"])
-    assert run.identity == {"number": 1, "name": "Baseline lr 0.01", "tags": ["pilot"]}
+    assert run.identity == Identity(1, "Baseline lr 0.01", ["pilot"])
     run.set_identity(tags=[" sweep ", "pilot", "sweep", ""])  # the name stays; tags trimmed, once each
-    assert run.identity == {"number": 1, "name": "Baseline lr 0.01", "tags": ["sweep", "pilot"]}
+    assert run.identity == Identity(1, "Baseline lr 0.01", ["sweep", "pilot"])
     run.set_identity(name="")  # an empty name: called by algorithm and number again
-    assert run.identity["name"] is None
+    assert run.identity.name is None
     with pytest.raises(SpecError, match="at most 80 characters"):
         run.set_identity(name="x" * 81)
     with pytest.raises(SpecError, match="at most 12 tags"):
         run.set_identity(tags=[f"t{i}" for i in range(13)])
-    assert run.identity["tags"] == ["sweep", "pilot"]  # nothing stored by a refused change
+    assert run.identity.tags == ["sweep", "pilot"]  # nothing stored by a refused change
 
 
 def test_a_name_written_into_the_store_by_hand_is_read_bounded(store):
@@ -132,11 +132,11 @@ def test_a_name_written_into_the_store_by_hand_is_read_bounded(store):
     run = store.create({"algorithm": "fedavg"})
     path = run.path / "identity.json"
     path.write_text(json.dumps({"number": 1, "name": "x" * 5_000_000, "tags": ["pilot"]}))
-    assert run.identity == {"number": None, "name": None, "tags": []}  # as a damaged file reads
+    assert run.identity == Identity(None, None, [])  # as a damaged file reads
     path.write_text(json.dumps({"number": 1, "name": "Baseline\n" + "y" * 500, "tags": ["t" * 50] * 40}))
     identity = run.identity
-    assert identity["name"] == "Baseline " + "y" * 70 + "…" and len(identity["name"]) == 80
-    assert identity["tags"] == ["t" * 31 + "…"] * 12
+    assert identity.name == "Baseline " + "y" * 70 + "…" and len(identity.name) == 80
+    assert identity.tags == ["t" * 31 + "…"] * 12
 
 
 def test_a_data_name_is_bounded_where_it_is_written_and_where_it_is_shown():
@@ -156,9 +156,9 @@ def test_a_data_name_is_bounded_where_it_is_written_and_where_it_is_shown():
 def test_a_run_from_before_identities_or_with_a_damaged_identity_still_reads(store):
     run = store.create({"algorithm": "fedavg"})
     (run.path / "identity.json").unlink()
-    assert run.identity == {"number": None, "name": None, "tags": []}
+    assert run.identity == Identity(None, None, [])
     (run.path / "identity.json").write_text("{not json")
-    assert run.identity == {"number": None, "name": None, "tags": []}
+    assert run.identity == Identity(None, None, [])
     (run.path / "identity.json").write_text(json.dumps({"number": "7", "name": 3, "tags": ["a", 4]}))
-    assert run.identity == {"number": None, "name": None, "tags": ["a"]}
-    assert store.create({"algorithm": "fedavg"}).identity["number"] == 2  # counts the runs without a number
+    assert run.identity == Identity(None, None, ["a"])
+    assert store.create({"algorithm": "fedavg"}).identity.number == 2  # counts the runs without a number

@@ -30,7 +30,7 @@ from application.cli import main
 from fedcore.errors import FedcoreError, RunNotFound
 from application.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
-from fedcore.store import RESERVE, Run, RunStore, Scores, Spec, new_run_id, to_json
+from fedcore.store import RESERVE, Run, RunStore, Scores, Spec, StoredFederation, new_run_id, to_json
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,7 +223,8 @@ def test_a_damaged_file_marks_its_run_damaged_and_nothing_else(copied, fault, ca
 
     # Every reader returns a value of the declared kind, or RunDamaged for arrays.
     assert isinstance(run.spec, Spec) and isinstance(run.spec.config, dict)
-    assert isinstance(run.federation["sites"], list) and isinstance(run.status.state, str)
+    assert isinstance(run.federation, StoredFederation) and all(isinstance(s.name, str) for s in run.federation.sites)
+    assert isinstance(run.status.state, str)
     assert all(isinstance(r, Scores) and isinstance(r.sites, dict) for r in run.rounds())
     assert run.summary is None or isinstance(run.summary.sites, dict)
     for load in (lambda: run.load_arrays(run.array_rounds()[-1]), run.load_model,

@@ -18,7 +18,7 @@ from application.cli import main
 from fedcore.records import FeatureShifts, Record, SiteSimilarity
 from application.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
-from fedcore.store import Run, RunStore, Scores, Spec, Status, to_json
+from fedcore.store import Run, RunStore, Scores, Spec, Status, StoredFederation, to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -148,6 +148,80 @@ def test_a_parameter_a_page_needs_is_named_by_the_reader_and_shown_on_the_page(c
     at = helpers.open_page(AppTest.from_file(APP, default_timeout=60), "views/site_similarity.py", run.id)
     assert not at.exception, at.exception
     assert "spec.json: 'params.lam' is missing" in " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize("key", ["sites", "feature_names", "class_names"])
+def test_a_renamed_key_of_federation_json_is_named_by_the_reader_and_shown_on_the_page(copied, monkeypatch, key):
+    store, ids = copied
+    run = store.get(ids["ifedavg"])
+    assert isinstance(run.federation, StoredFederation) and run.federation.site_names == \
+        [s["name"] for s in stored(run, "federation.json")["sites"]]
+    renamed(run.path / "federation.json", key)
+    # first the key; then what else no longer fits (ground truth naming sites the file has none of)
+    assert [str(d).partition(";")[0] for d in run.damage] == [f"federation.json: '{key}' is missing"]
+    assert run.state == "damaged"
+    with pytest.raises(RunDamaged, match=f"^Run {run.id}: federation.json: '{key}' is missing"):
+        run.require("federation.json")
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = helpers.open_page(AppTest.from_file(APP, default_timeout=60), "views/feature_shifts.py", run.id)
+    assert f"federation.json: '{key}' is missing" in " ".join(e.value for e in at.error)
+
+
+@pytest.mark.parametrize("key", ["superlink", "wait_s", "round_timeout_s", "server_data"])
+def test_a_renamed_key_of_a_flower_reference_is_named_by_the_reader_not_the_server(tmp_path, key):
+    from application.flower.server import serve
+
+    store = RunStore(tmp_path)
+    run = store.create(resolve_spec({"algorithm": "fedavg", "data": "flower:127.0.0.1:9,sites=3,wait_s=30"}))
+    reference = run.spec.flower
+    assert (reference.superlink, reference.sites, reference.wait_s, reference.round_timeout_s,
+            reference.server_data) == ("127.0.0.1:9", 3, 30.0, 600.0, None)
+    assert run.damage == [] and run.spec.data == reference.to_json()
+    spec = stored(run, "spec.json")
+    spec["data"][f"{key}_renamed"] = spec["data"].pop(key)
+    (run.path / "spec.json").write_text(json.dumps(spec))
+    message = f"spec.json: 'data.{key}' is missing"
+    assert [str(d) for d in run.damage] == [message] and run.state == "damaged"
+    with pytest.raises(RunDamaged, match=f"^Run {run.id}: {message}$"):
+        run.spec.flower
+    # the server stops at the reader, before it waits for a site, and records why
+    with pytest.raises(RunDamaged, match=message):
+        serve(sites=None, run=run, flower_run_id=0)
+    assert run.status.state == "failed" and run.status.error == f"Run {run.id}: {message}"
+
+
+def test_a_spec_whose_data_are_elsewhere_has_no_flower_reference(copied):
+    store, ids = copied
+    with pytest.raises(RunDamaged, match="spec.json: 'data' is no Flower reference"):
+        store.get(ids["ifedavg"]).spec.flower
+
+
+def parameters_pages_read() -> dict[str, set[str]]:
+    """Every parameter name a page or presenter asks a spec for (`spec.param("name")`, and the
+    run label's switches), by the file that asks."""
+    import ast
+
+    from dashboard.presenters.record_tables import SWITCHES
+
+    asked = {"dashboard/presenters/record_tables.py": set(SWITCHES)}
+    for path in [*ROOT.glob("views/*.py"), *ROOT.glob("dashboard/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "param"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                asked.setdefault(str(path.relative_to(ROOT)), set()).add(node.args[0].value)
+    return asked
+
+
+def test_every_parameter_a_page_reads_is_one_an_algorithm_declares():
+    """A parameter renamed in its algorithm's declaration fails here, naming the page that still
+    asks for the old name (the pages read stored specs without loading the algorithms)."""
+    from fedcore.algorithms import REGISTRY
+
+    declared = {f.name for algorithm in REGISTRY.values() for f in fields(algorithm.Params)}
+    asked = parameters_pages_read()
+    assert {"lam", "variant", "weight_rule", "local_f_out", "box_percentile"} <= set().union(*asked.values())
+    unknown = {page: sorted(names - declared) for page, names in asked.items() if names - declared}
+    assert not unknown, f"pages ask for parameters no algorithm declares: {unknown}"
 
 
 # -- runs written by earlier versions ------------------------------------------------------------

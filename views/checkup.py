@@ -68,7 +68,7 @@ def lens_settings(key: str, kind: str, data) -> tuple[int, int, str]:
 
 def newest_kind(data) -> str:
     """'table' or 'image': what the newest check-up of the same data was (a table when none)."""
-    return next((p.kind for p in plans(store) if p.contents.get("data") == data), "table")
+    return next((p.kind for p in plans(store) if p.contents.data == data), "table")
 
 
 def start() -> None:
@@ -140,7 +140,7 @@ if not found:
 ids = [p.id for p in found]
 new = st.session_state.pop("checkup_new", None)
 wanted = new or st.query_params.get("checkup")
-plan_labels = {p.id: f"{p.contents.get('label') or p.contents.get('data')} · {p.id}" for p in found}
+plan_labels = {p.id: f"{p.contents.label or p.contents.data} · {p.id}" for p in found}
 if new in ids:
     st.session_state["checkup_picker"] = new  # the picker would keep the check-up it showed before
 chosen_id = st.selectbox("Check-up", ids, index=ids.index(wanted) if wanted in ids else 0,
@@ -155,7 +155,7 @@ names = run_names(plan, store)
 def training(plan: Plan) -> None:
     """The runs feeding the model lenses: progress while they train, the reason when one failed."""
     runs = plan.runs(store)
-    missing = sum(len(ids) for ids in (plan.contents.get("runs") or {}).values()) - sum(map(len, runs.values()))
+    missing = sum(len(ids) for ids in plan.contents.runs.values()) - sum(map(len, runs.values()))
     for role, found_runs in runs.items():
         for run in found_runs:
             info = progress(run)
@@ -201,7 +201,7 @@ def checkup() -> None:
                        "of at least that many values, rounded. A test that needs a withheld statistic is listed as "
                        "not testable with the reason, never as 'nothing found'.")
             st.dataframe(sharing_frame(profile), hide_index=True, width="stretch")
-    if not plan.contents.get("runs") and allowed("train"):
+    if not plan.contents.runs and allowed("train"):
         add_lenses(plan)
     with st.expander("How the check-up decides (calibration)"):
         st.markdown(CALIBRATION)
@@ -238,7 +238,7 @@ def add_lenses(plan: Plan) -> None:
     with st.expander("Add the model lenses to this check-up"):
         st.caption("iFedAvg on several seeds, FedAvg, AdaFed and FedHealth2 (inDISCO for images) train as jobs; "
                    "their columns fill in as each run finishes.")
-        replicates, rounds, estimate = lens_settings("add_lenses", plan.kind, plan.contents.get("data"))
+        replicates, rounds, estimate = lens_settings("add_lenses", plan.kind, plan.contents.data)
         st.caption(md(estimate))
         if st.button("Train the model lenses", key="add_lenses"):
             try:

@@ -20,7 +20,6 @@ from fedcore.records import FeatureShifts
 from fedcore.errors import FedcoreError
 from fedcore.data_labels import data_label
 from fedcore.glossary import plain, term
-from fedcore.original_units import feature_scales
 
 require("view")
 st.title("Feature shifts (iFedAvg)")
@@ -37,7 +36,7 @@ with st.expander("Which layer shows which kind of problem"):
     st.markdown(LAYER_GUIDE)
 run = pick_run_or_explain(LENSES[FeatureShifts.kind], RUNS, "Start the one-click demo on the Runs page")
 
-if run.spec.params.get("local_f_out") is False:  # an iFedAvg switch (older runs: local, the default)
+if not run.spec.param("local_f_out", earlier=True):  # runs from before the switch: local, the default
     st.warning("This run shares its output layer (f_out, the authors' setting), so it has no output layers of its "
                "sites: problems with a site's labels cannot show, and push the site's input layers instead — its "
                f"features may be marked although they are fine. The default is an {term('local f_out')}.")
@@ -176,8 +175,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     st.subheader("Look at the data behind a cell")
     st.caption("Click a cell of the heatmap, or pick a site and a feature.")
     federation_info = run.federation
-    sites = [s["name"] for s in federation_info["sites"]]
-    features = federation_info["feature_names"]
+    sites, features = federation_info.site_names, list(federation_info.feature_names)
     if clicked is not None and clicked != st.session_state.get("last_click") and clicked[1] in features:
         st.session_state["last_click"] = clicked
         st.session_state["dist_site"], st.session_state["dist_feature"] = clicked
@@ -188,7 +186,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
     pick = st.columns(2)
     site = pick[0].selectbox("Site", sites, key="dist_site")
     feature = pick[1].selectbox("Feature", features, key="dist_feature")
-    if run.federation.get("flower"):
+    if federation_info.flower:
         st.info("This run is a Flower federation: every row stayed at its site, so the server has none to show. "
                 "Each site can look at its own values of this feature.")
         return
@@ -205,7 +203,7 @@ def distribution(table: pd.DataFrame, clicked: tuple[str, str] | None, rule: str
         st.info(f"The data of this run are not available on this machine ({md(error)}).")
         return
     j = features.index(feature)
-    scales = feature_scales(federation_info)
+    scales = federation_info.scales
     translated = all(feature in scales.get(s.name, {}) for s in federation.sites)
     rows = []
     for s in federation.sites:

@@ -112,14 +112,14 @@ def lens() -> None:
     # The sites and classes of the run the boxes come from: the picked run may still be queued
     # (runs compare on the same data and seed, so every side has the same sites).
     sites = site_names(first.run)
-    classes = first.run.federation["class_names"]
+    classes = first.run.federation.class_names
     stamp, scale = stamp_and_scale(first.arrays)
     st.caption(" · ".join(f"{side.title}: {side.run.spec.algorithm} round {side.round}" + (
         " (still training)" if is_active(side.run) else "") for side in sides)
         + f" · boxes: the pixels at or above the {run.spec.param('box_percentile'):g}th percentile of the "
           "upsampled activation map")
-    if run.federation.get("synthetic"):
-        st.caption(f"Synthetic images: {md(run.federation.get('description', ''))}")
+    if run.federation.synthetic:
+        st.caption(f"Synthetic images: {md(run.federation.description)}")
 
     if stamp is not None:
         st.subheader("Boxes on the stamp, site by site")

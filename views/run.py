@@ -25,7 +25,7 @@ run = pick_run_or_explain(None, TRAIN, "Train something")
 
 
 st.caption(md(f"{run_name(run)} · {algorithm_detail(run.spec)} on {data_label(run.spec.data)}"
-              + (f" · tags: {', '.join(run.identity['tags'])}" if run.identity["tags"] else "")))
+              + (f" · tags: {', '.join(run.identity.tags)}" if run.identity.tags else "")))
 if allowed("train"):  # a name and tags change the store: who may train may name
     with st.expander("Name and tags"):
         identity_editor(run, key=f"details-identity-{run.id}")
@@ -71,7 +71,7 @@ def details() -> None:
                         width="stretch", key="alpha")
         download_csv(alpha.rename(columns={"value": "alpha"}), f"{run.id}-apfl-alpha",
                      "Download every round's α per site (CSV)")
-    warnings = run.federation.get("warnings") or []
+    warnings = run.federation.warnings
     for warning in warnings:
         st.warning(md(warning))
     with st.expander("Settings (the complete specification)"):

@@ -74,7 +74,7 @@ def table_rows(runs: list) -> pd.DataFrame:
         worst_site = summary.worst_site.get("f1") if summary is not None else None
         rows.append({
             "name": run_name(run),
-            "tags": ", ".join(run.identity["tags"]),
+            "tags": ", ".join(run.identity.tags),
             "state": STATE_LABELS.get(info["state"], info["state"]),
             "algorithm": algorithm_detail(spec),
             "data": data_label(spec.data),

@@ -4,17 +4,15 @@ No list of algorithm names is kept here: a new algorithm is eligible exactly whe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from fedcore.algorithms.base import Algorithm
 from fedcore.algorithms.context import Need
 from fedcore.errors import SpecError
+from fedcore.store import FlowerReference
 
 OFFERED = frozenset({Need.SERVER_TEST})  # a Flower server holds no site's rows, only (optionally) its own data
 
 
-def check_flower_run(algorithm: Algorithm, reference: Mapping[str, Any]) -> None:
+def check_flower_run(algorithm: Algorithm, reference: FlowerReference) -> None:
     """SpecError, with the reason and what to change, unless `algorithm` with its parameters can run
     over the Flower federation `reference` names."""
     if "table" not in algorithm.inputs:
@@ -25,7 +23,7 @@ def check_flower_run(algorithm: Algorithm, reference: Mapping[str, Any]) -> None
         hint = algorithm.needs_hint or "It runs simulated only."
         raise SpecError(f"{algorithm.title} with these settings needs {'; '.join(n.value for n in missing)}, which "
                         f"the server of a real federation does not have. {hint}")
-    if Need.SERVER_TEST in algorithm.needs() and not reference.get("server_data"):
+    if Need.SERVER_TEST in algorithm.needs() and not reference.server_data:
         raise SpecError(f"{algorithm.title} scores the sites' models on the server's own test set: give the server's "
                         "data as server_data (a data reference on the SuperLink's machine).")
 

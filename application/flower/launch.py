@@ -62,7 +62,7 @@ def connection_config(superlink: str) -> str:
 def run_federation(run: Run, progress: Progress | None = None) -> dict[str, Any]:
     """Train `run` on the Flower federation its data reference names; returns its summary."""
     spec = run.spec
-    superlink = spec.data["superlink"]  # a Flower reference, resolved when the run was made
+    superlink = spec.flower.superlink  # a Flower reference, resolved when the run was made
     total = int(spec.rounds)
     with tempfile.TemporaryDirectory(prefix="fedcore-flwr-") as folder:
         home = Path(folder)

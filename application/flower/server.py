@@ -37,7 +37,7 @@ from application.flower import protocol
 from fedcore.interpret.profile import Profile, read_disclosure
 from fedcore.outcome import summarize
 from fedcore.records import Record, Withheld
-from fedcore.store import Run
+from fedcore.store import FlowerReference, Run
 
 POLL_S = 0.25  # how often the server asks the SuperLink for replies
 
@@ -91,18 +91,18 @@ def serve(sites: Sites, run: Run, flower_run_id: int) -> None:
 
 def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     spec = run.spec
-    reference = spec.data
+    reference = spec.flower
     config = TrainConfig(**spec.config)
     algorithm = build_algorithm(spec.algorithm, spec.params)
     site_spec = {"algorithm": spec.algorithm, "params": spec.params, "config": spec.config}
-    run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference['sites']} sites")
+    run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference.sites} sites")
     nodes, descriptions, sums = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
     pooled = _pooled_standardization(nodes, descriptions, sums)
     if pooled is not None:  # every later message carries it: each site standardises with it
         site_spec = protocol.with_pooled(site_spec, pooled)
     run.write_federation(_federation_record(federation, descriptions, reference, pooled))
-    profile = _profiles(sites, nodes, site_spec, reference["wait_s"])
+    profile = _profiles(sites, nodes, site_spec, reference.wait_s)
     if profile is not None:
         run.save_profile(profile.to_npz())
     server = FlowerServer(federation, algorithm, config, [d["site"]["n_train"] for d in descriptions])
@@ -115,13 +115,13 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     run.mark_finished("done")
 
 
-def _described_sites(sites: Sites, reference: dict, site_spec: dict) -> tuple[list[Node], list[dict], list]:
+def _described_sites(sites: Sites, reference: FlowerReference, site_spec: dict) -> tuple[list[Node], list[dict], list]:
     """The connected sites, their descriptions and their standardisation sums (None where a site
     does not standardise 'federated'), in the order of the sites' names (whichever node ids
     Flower gave them)."""
-    nodes = sites.connect(reference["sites"], reference["wait_s"])
+    nodes = sites.connect(reference.sites, reference.wait_s)
     contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
-    replies = sites.exchange(nodes, contents, protocol.DESCRIBE, 0, reference["wait_s"])
+    replies = sites.exchange(nodes, contents, protocol.DESCRIBE, 0, reference.wait_s)
     descriptions = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
     sums = [protocol.read_arrays(reply[protocol.SUMS])["sums"] if protocol.SUMS in reply else None for reply in replies]
     for node, description in zip(nodes, descriptions):
@@ -171,7 +171,7 @@ def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) 
 def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site_spec: dict,
            withheld: list[str]) -> list[dict[str, Any]]:
     """Every round through the sites; returns the records written."""
-    config, algorithm, timeout = server.config, server.algorithm, run.spec.data["round_timeout_s"]
+    config, algorithm, timeout = server.config, server.algorithm, run.spec.flower.round_timeout_s
     started = time.perf_counter()
     pending = None  # an evaluated round's record, waiting for the sites' scores
     history = []
@@ -203,7 +203,7 @@ def _train(sites: Sites, nodes: list[Node], server: FlowerServer, run: Run, site
     return history
 
 
-def server_federation(descriptions: list[dict[str, Any]], reference: dict[str, Any], seed: int) -> Federation:
+def server_federation(descriptions: list[dict[str, Any]], reference: FlowerReference, seed: int) -> Federation:
     """The server's view of the federation: the sites' names and the shape of their data, no rows;
     with the server's own test set when the reference names server data. DataError when the sites
     cannot train one model together."""
@@ -235,20 +235,20 @@ def server_federation(descriptions: list[dict[str, Any]], reference: dict[str, A
         ground_truth=[truth for d in descriptions for truth in d["ground_truth"]],
         synthetic=synthetic,
         warnings=[w for d in descriptions for w in d["warnings"]],
-        source=f"flower:{reference['superlink']}",
+        source=f"flower:{reference.superlink}",
         preprocessing={d["site"]["name"]: d["preprocessing"] for d in descriptions},
         server_test=_server_test(reference, first, seed),
     )
 
 
-def _server_test(reference: dict[str, Any], site: dict[str, Any], seed: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _server_test(reference: FlowerReference, site: dict[str, Any], seed: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The server's own test set: its data's server test set, else all of its rows; a table mapped
     by the sites' data dictionary where its reference names none."""
-    if not reference.get("server_data"):
+    if not reference.server_data:
         return None
     # the sites' data dictionary maps the server's data too, unless its reference names its own
     dictionary = ((site.get("preprocessing") or {}).get("dictionary") or {}).get("content")
-    own = load_federation(reference["server_data"], seed, dictionary=dictionary)
+    own = load_federation(reference.server_data, seed, dictionary=dictionary)
     if own.feature_names != site["feature_names"] or own.class_names != site["class_names"]:
         raise DataError("The server's data (server_data) do not have the sites' features and classes: "
                         f"{_difference(site['feature_names'], own.feature_names) or 'classes differ'}.")
@@ -258,7 +258,7 @@ def _server_test(reference: dict[str, Any], site: dict[str, Any], seed: int) -> 
             torch.cat([t for s in own.sites for t in (s.y_train, s.y_test)]))
 
 
-def _federation_record(federation: Federation, descriptions: list[dict], reference: dict,
+def _federation_record(federation: Federation, descriptions: list[dict], reference: FlowerReference,
                        pooled: dict[int, tuple[float, float]] | None = None) -> dict[str, Any]:
     """federation.json: as for a simulated run, with each site's sizes as the site reported them
     (and the pooled standardisation the server sent, by feature)."""
@@ -268,7 +268,7 @@ def _federation_record(federation: Federation, descriptions: list[dict], referen
         "flower": {
             **({"pooled_standardization": {federation.feature_names[j]: {"mean": m, "sd": s}
                                            for j, (m, s) in pooled.items()}} if pooled else {}),
-            "superlink": reference["superlink"],
+            "superlink": reference.superlink,
             "sites": {d["site"]["name"]: {"share_local": d["share_local"], "version": d["version"],
                                           "device": d["device"]} for d in descriptions},
         },

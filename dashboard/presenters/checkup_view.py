@@ -496,8 +496,7 @@ def plan_fed_by(run: Run, role: str | None = None) -> Plan | None:
     """The newest check-up that `run` feeds (in `role`, or in any), if any."""
     store = RunStore(run.path.parent)  # a run's folder lies in its store's root
     for plan in plans(store):
-        runs = plan.contents.get("runs") or {}
-        if any(isinstance(ids, list) and run.id in ids for fed, ids in runs.items() if role in (None, fed)):
+        if any(run.id in ids for fed, ids in plan.contents.runs.items() if role in (None, fed)):
             return plan
     return None
 

@@ -17,9 +17,9 @@ from fedcore.interpret.findings import Finding
 from fedcore.interpret.significance import deviation_sums, significance_marks
 from fedcore.interpret.similarity import cluster_order
 from fedcore.records import FeatureShifts, SiteWeights
-from fedcore.store import Run, check_array
+from fedcore.store import Run, StoredFederation, check_array
 from fedcore.glossary import plain, term
-from fedcore.original_units import correction_text, feature_scales
+from fedcore.original_units import correction_text
 
 FEATURE_VIEWS = ("all features", "marked features only", "sorted by deviation", "marked first, by largest |z|")
 DEVIATION = "total |value - feature mean|"
@@ -70,14 +70,14 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
         raise ValueError(f"calibrated marks of {layer} need a check-up that tests it")
     run.require("federation.json")
     federation = run.federation
-    sites = [s["name"] for s in federation["sites"]]
+    sites = federation.site_names
     matrix = layer_matrix(run, round_, run.load_arrays(round_), layer, federation)
-    columns = federation["feature_names"] if layer.endswith("_in") else _output_columns(federation, matrix)
+    columns = list(federation.feature_names) if layer.endswith("_in") else _output_columns(federation, matrix)
     marks = significance_marks(matrix, n_sd, sd_floor, rule)
     calibration = figures.calibrated_cells(checkup, layer, sites, columns) if checkup is not None else None
     cells, features_marked = (calibration.marked, np.zeros(matrix.shape[1], dtype=bool)) if calibrated \
         else (marks.cells, marks.features)
-    scales = feature_scales(federation)
+    scales = federation.scales
     meanings = np.array([[correction_text(layer, matrix[i, j], scales.get(site, {}).get(columns[j]))
                           for j in range(matrix.shape[1])] for i, site in enumerate(sites)], dtype=object)
     table = pd.DataFrame({
@@ -127,15 +127,16 @@ def shift_view(run: Run, round_: int, layer: str, centre: str = "neutral", n_sd:
     )
 
 
-def layer_matrix(run: Run, round_: int, arrays: dict[str, np.ndarray], layer: str, federation: dict) -> np.ndarray:
+def layer_matrix(run: Run, round_: int, arrays: dict[str, np.ndarray], layer: str,
+                 federation: StoredFederation) -> np.ndarray:
     """A stored iFedAvg layer, checked to be sites x features (input layers) or sites x 1 or
     sites x classes (output layers); RunDamaged naming the file otherwise."""
     matrix = arrays[layer]
     if layer.endswith("_in"):
-        columns = len(federation["feature_names"])
+        columns = len(federation.feature_names)
     else:
-        columns = 1 if matrix.ndim == 2 and matrix.shape[1] == 1 else len(federation["class_names"])
-    check_array(run, round_, layer, matrix, len(federation["sites"]), columns)
+        columns = 1 if matrix.ndim == 2 and matrix.shape[1] == 1 else len(federation.class_names)
+    check_array(run, round_, layer, matrix, len(federation.sites), columns)
     return matrix
 
 
@@ -148,10 +149,10 @@ def distance_text(z: float, rule: str = "sd") -> str:
     return f"{abs(z):.1f} SD {side} the sites' {CENTRE_WORD.get(rule, 'mean')} (z = {z:+.2f})"
 
 
-def _output_columns(federation: dict, matrix: np.ndarray) -> list[str]:
+def _output_columns(federation: StoredFederation, matrix: np.ndarray) -> list[str]:
     if matrix.shape[1] == 1:
         return ["all classes"]
-    return [f"class: {name}" for name in federation["class_names"]]
+    return [f"class: {name}" for name in federation.class_names]
 
 
 def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 0.05,
@@ -160,7 +161,7 @@ def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 
     ground truth only)."""
     run.require("federation.json")
     federation = run.federation
-    if not federation.get("ground_truth"):
+    if not federation.ground_truth:
         return None
     stored = run.load_arrays(round_)
     if "b_in" not in stored:
@@ -170,12 +171,12 @@ def detection_table(run: Run, round_: int, n_sd: float = 2.0, sd_floor: float = 
         matrix = layer_matrix(run, round_, stored, layer, federation)
         marks = significance_marks(matrix, n_sd, sd_floor, rule)
         arrays.update({layer: matrix, f"{layer}_O": marks.cells, f"{layer}_z": marks.z})
-    sites = [s["name"] for s in federation["sites"]]
-    report = detection_report(federation["ground_truth"], sites, federation["feature_names"], arrays)
-    scales = feature_scales(federation)
+    sites = federation.site_names
+    report = detection_report(federation.ground_truth, sites, federation.feature_names, arrays)
+    scales = federation.scales
 
     def column(layer: str, j: int) -> str:
-        return federation["feature_names"][j] if layer.endswith("_in") else _output_columns(federation, arrays[layer])[j]
+        return federation.feature_names[j] if layer.endswith("_in") else _output_columns(federation, arrays[layer])[j]
 
     def evidence(entry: dict) -> str:
         if entry["caught"] is None:  # no output layers: the labels cannot be checked
@@ -211,7 +212,7 @@ def similarity_view(run: Run, round_: int, clustered: bool = True) -> Similarity
     arrays = run.load_arrays(round_)
     if "weights" not in arrays:
         return None
-    sites = [s["name"] for s in run.federation["sites"]]
+    sites = run.federation.site_names
     distance, weights = arrays["distance"], arrays["weights"]
     for name, matrix in (("distance", distance), ("weights", weights)):
         check_array(run, round_, name, matrix, len(sites), len(sites))
@@ -252,7 +253,7 @@ def weights_view(run: Run, near_zero: float = 0.25) -> WeightsView:
     """AdaFed's site shares and raw scores p_i over rounds, class weights, the server's per-class
     F1, and every site whose share fell below `near_zero` of an equal share in some evaluated round."""
     shares = per_site_series(run, SiteWeights, lambda record: record.p_share)
-    classes = run.federation.get("class_names", [])
+    classes = run.federation.class_names
     rows = []
     if not shares.empty:
         equal = 1.0 / shares["site"].nunique()

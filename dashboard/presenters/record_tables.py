@@ -112,27 +112,28 @@ def run_name(run: Run) -> str:
     """What a run is called: the name a person gave it, else its algorithm and its number in the
     store ('ifedavg #7'); runs from before numbers by their algorithm and start time."""
     identity = run.identity
-    if identity["name"]:
-        return identity["name"]
+    if identity.name:
+        return identity.name
     spec = run.spec
     algorithm = spec.algorithm or "run"
-    if identity["number"] is not None:
-        return f"{algorithm} #{identity['number']}"
+    if identity.number is not None:
+        return f"{algorithm} #{identity.number}"
     return f"{algorithm} {str(spec.created or run.id)[:16].replace('T', ' ')}"
 
 
+# The switches that change what a lens shows, by the parameter that holds each (some algorithms'
+# only: iFedAvg's, FedHealth2's, AdaFed's), and how a run's label words its value (None: not at all)
+SWITCHES: dict[str, Callable[[Any], str | None]] = {
+    "local_f_out": lambda local: "local f_out" if local else None,
+    "variant": lambda variant: None if variant == "pretrained" else f"{variant}-variant",
+    "weight_rule": str,
+}
+
+
 def algorithm_detail(spec: Spec) -> str:
-    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'.
-    (The switches are some algorithms' parameters: each is looked up, by name, only where present.)"""
-    params = spec.params
-    flags = []
-    if params.get("local_f_out"):
-        flags.append("local f_out")
-    if "variant" in params and params["variant"] != "pretrained":
-        flags.append(f"{params['variant']}-variant")
-    if "weight_rule" in params:
-        flags.append(str(params["weight_rule"]))
-    return f"{spec.algorithm}" + (f" ({', '.join(flags)})" if flags else "")
+    """The algorithm with the switches that change what its lens shows: 'ifedavg (local f_out)'."""
+    flags = [word(value) for name, word in SWITCHES.items() if (value := spec.param(name, earlier=None)) is not None]
+    return f"{spec.algorithm}" + (f" ({', '.join(flag for flag in flags if flag)})" if any(flags) else "")
 
 
 def settings_json(spec: Spec) -> str:
@@ -145,8 +146,8 @@ def run_label(run: Run) -> str:
     """A run in pickers: its name, what trained (when the name does not say it), its data and seed."""
     spec, identity = run.spec, run.identity
     detail = algorithm_detail(spec)
-    if identity["name"]:
-        head = f"{identity['name']} · {detail}"
+    if identity.name:
+        head = f"{identity.name} · {detail}"
     else:  # 'ifedavg #7 (local f_out)'
         head = run_name(run) + detail[len(spec.algorithm):]
     return f"{head} · {data_label(spec.data)} · seed {spec.seed}"
@@ -159,7 +160,7 @@ def distinct_names(runs: list[Run]) -> list[str]:
 
 
 def _number_or_id(run: Run) -> str:
-    number = run.identity["number"]
+    number = run.identity.number
     return f"#{number}" if number is not None else run.id
 
 

@@ -54,7 +54,7 @@ def html_report(run: Run, rows: bool = False) -> str:
     """The run as one offline HTML file; `rows`: its reader may see a site's rows (inDISCO's site
     images), otherwise they are left out."""
     spec, status, federation = run.spec, run.status, run.federation
-    tags = run.identity["tags"]
+    tags = run.identity.tags
     sections = [
         f"<h1>{html.escape(run_name(run))}</h1>",
         f"<p>{html.escape(algorithm_detail(spec))} on {html.escape(data_label(spec.data))} · "
@@ -62,12 +62,12 @@ def html_report(run: Run, rows: bool = False) -> str:
         f"run {html.escape(run.id)} · code {html.escape(str(spec.version))}"
         + (f" · tags: {html.escape(', '.join(tags))}" if tags else "") + "</p>",
     ]
-    if federation.get("synthetic"):
-        sections.append(f"<p class='note'>{html.escape(federation.get('description', ''))}</p>")
+    if federation.synthetic:
+        sections.append(f"<p class='note'>{html.escape(federation.description)}</p>")
     sections.append("<h2>Scores at the last evaluated round (each site on its own hold-out)</h2>")
     scores = final_site_metrics(run).rename(columns=METRIC_LABELS)
     sections.append(scores.to_html(index=False, float_format="%.3f", na_rep="–"))
-    colors = figures.site_colors([s["name"] for s in federation.get("sites", [])])
+    colors = figures.site_colors(federation.site_names)
     plots: list[go.Figure] = []
     metrics = site_metrics(run)
     if not metrics.empty:

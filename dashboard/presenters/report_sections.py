@@ -73,8 +73,7 @@ def prototypes(run: Run, colors: dict[str, str], rows: bool = False) -> list[str
     sides = [side for side in (prototype_views.load_side(run, "local"), prototype_views.load_side(run, "global")) if side]
     if not sides:
         return []
-    sites = [s["name"] for s in run.federation["sites"]]
-    classes = run.federation["class_names"]
+    sites, classes = run.federation.site_names, run.federation.class_names
     arrays = sides[0].arrays
     legend = " and ".join(f"{side.title} ({prototype_views.COLOUR_NAMES[side.role]})" for side in sides)
     out = [f"<h2>Prototypes at round {sides[0].round}</h2>",

@@ -54,7 +54,7 @@ def _evaluated(path: str, fingerprint: str) -> CheckUp:
 def checkup_result(plan: Plan) -> CheckUp:
     """A check-up's result, computed again only when its plan or one of its runs' states changes."""
     runs = plan.runs(get_store())
-    fingerprint = json.dumps([plan.contents, {role: [(r.id, r.status.state) for r in found]
+    fingerprint = json.dumps([plan.contents.to_json(), {role: [(r.id, r.status.state) for r in found]
                                               for role, found in runs.items()}], sort_keys=True, default=str)
     return _evaluated(str(plan.path), fingerprint)
 
@@ -162,25 +162,24 @@ def site_colors_of(run: Run) -> dict[str, str]:
 
 def run_colors(runs: list[Run]) -> dict[str, str]:
     """Run id -> the run's colour, the same on every chart that draws these runs."""
-    return figures.run_colors({run.id: run.identity["number"] for run in runs})
+    return figures.run_colors({run.id: run.identity.number for run in runs})
 
 
 def site_names(run: Run) -> list[str]:
     """The run's sites in federation order; none before its data are loaded (a queued run)."""
-    sites = run.federation.get("sites")
-    return [str(s.get("name")) for s in sites if isinstance(s, dict)] if isinstance(sites, list) else []
+    return run.federation.site_names
 
 
 def identity_editor(run: Run, key: str) -> None:
     """Name and tags of a run, editable; stored with the run (identity.json)."""
     identity = run.identity
-    name = st.text_input("Name", value=identity["name"] or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
+    name = st.text_input("Name", value=identity.name or "", placeholder=run_name(run), max_chars=NAME_LENGTH,
                          key=f"{key}-name", help="Empty: the run is called by its algorithm and number.")
-    known = sorted({tag for other in get_store().runs() for tag in other.identity["tags"]} | set(identity["tags"]))
+    known = sorted({tag for other in get_store().runs() for tag in other.identity.tags} | set(identity.tags))
     # Save beside the tags, not below them: the list of tags stays open while one types tags, and
     # covered a button below it.
     tags_column, save_column = st.columns([3, 1], vertical_alignment="bottom")
-    tags = tags_column.multiselect("Tags", known, default=identity["tags"], accept_new_options=True,
+    tags = tags_column.multiselect("Tags", known, default=identity.tags, accept_new_options=True,
                                    max_selections=MAX_TAGS, key=f"{key}-tags",
                                    help="Type a new tag and press Enter, or pick one other runs have.")
     if save_column.button("Save", key=f"{key}-save", width="stretch", help="Save the name and the tags"):

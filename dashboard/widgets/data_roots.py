@@ -62,7 +62,7 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int, rounds: int) -> P
     """checkup_jobs.train_lenses for a check-up of data inside the data roots (its runs queued as jobs)."""
     from application import checkup_jobs, datasets
 
-    datasets.check_roots(store, plan.contents.get("data"))
+    datasets.check_roots(store, plan.contents.data)
     return checkup_jobs.train_lenses(store, plan, replicates, rounds)
 
 

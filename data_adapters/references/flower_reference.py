@@ -14,12 +14,15 @@ federation is one more kind of data reference, checked like the others before a 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import MISSING, fields
 from typing import Any
 
 from fedcore.errors import SpecError
+from fedcore.store import FLOWER_SOURCE as SOURCE
+from fedcore.store import FlowerReference
 
-SOURCE = "flower"
-DEFAULTS = {"sites": 2, "wait_s": 120.0, "round_timeout_s": 600.0, "server_data": None}
+# the options besides the SuperLink, and what each is when a reference does not give it
+DEFAULTS = {f.name: f.default for f in fields(FlowerReference) if f.init and f.default is not MISSING}
 
 
 def is_flower_reference(ref: Any) -> bool:
@@ -28,24 +31,25 @@ def is_flower_reference(ref: Any) -> bool:
     return isinstance(ref, str) and ref.partition(":")[0].strip() == SOURCE
 
 
-def flower_reference(ref: str | Mapping[str, Any]) -> dict[str, Any]:
-    """The object form with every option filled in and checked; SpecError names what is wrong."""
+def flower_reference(ref: str | Mapping[str, Any]) -> FlowerReference:
+    """The reference with every option filled in and checked (`to_json()`: its object form, as a
+    spec stores it); SpecError names what is wrong."""
     values = flower_options(ref)
     unknown = sorted(set(values) - {"superlink", *DEFAULTS})
     if unknown:
         raise SpecError(f"A Flower reference has no option {', '.join(unknown)}; options: "
                         f"superlink, {', '.join(DEFAULTS)}.")
-    resolved = {"source": SOURCE, "superlink": _address(values.get("superlink")), **DEFAULTS}
+    numbers = {}
     for name, kind in (("sites", int), ("wait_s", float), ("round_timeout_s", float)):
         if name in values:
             try:
-                resolved[name] = kind(values[name])
+                numbers[name] = kind(values[name])
             except (TypeError, ValueError):
                 raise SpecError(f"Flower option {name} must be a number, not {values[name]!r}.") from None
-    if resolved["sites"] < 1 or resolved["wait_s"] <= 0 or resolved["round_timeout_s"] <= 0:
+    # server_data is one more data reference, checked with the others (`check_reference`)
+    resolved = FlowerReference(_address(values.get("superlink")), **numbers, server_data=values.get("server_data") or None)
+    if resolved.sites < 1 or resolved.wait_s <= 0 or resolved.round_timeout_s <= 0:
         raise SpecError("Flower options: sites must be at least 1, wait_s and round_timeout_s positive.")
-    if values.get("server_data"):  # one more data reference, checked with the others (`check_reference`)
-        resolved["server_data"] = values["server_data"]
     return resolved
 
 

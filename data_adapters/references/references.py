@@ -85,7 +85,7 @@ def reference_dict(ref: Reference) -> dict[str, Any]:
     if isinstance(ref, Mapping):
         return dict(ref)
     if is_flower_reference(ref):
-        return flower_reference(ref)
+        return flower_reference(ref).to_json()
     source, raw = _split_text(ref)
     types_ = source.option_types()
     return {"source": source.name,
