@@ -1121,7 +1121,7 @@ class Checks:
         for i, site in enumerate(self.sites):
             if not np.isfinite(p2[i]).any():
                 continue
-            with np.errstate(invalid="ignore"):
+            with np.errstate(invalid="ignore", divide="ignore"):  # a class no other site has: odds infinite
                 odds = np.exp(np.abs(logit[i] - np.log(others_share[i] / np.maximum(1 - others_share[i], 1e-9))))
                 material = bool(np.any((np.abs(share[i] - others_share[i]) >= gap) & (odds >= odds_limit)))
             k = int(np.nanargmax(np.abs(share[i] - others_share[i])))
