@@ -66,7 +66,8 @@ IQR_TO_SD = 1.349  # the IQR of a normal distribution in SDs
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of the mean (normal)
 MAX_SUSPECTS = 4  # sites whose renaming is tried as the explanation of the others' (`_likely_relabelled`)
 # the cached statistics built from the class profiles (recomputed when a site's classes are renamed)
-LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_compared", "_labels", "labels_suspect")
+LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_compared", "_labels",
+                "labels_suspect")
 NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
               "patterns cancel, or their features do not relate to the label)")
 COULD_NOT = "the other sites' statistics needed to compare it are missing or withheld"
@@ -1014,7 +1015,8 @@ class Checks:
                           + f" (renamed, {wins} of the {m} features that tell those classes apart match the other "
                           f"sites' pattern better; as labelled, correlation {r:+.2f} with their pattern over "
                           f"{compared} features{judged_with})",
-                          p_value, r, "correlation with the others' pattern", evidence={"order": list(order), "features": m},
+                          p_value, r, "correlation with the others' pattern",
+                          evidence={"order": list(order), "features": m},
                           material=bool(r < 0 or (m >= least and wins / max(m, 1) >= share)))
 
     @cached_property
@@ -1024,7 +1026,8 @@ class Checks:
         site whose labels are noisy would widen every other site's yardstick. Only beyond doubt: a
         borderline site going in and out of the references would move every other site's cells."""
         labels = self._labels
-        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < OUTLIER_P for i in range(self.n)])
+        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < OUTLIER_P
+                             for i in range(self.n)])
         return permuted | (np.nan_to_num(labels["weak_p"], nan=1.0) < OUTLIER_P)
 
     def _permuted_evidence(self, i: int) -> tuple[float, tuple[int, ...], int, int, float] | None:
