@@ -90,6 +90,7 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
         "label_relation": lambda: _data_case(federation(planted.flipped), "label_relation", "marker"),
         "labels_permuted": lambda: _data_case(federation(planted.flipped), "labels_permuted", None),
         "labels_weak": lambda: _data_case(federation(planted.noisy), "labels_weak", None),
+        "class_shift": lambda: _data_case(planted.four_class_federation(1.5, policy=policy), "class_shift", "x3"),
     }
     # the kinds of the check registry (issue 23), each from its known-answer federation
     for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation"):

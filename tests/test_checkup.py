@@ -494,3 +494,41 @@ def test_two_sites_that_only_have_each_other_both_keep_their_finding():
     permuted = [f for f in decide(check_profile(profile)) if f.kind == "labels_permuted" and f.significant]
     assert sorted(f.site for f in permuted) == ["north", "south"]
     assert not [f for f in permuted if "judged with" in f.message]
+
+
+# -- one class's values shifted ---------------------------------------------------------------------
+FOUR_CLASSES = ["a", "b", "c", "d"]
+FOUR_PATTERN = np.random.default_rng(11).normal(0, 1.0, (4, 5))  # class means in within-class SDs
+
+
+def four_class_federation(shift: float = 0.0, seed: int = 0, policy: Policy | None = DEFAULT_POLICY) -> Profile:
+    """Six sites of 600 rows and four classes, each site with a small case mix of its own; at
+    site 2 the rows of class 'c' have feature x3 moved by `shift` within-class SDs."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for k in range(6):
+        y = rng.integers(0, 4, 600)
+        x = FOUR_PATTERN[y] + rng.normal(0, 0.1, 5) + rng.normal(0, 1, (600, 5))
+        if k == 2:
+            x[y == 2, 3] += shift
+        sites.append((f"site {k}", 10 + 3 * x, y))
+    names = [f"x{j}" for j in range(5)]
+    return profile_federation(sites, names, ["continuous"] * 5, names, FOUR_CLASSES, {}, policy)
+
+
+def test_one_class_shifted_at_one_site_is_found_with_its_class():
+    """Class 'c' of x3 moved by 1.5 within-class SDs at site 2: its class mean, centred on the
+    site's four class means, moves by 1.5 × 3/4 = 1.125 SDs (the others' by -0.375): the finding
+    names x3 and 'c' with about that size; the clean federation gives no such finding."""
+    found = findings(four_class_federation(1.5))
+    shifted = [f for f in found if f.kind == "class_shift"]
+    assert [(f.site, f.feature, f.evidence["class"]) for f in shifted] == [("site 2", "x3", "c")], \
+        [(f.site, f.kind, f.feature, f"{f.q:.2g}") for f in found]
+    assert shifted[0].effect == pytest.approx(1.125, abs=0.25)
+    assert not [f for f in findings(four_class_federation(0.0)) if f.kind == "class_shift"]
+
+
+def test_with_two_classes_the_class_check_has_no_cells():
+    """With two classes a class's centred mean is half the class difference, which the relation to
+    the label tests: no cell at all, not a column of 'not testable'."""
+    assert not [f for f in decide(check_profile(federation())) if f.kind == "class_shift"]

@@ -104,6 +104,7 @@ class Check:
     function: str = ""  # data lens: the `data_checks.Checks` method; model lenses: the `model_checks` function
     explains: tuple[str, ...] = ()
     min_sites: int = 3  # fewer sites than this: every site's cell is not testable
+    min_classes: int = 0  # fewer classes than this: the check does not apply (no cell; another check says it)
     # the numbers of its rule, by name: its function reads them here, `material` names them {like_this}
     limits: tuple[tuple[str, float], ...] = ()
     # the quantiles (by probability) it reads at a site, of those `needs` names: a disclosure policy
@@ -198,18 +199,26 @@ CHECKS: tuple[Check, ...] = (
           "binomial, × the renamings tried",
           "≥ {features} features and {share:%} of them, or a negative correlation "
           "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
-          explains=("label_relation", "labels_weak", "class_balance", "output_shift", "shared_model_reversed"),
+          explains=("label_relation", "class_shift", "labels_weak", "class_balance", "output_shift",
+                    "shared_model_reversed"),
           limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01), ("margin", 10)),
           classes="some"),
     Check("labels_weak", "labels look noisy", "labels", DATA,
           "how strongly the site's features relate to its labels relative to the others' (median ratio over the "
           "informative features)", "leave-one-out t over sites, one-sided (weaker)", "below {ratio}",
-          "label_pattern", CLASS_PROFILE, "site", "labels_weak", explains=("label_relation", "class_balance"),
+          "label_pattern", CLASS_PROFILE, "site", "labels_weak",
+          explains=("label_relation", "class_shift", "class_balance"),
           limits=(("ratio", 0.5),), classes="some"),
     Check("class_balance", "another class balance", "labels", DATA,
           "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
           "a class {gap:pt} and {odds} × the odds away from the others' mean", "class_balance",
           ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
+    Check("class_shift", "one class's values differ", "relation to the label", DATA,
+          "per feature and class (three classes or more; with two, the relation to the label is this test): the "
+          "class's mean at the site, centred on the site's mean of its class means, in within-class SDs",
+          LOO + "; each class, the smallest p × the classes; a categorical column's categories together",
+          "≥ {gap} within-class SDs from the other sites' mean of that class",
+          "class_means", CLASS_PROFILE, "feature", "class_shifts", min_classes=3, limits=(("gap", 0.5),)),
     Check("label_relation", "relation to the label differs", "relation to the label", DATA,
           "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
           LOO + "; a categorical column's categories together (the smallest p, × categories)",

@@ -214,6 +214,8 @@ class Checks:
     # -- running a check ---------------------------------------------------------------------------
     def run(self, check: Check) -> list[Finding]:
         """The check's findings; every cell it could not test is one with its reason (p NaN)."""
+        if len(self.profile.classes) < check.min_classes:
+            return []
         if self.n < check.min_sites:
             reason = f"needs at least {check.min_sites} sites to compare, this federation has {self.n}"
             return [self.not_testable(check, site, None, reason) for site in self.sites]
@@ -927,6 +929,41 @@ class Checks:
                 if cells:  # a categorical column's categories: the strongest, its p × the categories tried
                     strongest = min(cells, key=lambda f: (np.nan_to_num(f.p, nan=2.0), not f.material))
                     strongest.p = min(1.0, strongest.p * len(cells)) if np.isfinite(strongest.p) else strongest.p
+                    yield strongest
+
+    def class_shifts(self) -> Iterator[Finding]:
+        """Per feature and class (three classes or more): the class's place at the site against
+        the other sites' for that class — one class's values shifted (a device or a protocol used
+        for that class only), which a projection on the others' class pattern can miss."""
+        p = self.profile
+        n_classes = len(p.classes)  # three or more (`min_classes`): with two, the centred profiles are
+        profiles = self.class_profiles  # ± half the class difference, which label_relations tests
+        tests = [leave_one_out(profiles[:, k, :], suspect=self.labels_suspect) for k in range(n_classes)]
+        deviation = np.stack([test[0] for test in tests], axis=1)  # [sites, classes, features]
+        p2 = np.stack([test[2] for test in tests], axis=1)
+        gap = limit("class_shift", "gap")
+        for i, site in enumerate(self.sites):
+            for item in self.items("feature"):
+                cells = []
+                for j in item.members:
+                    tested = np.isfinite(p2[i, :, j])
+                    if not tested.any():
+                        continue
+                    k = int(np.argmin(np.where(tested, p2[i, :, j], np.inf)))
+                    named = (p.features[j] if len(item.members) == 1
+                             else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
+                    others = profiles[i, k, j] - deviation[i, k, j]
+                    cells.append(Finding(
+                        site, LENS, "class_shift", item.name,
+                        f"{site}'s {named}: its '{p.classes[k]}' rows lie {profiles[i, k, j]:+.2f} within-class SDs "
+                        f"from the middle of its classes, against {others:+.2f} at the other sites (one class's "
+                        "values shifted: a device or a protocol used for that class?)",
+                        min(1.0, float(p2[i, k, j]) * int(tested.sum())), float(deviation[i, k, j]),
+                        "within-class SDs", evidence={"class": p.classes[k]},
+                        material=bool(abs(deviation[i, k, j]) >= gap)))
+                if cells:  # a categorical column's categories: the strongest, its p × the categories tried
+                    strongest = min(cells, key=lambda f: (f.p, not f.material))
+                    strongest.p = min(1.0, strongest.p * len(cells))
                     yield strongest
 
     @cached_property
