@@ -183,6 +183,16 @@ def test_labels_are_drawn_as_each_features_relation_to_the_outcome(data):
         assert np.allclose(trace.x, means.evidence.profile.mean_by_class[:, k, j])
 
 
+def test_one_class_shifted_is_drawn_as_each_sites_class_means_naming_the_class(data):
+    case = data["class_shift"]
+    profile = case.evidence.profile
+    figure = evidence_figure(case.finding, case.evidence)
+    j, k = profile.features.index("x3"), profile.classes.index("c")
+    dots = [t for t in figure.data if t.mode == "markers"]
+    assert np.allclose(np.asarray(dots[k].x, dtype=float), profile.mean_by_class[:, k, j])
+    assert "look at 'c'" in figure.layout.title.text
+
+
 def test_correlations_are_drawn_from_the_sites_profiles(data):
     case = data["correlation"]
     figure = evidence_figure(case.finding, case.evidence)

@@ -436,8 +436,11 @@ def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None
                                  hovertemplate="%{y}: mean %{x:.4g}<extra>" + plot_text(c) + "</extra>"))
     fig.update_xaxes(title_text=f"mean of {_axis(finding.feature or '', _unit(profile, finding.feature or ''))}")
     fig.update_yaxes(autorange="reversed")
+    named = finding.evidence.get("class")  # one class's values differ: which class to look at
     fig.update_layout(title=_title(f"{finding.feature}: mean per outcome at each site",
-                                   f"{finding.site}'s line in colour"), legend=dict(title_text="outcome"))
+                                   f"{finding.site}'s line in colour"
+                                   + (f"; look at '{named}' against the other sites'" if named else "")),
+                      legend=dict(title_text="outcome"))
     return _styled(fig, _site_height(profile.sites))
 
 
