@@ -294,7 +294,7 @@ def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback
     assert run.status.state == "done"
     federation = run.federation
     assert federation.site_names == sorted(DEMO_SITES)  # from the node configs
-    assert federation.synthetic and {g["site"] for g in federation.ground_truth} == {"Cedar Community",
+    assert federation.synthetic and {g.site for g in federation.ground_truth} == {"Cedar Community",
                                                                                           "Elm Regional"}
     assert [r.round for r in run.rounds()] == [1, 2]
     assert set(run.rounds()[-1].sites) == set(DEMO_SITES)
