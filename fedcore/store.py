@@ -174,10 +174,10 @@ STATUS = Record({
 def _federation_consistent(federation: dict[str, Any]) -> list[str]:
     """Ground truth and the preprocessing record's scales must name sites and features the
     federation has (the lenses look them up)."""
-    sites = {s["name"] for s in federation.get("sites", [])}
+    sites = {s["name"] for s in federation.get("sites", []) if "name" in s}  # (one without is named already)
     features = set(federation.get("feature_names", []))
     problems = []
-    for i, truth in enumerate(federation.get("ground_truth", [])):
+    for i, truth in enumerate(_whole_truth(federation)):
         if truth["site"] not in sites:
             problems.append(f"'ground_truth[{i}].site' names no site of the federation")
         if truth["feature"] is not None and truth["feature"] not in features:
@@ -196,6 +196,14 @@ SITE = Record({
     # a class count a site's disclosure policy withheld is null
     "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
 })
+def _whole_truth(federation: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The fitted ground truth when every entry has every key an entry must have, else none: an
+    entry without its site or feature is named as damage, and a detection report checked against
+    the others would count fewer problems than were injected."""
+    truth = federation.get("ground_truth", [])
+    return truth if all(INJECTED_PROBLEM.ok(entry) for entry in truth) else []
+
+
 # one entry of federation.json's ground truth (fedcore.injected.InjectedProblem): every entry has
 # the first four keys ('feature' null for a label problem), some kinds their particulars
 INJECTED_PROBLEM = Record({
@@ -457,7 +465,7 @@ def _federation(fitted: Mapping[str, Any]) -> StoredFederation:
     """federation.json's fitted values as typed parts (every key they read checked by FEDERATION)."""
     flower = fitted.get("flower")
     return _typed(StoredFederation, fitted, sites=tuple(_typed(SiteSizes, site) for site in fitted.get("sites", ())),
-                  ground_truth=tuple(map(InjectedProblem.from_json, fitted.get("ground_truth", ()))),
+                  ground_truth=tuple(map(InjectedProblem.from_json, _whole_truth(fitted))),
                   preprocessing=Preprocessing.from_json(fitted.get("preprocessing") or {}),
                   flower=_typed(FlowerServerRecord, flower) if flower is not None else None)
 
