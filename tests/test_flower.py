@@ -406,7 +406,7 @@ def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(mess
     files, dictionary = messy_sites
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
     assert run.status.state == "done", run.status
-    pooled = run.federation.flower["pooled_standardization"]
+    pooled = run.federation.flower.pooled_standardization
     # every continuous feature pooled (sbp too: west's 'systolic_pressure' is matched to it by its values),
     # cholesterol in mmol/L at every site: the mean of the training rows' observed values
     assert sorted(pooled) == ["age", "chol", "sbp"]
