@@ -13,8 +13,7 @@ how often a site's prototypes look where the stamp is (or would be).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
