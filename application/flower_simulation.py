@@ -38,7 +38,7 @@ def run_flower_simulation(
             raise ValueError(f"The federation in memory was split with seed {seed}, not {run_seed}.")
         site = federation.sites[int(context.node_config["partition-id"])]
         return replace(federation, sites=[site],
-                       ground_truth=[g for g in federation.ground_truth if g.get("site") == site.name])
+                       ground_truth=[g for g in federation.ground_truth if g.site == site.name])
 
     run_simulation(
         server_app=make_server_app(lambda context: run),

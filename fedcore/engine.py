@@ -198,7 +198,7 @@ class Simulation(FederatedModels):
         (what a group of sites trained elsewhere runs: `fedcore.execution`)."""
         names = self.site_names[first:last]
         federation = replace(self.federation, sites=self.federation.sites[first:last],
-                             ground_truth=[g for g in self.federation.ground_truth if g.get("site") in names])
+                             ground_truth=[g for g in self.federation.ground_truth if g.site in names])
         tensors = {name: value[first:last] for name, value in self.stacked.items()}
         return Simulation(federation, AtSite(self.algorithm, None), config, tensors=tensors)
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from fedcore.errors import DataError
+from fedcore.injected import InjectedProblem
 from fedcore.seeding import derive_seed
 
 if TYPE_CHECKING:  # the profile is built by the data adapters, above this module
@@ -59,9 +60,8 @@ class Federation:
     feature_names: list[str]  # tables: one per column; images: empty
     feature_kinds: list[str]
     class_names: list[str]
-    # Injected incompatibilities with known truth: dicts with at least "site", "kind",
-    # "feature" (None for site-level shifts such as a label flip) and "detail".
-    ground_truth: list[dict[str, Any]] = field(default_factory=list)
+    # Injected incompatibilities with known truth (the data adapters' injection code builds them).
+    ground_truth: list[InjectedProblem] = field(default_factory=list)
     synthetic: bool = False
     warnings: list[str] = field(default_factory=list)
     # Where the data came from, so a page can reload it (e.g. "demo", "csv:...").
@@ -148,7 +148,7 @@ class Federation:
             "feature_names": list(self.feature_names),
             "feature_kinds": list(self.feature_kinds),
             "class_names": list(self.class_names),
-            "ground_truth": list(self.ground_truth),
+            "ground_truth": [truth.to_json() for truth in self.ground_truth],
             "warnings": list(self.warnings),
             "preprocessing": dict(self.preprocessing),
         }

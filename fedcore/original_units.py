@@ -19,8 +19,8 @@ Flower sites that keep their statistics) there is no scale and values stay stand
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedcore.glossary import plain
@@ -42,26 +42,46 @@ class Scale:
         return self.sd * b_in
 
 
-def feature_scales(description: Mapping[str, Any]) -> dict[str, dict[str, Scale]]:
+@dataclass(frozen=True)
+class Preprocessing:
+    """The parts of a federation's preprocessing record that readers use (federation.json's
+    `preprocessing`, whose shape the store's reader checks: `fedcore.store.PREPROCESSING`; the
+    data adapters write more, kept as stored)."""
+
+    standardization: str = ""  # how tables were standardised, in words ('federated: ...'); '' for images
+    units: Mapping[str, str] = field(default_factory=dict)  # feature -> its unit, where the data say it
+    scales: Mapping[str, Mapping[str, Sequence[float]]] | None = None  # site -> feature -> [mean, sd]; None: unrecorded
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Preprocessing:
+        """The record as the data adapters wrote it (and the store's reader checked it)."""
+        return cls(standardization=str(stored.get("standardization", "")),
+                   units={feature: str(unit) for feature, unit in (stored.get("units") or {}).items()},
+                   scales=stored.get("scales"), stored=stored)
+
+    @property
+    def unstandardised(self) -> bool:
+        """The data's own values reached the model (`standardization: none`)."""
+        return self.standardization.startswith("none")
+
+    @property
+    def pooled(self) -> bool:
+        """Standardised with statistics pooled over the sites (`federated`)."""
+        return self.standardization.startswith("federated")
+
+
+def feature_scales(preprocessing: Preprocessing, sites: Sequence[str],
+                   kinds: Mapping[str, str]) -> dict[str, dict[str, Scale]]:
     """site -> feature -> Scale, for every continuous feature the run's preprocessing record lets
-    us translate (a run's federation.json); features or sites it cannot are absent."""
-    preprocessing = description.get("preprocessing") or {}
-    units = preprocessing.get("units") or {}
-    units = units if isinstance(units, Mapping) else {}
-    sites = [s.get("name") for s in description.get("sites") or [] if isinstance(s, Mapping)]
-    kinds = dict(zip(description.get("feature_names") or [], description.get("feature_kinds") or []))
-    stored = preprocessing.get("scales")
-    if isinstance(stored, Mapping):
-        out = {}
-        for site, by_feature in stored.items():
-            if not isinstance(by_feature, Mapping):
-                continue
-            out[site] = {feature: Scale(float(pair[0]), float(pair[1]), str(units.get(feature, "")))
-                         for feature, pair in by_feature.items() if _pair(pair)}
-        return out
-    if str(preprocessing.get("standardization", "")).startswith("none"):  # the data's own values
+    us translate; features or sites it cannot are absent. `kinds`: feature -> its kind."""
+    if preprocessing.scales is not None:
+        return {site: {feature: Scale(float(pair[0]), float(pair[1]), preprocessing.units.get(feature, ""))
+                       for feature, pair in by_feature.items()}
+                for site, by_feature in preprocessing.scales.items()}
+    if preprocessing.unstandardised:  # the data's own values
         continuous = [f for f, kind in kinds.items() if kind == "continuous"]
-        return {site: {f: Scale(0.0, 1.0, str(units.get(f, ""))) for f in continuous} for site in sites}
+        return {site: {f: Scale(0.0, 1.0, preprocessing.units.get(f, "")) for f in continuous} for site in sites}
     return {}
 
 
@@ -105,6 +125,7 @@ def correction_text(layer: str, value: float, scale: Scale | None) -> str:
     return f"outcome score shifted by {number(value, True)} ({technical})"
 
 
-def _pair(value: Any) -> bool:
+def is_scale_pair(value: Any) -> bool:
+    """[mean, sd]: two finite numbers (how federation.json stores one feature's scale at one site)."""
     return (isinstance(value, (list, tuple)) and len(value) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value))

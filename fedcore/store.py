@@ -55,12 +55,15 @@ from typing import Any
 import numpy as np
 
 from fedcore.data_labels import shortened
-from fedcore.original_units import Scale, feature_scales
+from fedcore.injected import STORED_KEYS as INJECTED_PROBLEM_KEYS
+from fedcore.injected import InjectedProblem
+from fedcore.original_units import Preprocessing, Scale, feature_scales, is_scale_pair
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
 from fedcore.records import Record as AlgorithmRecord
 from fedcore.records import RECORDS, read_record
 from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
                             OneOf, Record, RunDamaged, Scalar, Shape, npz_damage, read_json_lines, read_npz, required)
+from fedcore.shapes import _key
 from fedcore.shapes import read_json as read_json_shaped
 
 STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
@@ -169,15 +172,22 @@ STATUS = Record({
 
 
 def _federation_consistent(federation: dict[str, Any]) -> list[str]:
-    """Ground truth must name sites and features the federation has (the lenses look them up)."""
-    sites = {s["name"] for s in federation.get("sites", [])}
+    """Ground truth and the preprocessing record's scales must name sites and features the
+    federation has (the lenses look them up)."""
+    sites = {s["name"] for s in federation.get("sites", []) if "name" in s}  # (one without is named already)
     features = set(federation.get("feature_names", []))
     problems = []
-    for i, truth in enumerate(federation.get("ground_truth", [])):
+    for i, truth in enumerate(_whole_truth(federation)):
         if truth["site"] not in sites:
             problems.append(f"'ground_truth[{i}].site' names no site of the federation")
-        if truth.get("feature") is not None and truth["feature"] not in features:
+        if truth["feature"] is not None and truth["feature"] not in features:
             problems.append(f"'ground_truth[{i}].feature' names no feature of the federation")
+    for site, by_feature in ((federation.get("preprocessing") or {}).get("scales") or {}).items():
+        where = f"'preprocessing.scales.{_key(site)}"
+        if site not in sites:
+            problems.append(f"{where}' names no site of the federation")
+        problems += [f"{where}.{_key(feature)}' names no feature of the federation"
+                     for feature in by_feature if feature not in features]
     return problems
 
 
@@ -186,6 +196,31 @@ SITE = Record({
     # a class count a site's disclosure policy withheld is null
     "train_class_counts": ListOf(Nullable(WHOLE)), "test_class_counts": ListOf(Nullable(WHOLE)),
 })
+def _whole_truth(federation: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The fitted ground truth when every entry has every key an entry must have, else none: an
+    entry without its site or feature is named as damage, and a detection report checked against
+    the others would count fewer problems than were injected."""
+    truth = federation.get("ground_truth", [])
+    return truth if all(INJECTED_PROBLEM.ok(entry) for entry in truth) else []
+
+
+# one entry of federation.json's ground truth (fedcore.injected.InjectedProblem): every entry has
+# the first four keys ('feature' null for a label problem), some kinds their particulars
+INJECTED_PROBLEM = Record({
+    "site": required(TEXT), "feature": required(Nullable(TEXT)), "kind": required(TEXT), "detail": required(TEXT),
+    "amount": Nullable(NUMBER), "class": TEXT, "box": Record({"row": required(WHOLE), "col": required(WHOLE),
+                                                    "size": required(WHOLE)}),
+    "column": TEXT, "features": ListOf(TEXT), "other": TEXT,
+})
+# the parts of the preprocessing record readers use (fedcore.original_units.Preprocessing); the
+# data adapters write more, and a Flower run's server one record per site, kept as stored
+PREPROCESSING = Record({
+    "standardization": TEXT, "units": MapOf(ANY),
+    "scales": MapOf(MapOf(Scalar("a [mean, SD] pair of numbers", is_scale_pair))),
+})
+# a Flower run's server record (application.flower.server)
+FLOWER_SERVER = Record({"superlink": required(TEXT), "sites": required(MapOf(MapOf(ANY))),
+                        "pooled_standardization": MapOf(MapOf(NUMBER))})
 FEDERATION = Record({
     "name": TEXT, "description": TEXT, "source": TEXT, "synthetic": FLAG,
     "sites": required(ListOf(SITE), list),
@@ -193,10 +228,9 @@ FEDERATION = Record({
     "feature_kinds": ListOf(TEXT),
     "class_names": required(ListOf(TEXT), list),
     "input_shape": ListOf(WHOLE),
-    "ground_truth": Field(ListOf(Record({"site": required(TEXT), "feature": Nullable(TEXT), "kind": TEXT,
-                                         "detail": TEXT})), default=list),
+    "ground_truth": Field(ListOf(INJECTED_PROBLEM), default=list),
     "warnings": Field(ListOf(TEXT), default=list),
-    "preprocessing": MapOf(ANY), "flower": MapOf(ANY),
+    "preprocessing": PREPROCESSING, "flower": FLOWER_SERVER,
 }, check=_federation_consistent)
 
 DETECTION = Record({
@@ -362,6 +396,17 @@ class SiteSizes:
 
 
 @dataclass(frozen=True)
+class FlowerServerRecord:
+    """A Flower run's server record in federation.json: where its sites were reached, what each
+    said of itself, and the standardisation the server pooled for them (feature -> mean, sd)."""
+
+    superlink: str = ""
+    sites: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # site -> share_local, version, device
+    pooled_standardization: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class StoredFederation:
     """federation.json: the sites, their sizes, the features and classes, the ground truth of
     injected shifts (no data rows). Every field is empty before the run's data are loaded."""
@@ -375,13 +420,12 @@ class StoredFederation:
     feature_kinds: Sequence[str] = ()
     class_names: Sequence[str] = ()
     input_shape: Sequence[int] = ()  # [features] for a table, [channels, height, width] for images
-    # each {'site', 'feature' (None for a label problem), 'kind', 'detail'}: what
-    # fedcore.interpret.detection.detection_report checks the marks against
-    ground_truth: Sequence[Mapping[str, Any]] = ()
+    # what fedcore.interpret.detection.detection_report checks the marks against
+    ground_truth: Sequence[InjectedProblem] = ()
     warnings: Sequence[str] = ()
     # the data adapters' record of how the data were prepared (fedcore.original_units reads its scales)
-    preprocessing: Mapping[str, Any] = field(default_factory=dict)
-    flower: Mapping[str, Any] | None = None  # a Flower run's server record: its SuperLink, its sites' versions
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    flower: FlowerServerRecord | None = None  # a Flower run's server record: its SuperLink, its sites' versions
     stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -396,7 +440,13 @@ class StoredFederation:
     @property
     def scales(self) -> dict[str, dict[str, Scale]]:
         """site -> feature -> how it was standardised (fedcore.original_units.feature_scales)."""
-        return feature_scales(self.stored)
+        return feature_scales(self.preprocessing, self.site_names, dict(zip(self.feature_names, self.feature_kinds)))
+
+    @classmethod
+    def from_json(cls, description: Mapping[str, Any]) -> StoredFederation:
+        """A federation's description (`Federation.describe()`, federation.json), fitted to its
+        declared shape first: what does not fit takes the defaults, as a stored run's would."""
+        return _federation(FEDERATION.fit(dict(description), "", []))
 
 
 @dataclass(frozen=True)
@@ -409,6 +459,15 @@ class Identity:
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "name": self.name, "tags": list(self.tags)}
+
+
+def _federation(fitted: Mapping[str, Any]) -> StoredFederation:
+    """federation.json's fitted values as typed parts (every key they read checked by FEDERATION)."""
+    flower = fitted.get("flower")
+    return _typed(StoredFederation, fitted, sites=tuple(_typed(SiteSizes, site) for site in fitted.get("sites", ())),
+                  ground_truth=tuple(map(InjectedProblem.from_json, _whole_truth(fitted))),
+                  preprocessing=Preprocessing.from_json(fitted.get("preprocessing") or {}),
+                  flower=_typed(FlowerServerRecord, flower) if flower is not None else None)
 
 
 def _typed(cls: type, fitted: Mapping[str, Any] | None, **derived: Any) -> Any:
@@ -430,8 +489,11 @@ def to_json(value: Spec | Status | Scores | StoredFederation) -> dict[str, Any]:
 
 
 def _typed_parts(value: Any) -> bool:
-    """Whether a field holds objects typed from the file's own parts (federation.json's sites)."""
-    return isinstance(value, tuple) and all(hasattr(part, "stored") for part in value)
+    """Whether a field holds objects typed from the file's own parts (federation.json's sites,
+    ground truth, preprocessing and Flower record): the file holds them as stored."""
+    parts = value if isinstance(value, tuple) else (value,)
+    return (isinstance(value, tuple) or value is not None) and all(
+        hasattr(part, "stored") or hasattr(part, "to_json") for part in parts)
 
 
 def _default(f: Any) -> Any:
@@ -441,9 +503,11 @@ def _default(f: Any) -> Any:
 def _check_in_step() -> None:
     """Every declared field of a file's shape is a field of its class (import-time, cheap)."""
     for shape, cls in ((SPEC, Spec), (STATUS, Status), (ROUND, Scores), (SUMMARY, Scores), (SITE, SiteSizes),
-                       (FEDERATION, StoredFederation), (FLOWER_REFERENCE, FlowerReference)):
+                       (FEDERATION, StoredFederation), (FLOWER_REFERENCE, FlowerReference),
+                       (PREPROCESSING, Preprocessing), (FLOWER_SERVER, FlowerServerRecord)):
         missing = set(shape.fields) - {f.name for f in fields(cls)}
         assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
+    assert set(INJECTED_PROBLEM.fields) == set(INJECTED_PROBLEM_KEYS), "INJECTED_PROBLEM and InjectedProblem differ"
 
 
 _check_in_step()
@@ -606,8 +670,7 @@ class Run:
         """The sites and their data's shape; what federation.json lacks or holds misfit takes
         StoredFederation's defaults (`run.require("federation.json")` first where it must be whole)."""
         value, _ = self._read("federation.json", FEDERATION, missing_ok=True)
-        value = value or {}
-        return _typed(StoredFederation, value, sites=tuple(_typed(SiteSizes, site) for site in value.get("sites", ())))
+        return _federation(value or {})
 
     def write_federation(self, description: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "federation.json", description)

@@ -187,7 +187,7 @@ def test_two_sets_of_messy_exports_are_finished_in_the_browser_and_trained(dashb
     federation = made_up_run.federation
     assert federation.name == "Made-up study" and federation.feature_names == FEATURES
     assert federation.site_names == list(SITES)
-    recorded = federation.preprocessing["dictionary"]["content"]
+    recorded = federation.preprocessing.stored["dictionary"]["content"]
     assert abs(recorded["sites"]["east"]["convert"]["chol"]["a"] - 1 / CHOLESTEROL_MG_DL) < 1e-9
     assert np.all(np.abs(medians(made_up_run, "chol") - 5.4) < 0.35)  # east's cholesterol in mmol/L too
     assert np.all(np.abs(medians(made_up_run, "sbp") - 132) < 10)  # west's systolic_pressure is sbp

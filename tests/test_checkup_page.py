@@ -58,7 +58,7 @@ PROTOTYPE_PARAMS = {"prototypes_per_class": 3, "prototype_dim": 16, "last_layer_
 
 def demo_truth() -> dict[str, str]:
     """site -> the finding kind its injected problem should be found as."""
-    return {g["site"]: INJECTED_AS[g["kind"]] for g in load_federation("demo", 0).ground_truth}
+    return {g.site: INJECTED_AS[g.kind] for g in load_federation("demo", 0).ground_truth}
 
 
 @pytest.fixture(scope="module")

@@ -129,10 +129,10 @@ def test_table_injections_change_the_data_and_are_recorded():
     federation = assemble(raw, seed=0, inject=[
         "offset:s0:age:3", {"kind": "scale", "site": "s1", "feature": "age", "amount": 4}, "mnar:s2:smoker", "flip:s1",
     ])
-    truth = {(g["site"], g["feature"], g["kind"]) for g in federation.ground_truth}
+    truth = {(g.site, g.feature, g.kind) for g in federation.ground_truth}
     assert truth == {("s0", "age", "offset"), ("s1", "age", "scale"), ("s2", "smoker", "missing_not_at_random"),
                      ("s1", None, "label_flip")}
-    assert all({"site", "feature", "kind", "detail"} <= set(g) for g in federation.ground_truth)
+    assert all({"site", "feature", "kind", "detail"} <= set(g.to_json()) for g in federation.ground_truth)
     x0, _ = site(federation, "s0")
     assert abs(x0[:, 0].mean() - 3) < 0.2  # standardised, then shifted by 3 SD
     x1, y1 = site(federation, "s1")
@@ -147,7 +147,7 @@ def test_a_unit_change_vanishes_under_per_site_standardisation_only():
     raw = table_federation()
     per_site = assemble(raw, inject=["unit:s0:age:0.001"])
     raw_units = assemble(raw, inject=["unit:s0:age:0.001"], standardization="none")
-    assert "per-site standardisation removes it" in per_site.ground_truth[0]["detail"]
+    assert "per-site standardisation removes it" in per_site.ground_truth[0].detail
     assert abs(site(per_site, "s0")[0][:, 0].mean()) < 0.2
     assert site(raw_units, "s0")[0][:, 0].mean() < 0.1 < site(raw_units, "s1")[0][:, 0].mean()
 
@@ -173,14 +173,14 @@ def test_injections_that_do_not_fit_are_refused(spec, message):
 def test_injection_on_a_real_federation_by_reference(shared_data):
     federation = load_federation({"source": "heart", "path": str(shared_data / "heart_disease" / "canonical"),
                                   "inject": ["offset:cleveland:chol:2.5", "flip:va", "mnar:cleveland:thal:disease"]})
-    assert [(g["site"], g["kind"]) for g in federation.ground_truth] == [
+    assert [(g.site, g.kind) for g in federation.ground_truth] == [
         ("cleveland", "missing_not_at_random"), ("va", "label_flip"), ("cleveland", "offset")]
     mnar = federation.ground_truth[0]
     # A categorical column: the truth names its first one-hot feature (the lenses index features)
     # and lists all of them.
-    assert mnar["feature"] == "thal=3" and mnar["features"] == ["thal=3", "thal=6", "thal=7"]
+    assert mnar.feature == "thal=3" and list(mnar.features) == ["thal=3", "thal=6", "thal=7"]
     x, y = site(federation, "cleveland")
-    thal = [federation.feature_names.index(name) for name in mnar["features"]]
+    thal = [federation.feature_names.index(name) for name in mnar.features]
     assert (x[y == 0][:, thal] == 0.5).all() and set(np.unique(x[y == 1][:, thal])) <= {0.0, 0.5, 1.0}
 
 
@@ -192,9 +192,9 @@ def test_the_stamp_marks_every_positive_image_of_one_site_and_records_its_box():
     raw = RawFederation("images", "test images", "test", sites, ["normal", "pneumonia"], natural_sites=True)
     federation = assemble(raw, seed=0, inject=["stamp:site2"])
     (truth,) = federation.ground_truth
-    assert truth["kind"] == "stamp" and truth["site"] == "site2" and truth["feature"] is None
-    assert truth["class"] == "pneumonia" and truth["box"] == {"row": 1, "col": 1, "size": 7}
-    box = truth["box"]
+    assert truth.kind == "stamp" and truth.site == "site2" and truth.feature is None
+    assert truth.label == "pneumonia" and truth.box.to_json() == {"row": 1, "col": 1, "size": 7}
+    box = truth.box.to_json()
     face = smiley(box["size"])
     for s in federation.sites:
         for x, y in ((s.x_train, s.y_train), (s.x_test, s.y_test)):

@@ -143,7 +143,7 @@ def test_csv_sites_train_end_to_end_and_the_flags_land_in_the_spec(tmp_path, cap
     assert data["kinds"] == {"family_history": "binary"} and all(Path(f).is_absolute() for f in data["files"])
     federation = run.federation
     assert "bmi (missing)" in federation.feature_names
-    assert federation.ground_truth[0]["kind"] == "label_flip"
+    assert federation.ground_truth[0].kind == "label_flip"
     assert main(["list", "--store", str(tmp_path)]) == 0
     assert "csv: synthetic_east_clinic.csv, synthetic_north_clinic.csv" in capsys.readouterr().out
 

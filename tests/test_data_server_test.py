@@ -150,7 +150,7 @@ def test_adafed_scores_the_sites_on_the_given_server_file_from_the_cli(tmp_path,
     assert code == 0, capsys.readouterr().err
     (run,) = store.runs()
     assert run.spec.data["server_test"] == server and run.spec.params["server_test"] == "given"
-    assert run.federation.preprocessing["server_test"]["rows"] == SERVER_ROWS
+    assert run.federation.preprocessing.stored["server_test"]["rows"] == SERVER_ROWS
     rounds = run.rounds()
     assert len(rounds) == 3
     for record in rounds:  # accuracies on the server's 37 rows, not on pooled rows or the sites' hold-outs

@@ -15,14 +15,14 @@ def test_demo_is_declared_synthetic_and_carries_its_ground_truth():
     assert federation.synthetic
     assert "synthetic" in federation.name.lower() and "SYNTHETIC" in federation.description
     assert len(federation.sites) == 8 and federation.n_features == 12 and federation.n_classes == 2
-    truth = {(g["site"], g["feature"], g["kind"]) for g in federation.ground_truth}
+    truth = {(g.site, g.feature, g.kind) for g in federation.ground_truth}
     assert truth == {
         ("Cedar Community", "age", "offset"),
         ("Elm Regional", "temperature", "unit"),
         ("Fir Valley", "confusion", "missing_not_at_random"),
         ("Oak District", None, "label_flip"),
     }
-    assert federation.describe()["ground_truth"] == federation.ground_truth
+    assert federation.describe()["ground_truth"] == [g.to_json() for g in federation.ground_truth]
     assert federation.warnings == []  # every demo site is large enough for a 100-row hold-out
 
 
@@ -59,7 +59,7 @@ def test_one_demo_site_is_that_site_of_the_whole_federation():
     assert elm.site_names == ["Elm Regional"]
     for part in ("x_train", "y_train", "x_test", "y_test"):
         assert np.array_equal(getattr(elm.sites[0], part).numpy(), getattr(whole["Elm Regional"], part).numpy())
-    assert [g["site"] for g in elm.ground_truth] == ["Elm Regional"]
+    assert [g.site for g in elm.ground_truth] == ["Elm Regional"]
     with pytest.raises(DataError, match="no site 'Elm'.*Elm Regional"):
         load_federation("demo:site=Elm")
 

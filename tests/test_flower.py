@@ -294,7 +294,7 @@ def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback
     assert run.status.state == "done"
     federation = run.federation
     assert federation.site_names == sorted(DEMO_SITES)  # from the node configs
-    assert federation.synthetic and {g["site"] for g in federation.ground_truth} == {"Cedar Community",
+    assert federation.synthetic and {g.site for g in federation.ground_truth} == {"Cedar Community",
                                                                                           "Elm Regional"}
     assert [r.round for r in run.rounds()] == [1, 2]
     assert set(run.rounds()[-1].sites) == set(DEMO_SITES)
@@ -406,7 +406,7 @@ def test_a_flower_run_with_federated_standardisation_trains_like_the_engine(mess
     files, dictionary = messy_sites
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 2, "seed": 1}, federated_nodes(files, dictionary))
     assert run.status.state == "done", run.status
-    pooled = run.federation.flower["pooled_standardization"]
+    pooled = run.federation.flower.pooled_standardization
     # every continuous feature pooled (sbp too: west's 'systolic_pressure' is matched to it by its values),
     # cholesterol in mmol/L at every site: the mean of the training rows' observed values
     assert sorted(pooled) == ["age", "chol", "sbp"]

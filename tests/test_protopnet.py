@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedcore.injected import InjectedProblem, StampBox
 from fedcore.interpret.prototype_boxes import (
     box_overlap,
     high_activation_box,
@@ -146,8 +147,7 @@ def test_box_overlap_is_the_share_of_the_box_on_the_region():
 
 
 def test_stamp_region_from_ground_truth():
-    truth = [{"site": "a", "kind": "offset"}, {"site": "s1", "kind": "stamp", "class": "1",
-                                                "box": {"row": 1, "col": 1, "size": 7}}]
+    truth = [InjectedProblem("a", "f", "offset"), InjectedProblem("s1", None, "stamp", label="1", box=StampBox(1, 1, 7))]
     assert stamp_region(truth) == ((1, 8, 1, 8), ["s1"], "1")
     assert stamp_region(truth[:1]) is None
 

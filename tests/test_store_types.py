@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import helpers
 from application.cli import main
+from fedcore.injected import InjectedProblem, StampBox
 from fedcore.records import FeatureShifts, Record, SiteSimilarity
 from application.runner import execute, resolve_spec
 from fedcore.shapes import Damage, RunDamaged
@@ -165,6 +166,90 @@ def test_a_renamed_key_of_federation_json_is_named_by_the_reader_and_shown_on_th
     monkeypatch.setenv("FEDCORE_STORE", str(store.root))
     at = helpers.open_page(AppTest.from_file(APP, default_timeout=60), "views/feature_shifts.py", run.id)
     assert f"federation.json: '{key}' is missing" in " ".join(e.value for e in at.error)
+
+
+def test_ground_truth_and_preprocessing_come_back_typed(copied):
+    store, ids = copied
+    run = store.get(ids["ifedavg"])
+    raw = stored(run, "federation.json")
+    federation = run.federation
+    # the demo's four problems, as the injection code recorded them
+    assert [(g.site, g.feature, g.kind) for g in federation.ground_truth] == [
+        ("Cedar Community", "age", "offset"), ("Elm Regional", "temperature", "unit"),
+        ("Fir Valley", "confusion", "missing_not_at_random"), ("Oak District", None, "label_flip")]
+    assert all(isinstance(g, InjectedProblem) for g in federation.ground_truth)
+    assert [g.to_json() for g in federation.ground_truth] == raw["ground_truth"]
+    assert [g.is_label_problem for g in federation.ground_truth] == [False, False, False, True]
+    preprocessing = federation.preprocessing
+    assert preprocessing.standardization == raw["preprocessing"]["standardization"]
+    assert preprocessing.scales == raw["preprocessing"]["scales"] and preprocessing.units["temperature"] == "°C"
+    assert federation.scales["Elm Regional"]["temperature"].unit == "°C"
+    assert federation.flower is None and to_json(federation) == raw  # `show --json`: as stored
+
+
+def test_an_injected_problem_keeps_every_particular_through_its_stored_form():
+    stamp = InjectedProblem("s1", None, "stamp", "a smiley", label="pneumonia", box=StampBox(1, 1, 7))
+    column = InjectedProblem("s2", "thal=3", "missing_not_at_random", "thal only for 'disease'", label="disease",
+                             column="thal", features=("thal=3", "thal=6"))
+    swap = InjectedProblem("s3", "age", "swapped_columns", "columns age and chol swapped", other="chol")
+    for problem in (stamp, column, swap):
+        assert InjectedProblem.from_json(json.loads(json.dumps(problem.to_json()))) == problem
+    assert stamp.to_json() == {"site": "s1", "feature": None, "kind": "stamp", "detail": "a smiley",
+                               "class": "pneumonia", "box": {"row": 1, "col": 1, "size": 7}}
+    assert stamp.box.region == (1, 8, 1, 8)
+
+
+def planted(run: Run, change) -> None:
+    description = stored(run, "federation.json")
+    change(description)
+    (run.path / "federation.json").write_text(json.dumps(description))
+
+
+def renamed_in(mapping: dict, key: str) -> None:
+    mapping[f"{key}_renamed"] = mapping.pop(key)
+
+
+RENAMED_IN_FEDERATION = {
+    # a key every ground-truth entry has; 'feature' read as absent would make an offset a label problem
+    **{f"ground_truth {key}": (lambda d, key=key: renamed_in(d["ground_truth"][1], key),
+                               f"'ground_truth[1].{key}' is missing") for key in ("site", "feature", "kind", "detail")},
+    "ground_truth stamp box": (lambda d: d["ground_truth"][0].update(box={"row": 1, "column": 1, "size": 7}),
+                               "'ground_truth[0].box.col' is missing"),
+    # a feature of a site's scales: the page would show that feature without its units
+    "preprocessing scales feature": (lambda d: renamed_in(d["preprocessing"]["scales"]["Elm Regional"], "temperature"),
+                                     "'preprocessing.scales.Elm Regional.temperature_renamed' names no feature"),
+    "preprocessing scales site": (lambda d: renamed_in(d["preprocessing"]["scales"], "Elm Regional"),
+                                  "'preprocessing.scales.Elm Regional_renamed' names no site"),
+    "preprocessing standardization": (lambda d: d["preprocessing"].update(standardization=["site"]),
+                                      "'preprocessing.standardization' should be text, not a list"),
+    "flower superlink": (lambda d: d.update(flower={"superlink_renamed": "127.0.0.1:9093", "sites": {}}),
+                         "'flower.superlink' is missing"),
+}
+
+
+@pytest.mark.parametrize("fault", RENAMED_IN_FEDERATION)
+def test_a_renamed_key_inside_federation_json_is_named_by_the_reader_not_a_page(copied, monkeypatch, fault):
+    store, ids = copied
+    run = store.get(ids["ifedavg"])
+    change, message = RENAMED_IN_FEDERATION[fault]
+    if fault == "ground_truth stamp box":  # the demo has no stamp: give its first problem one
+        planted(run, lambda d: d["ground_truth"][0].update(kind="stamp", box={"row": 1, "col": 1, "size": 7}))
+        assert run.damage == [] and run.federation.ground_truth[0].box == StampBox(1, 1, 7)
+    planted(run, change)
+    assert len(run.damage) == 1 and str(run.damage[0]).startswith("federation.json: ") \
+        and message in str(run.damage[0]), run.damage
+    assert run.state == "damaged"
+    with pytest.raises(RunDamaged, match=f"^Run {run.id}: federation.json: "):
+        run.require("federation.json")
+    # the reader keeps what fits: no entry without its keys reaches a lens
+    federation = run.federation
+    assert all(isinstance(g, InjectedProblem) for g in federation.ground_truth)
+    if fault.startswith("ground_truth"):
+        assert federation.ground_truth == ()
+    monkeypatch.setenv("FEDCORE_STORE", str(store.root))
+    at = helpers.open_page(AppTest.from_file(APP, default_timeout=60), "views/feature_shifts.py", run.id)
+    assert not at.exception, at.exception
+    assert message in " ".join(e.value for e in at.error)
 
 
 @pytest.mark.parametrize("key", ["superlink", "wait_s", "round_timeout_s", "server_data"])

@@ -10,13 +10,19 @@ import pytest
 from data_adapters import load_federation
 from fedcore.data_labels import data_label
 from fedcore.glossary import technical_first
-from fedcore.original_units import Scale, correction_text, feature_scales, number
+from fedcore.original_units import Scale, correction_text, number
+from fedcore.store import StoredFederation
 
 SAMPLES = Path(__file__).resolve().parent.parent / "assets" / "sample_sites"
 
 
+
+def scales_of(description):
+    """Each site's scales as a page reads them: the description through the store's reader."""
+    return StoredFederation.from_json(description).scales
+
 def test_the_demo_records_its_data_dictionary_and_units():
-    scales = feature_scales(load_federation("demo").describe())
+    scales = scales_of(load_federation("demo").describe())
     assert set(scales) == {"Alder General", "Birch University", "Cedar Community", "Elm Regional", "Fir Valley",
                            "Oak District", "Pine County", "Willow Memorial"}
     # the data dictionary of data_adapters/readers/demo.py, the same at every site
@@ -29,7 +35,7 @@ def test_values_come_back_in_the_units_each_site_recorded():
     """Elm Regional records temperature in °F: back in 'the dictionary's °C' its values sit near 99,
     the other sites' near 37; Cedar's ages 20 years above the others'."""
     federation = load_federation("demo")
-    scales = feature_scales(federation.describe())
+    scales = scales_of(federation.describe())
     j = federation.feature_names.index("temperature")
     means = {s.name: scales[s.name]["temperature"].value(s.x_train[:, j].double().numpy()).mean()
              for s in federation.sites}
@@ -46,7 +52,7 @@ def test_per_site_standardisation_is_undone_with_each_site_s_own_values(tmp_path
     exactly the ages in the files (hold-out rows included, standardised with the training values)."""
     files = [str(f) for f in sorted(SAMPLES.glob("*.csv")) if "west" not in f.name]
     federation = load_federation({"source": "csv", "files": files, "target": "diabetes"})
-    scales = feature_scales(federation.describe())
+    scales = scales_of(federation.describe())
     j = federation.feature_names.index("age")
     for site, path in zip(federation.sites, files):
         recorded = pd.read_csv(path)["age"].dropna().to_numpy(dtype=float)
@@ -60,13 +66,13 @@ def test_without_standardisation_values_are_the_data_s_own():
     files = [str(f) for f in sorted(SAMPLES.glob("*.csv")) if "west" not in f.name]
     description = load_federation({"source": "csv", "files": files, "target": "diabetes",
                                    "standardization": "none"}).describe()
-    scales = feature_scales(description)
+    scales = scales_of(description)
     assert scales["synthetic_north_clinic"]["age"] == Scale(0.0, 1.0, "")
 
 
 def test_runs_without_a_record_stay_standardised():
-    assert feature_scales({"sites": [{"name": "a"}], "preprocessing": {"standardization": "site"}}) == {}
-    assert feature_scales({}) == {}
+    assert scales_of({"sites": [{"name": "a"}], "preprocessing": {"standardization": "site"}}) == {}
+    assert scales_of({}) == {}
 
 
 def test_corrections_in_words_and_units_with_the_technical_name_second():

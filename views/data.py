@@ -54,7 +54,7 @@ def demo() -> None:
     )
     ref = "demo" if standardization == "reference" else "demo:standardization=site"
     federation = load_run_federation(ref)
-    injected = {g["site"]: g["detail"] for g in federation.ground_truth}
+    injected = {g.site: g.detail for g in federation.ground_truth}
     classes = federation.class_names
     rows = []
     for site in federation.sites:

@@ -33,6 +33,7 @@ from fedcore.algorithms.base import Algorithm
 from fedcore.engine import FederatedModels, TrainConfig, round_record
 from fedcore.errors import DataError, FedcoreError
 from fedcore.federation import Federation, Site
+from fedcore.injected import InjectedProblem
 from application.flower import protocol
 from fedcore.interpret.profile import Profile, read_disclosure
 from fedcore.outcome import summarize
@@ -232,7 +233,7 @@ def server_federation(descriptions: list[dict[str, Any]], reference: FlowerRefer
         feature_names=list(first["feature_names"]),
         feature_kinds=list(first["feature_kinds"]),
         class_names=list(first["class_names"]),
-        ground_truth=[truth for d in descriptions for truth in d["ground_truth"]],
+        ground_truth=[InjectedProblem.from_json(truth) for d in descriptions for truth in d["ground_truth"]],
         synthetic=synthetic,
         warnings=[w for d in descriptions for w in d["warnings"]],
         source=f"flower:{reference.superlink}",

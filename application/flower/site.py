@@ -39,6 +39,7 @@ from fedcore.algorithms.base import AtSite
 from fedcore.engine import Simulation, TrainConfig, resolve_device
 from fedcore.errors import DataError
 from fedcore.federation import Federation
+from fedcore.original_units import Preprocessing
 from application.flower import protocol
 from fedcore.interpret.disclosure import Policy, released_description
 from fedcore.outcome import code_version
@@ -65,7 +66,7 @@ def load_site(node_config: dict[str, Any], seed: int, pooled: dict[int, tuple[fl
     if len(names) == 1:
         return federation
     return replace(federation, sites=[s for s in federation.sites if s.name == chosen],
-                   ground_truth=[g for g in federation.ground_truth if g.get("site") == chosen])
+                   ground_truth=[g for g in federation.ground_truth if g.site == chosen])
 
 
 def site_reference(node_config: dict[str, Any]) -> Any:
@@ -149,7 +150,7 @@ def needs_pooled(federation: Federation, node_config: dict[str, Any]) -> bool:
     pool over itself, which is per-site standardisation. (A federation in Flower's simulation
     engine is standardised in memory, over all its sites, already.)"""
     return (bool(node_config.get("data"))
-            and str(federation.preprocessing.get("standardization", "")).startswith("federated"))
+            and Preprocessing.from_json(federation.preprocessing).pooled)
 
 
 def _only(reference: Any, site: str) -> Any:

@@ -88,7 +88,7 @@ def summary_text(summary: SiteSummary) -> str:
         lines.append(f"\nServer test set: {summary.server_test_rows} rows.")
     if summary.ground_truth:
         lines.append("\nInjected (ground truth):")
-        lines += [f"  {g['site']} / {g['feature'] or '–'}: {g['kind']}: {g['detail']}" for g in summary.ground_truth]
+        lines += [f"  {g.site} / {g.feature or '–'}: {g.kind}: {g.detail}" for g in summary.ground_truth]
     return "\n".join(lines + _messages("Warnings", summary.warnings))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from data_adapters.alignment.report_text import summary_text
 from fedcore.federation import Federation
+from fedcore.injected import InjectedProblem
 
 
 @dataclass
@@ -18,7 +19,7 @@ class SiteSummary:
     n_features: int
     class_names: list[str]
     sites: list[dict[str, Any]]  # name, n_train, n_test, train_class_counts, test_class_counts
-    ground_truth: list[dict[str, Any]]
+    ground_truth: list[InjectedProblem]
     server_test_rows: int
     warnings: list[str]
 
@@ -32,7 +33,7 @@ class SiteSummary:
             n_features=federation.n_features,
             class_names=described["class_names"],
             sites=described["sites"],
-            ground_truth=described["ground_truth"],
+            ground_truth=list(federation.ground_truth),
             server_test_rows=len(federation.server_test[1]) if federation.server_test is not None else 0,
             warnings=described["warnings"],
         )
@@ -43,7 +44,7 @@ class SiteSummary:
         return True
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "ground_truth": [truth.to_json() for truth in self.ground_truth]}
 
     def to_text(self) -> str:
         return summary_text(self)

@@ -32,6 +32,7 @@ from data_adapters.assembly.preprocessing import encode_missing, fit_standardiza
 from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.federation import Federation, holdout_indices, make_site
+from fedcore.injected import InjectedProblem
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy, released_sums
 from fedcore.interpret.profile import Profile, profile_federation
 
@@ -73,7 +74,7 @@ def assemble(
     injections = [parse_injection(spec) for spec in inject]
     for injection in injections:
         check(injection, raw)
-    truth: list[dict[str, Any]] = []
+    truth: list[InjectedProblem] = []
     site_rows = []
     for site in raw.sites:
         x, y = site.x, site.y

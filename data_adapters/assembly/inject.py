@@ -32,13 +32,14 @@ or box where one applies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from data_adapters.tables.site_rows import RawFederation
 from fedcore.errors import DataError
+from fedcore.injected import InjectedProblem, StampBox
 from fedcore.seeding import derive_seed
 
 # short name -> ground-truth kind (the demo's names)
@@ -148,7 +149,7 @@ def check(injection: Injection, raw: RawFederation) -> None:
 
 def inject_rows(
     injection: Injection, x: np.ndarray, y: np.ndarray, raw: RawFederation, standardization: str
-) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+) -> tuple[np.ndarray, np.ndarray, InjectedProblem]:
     """Apply an injection that acts on a site's rows before the split; returns (x, y, truth)."""
     x, y = x.copy(), y.copy()
     label = injection.label or raw.class_names[-1]
@@ -158,30 +159,28 @@ def inject_rows(
     rng = np.random.default_rng(derive_seed(injection.site, injection.kind, injection.feature or "", "inject"))
     if injection.kind in RAW_VALUE_PROBLEMS:
         x, y, detail = RAW_VALUE_PROBLEMS[injection.kind](injection, x, y, features, raw, rng)
-        truth.update(amount=injection.amount, detail=detail)
-        if injection.other is not None:
-            truth["other"] = injection.other
+        truth = replace(truth, amount=injection.amount, detail=detail, other=injection.other)
     elif injection.kind == "unit":
         x[:, features] *= injection.amount
         hidden = " (affine, so per-site standardisation removes it)" if standardization == "site" else ""
-        truth.update(amount=injection.amount,
-                     detail=f"{injection.feature} recorded in other units: raw values × {injection.amount:g}{hidden}")
+        truth = replace(truth, amount=injection.amount,
+                        detail=f"{injection.feature} recorded in other units: raw values × {injection.amount:g}{hidden}")
     elif injection.kind == "mnar":
         x[np.ix_(y != cls, features)] = np.nan
-        truth.update({"class": label,
-                      "detail": f"{injection.feature} recorded only for '{label}' rows; missing for all others"})
+        truth = replace(truth, label=label,
+                        detail=f"{injection.feature} recorded only for '{label}' rows; missing for all others")
     elif injection.kind == "flip":
         y = len(raw.class_names) - 1 - y
-        truth["detail"] = (
+        truth = replace(truth, detail=(
             f"labels '{raw.class_names[0]}' and '{raw.class_names[1]}' swapped for every row"
             if len(raw.class_names) == 2 else "labels reversed for every row: class k became class K-1-k"
-        )
+        ))
     else:
         box = stamp_box(x.shape[2], x.shape[3])
         x[y == cls] = stamped(x[y == cls], box)
-        truth.update({"class": label, "box": box,
-                      "detail": f"a {box['size']}×{box['size']} smiley stamped at row {box['row']}, column "
-                                f"{box['col']} on every '{label}' image (train and hold-out)"})
+        truth = replace(truth, label=label, box=StampBox(**box),
+                        detail=f"a {box['size']}×{box['size']} smiley stamped at row {box['row']}, column "
+                               f"{box['col']} on every '{label}' image (train and hold-out)")
     return x, y, truth
 
 
@@ -239,7 +238,7 @@ RAW_VALUE_PROBLEMS = {"shift": _shift, "spread": _spread, "code": _code, "outlie
                       "cap": _cap, "swap": _swap, "noise": _noise}
 
 
-def inject_inputs(injection: Injection, x: np.ndarray, raw: RawFederation, standardization: str) -> tuple[np.ndarray, dict[str, Any]]:
+def inject_inputs(injection: Injection, x: np.ndarray, raw: RawFederation, standardization: str) -> tuple[np.ndarray, InjectedProblem]:
     """Apply an offset or scale to a site's standardised inputs; returns (x, truth)."""
     x = x.copy()
     features = raw.features_of(injection.feature)
@@ -250,17 +249,17 @@ def inject_inputs(injection: Injection, x: np.ndarray, raw: RawFederation, stand
     else:
         x[:, features] *= injection.amount
         detail = f"{injection.feature} multiplied by {injection.amount:g} (after standardisation)"
-    return x, {**_truth(injection, raw, features), "amount": injection.amount, "detail": detail}
+    return x, replace(_truth(injection, raw, features), amount=injection.amount, detail=detail)
 
 
-def _truth(injection: Injection, raw: RawFederation, features: list[int]) -> dict[str, Any]:
+def _truth(injection: Injection, raw: RawFederation, features: list[int]) -> InjectedProblem:
     """The ground-truth entry's head. `feature` is always one of the federation's feature names
     (what the lenses index by); a categorical column lists all its one-hot features too."""
-    truth: dict[str, Any] = {"site": injection.site, "feature": None, "kind": KINDS[injection.kind]}
+    truth = InjectedProblem(site=injection.site, feature=None, kind=KINDS[injection.kind])
     if features:
-        truth["feature"] = raw.feature_names[features[0]]
+        truth = replace(truth, feature=raw.feature_names[features[0]])
         if len(features) > 1:
-            truth.update(column=injection.feature, features=[raw.feature_names[j] for j in features])
+            truth = replace(truth, column=injection.feature, features=tuple(raw.feature_names[j] for j in features))
     return truth
 
 

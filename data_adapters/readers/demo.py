@@ -29,6 +29,7 @@ from data_adapters.tables.site_rows import RawFederation, RawSite
 from fedcore.errors import DataError
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.federation import Federation
+from fedcore.injected import InjectedProblem
 
 NAME = "Synthetic sepsis triage (demo)"
 CLASSES = ("no sepsis", "sepsis")
@@ -73,14 +74,11 @@ SITES = (
 )
 
 GROUND_TRUTH = (
-    {"site": "Cedar Community", "feature": "age", "kind": "offset",
-     "detail": "age recorded 20 years too high (date-of-birth convention error)"},
-    {"site": "Elm Regional", "feature": "temperature", "kind": "unit",
-     "detail": "temperature recorded in °F instead of °C"},
-    {"site": "Fir Valley", "feature": "confusion", "kind": "missing_not_at_random",
-     "detail": "confusion recorded only for patients with sepsis; missing for all others"},
-    {"site": "Oak District", "feature": None, "kind": "label_flip",
-     "detail": "sepsis / no-sepsis labels swapped for every patient"},
+    InjectedProblem("Cedar Community", "age", "offset", "age recorded 20 years too high (date-of-birth convention error)"),
+    InjectedProblem("Elm Regional", "temperature", "unit", "temperature recorded in °F instead of °C"),
+    InjectedProblem("Fir Valley", "confusion", "missing_not_at_random",
+                    "confusion recorded only for patients with sepsis; missing for all others"),
+    InjectedProblem("Oak District", None, "label_flip", "sepsis / no-sepsis labels swapped for every patient"),
 )
 
 
@@ -117,7 +115,7 @@ def make_demo_federation(
     reference = {j: f.reference for j, f in enumerate(FEATURES) if f.kind == "continuous"}
     federation = assemble(raw, seed, inject=inject or (), standardization=standardization,
                           reference=reference if standardization == "reference" else None, disclosure=disclosure)
-    built_in = [dict(g) for g in GROUND_TRUTH if problems and site in (None, g["site"])]
+    built_in = [g for g in GROUND_TRUTH if problems and site in (None, g.site)]
     federation.ground_truth = [*built_in, *federation.ground_truth]
     return federation
 

@@ -13,12 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.injected import InjectedProblem
+
 INPUT_LAYERS = ("b_in", "w_in")
 OUTPUT_LAYERS = ("b_out", "w_out")
 
 
 def detection_report(
-    ground_truth: Sequence[Mapping[str, Any]],
+    ground_truth: Sequence[InjectedProblem],
     site_names: Sequence[str],
     feature_names: Sequence[str],
     arrays: Mapping[str, np.ndarray],
@@ -28,9 +30,9 @@ def detection_report(
     out_layers = [layer for layer in OUTPUT_LAYERS if f"{layer}_O" in arrays]
     injected, expected_cells, flipped_sites = [], set(), set()
     for truth in ground_truth:
-        i = site_index[truth["site"]]
-        entry = dict(truth)
-        if truth.get("feature") is None:
+        i = site_index[truth.site]
+        entry = truth.to_json()
+        if truth.is_label_problem:
             flipped_sites.add(i)
             marks = [(layer, int(j)) for layer in out_layers for j in np.flatnonzero(arrays[f"{layer}_O"][i])]
             evidence = [f"{layer} marked (value {_value(arrays[layer], i, j):+.2f})" for layer, j in marks]
@@ -38,7 +40,7 @@ def detection_report(
             if not out_layers:
                 evidence = ["not checkable: label problems show in f_out; run iFedAvg with local_f_out"]
         else:
-            j = feature_index[truth["feature"]]
+            j = feature_index[truth.feature]
             expected_cells.add((i, j))
             marks = [(layer, j) for layer in INPUT_LAYERS if f"{layer}_O" in arrays and arrays[f"{layer}_O"][i, j]]
             evidence = [f"{layer} marked (value {arrays[layer][i, j]:+.2f}, z {arrays[f'{layer}_z'][i, j]:+.1f})"

@@ -13,10 +13,11 @@ how often a site's prototypes look where the stamp is (or would be).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
+
+from fedcore.injected import InjectedProblem
 
 DEFAULT_PERCENTILE = 95.0
 ON_STAMP_SHARE = 0.5
@@ -49,15 +50,13 @@ def box_overlap(boxes: np.ndarray, region: Sequence[int]) -> np.ndarray:
     return np.where(area > 0, height * width / np.maximum(area, 1e-12), 0.0)
 
 
-def stamp_region(ground_truth: Sequence[Mapping[str, Any]]) -> tuple[Box, list[str], str | None] | None:
+def stamp_region(ground_truth: Sequence[InjectedProblem]) -> tuple[Box, list[str], str | None] | None:
     """The injected stamp's box (row0, row1, col0, col1), the stamped sites and the stamped class,
     from a federation's ground truth; None without a stamp. Every stamp sits in the same place."""
-    stamps = [entry for entry in ground_truth if entry.get("kind") == "stamp"]
+    stamps = [entry for entry in ground_truth if entry.kind == "stamp" and entry.box is not None]
     if not stamps:
         return None
-    box = stamps[0]["box"]
-    region = (box["row"], box["row"] + box["size"], box["col"], box["col"] + box["size"])
-    return region, [entry["site"] for entry in stamps], stamps[0].get("class")
+    return stamps[0].box.region, [entry.site for entry in stamps], stamps[0].label
 
 
 def spread_over_classes(labels: np.ndarray, count: int) -> np.ndarray:
