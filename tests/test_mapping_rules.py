@@ -246,6 +246,7 @@ def test_the_dictionary_maps_a_server_test_file_by_the_entry_named_after_it(tmp_
 
 def test_a_flower_server_s_data_is_mapped_by_the_sites_dictionary(tmp_path):
     from application.flower.server import _server_test
+    from fedcore.store import FlowerReference
 
     for k, site in enumerate(("north", "server")):
         frame = clinic(k)
@@ -255,10 +256,11 @@ def test_a_flower_server_s_data_is_mapped_by_the_sites_dictionary(tmp_path):
     description = {"feature_names": site.feature_names, "class_names": site.class_names,
                    "preprocessing": {"dictionary": {"content": dictionary}}}
     server_data = {"source": "csv", "files": [str(tmp_path / "server.csv")], "target": "y"}  # no dictionary of its own
-    x, y = _server_test({"server_data": server_data}, description, 0)
+    reference = FlowerReference(superlink="127.0.0.1:9092", server_data=server_data)
+    x, y = _server_test(reference, description, 0)
     assert x.shape == (200, 3) and len(y) == 200
     with pytest.raises(DataError):
-        _server_test({"server_data": server_data}, {**description, "preprocessing": {}}, 0)
+        _server_test(reference, {**description, "preprocessing": {}}, 0)
 
 
 # -- the target's candidates ----------------------------------------------------------------------------------
