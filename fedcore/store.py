@@ -379,7 +379,41 @@ class Scores:
     elapsed_s: float | None = None  # rounds.jsonl only
     lr: float | None = None
     train_loss: Mapping[str, float | None] = field(default_factory=dict)
-    detection: Mapping[str, Any] | None = None  # summary.json of a run with injected shifts (DETECTION)
+    detection: Detection | None = None  # summary.json of a run with injected shifts (DETECTION)
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class CheckedProblem:
+    """One injected problem of a detection report, and whether the run's marks caught it."""
+
+    site: str = ""
+    feature: str | None = None  # None: a label problem
+    detail: str = ""
+    caught: bool | None = None  # None: not checkable by this run (a label problem without a local f_out)
+    evidence: Sequence[str] = ()  # the marks that caught it, in words
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class MarkedCell:
+    """A cell the run marked where nothing was injected (a false positive of the report)."""
+
+    site: str = ""
+    layer: str = ""
+    column: str | int = ""  # a feature (input layers) or an output column
+    stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """summary.json's detection report (`fedcore.interpret.detection.detection_report`): the
+    injected problems the marks caught, of those a run could check, and every other marked cell."""
+
+    caught: int = 0
+    checkable: int = 0
+    injected: Sequence[CheckedProblem] = ()
+    false_positives: Sequence[MarkedCell] = ()
     stored: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -633,7 +667,11 @@ def _read_rounds(path: Path, kind: str) -> list[Scores]:
 
 
 def _scores(fitted: Mapping[str, Any], kind: str) -> Scores:
-    return _typed(Scores, fitted, algorithm=read_record(kind, fitted.get("algorithm")))
+    detection = fitted.get("detection")  # every key it reads required by DETECTION
+    typed = None if detection is None else _typed(
+        Detection, detection, injected=tuple(_typed(CheckedProblem, entry) for entry in detection["injected"]),
+        false_positives=tuple(_typed(MarkedCell, cell) for cell in detection["false_positives"]))
+    return _typed(Scores, fitted, algorithm=read_record(kind, fitted.get("algorithm")), detection=typed)
 
 
 class Run:

@@ -156,7 +156,7 @@ def test_heart_disease_trains_end_to_end(tmp_path, shared_data, capsys):
     assert set(summary.sites) == {"cleveland", "hungarian", "switzerland", "va"}
     assert 0 < summary.mean["f1"] <= 1
     # The injected truth reaches the detection report (with 4 sites no mark can be significant).
-    assert [(e["site"], e["feature"]) for e in summary.detection["injected"]] == [
+    assert [(e.site, e.feature) for e in summary.detection.injected] == [
         ("hungarian", "thal=3"), ("va", "chol")]
     assert "switzerland" in capsys.readouterr().out
 

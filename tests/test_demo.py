@@ -78,7 +78,7 @@ def test_ifedavg_on_the_demo_flags_every_injected_shift(tmp_path, capsys):
     assert code == 0
     run = RunStore(tmp_path).runs()[0]
     detection = run.summary.detection
-    caught = {(e["site"], e["feature"]): e["caught"] for e in detection["injected"]}
+    caught = {(e.site, e.feature): e.caught for e in detection.injected}
     assert caught == {
         ("Cedar Community", "age"): True,
         ("Elm Regional", "temperature"): True,
@@ -86,7 +86,7 @@ def test_ifedavg_on_the_demo_flags_every_injected_shift(tmp_path, capsys):
         ("Oak District", None): True,
     }
     # Marks are not everywhere: most of the 8 x 12 input cells per layer stay unmarked.
-    assert len(detection["false_positives"]) <= 12
+    assert len(detection.false_positives) <= 12
     arrays = run.load_arrays(150)
     sites = run.federation.site_names
     oak = sites.index("Oak District")

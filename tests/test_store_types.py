@@ -72,11 +72,17 @@ def test_every_file_of_a_run_comes_back_as_the_values_its_writer_stored(copied):
     assert status.state == "done" and status.round == 2 and status.total_rounds == 2
     assert [r.round for r in records] == [1, 2] and summary.round == 2
     for record, raw in zip([*records, summary], [*raw_rounds, raw_summary]):
-        assert {k: getattr(record, k) for k in raw if k != "algorithm"} == {k: v for k, v in raw.items()
-                                                                           if k != "algorithm"}
+        typed_parts = ("algorithm", "detection")  # each checked below, as its type
+        assert {k: getattr(record, k) for k in raw if k not in typed_parts} == {k: v for k, v in raw.items()
+                                                                                if k not in typed_parts}
         assert isinstance(record.algorithm, FeatureShifts)  # the kind the spec names, typed
         assert record.algorithm.to_json() == raw["algorithm"]
-    assert summary.detection == raw_summary["detection"] and summary.detection["checkable"] == 4
+    detection = summary.detection  # typed parts, as stored
+    assert detection.stored == raw_summary["detection"] and detection.checkable == 4
+    assert [(e.site, e.feature, e.caught) for e in detection.injected] == [
+        (e["site"], e["feature"], e["caught"]) for e in raw_summary["detection"]["injected"]]
+    assert [(f.site, f.layer, f.column) for f in detection.false_positives] == [
+        (f["site"], f["layer"], f["column"]) for f in raw_summary["detection"]["false_positives"]]
     # the JSON form `show --json` prints is the stored one
     assert to_json(spec) == raw_spec and to_json(status) == raw_status and to_json(records[-1]) == raw_rounds[-1]
     # the kind of record follows the spec: FedHealth2's rounds hold its own
@@ -225,6 +231,21 @@ RENAMED_IN_FEDERATION = {
     "flower superlink": (lambda d: d.update(flower={"superlink_renamed": "127.0.0.1:9093", "sites": {}}),
                          "'flower.superlink' is missing"),
 }
+
+
+@pytest.mark.parametrize(("key", "path"), [("checkable", "'detection.checkable'"),
+                                           ("caught", "'detection.injected[0].caught'"),
+                                           ("site", "'detection.injected[0].site'")])
+def test_a_renamed_key_of_a_detection_report_is_named_by_the_reader(copied, key, path):
+    """summary.json's detection report reads as typed parts; one of its keys renamed, the reader
+    names it and the summary is not read (the CLI's report never meets a KeyError)."""
+    store, ids = copied
+    run = store.get(ids["ifedavg"])
+    summary = stored(run, "summary.json")
+    renamed_in(summary["detection"] if key == "checkable" else summary["detection"]["injected"][0], key)
+    (run.path / "summary.json").write_text(json.dumps(summary))
+    assert Damage("summary.json", f"{path} is missing") in run.damage
+    assert run.summary is None
 
 
 @pytest.mark.parametrize("fault", RENAMED_IN_FEDERATION)

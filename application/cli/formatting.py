@@ -10,7 +10,7 @@ from typing import Any
 
 from data_adapters import describe_reference
 from fedcore.records import Record
-from fedcore.store import Run, Scores, to_json
+from fedcore.store import Detection, Run, Scores, to_json
 from fedcore.text import table as text_table
 
 
@@ -41,15 +41,15 @@ def format_summary(run: Run, summary: Scores) -> str:
     return "\n".join(parts)
 
 
-def _format_detection(detection: dict[str, Any]) -> str:
-    lines = [f"\nInjected shifts caught by the significance marks: {detection['caught']} of {detection['checkable']}"]
-    for entry in detection["injected"]:
-        verdict = {True: "caught", False: "missed", None: "n/a"}[entry["caught"]]
-        where = f"{entry['site']} / {entry['feature'] or 'labels'}"
-        lines.append(f"  [{verdict:6s}] {where}: {entry['detail']}; {'; '.join(entry['evidence']) or 'no mark'}")
-    fp = detection["false_positives"]
+def _format_detection(detection: Detection) -> str:
+    lines = [f"\nInjected shifts caught by the significance marks: {detection.caught} of {detection.checkable}"]
+    for entry in detection.injected:
+        verdict = {True: "caught", False: "missed", None: "n/a"}[entry.caught]
+        where = f"{entry.site} / {entry.feature or 'labels'}"
+        lines.append(f"  [{verdict:6s}] {where}: {entry.detail}; {'; '.join(entry.evidence) or 'no mark'}")
+    fp = detection.false_positives
     lines.append(f"  other marked cells (not injected): {len(fp)}"
-                 + (" — " + ", ".join(f"{f['site']}/{f['column']} ({f['layer']})" for f in fp) if fp else ""))
+                 + (" — " + ", ".join(f"{f.site}/{f.column} ({f.layer})" for f in fp) if fp else ""))
     return "\n".join(lines)
 
 
@@ -121,7 +121,7 @@ def run_report(run: Run) -> dict[str, Any]:
         report["algorithm_record"] = last.algorithm.to_json()
     summary = run.summary
     if summary is not None and summary.detection is not None:
-        report["detection"] = summary.detection
+        report["detection"] = summary.detection.stored
     return report
 
 
