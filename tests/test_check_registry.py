@@ -525,6 +525,25 @@ def test_benjamini_hochberg_runs_within_each_family_by_hand():
     assert 0.01 * 300 / 210 < FDR  # what one pooled procedure would have reported
 
 
+def test_a_sites_wrong_labels_do_not_loosen_its_familys_threshold_for_the_others():
+    """A flipped site: its labels look wrong (q 1e-9), and its 200 relation-to-label cells (p 1e-6)
+    are consequences of that. The other sites' 100 cells of that family, 10 at p = 0.004: among
+    themselves q = 0.004 · 100 / 10 = 0.04 < 0.05 (reported, the level a clean federation would
+    have), but at 0.006 q = 0.06 (not). With the 200 in the pool (ranks 201-210 of 300) 0.006
+    would give q = 0.006 · 300 / 210 = 0.0086: the flipped site would have made them reportable.
+    The consequences keep a q-value of their own (among themselves) and stay explained."""
+    for p_small, reported_alone in ((0.004, True), (0.006, False)):
+        wrong = [Finding("flipped", checks.DATA, "labels_permuted", None, "", 1e-9)]
+        consequences = [Finding("flipped", checks.DATA, "label_relation", f"f{k}", "", 1e-6) for k in range(200)]
+        others = cells("label_relation", [p_small] * 10 + [0.5] * 90)
+        decide(wrong + consequences + others)
+        assert [f.q for f in others[:10]] == pytest.approx([p_small * 100 / 10] * 10)
+        assert all(f.significant == reported_alone for f in others[:10])
+        assert wrong[0].significant and all(f.q == pytest.approx(1e-6) for f in consequences)
+        assert all(f.explained_by == "labels_permuted" for f in consequences)
+    assert 0.006 * 300 / 210 < FDR  # what one pool would have reported
+
+
 def test_a_model_lens_is_a_family_of_its_own():
     """Hundreds of true data findings do not loosen the feature-shift lens's threshold, nor the
     other way round; q-values by hand within each."""

@@ -68,6 +68,12 @@ class Finding:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in values.items()}
 
 
+def _q_values(members: Sequence[Finding]) -> None:
+    """Each member's q-value: Benjamini–Hochberg over the members (NaN p: not a test)."""
+    for finding, value in zip(members, benjamini_hochberg(np.array([f.p for f in members], dtype=np.float64))):
+        finding.q = float(value)
+
+
 def decide(findings: Sequence[Finding]) -> list[Finding]:
     """Every finding with its q-value (BH within its family), the weaker explanations of one site's
     feature marked `explained_by` the most specific significant one (and a site-wide finding's
@@ -78,8 +84,19 @@ def decide(findings: Sequence[Finding]) -> list[Finding]:
             finding.p = float("nan")
         families.setdefault(finding.family, []).append(finding)
     for members in families.values():
-        for finding, value in zip(members, benjamini_hochberg(np.array([f.p for f in members], dtype=np.float64))):
-            finding.q = float(value)
+        _q_values(members)
+    # A site-wide finding of one family that explains kinds of another (wrong labels: every
+    # feature's relation to the label) makes those cells its consequences, not tests among the
+    # others': the family's false discovery rate is controlled again without them, so that one
+    # site's hundreds of consequences do not make other sites' cells of that family reportable.
+    covered = {(f.site, kind) for f in findings if f.significant and checks.BY_KIND.get(f.kind) is not None
+               for kind in checks.BY_KIND[f.kind].explains if checks.family(kind) != f.family}
+    if covered:
+        for members in families.values():
+            consequences = [f for f in members if (f.site, f.kind) in covered]
+            if consequences:
+                _q_values([f for f in members if (f.site, f.kind) not in covered])
+                _q_values(consequences)
     significant = sorted((f for f in findings if f.significant), key=lambda f: (SPECIFICITY.get(f.kind, 99), f.q))
     best: dict[tuple[str, str | None], Finding] = {}
     site_wide: dict[str, list[Finding]] = {}
