@@ -67,7 +67,7 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of
 MAX_SUSPECTS = 4  # sites whose renaming is tried as the explanation of the others' (`_likely_relabelled`)
 # the cached statistics built from the class profiles (recomputed when a site's classes are renamed)
 LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_compared", "_labels",
-                "labels_suspect")
+                "permuted_evidence", "labels_suspect")
 NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
               "patterns cancel, or their features do not relate to the label)")
 COULD_NOT = "the other sites' statistics needed to compare it are missing or withheld"
@@ -917,8 +917,7 @@ class Checks:
                             f"{relation[i, j]:+.2f} against {others:+.2f} along the others' class pattern")
                     if not reverses and abs(relation[i, j]) > abs(others):
                         how = "stronger" if abs(others) >= informative else "a relation where the others show none"
-                    named = (p.features[j] if len(item.members) == 1
-                             else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
+                    named = self._member_name(item, j)
                     cells.append(Finding(site, LENS, "label_relation", item.name,
                                          f"{site}'s {named} relates to the label differently from the other sites "
                                          f"({how}; {what})", float(p2[i, j]), float(deviation[i, j]), "SDs",
@@ -926,18 +925,24 @@ class Checks:
                                          # a class-dependent artefact (a device used for one class) is all
                                          # of these, depending on its direction
                                          material=bool(abs(deviation[i, j]) >= max(gap, share * abs(others)))))
-                if cells:  # a categorical column's categories: the strongest, its p × the categories tried
-                    strongest = min(cells, key=lambda f: (np.nan_to_num(f.p, nan=2.0), not f.material))
-                    strongest.p = min(1.0, strongest.p * len(cells)) if np.isfinite(strongest.p) else strongest.p
-                    yield strongest
+                if cells:
+                    yield _strongest_category(cells)
+
+    def _member_name(self, item: Item, j: int) -> str:
+        """Feature j as a cell of `item` names it: the feature, or its column and category."""
+        if len(item.members) == 1:
+            return self.profile.features[j]
+        return f"{item.name} ('{self._category(self.profile.features[j], item.name or '')}')"
 
     def class_shifts(self) -> Iterator[Finding]:
         """Per feature and class (three classes or more): the class's place at the site against
         the other sites' for that class — one class's values shifted (a device or a protocol used
         for that class only), which a projection on the others' class pattern can miss."""
+        # three classes or more (`min_classes`): with two, the centred profiles are ± half the class
+        # difference, which label_relations tests
         p = self.profile
-        n_classes = len(p.classes)  # three or more (`min_classes`): with two, the centred profiles are
-        profiles = self.class_profiles  # ± half the class difference, which label_relations tests
+        n_classes = len(p.classes)
+        profiles = self.class_profiles  # [sites, classes, features]
         tests = [leave_one_out(profiles[:, k, :], suspect=self.labels_suspect) for k in range(n_classes)]
         deviation = np.stack([test[0] for test in tests], axis=1)  # [sites, classes, features]
         p2 = np.stack([test[2] for test in tests], axis=1)
@@ -950,8 +955,7 @@ class Checks:
                     if not tested.any():
                         continue
                     k = int(np.argmin(np.where(tested, p2[i, :, j], np.inf)))
-                    named = (p.features[j] if len(item.members) == 1
-                             else f"{item.name} ('{self._category(p.features[j], item.name or '')}')")
+                    named = self._member_name(item, j)
                     others = profiles[i, k, j] - deviation[i, k, j]
                     cells.append(Finding(
                         site, LENS, "class_shift", item.name,
@@ -961,10 +965,8 @@ class Checks:
                         min(1.0, float(p2[i, k, j]) * int(tested.sum())), float(deviation[i, k, j]),
                         "within-class SDs", evidence={"class": p.classes[k]},
                         material=bool(abs(deviation[i, k, j]) >= gap)))
-                if cells:  # a categorical column's categories: the strongest, its p × the categories tried
-                    strongest = min(cells, key=lambda f: (f.p, not f.material))
-                    strongest.p = min(1.0, strongest.p * len(cells))
-                    yield strongest
+                if cells:
+                    yield _strongest_category(cells)
 
     @cached_property
     def _compared(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -1025,11 +1027,11 @@ class Checks:
         if n_classes < 2:
             return
         least, share = limit("labels_permuted", "features"), limit("labels_permuted", "share")
-        evidence = {i: e for i in range(self.n) if (e := self._permuted_evidence(i)) is not None}
+        evidence = {i: e for i, e in enumerate(self.permuted_evidence) if e is not None}
         wrong = self._likely_relabelled(evidence)
         for i, site in enumerate(self.sites):
             judged_with = ""
-            if wrong is not None and i != wrong[0] and (again := wrong[1]._permuted_evidence(i)) is not None:
+            if wrong is not None and i != wrong[0] and (again := wrong[1].permuted_evidence[i]) is not None:
                 evidence[i] = again
                 judged_with = (f"; judged with {self.sites[wrong[0]]}'s classes taken as renamed, as its own labels "
                                "look wrong and that explains the other sites best")
@@ -1062,10 +1064,13 @@ class Checks:
         the two passes' OUTLIER_P): no reference for the other sites' relations to the label, as a
         site whose labels are noisy would widen every other site's yardstick. Only beyond doubt: a
         borderline site going in and out of the references would move every other site's cells."""
-        labels = self._labels
-        permuted = np.array([(e := self._permuted_evidence(i)) is not None and e[0] < OUTLIER_P
-                             for i in range(self.n)])
-        return permuted | (np.nan_to_num(labels["weak_p"], nan=1.0) < OUTLIER_P)
+        permuted = np.array([e is not None and e[0] < OUTLIER_P for e in self.permuted_evidence])
+        return permuted | (np.nan_to_num(self._labels["weak_p"], nan=1.0) < OUTLIER_P)
+
+    @cached_property
+    def permuted_evidence(self) -> list[tuple[float, tuple[int, ...], int, int, float] | None]:
+        """[sites] each site's `_permuted_evidence` (its renaming search runs once per site)."""
+        return [self._permuted_evidence(i) for i in range(self.n)]
 
     def _permuted_evidence(self, i: int) -> tuple[float, tuple[int, ...], int, int, float] | None:
         """Site i's evidence that its classes are renamed: (p, the best renaming's order, its wins
@@ -1114,7 +1119,7 @@ class Checks:
             (left({i: evidence.get(i) for i in comparable}, suspects[0]), None, None)]
         for j in suspects[:MAX_SUSPECTS]:
             renamed = self._relabelled(j, evidence[j][1])
-            choices.append((left({i: renamed._permuted_evidence(i) for i in comparable}, j), j, renamed))
+            choices.append((left({i: renamed.permuted_evidence[i] for i in comparable}, j), j, renamed))
         choices.sort(key=lambda choice: choice[0])
         (score, j, renamed), runner_up = choices[0], choices[1][0]
         # two sites that explain each other as well (no third site to tell): both stay suspect
@@ -1289,6 +1294,14 @@ class Checks:
                               "correlations", evidence={"partner": p.features[cols[k]], "r": float(r[i, c, k]),
                                                         "others_r": float(reference[i, c, k])},
                               material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
+
+
+def _strongest_category(cells: list[Finding]) -> Finding:
+    """One cell for a feature's column: of a categorical column's categories, the strongest, its p
+    × the categories tried (a single feature: its own cell)."""
+    strongest = min(cells, key=lambda f: (np.nan_to_num(f.p, nan=2.0), not f.material))
+    strongest.p = min(1.0, strongest.p * len(cells)) if np.isfinite(strongest.p) else strongest.p
+    return strongest
 
 
 def _probability(p: float) -> int:
