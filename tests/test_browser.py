@@ -8,7 +8,7 @@ import time
 import pytest
 
 from fedcore.store import RunStore
-from tests.browser_helpers import ARTIFACTS, ROOT, in_the_servers_template, open_page, readability
+from tests.browser_helpers import ARTIFACTS, ROOT, in_the_servers_template, open_page, readability, wait_until_run_ended
 
 
 def _marks(page) -> int:
@@ -29,10 +29,13 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard, browser):
         assert run.status.state in ("queued", "running"), run.status
         assert time.time() < deadline, "training did not finish in time"
         time.sleep(1)
-    # The page refreshes itself while the run trains, then settles on the final round.
+    # The page refreshes itself while the run trains, then settles on the final round, with nothing
+    # left of the training's progress once that run of the page has ended.
     page.get_by_text("No training running.").wait_for(timeout=30_000)
     page.get_by_text("Round 150:").first.wait_for(timeout=30_000)
     page.get_by_text("Did the paper's 2-SD marks find the injected problems?").wait_for()
+    wait_until_run_ended(page)
+    assert page.get_by_text("Training now").count() == 0
     assert _marks(page) >= 2
     # The detection table (its cells are drawn on a canvas; AppTest checks their contents).
     assert page.locator('[data-testid="stDataFrame"]').count() >= 1

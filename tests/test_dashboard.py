@@ -738,3 +738,53 @@ def test_the_settings_that_differ_between_runs(tmp_path):
     assert settings_table([slow, slow]).empty
     fast.set_identity(name="fedavg #1")  # two runs called alike stay apart
     assert list(settings_table([slow, fast]).columns) == ["setting", "fedavg #1 (#1)", "fedavg #1 (#2)"]
+
+
+def test_a_page_is_refreshed_by_the_one_timer_when_a_run_it_shows_moves_on(tmp_path, monkeypatch):
+    """refresh_while_training / refresh_if_moved (the sidebar's timer reruns the page; pages have no
+    timers of their own): a rerun when the shown run's round, state or existence changes, none while
+    it stands still, and nothing watched for a page of finished runs or after a full run began."""
+    from types import SimpleNamespace
+
+    from dashboard.widgets import common
+
+    class Rerun(Exception):
+        pass
+
+    def rerun():
+        raise Rerun
+
+    fake = SimpleNamespace(session_state={}, rerun=rerun)
+    monkeypatch.setattr(common, "st", fake)
+    store = RunStore(tmp_path / "runs")
+    training = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 5}}))
+    finished = store.create(resolve_spec({"algorithm": "fedavg", "config": {"rounds": 5}}))
+    finished.mark_started(5)
+    finished.mark_finished("cancelled")
+    training.mark_started(5)  # this process is its worker: it stays 'running'
+    training.heartbeat(round=2)
+
+    common.refresh_while_training([finished])  # nothing trains: no timer wanted
+    assert common.WATCHED not in fake.session_state
+    common.refresh_while_training([training, finished])
+    assert fake.session_state[common.WATCHED] == {training.id: ("running", 2, None), finished.id: ("cancelled", 0, None)}
+    common.refresh_if_moved(store.runs())  # still at round 2: no rerun
+    training.heartbeat(round=3)
+    with pytest.raises(Rerun):
+        common.refresh_if_moved(store.runs())
+    assert common.WATCHED not in fake.session_state  # asked once; the page's next run watches again
+
+    common.refresh_while_training([training])
+    common.refresh_if_moved(store.runs())
+    training.mark_finished("cancelled")  # its end is a move too: the page settles on the final state
+    with pytest.raises(Rerun):
+        common.refresh_if_moved(store.runs())
+
+    common.refresh_while_training([finished, store.create(resolve_spec({"algorithm": "fedavg"}))])  # queued
+    store.delete(finished.id)  # a run gone from the store is a move
+    with pytest.raises(Rerun):
+        common.refresh_if_moved(store.runs())
+
+    common.refresh_while_training([training, store.runs()[0]])
+    common.forget_watched()  # a full run starts: only the page drawn now may ask
+    common.refresh_if_moved(store.runs())

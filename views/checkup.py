@@ -13,7 +13,7 @@ from dashboard.presenters.checkup_view import (CALIBRATION, CALIBRATION_DETAILS,
                                     q_label, readable, reported_frame, run_names, sharing_frame, strength,
                                     with_names)
 from dashboard.widgets.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
-                              is_active, page_link, settle_when_finished)
+                              page_link, refresh_while_training)
 from dashboard.widgets.data_roots import check_up_run, start_checkup, train_lenses
 from dashboard.presenters.figures import site_colors
 from dashboard.presenters.record_tables import progress, run_label, run_name
@@ -148,7 +148,6 @@ chosen_id = st.selectbox("Check-up", ids, index=ids.index(wanted) if wanted in i
 if st.query_params.get("checkup") != chosen_id:
     st.query_params["checkup"] = chosen_id
 plan = found[ids.index(chosen_id)]
-was_active = any(is_active(r) for runs in plan.runs(store).values() for r in runs)
 names = run_names(plan, store)
 
 
@@ -173,10 +172,8 @@ def training(plan: Plan) -> None:
         st.warning(f"{missing} of this check-up's runs have been deleted; their lenses stay unchecked.")
 
 
-@st.fragment(run_every=3 if was_active else None)
 def checkup() -> None:
-    runs = plan.runs(store)
-    settle_when_finished(was_active, any(is_active(r) for found_runs in runs.values() for r in found_runs))
+    refresh_while_training(run for found_runs in plan.runs(store).values() for run in found_runs)
     result = checkup_result(plan)
     profile = plan.profile
     kind = plan.kind

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dashboard.access.auth import allowed, require
 from dashboard.widgets.common import (STATE_LABELS, TABLE_ROW_PX, cancel_with_confirmation, dashboard_setting, get_store,
-                              identity_editor, is_active, page_link, save_dashboard_setting, settle_when_finished,
+                              identity_editor, is_active, page_link, save_dashboard_setting, refresh_while_training,
                               show_damage)
 from dashboard.presenters.registry import CHECKUP, FEATURE_SHIFTS, RUN_DETAILS, page_of
 from dashboard.widgets.data_roots import rerun, submit
@@ -47,8 +47,6 @@ if allowed("train"):
             else:
                 st.switch_page(FEATURE_SHIFTS.path, query_params={"run": run.id})
 
-runs = store.runs()
-was_active = any(is_active(r) for r in runs)
 COLUMNS = ("name", "tags", "state", "algorithm", "data", "settings", "progress", "round", "mean F1", "worst-site F1",
            "worst site", "started", "run id")
 # What fits beside the sidebar at 1280 px; the others are a click away (Columns).
@@ -90,10 +88,9 @@ def table_rows(runs: list) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-@st.fragment(run_every=2 if was_active else None)
 def runs_table() -> None:
     runs = store.runs()
-    settle_when_finished(was_active, any(is_active(r) for r in runs))
+    refresh_while_training(runs)
     heading, chooser = st.columns([3, 2], vertical_alignment="bottom")
     heading.subheader(f"Runs ({len(runs)})")
     if not runs:

@@ -5,7 +5,7 @@ from dataclasses import fields
 import streamlit as st
 
 from dashboard.access.auth import require
-from dashboard.widgets.common import chosen_data, get_store, is_active, page_link, settle_when_finished, show_progress
+from dashboard.widgets.common import chosen_data, get_store, page_link, refresh_while_training, show_progress
 from dashboard.presenters.lenses import LAYER_GUIDE
 from dashboard.presenters.registry import DATA, page_of
 from dashboard.widgets.forms import field_input, params_inputs
@@ -111,14 +111,9 @@ if st.button(f"Start {len(chosen)} run{'s' if len(chosen) != 1 else ''}", type="
 launched = [r for r in store.runs() if r.id in st.session_state.get("launched", [])]
 
 
-was_active = any(is_active(r) for r in launched)
-
-
-@st.fragment(run_every=2 if was_active else None)
 def launched_progress() -> None:
-    current = [r for r in get_store().runs() if r.id in st.session_state.get("launched", [])]
-    settle_when_finished(was_active, any(is_active(r) for r in current))
-    for run in current:
+    refresh_while_training(launched)
+    for run in launched:
         st.markdown(f"**{md(run_label(run))}**")
         show_progress(run)
         page = page_of(run)

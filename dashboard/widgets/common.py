@@ -8,7 +8,7 @@ the store.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,22 +135,56 @@ def show_damage(damage: Sequence[Any], lead: str = "This run's records are damag
     st.error(f"{lead}:\n\n" + "\n".join(f"- {problem}" for problem in damage), icon=":material/broken_image:")
 
 
-def live(run: Run, interval: float = 3.0):
-    """Decorator for a page's body: a fragment that shows the run's progress, redraws every
-    `interval` seconds while the run trains, and settles the page once it has finished."""
-    was_active = is_active(run)
+WATCHED = "runs-the-page-shows"  # session key: run id -> where it stood when the page on screen was drawn
+
+
+def refresh_while_training(runs: Iterable[Run]) -> None:
+    """Have the page rerun once any of `runs` moves on (a round, a phase, its end), while one of them
+    trains. The app's one timer does it: the sidebar's fragment (shell.active_runs, every 2 s) calls
+    `refresh_if_moved`. Pages have no timed fragments of their own: two timed fragments at once made
+    Streamlit's front end fail under load ("Bad delta path index") and leave a blank page."""
+    standings = {run.id: standing(run) for run in runs}
+    if any(state in ACTIVE_STATES for state, *_ in standings.values()):
+        st.session_state.setdefault(WATCHED, {}).update(standings)
+
+
+def standing(run: Run) -> tuple:
+    """What a page drawn from `run` shows of where it is: its state, round and phase."""
+    status = run.status
+    return run.state, status.round, status.phase
+
+
+def forget_watched() -> None:
+    """At every full run, before the page: only the page drawn now asks to be refreshed."""
+    st.session_state.pop(WATCHED, None)
+
+
+def refresh_if_moved(runs: Sequence[Run]) -> None:
+    """In the sidebar's timed fragment: rerun the whole app when a run the page on screen shows
+    stands elsewhere than when the page was drawn, or has gone."""
+    watched = st.session_state.get(WATCHED)
+    if not watched:
+        return
+    now = {run.id: standing(run) for run in runs if run.id in watched}
+    if now != watched:
+        st.session_state.pop(WATCHED, None)
+        st.rerun()
+
+
+def live(run: Run):
+    """Decorator for a page's body that draws `run`: the body under the run's progress, refreshed
+    while the run trains (`refresh_while_training`)."""
 
     def decorate(body):
-        @st.fragment(run_every=interval if was_active else None)
-        def fragment() -> None:
-            settle_when_finished(was_active, is_active(run))
+        def page() -> None:
+            refresh_while_training([run])
             show_progress(run)
             try:
                 body()
             except RunDamaged as error:  # an array file found damaged on loading
                 show_damage(error.damage)
 
-        return fragment
+        return page
 
     return decorate
 
@@ -252,15 +286,11 @@ def no_rounds_yet(run: Run) -> None:
     (st.info if is_active(run) else st.warning)(text[0].upper() + text[1:])
 
 
+ACTIVE_STATES = ("queued", "running")
+
+
 def is_active(run: Run) -> bool:
-    return run.status.state in ("queued", "running")
-
-
-def settle_when_finished(was_active: bool, active_now: bool) -> None:
-    """Inside a fragment that refreshes while training runs: once nothing is training any more,
-    rerun the whole page once, so it stops refreshing and every label shows the final state."""
-    if was_active and not active_now:
-        st.rerun()
+    return run.status.state in ACTIVE_STATES
 
 
 def download_csv(frame: Any, name: str, label: str = "Download these numbers (CSV)") -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard.presenters import registry
 from dashboard.access.auth import gate
-from dashboard.widgets.common import format_duration, get_store, is_active
+from dashboard.widgets.common import format_duration, forget_watched, get_store, is_active, refresh_if_moved
 from dashboard.presenters.record_tables import progress, round_text, run_name
 from dashboard.presenters.safe_text import md
 from application import jobs
@@ -21,10 +21,13 @@ def page(where: registry.Page, default: bool = False) -> st.Page:
 
 @st.fragment(run_every=2)
 def active_runs() -> None:
-    """Live progress of every queued or running job, on every page."""
+    """Live progress of every queued or running job, on every page. The app's one timer: it also
+    reruns a page whose runs have moved on (common.refresh_while_training)."""
     store = get_store()
     jobs.pump(store)  # start queued runs whose slot has freed
-    active = [r for r in store.runs() if is_active(r)]
+    runs = store.runs()
+    refresh_if_moved(runs)
+    active = [r for r in runs if is_active(r)]
     if not active:
         st.caption("No training running.")
         return
@@ -56,6 +59,7 @@ def main() -> None:
         section: [page(where, default=where == registry.RUNS) for where in pages if access.may(where.action)]
         for section, pages in SECTIONS.items() if any(access.may(where.action) for where in pages)
     })
+    forget_watched()
     with st.sidebar:
         active_runs()
     navigation.run()
