@@ -280,3 +280,29 @@ def test_renamed_classes_of_a_site_split_by_label_are_drawn_as_the_two_classes_d
     others = np.nanmedian(np.delete(difference, 2, axis=0), axis=0)[j]
     assert (np.sign(mine.x) != np.sign(others)).mean() >= 0.8
     assert "mean for 'a' minus mean for 'd'" in " ".join(texts(figure))
+
+
+def test_a_renaming_that_takes_a_class_the_site_has_none_of_draws_that_class_against_one_it_has():
+    """Site 2's 'b' rows labelled 'c' (a class it otherwise has none of): the suggested renaming
+    'c' -> 'b' leaves no 'c' minus 'b' at site 2, so the figure draws 'c' against another class
+    site 2 has. Known answer: site 2's 'c' rows are 'b' rows, so its points follow the others'
+    'b' minus that class, not their 'c' minus it."""
+    from dashboard.presenters.evidence_views import Evidence
+    from fedcore.interpret.data_checks import check_profile
+    from fedcore.interpret.findings import decide
+    from tests.test_checkup import label_skewed, taken
+
+    profile = label_skewed(taken)
+    finding = next(f for f in decide(check_profile(profile)) if f.kind == "labels_permuted" and f.significant)
+    figure = evidence_figure(finding, Evidence(profile, [finding], {}))
+    assert figure is not None  # it had no figure at all
+    mine = next(t for t in figure.data if t.name == "site 2")
+    j = [profile.features.index(name) for name in mine.y]
+    title = figure.layout.title.text
+    other = next(k for k, name in enumerate(profile.classes) if f"tells 'c' from '{name}'" in title)
+    assert other not in (1, 2)  # a class site 2 has rows of
+    assert np.allclose(mine.x, relation_to_labels(profile, (2, other))[2, j])
+    others = np.delete(np.arange(len(profile.sites)), 2)
+    as_named = np.nanmedian(relation_to_labels(profile, (2, other))[others], axis=0)[j]
+    as_they_are = np.nanmedian(relation_to_labels(profile, (1, other))[others], axis=0)[j]
+    assert np.abs(mine.x - as_they_are).mean() < 0.5 * np.abs(mine.x - as_named).mean()

@@ -457,7 +457,7 @@ def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | No
     pair = moved[0] if len(profile.classes) > 2 and moved else None
     relation = relation_to_labels(profile, pair)  # [sites, features]
     if pair is not None and not np.isfinite(relation[i]).any():  # a class the site has none of: no difference
-        pair, relation = None, relation_to_labels(profile)
+        pair, relation = _pair_the_site_has(profile, i, pair[0])
     if not np.isfinite(relation[i]).any():  # a site compared over some of its classes only (label skew)
         return None
     others = np.delete(relation, i, axis=0)
@@ -491,6 +491,24 @@ def outcome_pattern_view(finding: Finding, evidence: Evidence) -> go.Figure | No
                       _title(f"How each feature relates to the outcome at {finding.site} and elsewhere",
                              "features the other sites relate most to the outcome first"))
     return _styled(fig, max(340, 24 * len(order) + 200))
+
+
+def _pair_the_site_has(profile: Profile, i: int, renamed: int) -> tuple[tuple[int, int] | None, np.ndarray]:
+    """A renaming that gives site i's class `renamed` the name of a class it has no rows of leaves no
+    difference of the two at the site: draw `renamed` against the class the site has that the other
+    sites tell apart from it most instead ((renamed, other), its relation). None and the relation to
+    the outcome when the site has no such class."""
+    best = None
+    for other in range(len(profile.classes)):
+        relation = relation_to_labels(profile, (renamed, other))
+        if other == renamed or not np.isfinite(relation[i]).any():
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a feature no other site relates
+            apart = np.nanmean(np.abs(np.nanmedian(np.delete(relation, i, axis=0), axis=0)))
+        if best is None or apart > best[0]:
+            best = (apart, (renamed, other), relation)
+    return (best[1], best[2]) if best is not None else (None, relation_to_labels(profile))
 
 
 def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
