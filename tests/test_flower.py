@@ -45,12 +45,14 @@ class InProcessSites:
     def __init__(self, node_configs: list[dict]) -> None:
         self.node_configs = node_configs
         self.states = [RecordDict() for _ in node_configs]
+        self.asked: list[str] = []  # the kinds of the messages exchanged, in order
 
     def connect(self, wanted: int, wait_s: float) -> list[Node]:
         assert wanted == len(self.node_configs)
         return [Node(k, f"node {k}") for k in range(len(self.node_configs))]
 
     def exchange(self, nodes, contents, kind, round_, timeout):
+        self.asked.append(kind)
         replies = []
         for node, content in zip(nodes, contents):
             config = self.node_configs[node.node_id]
@@ -65,12 +67,12 @@ def demo_nodes(names=DEMO_SITES, **extra) -> list[dict]:
 
 
 def flower_run(tmp_path: Path, algorithm: str, params: dict, config: dict, nodes: list[dict],
-               server_data: str | None = None) -> Run:
+               server_data: str | None = None, sites: InProcessSites | None = None) -> Run:
     data = {"source": "flower", "superlink": "127.0.0.1:9", "sites": len(nodes), "server_data": server_data}
     spec = resolve_spec({"algorithm": algorithm, "data": data, "params": params, "config": config})
     run = RunStore(tmp_path / "runs").create(spec)
     run.mark_started(spec["config"]["rounds"])
-    serve(InProcessSites(nodes), run, flower_run_id=0)
+    serve(sites or InProcessSites(nodes), run, flower_run_id=0)
     return run
 
 
@@ -333,6 +335,22 @@ def test_each_site_sends_its_profile_and_the_server_stores_the_federations(tmp_p
     assert stored.sites == sorted(DEMO_SITES) and stored.features == demo.features
     for name, value in demo.arrays.items():
         assert np.allclose(stored.arrays[name], value[order].astype(np.float32), equal_nan=True), name
+
+
+@pytest.mark.parametrize("standardization", ["site", "federated"])
+def test_a_site_sends_its_profile_with_its_description_unless_it_awaits_the_pooled_values(
+        messy_sites, tmp_path, standardization):
+    """One message, and at a real site one ClientApp process, fewer per site and run: a site whose
+    statistics need nothing from the server sends them with its description; sites that standardise
+    'federated' are asked once the pooled mean and SD are known. Either way the server stores them."""
+    files, dictionary = messy_sites
+    nodes = federated_nodes(files, dictionary, standardization)
+    sites = InProcessSites(nodes)
+    run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, nodes, sites=sites)
+    assert run.status.state == "done", run.status
+    questions = ([protocol.DESCRIBE] if standardization == "site" else [protocol.DESCRIBE, protocol.PROFILE_QUERY])
+    assert sites.asked == [*questions, MessageType.TRAIN, MessageType.EVALUATE]
+    assert (run.path / "profile.npz").exists()
 
 
 def test_a_site_can_keep_its_profile_to_itself(tmp_path):

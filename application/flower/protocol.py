@@ -5,14 +5,19 @@
                                                       classes; no rows)
     profile (query)   SPEC                      PROFILE: its federated statistics (per feature and
                                                       class, original units; no rows) as its
-                                                      disclosure policy releases them, and SITE:
-                                                      that policy and what it withheld, unless its
-                                                      node config says share-profile=false
+                                                      disclosure policy releases them, and
+                                                      PROFILE_SITE: that policy and what it
+                                                      withheld, unless its node config says
+                                                      share-profile=false
     train             SPEC, ROUND, MODEL,       MODEL: its shared tensors after training, and the
                       CLASS_WEIGHTS (if the           local ones ROUND asked for; TRAIN: its loss;
                       algorithm sets them)            SCORES: the received model's scores on its
                                                       hold-out (when ROUND asks to evaluate first)
     evaluate          SPEC, ROUND, MODEL        SCORES
+A site whose statistics need nothing from the server (it does not standardise 'federated') adds
+its profile reply (PROFILE, PROFILE_SITE; nothing when it keeps them) to its describe reply and says
+so (its description's "profile_answered"): the server then asks no profile question, one message
+and one ClientApp process fewer per site and run.
 A site that standardises 'federated' adds SUMS to its describe reply: the count, sum and sum of
 squares of each feature over its training rows (original units) as its disclosure policy releases
 them (a feature of too few rows sends zeros, the sums are rounded), nothing else. When every site
@@ -34,8 +39,8 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 
-SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES, PROFILE, SUMS, POOLED = (
-    "spec", "site", "round", "model", "class_weights", "train", "scores", "profile", "sums", "pooled",
+SPEC, SITE, ROUND, MODEL, CLASS_WEIGHTS, TRAIN, SCORES, PROFILE, PROFILE_SITE, SUMS, POOLED = (
+    "spec", "site", "round", "model", "class_weights", "train", "scores", "profile", "profile_site", "sums", "pooled",
 )
 # Message types a site answers (Flower's train / evaluate / query actions).
 DESCRIBE = "query.describe"

@@ -97,13 +97,14 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     algorithm = build_algorithm(spec.algorithm, spec.params)
     site_spec = {"algorithm": spec.algorithm, "params": spec.params, "config": spec.config}
     run.heartbeat(flower_run=flower_run_id, phase=f"waiting for {reference.sites} sites")
-    nodes, descriptions, sums = _described_sites(sites, reference, site_spec)
+    nodes, descriptions, sums, described = _described_sites(sites, reference, site_spec)
     federation = server_federation(descriptions, reference, config.seed)
     pooled = _pooled_standardization(nodes, descriptions, sums)
     if pooled is not None:  # every later message carries it: each site standardises with it
         site_spec = protocol.with_pooled(site_spec, pooled)
     run.write_federation(_federation_record(federation, descriptions, reference, pooled))
-    profile = _profiles(sites, nodes, site_spec, reference.wait_s)
+    answered = pooled is None and all(d.get("profile_answered") for d in descriptions)
+    profile = _profiles(sites, nodes, site_spec, reference.wait_s, described if answered else None)
     if profile is not None:
         run.save_profile(profile.to_npz())
     server = FlowerServer(federation, algorithm, config, [d["site"]["n_train"] for d in descriptions])
@@ -116,10 +117,11 @@ def _serve(sites: Sites, run: Run, flower_run_id: int) -> None:
     run.mark_finished("done")
 
 
-def _described_sites(sites: Sites, reference: FlowerReference, site_spec: dict) -> tuple[list[Node], list[dict], list]:
-    """The connected sites, their descriptions and their standardisation sums (None where a site
-    does not standardise 'federated'), in the order of the sites' names (whichever node ids
-    Flower gave them)."""
+def _described_sites(sites: Sites, reference: FlowerReference, site_spec: dict
+                     ) -> tuple[list[Node], list[dict], list, list[RecordDict]]:
+    """The connected sites, their descriptions, their standardisation sums (None where a site
+    does not standardise 'federated') and their replies, in the order of the sites' names
+    (whichever node ids Flower gave them)."""
     nodes = sites.connect(reference.sites, reference.wait_s)
     contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
     replies = sites.exchange(nodes, contents, protocol.DESCRIBE, 0, reference.wait_s)
@@ -127,8 +129,8 @@ def _described_sites(sites: Sites, reference: FlowerReference, site_spec: dict) 
     sums = [protocol.read_arrays(reply[protocol.SUMS])["sums"] if protocol.SUMS in reply else None for reply in replies]
     for node, description in zip(nodes, descriptions):
         node.name = description["site"]["name"]
-    ordered = sorted(zip(nodes, descriptions, sums), key=lambda triple: triple[0].name)
-    return [n for n, _, _ in ordered], [d for _, d, _ in ordered], [s for _, _, s in ordered]
+    ordered = sorted(zip(nodes, descriptions, sums, replies), key=lambda site: site[0].name)
+    return [list(column) for column in zip(*ordered)] if ordered else [[], [], [], []]
 
 
 def _pooled_standardization(nodes: list[Node], descriptions: list[dict],
@@ -147,14 +149,19 @@ def _pooled_standardization(nodes: list[Node], descriptions: list[dict],
     return pooled_from_sums(sum(sums), descriptions[0]["feature_kinds"])
 
 
-def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float) -> Profile | None:
+def _profiles(sites: Sites, nodes: list[Node], site_spec: dict, timeout: float,
+              described: list[RecordDict] | None = None) -> Profile | None:
     """Every site's federated statistics, each computed at its site (None when a site keeps its
-    own to itself, or for images)."""
-    contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
-    replies = sites.exchange(nodes, contents, protocol.PROFILE_QUERY, 0, timeout)
+    own to itself, or for images): from their describe replies (`described`) when every site
+    answered there, else asked for (sites that standardise 'federated' compute them with the
+    pooled mean and SD the server sends)."""
+    replies = described
+    if replies is None:
+        contents = [RecordDict({protocol.SPEC: protocol.json_record(site_spec)}) for _ in nodes]
+        replies = sites.exchange(nodes, contents, protocol.PROFILE_QUERY, 0, timeout)
     if not replies or any(protocol.PROFILE not in reply for reply in replies):
         return None
-    metas = [protocol.read_json(reply[protocol.SITE]) for reply in replies]
+    metas = [protocol.read_json(reply[protocol.PROFILE_SITE]) for reply in replies]
     meta = metas[0]
     per_site = [protocol.read_arrays(reply[protocol.PROFILE]) for reply in replies]
     # what each site says it withheld, and why (a statistic it did not send is NaN, NOT_RECORDED), and

@@ -135,13 +135,18 @@ def describe(federation: Federation, node_config: dict[str, Any], content: Recor
     policy releases them); never a row."""
     spec = protocol.read_json(content[protocol.SPEC])
     description = released_description(federation.describe(), site_policy(node_config))
+    pooled = needs_pooled(federation, node_config)
     description.update(site=description.pop("sites")[0], share_local=share_local(node_config),
-                       version=code_version(), device=str(resolve_device(spec["config"]["device"])))
+                       version=code_version(), device=str(resolve_device(spec["config"]["device"])),
+                       profile_answered=not pooled)
     reply = RecordDict({protocol.SITE: protocol.json_record(description)})
-    if needs_pooled(federation, node_config):  # what the server pools the standardisation from
+    if pooled:  # what the server pools the standardisation from; the profile waits for the pooled values
         sums = standardization_sums(_only(site_reference(node_config), federation.site_names[0]),
                                     int(spec["config"]["seed"]), site_policy(node_config))[1]
         reply[protocol.SUMS] = protocol.arrays_record({"sums": sums})
+    else:  # the profile question answered now: one message (a ClientApp process at this site) fewer
+        for key, record in profile(federation, node_config).items():
+            reply[key] = record
     return reply
 
 
@@ -175,7 +180,7 @@ def profile(federation: Federation, node_config: dict[str, Any]) -> RecordDict:
     index = federation.profile.sites.index(name)
     arrays = {key: value[index] for key, value in federation.profile.arrays.items()}
     return RecordDict({protocol.PROFILE: protocol.arrays_record(arrays),
-                       protocol.SITE: protocol.json_record(federation.profile.site_meta(name))})
+                       protocol.PROFILE_SITE: protocol.json_record(federation.profile.site_meta(name))})
 
 
 def train(federation: Federation, node_config: dict[str, Any], state: RecordDict, content: RecordDict) -> RecordDict:
