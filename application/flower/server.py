@@ -130,7 +130,10 @@ def _described_sites(sites: Sites, reference: FlowerReference, site_spec: dict
     for node, description in zip(nodes, descriptions):
         node.name = description["site"]["name"]
     ordered = sorted(zip(nodes, descriptions, sums, replies), key=lambda site: site[0].name)
-    return [list(column) for column in zip(*ordered)] if ordered else [[], [], [], []]
+    if not ordered:
+        return [], [], [], []
+    nodes, descriptions, sums, replies = (list(column) for column in zip(*ordered))
+    return nodes, descriptions, sums, replies
 
 
 def _pooled_standardization(nodes: list[Node], descriptions: list[dict],
