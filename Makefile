@@ -32,8 +32,10 @@ cli-demo: $(VENV)/.runtime
 flower-demo: $(VENV)/.runtime
 	$(BIN)/python -m application.flower demo $(FLOWER_DEMO_ARGS)
 
+# Two worker processes: most tests wait on a browser, a server or a subprocess, so two share 2 cores well
+# (about 400 s here against 610-680 s in one process).
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Long (hours on 2 cores; not part of `make test`): reproduce the papers' tables and measure how
 # well the lenses find injected problems; writes benchmarks/RESULTS.md. Cached runs are reused.
