@@ -147,6 +147,12 @@ def recoded_ward(x, y, rng):
     return x, y
 
 
+def copied(x, y, rng):
+    x = x.copy()
+    x[:, 1] = x[:, 5]  # age exported from the f1 channel's column
+    return x, y
+
+
 def swapped(x, y, rng):
     x = x.copy()
     x[:, [1, 2]] = x[:, [2, 1]]
@@ -192,6 +198,7 @@ KNOWN_ANSWERS: dict[str, tuple[Callable, str | None]] = {
     "point_mass": (column(4, saturated), "score"),
     "category_codes": (recoded_ward, "ward"),
     "swapped_columns": (swapped, "age"),
+    "copied_column": (copied, "age"),
     "labels_permuted": (flipped, None),
     "labels_weak": (noisy_labels, None),
     "class_balance": (fewer_ill, None),

@@ -58,6 +58,9 @@ FAMILIES = {
     "relation to the label": "each feature's relation to the label",
     "labels": "a site's labels as a whole: wrong, noisy, or another class balance",
     "correlations": "how features vary together",
+    # its own family: a copied column's p is tiny (|r| = 1), and beside the correlation check's cells it
+    # made other sites' small differences of correlation reportable
+    "columns": "whether a column holds another column's values (an export that mapped the wrong source)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",
@@ -148,6 +151,14 @@ CHECKS: tuple[Check, ...] = (
           OVER_DISPERSED, "≥ {share:%} of its values and ≥ {count} values, where the others' is ≤ {others:%}",
           "point_mass", ("top_share", "observed"), "feature", "constant", min_sites=2,
           limits=(("share", 0.95), ("others", 0.8), ("count", 5))),
+    Check("copied_column", "a copy of another column", "columns", DATA,
+          "of the feature's partners, the one the site shows closest to identical against the others: Fisher z of "
+          "the site's |r| minus that of the other sites' median |r|; of the pair, the copy is the column whose "
+          "correlations with the other features no longer follow the other sites' (an export that filled a column "
+          "from another)", LOO + ", one-sided",
+          "|r| ≥ {identical} at the site where the others' median is ≤ {others}, and the likelier copy of the two",
+          "correlations", ("correlation",), "continuous", "copied_columns",
+          limits=(("identical", 0.99), ("others", 0.9))),
     Check("unit", "unit or scale", "values", DATA,
           "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
           "%, …) "

@@ -1296,6 +1296,60 @@ class Checks:
                               material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
 
 
+    def copied_columns(self) -> Iterator[Finding]:
+        """Per continuous feature: its partner that the site shows far closer to identical than the
+        others do (Fisher z of |r| at the site against the others' median), tested against the other
+        sites' same statistic. Of a pair, the column whose correlations with the rest no longer match
+        the others' of that column is the copy (a column filled from another carries the source's)."""
+        p, cols = self.profile, self.continuous
+        r = p.correlation  # [sites, continuous, continuous]
+        if r.shape[1] < 2:
+            return
+        reference = others_median(r)
+        off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
+        with np.errstate(invalid="ignore"):
+            closer = np.where(off_diagonal & np.isfinite(r) & np.isfinite(reference),
+                              _fisher_z(np.abs(r)) - _fisher_z(np.abs(reference)), -np.inf)
+        partner = np.argmax(closer, axis=2)  # [sites, continuous]
+        excess = np.take_along_axis(closer, partner[..., None], axis=2)[..., 0]
+        excess = np.where(np.isfinite(excess), excess, np.nan)
+        _, t, p2 = leave_one_out(excess)
+        p_upper = one_sided(t, p2, +1)
+        identical, others_at_most = limit("copied_column", "identical"), limit("copied_column", "others")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                k = int(partner[i, c])
+                name, source = p.features[j], p.features[cols[k]]
+                site_r, others_r = float(r[i, c, k]), float(reference[i, c, k])
+                own, theirs = _pattern_agreement(r[i], reference[i], c, k), _pattern_agreement(r[i], reference[i], k, c)
+                likelier_copy = not own > theirs  # ties and unknowns: either may be the copy
+                copy, kept = (name, source) if likelier_copy else (source, name)
+                yield Finding(site, LENS, "copied_column", name,
+                              f"{site}'s {name} and {source} are the same column there (r = {site_r:+.2f}; at the other "
+                              f"sites r = {others_r:+.2f}): one filled from the other? {copy}'s correlations with the "
+                              f"other features are no longer the other sites' {copy}'s, so {copy} looks like the copy of "
+                              f"{kept}", float(p_upper[i, c]), site_r, "correlation",
+                              evidence={"partner": source, "r": site_r, "others_r": others_r},
+                              material=bool(abs(site_r) >= identical and abs(others_r) <= others_at_most
+                                            and likelier_copy))
+
+
+def _fisher_z(r: np.ndarray) -> np.ndarray:
+    """Fisher's z of correlations, |r| = 1 held just below 1 (a copied column's r is exactly 1)."""
+    return np.arctanh(np.clip(r, -0.999999, 0.999999))
+
+
+def _pattern_agreement(site: np.ndarray, reference: np.ndarray, c: int, k: int) -> float:
+    """How far a feature's correlations with the others at a site (`site` [continuous,
+    continuous]) follow the other sites' (`reference`) for the same feature: their correlation
+    over the partners both have, c and k left out (NaN with fewer than 3)."""
+    keep = np.isfinite(site[c]) & np.isfinite(reference[c])
+    keep[[c, k]] = False
+    if keep.sum() < 3 or np.ptp(site[c, keep]) == 0 or np.ptp(reference[c, keep]) == 0:
+        return float("nan")
+    return float(np.corrcoef(site[c, keep], reference[c, keep])[0, 1])
+
+
 def _strongest_category(cells: list[Finding]) -> Finding:
     """One cell for a feature's column: of a categorical column's categories, the strongest, its p
     × the categories tried (a single feature: its own cell)."""
