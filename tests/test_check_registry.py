@@ -320,6 +320,33 @@ def test_a_saturated_sensor_and_a_duplicated_export_each_give_their_finding():
     assert "100 of site 2's 500 rows (20.0%) repeat another row exactly" in copies.message
 
 
+def test_a_copied_column_names_the_copy_and_a_near_duplicate_is_no_copy():
+    """age filled from the f1 channel: r = 1 at site 2 where the others' is about 0; age's
+    correlations are now the channels' (0.8 with f2-f4), f1's are still f1's, so age is the copy
+    and f1's cell, the same pair, is not material. A site whose f2 follows f1 at r ≈ 0.995
+    (vehicle sensors have such pairs) is no copy."""
+    profile = federation(copied)
+    (copy,) = [f for f in reported(profile) if f.kind == "copied_column"]
+    assert (copy.site, copy.feature, copy.evidence["partner"]) == (BROKEN, "age", "f1")
+    assert copy.evidence["r"] == pytest.approx(1.0) and abs(copy.evidence["others_r"]) < 0.2
+    assert "age looks like the copy of f1" in copy.message
+    (source,) = [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.site == BROKEN
+                 and f.feature == "f1"]
+    assert source.evidence["partner"] == "age" and source.q < 0.05 and not source.material
+
+    def near_duplicate(x, y, rng):
+        x = x.copy()
+        x[:, 6] = x[:, 5] + rng.normal(0, 0.1 * x[:, 5].std(), len(x))  # f2 ≈ f1, r ≈ 0.995
+        return x, y
+
+    profile = federation(near_duplicate)
+    c = profile.features.index("f1")
+    r = profile.correlation[2, profile.continuous.index(c), profile.continuous.index(c + 1)]
+    assert 0.99 < r < 0.999
+    assert not [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.material
+                and f.q < 0.05]
+
+
 def test_a_code_outside_the_usual_list_is_a_point_mass():
     (mass,) = [f for f in reported(federation(column(2, code_outside_the_list))) if f.site == BROKEN]
     assert mass.kind == "point_mass" and "at its minimum (-5)" in mass.message

@@ -153,12 +153,13 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.95), ("others", 0.8), ("count", 5))),
     Check("copied_column", "a copy of another column", "columns", DATA,
           "of the feature's partners, the one the site shows closest to identical against the others: Fisher z of "
-          "the site's |r| minus that of the other sites' median |r|; of the pair, the copy is the column whose "
+          "the site's absolute correlation minus that of the other sites' median; of the pair, the copy is the column whose "
           "correlations with the other features no longer follow the other sites' (an export that filled a column "
           "from another)", LOO + ", one-sided",
-          "|r| ≥ {identical} at the site where the others' median is ≤ {others}, and the likelier copy of the two",
+          "r ≥ {identical} (or ≤ −{identical}) at the site where the others' median is within ±{others}, and the "
+          "likelier copy of the two",
           "correlations", ("correlation",), "continuous", "copied_columns",
-          limits=(("identical", 0.99), ("others", 0.9))),
+          limits=(("identical", 0.999), ("others", 0.9))),
     Check("unit", "unit or scale", "values", DATA,
           "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
           "%, …) "
