@@ -333,6 +333,10 @@ def test_a_copied_column_names_the_copy_and_a_near_duplicate_is_no_copy():
     (source,) = [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.site == BROKEN
                  and f.feature == "f1"]
     assert source.evidence["partner"] == "age" and source.q < 0.05 and not source.material
+    assert "age looks like the copy of f1" in source.message
+    # a cell of a pair that is not one column says so, and names no copy
+    clean = [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.site != BROKEN]
+    assert clean and all("not a copy" in f.message and "copy of" not in f.message for f in clean)
 
     def near_duplicate(x, y, rng):
         x = x.copy()

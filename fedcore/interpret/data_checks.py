@@ -1259,6 +1259,12 @@ class Checks:
         return tuple(order), int(wins[best]), int(m[best]), len(targets), float(p[best])
 
     # -- correlations ---------------------------------------------------------------------------
+    @cached_property
+    def _others_correlation(self) -> np.ndarray:
+        """[sites, continuous, continuous]: the other sites' median correlation of each pair (one
+        sort over sites serves the correlation and copied-column checks)."""
+        return others_median(self.profile.correlation)
+
     def correlation(self) -> Iterator[Finding]:
         """Per continuous feature: the site's correlations with the other features projected on the
         other sites' median correlations, over the partners those correlate with."""
@@ -1266,7 +1272,7 @@ class Checks:
         r = p.correlation  # [sites, continuous, continuous]
         if r.shape[1] < 2:
             return
-        reference = others_median(r)
+        reference = self._others_correlation
         least, partners = limit("correlation", "informative"), limit("correlation", "partners")
         off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
         used = (np.abs(np.nan_to_num(reference)) >= least) & off_diagonal & np.isfinite(r)
@@ -1305,7 +1311,7 @@ class Checks:
         r = p.correlation  # [sites, continuous, continuous]
         if r.shape[1] < 2:
             return
-        reference = others_median(r)
+        reference = self._others_correlation
         off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
         with np.errstate(invalid="ignore"):
             closer = np.where(off_diagonal & np.isfinite(r) & np.isfinite(reference),
@@ -1321,17 +1327,24 @@ class Checks:
                 k = int(partner[i, c])
                 name, source = p.features[j], p.features[cols[k]]
                 site_r, others_r = float(r[i, c, k]), float(reference[i, c, k])
-                own, theirs = _pattern_agreement(r[i], reference[i], c, k), _pattern_agreement(r[i], reference[i], k, c)
-                likelier_copy = not own > theirs  # ties and unknowns: either may be the copy
-                copy, kept = (name, source) if likelier_copy else (source, name)
-                yield Finding(site, LENS, "copied_column", name,
-                              f"{site}'s {name} and {source} are the same column there (r = {site_r:+.2f}; at the other "
-                              f"sites r = {others_r:+.2f}): one filled from the other? {copy}'s correlations with the "
-                              f"other features are no longer the other sites' {copy}'s, so {copy} looks like the copy of "
-                              f"{kept}", float(p_upper[i, c]), site_r, "correlation",
+                same = abs(site_r) >= identical and abs(others_r) <= others_at_most
+                if same:  # which of the two is the copy: only asked of a pair that is one column
+                    own = _pattern_agreement(r[i], reference[i], c, k)
+                    theirs = _pattern_agreement(r[i], reference[i], k, c)
+                    likelier_copy = not own > theirs  # ties and unknowns: either may be the copy
+                    copy, kept = (name, source) if likelier_copy else (source, name)
+                    message = (f"{site}'s {name} and {source} are the same column there (r = {site_r:+.2f}; at the "
+                               f"other sites r = {others_r:+.2f}): one filled from the other? {copy}'s correlations "
+                               f"with the other features are no longer the other sites' {copy}'s, so {copy} looks like "
+                               f"the copy of {kept}")
+                else:
+                    likelier_copy = False
+                    message = (f"{site}'s {name} is closest to {source} against the other sites (r = {site_r:+.2f}; "
+                               f"at the other sites r = {others_r:+.2f}): not a copy (a copy is r = ±1 where the "
+                               "others' is not)")
+                yield Finding(site, LENS, "copied_column", name, message, float(p_upper[i, c]), site_r, "correlation",
                               evidence={"partner": source, "r": site_r, "others_r": others_r},
-                              material=bool(abs(site_r) >= identical and abs(others_r) <= others_at_most
-                                            and likelier_copy))
+                              material=bool(same and likelier_copy))
 
 
 def _fisher_z(r: np.ndarray) -> np.ndarray:
