@@ -500,8 +500,10 @@ def _pair_the_site_has(profile: Profile, i: int, renamed: int) -> tuple[tuple[in
     the outcome when the site has no such class."""
     best = None
     for other in range(len(profile.classes)):
+        if other == renamed:
+            continue
         relation = relation_to_labels(profile, (renamed, other))
-        if other == renamed or not np.isfinite(relation[i]).any():
+        if not np.isfinite(relation[i]).any():
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a feature no other site relates

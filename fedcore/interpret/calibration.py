@@ -153,6 +153,12 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
     return deviation, score, p
 
 
+def fisher_z(r: np.ndarray | float) -> np.ndarray:
+    """Fisher's z of correlations, |r| = 1 held just below 1 (a copied column's r is exactly 1;
+    released correlations are rounded on this scale)."""
+    return np.arctanh(np.clip(r, -0.999999, 0.999999))
+
+
 def one_sided(score: np.ndarray, p_two_sided: np.ndarray, direction: int) -> np.ndarray:
     """The one-sided p-value for a deviation in `direction` (+1: above the others, -1: below)."""
     half = np.asarray(p_two_sided) / 2

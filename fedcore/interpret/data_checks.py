@@ -48,7 +48,7 @@ import numpy as np
 from scipy import stats
 
 from fedcore.interpret import checks
-from fedcore.interpret.calibration import OUTLIER_P, leave_one_out, one_sided
+from fedcore.interpret.calibration import OUTLIER_P, fisher_z, leave_one_out, one_sided
 from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
@@ -1008,7 +1008,7 @@ class Checks:
                 slope[i, informative] = ((mine * theirs).sum(0) / (theirs**2).sum(0))[informative]
             mine, theirs = mine[:, informative].ravel(), theirs[:, informative].ravel()
             if mine.std() > 0 and theirs.std() > 0:
-                agreement[i] = np.arctanh(np.clip(np.corrcoef(mine, theirs)[0, 1], -0.999999, 0.999999))
+                agreement[i] = fisher_z(np.corrcoef(mine, theirs)[0, 1])
         # relative to how strongly the other sites' own patterns follow theirs (a median pattern is
         # smoother than any one site's)
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
@@ -1301,7 +1301,6 @@ class Checks:
                                                         "others_r": float(reference[i, c, k])},
                               material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
 
-
     def copied_columns(self) -> Iterator[Finding]:
         """Per continuous feature: its partner that the site shows far closer to identical than the
         others do (Fisher z of |r| at the site against the others' median), tested against the other
@@ -1315,7 +1314,7 @@ class Checks:
         off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
         with np.errstate(invalid="ignore"):
             closer = np.where(off_diagonal & np.isfinite(r) & np.isfinite(reference),
-                              _fisher_z(np.abs(r)) - _fisher_z(np.abs(reference)), -np.inf)
+                              fisher_z(np.abs(r)) - fisher_z(np.abs(reference)), -np.inf)
         partner = np.argmax(closer, axis=2)  # [sites, continuous]
         excess = np.take_along_axis(closer, partner[..., None], axis=2)[..., 0]
         excess = np.where(np.isfinite(excess), excess, np.nan)
@@ -1345,11 +1344,6 @@ class Checks:
                 yield Finding(site, LENS, "copied_column", name, message, float(p_upper[i, c]), site_r, "correlation",
                               evidence={"partner": source, "r": site_r, "others_r": others_r},
                               material=bool(same and likelier_copy))
-
-
-def _fisher_z(r: np.ndarray) -> np.ndarray:
-    """Fisher's z of correlations, |r| = 1 held just below 1 (a copied column's r is exactly 1)."""
-    return np.arctanh(np.clip(r, -0.999999, 0.999999))
 
 
 def _pattern_agreement(site: np.ndarray, reference: np.ndarray, c: int, k: int) -> float:

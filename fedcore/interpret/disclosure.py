@@ -61,6 +61,7 @@ import numpy as np
 from scipy import special
 
 from fedcore.errors import SpecError
+from fedcore.interpret.calibration import fisher_z
 
 DEFAULT_MIN_COUNT = 10
 TOO_FEW = "not shared (fewer than"  # how the reason for a group below the minimum begins
@@ -348,7 +349,7 @@ def rounded_share(share: np.ndarray, n: np.ndarray) -> np.ndarray:
 def rounded_correlation(r: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Correlations over n rows rounded on Fisher's z to ROUNDING standard errors (1 / sqrt(n - 3))."""
     with np.errstate(invalid="ignore"):
-        z = np.arctanh(np.clip(r, -0.999999, 0.999999))
+        z = fisher_z(r)
         return np.where(np.isfinite(r), np.tanh(_rounded(z, ROUNDING / np.sqrt(np.maximum(n - 3, 1)))), r)
 
 
