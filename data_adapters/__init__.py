@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from data_adapters.alignment.align import Alignment, AlignmentReport, TableSites
+from data_adapters.alignment.cache import cached_alignment
 from data_adapters.mapping.dictionary import apply_dictionary, effects, empty_dictionary, merge, read_dictionary, target_of
 from data_adapters.mapping.study_view import study_view
 from data_adapters.mapping.suggestions import Suggestion, suggest
@@ -215,14 +216,23 @@ def draft_dictionary(ref: Reference, name: str = "", questions: list[Suggestion]
 def _alignment(source: Source, reader: dict, table: TableOptions, dictionary: Mapping[str, Any] | None = None
                ) -> Alignment:
     """The alignment of a table source's reading; `dictionary` (content) applied when the
-    reference names no dictionary file of its own."""
+    reference names no dictionary file of its own. Kept while the files it read are unchanged
+    (`alignment/cache.py`: a check-up checks and loads one reference twice per run)."""
     if dictionary is not None and not reader.get("dictionary"):
         if "target" in inspect.signature(source.read).parameters:
             reader = {**reader, "target": target_of(dictionary, reader.get("target"))}
-        sites = apply_dictionary(source.read(**reader), dictionary, "the sites' data dictionary")
     else:
+        dictionary = None
+
+    def align() -> Alignment:
         sites = source.read(**reader)
-    return Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+        if dictionary is not None:
+            sites = apply_dictionary(sites, dictionary, "the sites' data dictionary")
+        return Alignment(sites, table.exclude, table.kinds, table.min_rows, table.standardization)
+
+    files = [reader.get(name) for name in (source.paths, *source.files) if name]
+    options = {"source": source.name, "reader": reader, "table": asdict(table), "dictionary": dictionary}
+    return cached_alignment(options, files, align)
 
 
 def _option_groups(options: dict) -> tuple[dict, TableOptions, SiteOptions]:

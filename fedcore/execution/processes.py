@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import mmap
 import multiprocessing
+import os
 import sys
 import traceback
 import weakref
@@ -136,7 +137,7 @@ class Workers:
             self.connections.append(ours)
             self.processes.append(process)
         # Workers end when the simulation is collected, or with this process at the latest.
-        weakref.finalize(sim, _close, self.connections, self.processes)
+        weakref.finalize(sim, _close, self.connections, self.processes, os.getpid())
 
     def start_round(self, round_: int, lr: float, class_weights: torch.Tensor | None) -> None:
         """Every worker trains its sites for this round (while this process trains the first group)."""
@@ -190,7 +191,11 @@ class Workers:
                                "or out of memory?") from error
 
 
-def _close(connections: list[Connection], processes: list) -> None:
+def _close(connections: list[Connection], processes: list, owner: int) -> None:
+    if os.getpid() != owner:
+        # a worker of a later simulation, forked while this one was still uncollected, holds a copy
+        # of it: these workers are not its children, and their pipes are the owner's to close
+        return
     for connection in connections:
         with contextlib.suppress(OSError):
             connection.send(None)
