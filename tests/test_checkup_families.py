@@ -334,3 +334,17 @@ def test_a_loader_that_hands_over_other_rows_is_caught(shared_data):
     changed[2][0, heart.features.index("chol")] += 1.0
     with pytest.raises(RuntimeError, match="chol"):
         corruptions._check_same_profile(replace(heart, x=changed), heart.profile(policy=None))  # as computed
+
+
+def test_the_fingerprint_of_every_lens_covers_the_application_layer(monkeypatch):
+    """Every lens's results are kept under a hash of the engine and of application/ (which trains
+    the runs): it must compute (it raised once application/ moved beside the package) and change
+    with a file there, while the data lens's hash reads only the check-up and its checks."""
+    fingerprint = suite.fingerprint.__wrapped__  # uncached: the files change below
+    every, data = fingerprint("all"), fingerprint("data")
+    assert every != data and len(every) == 12
+    runner = Path(suite.__file__).resolve().parents[2] / "application" / "runner.py"
+    read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) + (b"# changed" if self == runner else b""))
+    assert fingerprint("all") != every
+    assert fingerprint("data") == data

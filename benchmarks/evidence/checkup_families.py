@@ -136,9 +136,12 @@ def fingerprint(lenses: str) -> str:
     package = Path(fedcore.__file__).resolve().parent
     files = ([package / "checkup.py", *sorted((package / "interpret").glob("*.py"))] if lenses == "data"
              else sorted([*package.rglob("*.py"), *(package.parent / "application").rglob("*.py")]))
+    # names relative to the package for the data lens (its recorded hashes stay valid), to the
+    # repository for every lens, whose files include application/ beside the package
+    root = package if lenses == "data" else package.parent
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
