@@ -12,7 +12,7 @@ from scipy import stats
 from fedcore.checkup import check_up
 from fedcore.interpret import model_checks
 from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
-from fedcore.interpret.data_checks import Checks, check_profile
+from fedcore.interpret.data_checks import Checks, check_profile, weakness_p
 from fedcore.interpret.findings import decide
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
@@ -532,3 +532,20 @@ def test_with_two_classes_the_class_check_has_no_cells():
     """With two classes a class's centred mean is half the class difference, which the relation to
     the label tests: no cell at all, not a column of 'not testable'."""
     assert not [f for f in decide(check_profile(federation())) if f.kind == "class_shift"]
+
+
+def test_noisy_labels_are_tested_on_the_log_of_their_relative_strength():
+    """Label noise scales a site's class differences by a factor, and sites differ among themselves
+    by factors: `weakness_p` is the leave-one-out t of the log strength, by hand; a site at a tenth
+    of the others stands out there far more than on the share itself, and no relation at all (or
+    one the other way round) counts as a twentieth."""
+    others = np.array([0.6, 0.75, 0.9, 1.0, 1.1, 1.3, 1.5, 1.9])
+    strength = np.append(others, 0.1)
+    p = weakness_p(strength)
+    logs = np.log(others)
+    t = (np.log(0.1) - logs.mean()) / (logs.std(ddof=1) * np.sqrt(1 + 1 / len(others)))
+    assert p[-1] == pytest.approx(stats.t.cdf(t, len(others) - 1), rel=1e-6)
+    _, t_share, p_share = leave_one_out(strength)
+    assert p[-1] < 1e-3 and p_share[-1, 0] / 2 > 0.02  # on the share: 2.3 SDs, p 0.028
+    assert weakness_p(np.append(others, -0.4))[-1] == pytest.approx(weakness_p(np.append(others, 0.05))[-1])
+    assert np.isnan(weakness_p(np.append(others, np.nan))[-1])

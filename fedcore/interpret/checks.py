@@ -217,7 +217,8 @@ CHECKS: tuple[Check, ...] = (
           classes="some"),
     Check("labels_weak", "labels look noisy", "labels", DATA,
           "how strongly the site's features relate to its labels relative to the others' (median ratio over the "
-          "informative features)", "leave-one-out t over sites, one-sided (weaker)", "below {ratio}",
+          "informative features)", "leave-one-out t over sites on its log (at least log 0.05), one-sided (weaker)",
+          "below {ratio}",
           "label_pattern", CLASS_PROFILE, "site", "labels_weak",
           explains=("label_relation", "class_shift", "class_balance"),
           limits=(("ratio", 0.5),), classes="some"),
