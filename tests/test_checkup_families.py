@@ -348,3 +348,40 @@ def test_the_fingerprint_of_every_lens_covers_the_application_layer(monkeypatch)
     monkeypatch.setattr(Path, "read_bytes", lambda self: read(self) + (b"# changed" if self == runner else b""))
     assert fingerprint("all") != every
     assert fingerprint("data") == data
+
+
+def test_why_a_missed_case_was_missed_reads_its_closest_cells():
+    """Known answers for `why_missed`: a finding needs a cell both material and with q < 5 %."""
+    def result(material, strongest):
+        return {"closest": {"material": material, "strongest": strongest}}
+
+    assert suite.why_missed(result(["location", 0.001, 0.2], ["location", 0.001, 0.2])) == 0  # material, q 20 %
+    assert suite.why_missed(result(None, ["point_mass", 1e-6, 1e-4])) == 1  # significant, too small
+    assert suite.why_missed(result(None, ["spread", 0.3, 0.9])) == 2
+    assert suite.why_missed(result(None, None)) == 2  # nothing tested at the site's columns
+    assert suite.why_missed(result(["constant", 1e-9, 1e-7], ["constant", 1e-9, 1e-7])) == 3  # there untouched
+    assert suite.why_missed(result(["location", 0.01, 0.05], ["location", 0.01, 0.05])) == 0  # q of 5 % is not < 5 %
+    assert suite.why_missed({"findings": []}) is None  # recorded before the cells were kept
+
+
+def test_the_closest_cells_are_those_of_the_corrupted_site_and_column():
+    from fedcore.checkup import check_up
+
+    table = small_table()
+    case = draw_case(table, FAMILIES["constant"], 0)
+    result = check_up(corrupt(table, case).profile(), {})
+    closest = suite.closest_cells(result, case, table)
+    kind, p, q = closest["material"]
+    assert kind == "constant" and q < 0.05 and closest["strongest"][2] <= q
+    mine = [f for f in result.findings if f.site == case["truth"]["site"] and f.kind == "constant"
+            and f.feature in case["truth"]["columns"]]
+    assert [round(f.q, 6) for f in mine] == [round(q, 6)]
+    seen = {(f.site, f.lens, f.kind, f.feature) for f in mine}  # as if the federation showed it untouched
+    material = suite.closest_cells(result, case, table, seen)["material"]
+    assert material is None or material[0] != "constant"
+    for elsewhere in (check_up(table.profile(), {}), result):  # the column untouched; another site's cells
+        site = case["truth"]["site"] if elsewhere is not result else next(
+            s for s in table.sites if s != case["truth"]["site"])
+        other = {**case, "truth": {**case["truth"], "site": site}}
+        material = suite.closest_cells(elsewhere, other, table)["material"]
+        assert material is None or material[0] != "constant"

@@ -182,13 +182,69 @@ def evaluate(task: dict) -> dict[str, Any]:
     started = time.perf_counter()
     result, refused = _check_up(corrupt(table, case) if case else table, task["lenses"], task["policy"])
     findings = [] if result is None else [compact(f, table) for f in result.reported]
+    closest = {}
     if case is not None and task["lenses"] == "data":
         seen = _untouched(task["dataset"], task["policy"])
         findings = [f for f in findings if _key(parse(f)) not in seen]
+        closest = {"closest": closest_cells(result, case, table, seen)}
     return {"case": case, "detector": fingerprint(task["lenses"]), "commit": commit(),
             "sites": list(table.sites), "lenses": [] if result is None else list(result.sources),
             "reported": 0 if result is None else len(result.reported), "findings": findings, "refused": refused,
-            "seconds": round(time.perf_counter() - started, 2)}
+            "seconds": round(time.perf_counter() - started, 2), **closest}
+
+
+def closest_cells(result, case: dict, table, untouched: set = frozenset()) -> dict[str, list | None]:
+    """Why a case was missed, from the cells the check-up tested at the corrupted site on the
+    corrupted columns (every cell of the site for the families that name none), less those the
+    federation reports `untouched` (keys as `_key`: the site's own differences, not the problem's):
+    its material cell of the smallest q, and its cell of the smallest q whatever its size, each
+    [kind, p, q]."""
+    truth = case["truth"]
+
+    def on_truth(finding) -> bool:
+        if finding.site != truth["site"] or not np.isfinite(finding.q):
+            return False
+        if (finding.site, finding.lens, finding.kind, finding.feature) in untouched:
+            return False
+        return not truth["columns"] or finding.feature in truth["columns"] or \
+            table.column_of(finding.feature) in truth["columns"]
+
+    cells = [f for f in result.findings if on_truth(f)]
+    material = min((f for f in cells if f.material), key=lambda f: f.q, default=None)
+    strongest = min(cells, key=lambda f: f.q, default=None)
+    as_list = lambda f: None if f is None else [f.kind, float(f"{f.p:.3g}"), float(f"{f.q:.3g}")]  # noqa: E731
+    return {"material": as_list(material), "strongest": as_list(strongest)}
+
+
+WHY = ("a material cell, not significant (q ≥ 5 %)", "significant, but smaller than material",
+       "neither material nor significant", "material and significant, but explained by a finding there untouched")
+
+
+WHY_READING = (
+    "Reading. *A material cell, not significant*: the check measured a change as large as it calls "
+    "material, but the other sites differ among themselves by as much, so its leave-one-out test over the "
+    "sites cannot set the site apart at a 5 % false discovery rate among its family's cells: from per-site "
+    "summary statistics, calibrated against the other sites, these cases are out of reach at this strength "
+    "(the median q says how far). *Significant, but smaller than material*: the site was set apart, by a "
+    "change smaller than the check reports (or by a check whose material size the problem does not reach). "
+    "*Neither*: no test at the site saw the change. *Explained*: a finding the check-up already reports "
+    "there on the federation without the problem explains the new cell away (it is then not shown). Cells "
+    "the federation reports untouched are left out: they are the site's own differences, not the problem's.")
+
+
+def why_missed(case_result: dict) -> int | None:
+    """Which of WHY a missed case's closest cells say (None: not recorded)."""
+    closest = case_result.get("closest")
+    if closest is None:
+        return None
+    material, strongest = closest["material"], closest["strongest"]
+    from fedcore.interpret.findings import FDR
+
+    if material is not None and material[2] < FDR:
+        return 3
+    if material is not None:
+        return 0
+    return 1 if strongest is not None and strongest[2] < FDR else 2
 
 
 def _check_up(table, lenses: str, policy: str) -> tuple[Any, str | None]:
@@ -424,6 +480,32 @@ def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", pe
     return lines or ["- none"]
 
 
+def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out") -> list[str]:
+    """Per family, why the data lens missed what it missed (`why_missed`), with the median q of
+    the material cells that were not significant: how far from reportable the closest test was."""
+    recorded = {(t["dataset"], t["family"], t["seed"]): r for t, r in
+                ((json.loads(k), r) for k, r in results.items())
+                if t["lenses"] == "data" and t["family"] != "none" and t.get("policy") == "default"}
+    lines = ["| family | missed | " + " | ".join(WHY) + " | median q of those material cells |",
+             "|---|---|" + "---|" * len(WHY) + "---|"]
+    totals = [0] * len(WHY)
+    for family in FAMILIES.values():
+        misses = [recorded[(r["dataset"], r["family"], r["seed"])] for r in _in(rows, half, family=family.name)
+                  if not r["hit"]]
+        reasons = [why_missed(result) for result in misses]
+        if not misses or None in reasons:
+            continue
+        counts = [reasons.count(k) for k in range(len(WHY))]
+        totals = [a + b for a, b in zip(totals, counts)]
+        qs = [result["closest"]["material"][2] for result, k in zip(misses, reasons) if k == 0]
+        lines.append(f"| {family.title} | {len(misses)} | " + " | ".join(map(str, counts)) + " | "
+                     + (f"{np.median(qs):.2g}" if qs else "–") + " |")
+    if len(lines) == 2:
+        return []
+    lines.append(f"| **all** | {sum(totals)} | " + " | ".join(map(str, totals)) + " | |")
+    return lines
+
+
 def _measured(results: dict[str, Any]) -> str:
     seen = sorted({(r.get("commit", "?"), r.get("detector", "?")) for r in results.values()})
     return "; ".join(f"commit {c} (detector code {d})" for c, d in seen) or "nothing yet"
@@ -447,6 +529,13 @@ def section(results: dict[str, Any]) -> str:
               "Strength as a multiple of the family's material strength.", "", *against_strength(data), "",
               "### Data lens: cases missed at material strength (held-out half, up to three per family)", "",
               *missed(data, results), ""]
+    why = why_table(data, results)
+    if why:
+        lines += ["### Data lens: why the missed cases were missed (held-out half, material strength)", "",
+                  "For each missed case, the cells the check-up tested at the corrupted site on the corrupted "
+                  "columns (every cell of the site for the label and row families): a finding needs a cell both "
+                  "material (the check's declared size) and significant (q < 5 % within its family of checks).",
+                  "", *why, "", WHY_READING, ""]
     for dataset in DATASETS:
         if _in(data, "held-out", dataset=dataset):
             lines += [f"### Data lens on {TITLES[dataset]} (held-out half)", "", *per_family_on(data, dataset), ""]
