@@ -549,3 +549,31 @@ def test_noisy_labels_are_tested_on_the_log_of_their_relative_strength():
     assert p[-1] < 1e-3 and p_share[-1, 0] / 2 > 0.02  # on the share: 2.3 SDs, p 0.028
     assert weakness_p(np.append(others, -0.4))[-1] == pytest.approx(weakness_p(np.append(others, 0.05))[-1])
     assert np.isnan(weakness_p(np.append(others, np.nan))[-1])
+
+
+def test_a_class_thinned_out_among_six_is_another_class_balance_and_a_natural_spread_is_not():
+    """With k classes a class's share is about 1/k, so the material gap is 2/k × 15 points: a site
+    that lost 80 % of one of six activities' rows (about 17 % -> 4 %: 13 points, 5 × the odds) is
+    reported; two-class sites 10 points apart at under twice the odds are not."""
+    rng = np.random.default_rng(0)
+    classes = [f"c{k}" for k in range(6)]
+    centres = rng.normal(0, 1, (6, 4))
+    sites = []
+    for k in range(8):
+        y = rng.integers(0, 6, 900)
+        if k == 3:
+            y = y[~((y == 2) & (rng.random(900) < 0.8))]
+        x = rng.normal(0, 1, (len(y), 4)) + centres[y]
+        sites.append((f"site {k}", x, y))
+    names = [f"f{j}" for j in range(4)]
+    profile = profile_federation(sites, names, ["continuous"] * 4, names, classes, {})
+    balance = {f.site: f for f in decide(check_profile(profile)) if f.kind == "class_balance"}
+    assert balance["site 3"].significant and balance["site 3"].evidence["shares"][2] < 0.06
+    assert [site for site, f in balance.items() if f.significant] == ["site 3"]
+    two = []
+    for k, share in enumerate([0.40, 0.42, 0.44, 0.46, 0.48, 0.50, 0.52, 0.54]):
+        y = (np.arange(2000) < share * 2000).astype(int)
+        two.append((f"site {k}", rng.normal(0, 1, (2000, 4)) + y[:, None], y))
+    profile = profile_federation(two, names, ["continuous"] * 4, names, ["no", "yes"], {})
+    balance = [f for f in decide(check_profile(profile)) if f.kind == "class_balance"]
+    assert not [f for f in balance if f.material]  # 14 points at most, and under twice the odds

@@ -224,7 +224,9 @@ CHECKS: tuple[Check, ...] = (
           limits=(("ratio", 0.5),), classes="some"),
     Check("class_balance", "another class balance", "labels", DATA,
           "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
-          "a class {gap:pt} and {odds} × the odds away from the others' mean", "class_balance",
+          "with k classes, a class 2/k × {gap:pt} and {odds} × the odds away from the others' mean ({gap:pt} "
+          "with two)",
+          "class_balance",
           ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
     Check("class_shift", "one class's values differ", "relation to the label", DATA,
           "per feature and class (three classes or more; with two, the relation to the label is this test): the "
