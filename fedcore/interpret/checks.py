@@ -210,10 +210,13 @@ CHECKS: tuple[Check, ...] = (
           "(fewer sites left looking wrong, or {margin} × less evidence than the next best choice)",
           "binomial, × the renamings tried",
           "≥ {features} features and {share:%} of them, or a negative correlation "
-          "with the others' pattern", "label_pattern", CLASS_PROFILE, "site", "labels_permuted",
+          "with the others' pattern; and renamed, the site's relation to its labels at least {strength:%} as strong "
+          "as the others' (a flat pattern is noise, not renamed labels)", "label_pattern", CLASS_PROFILE, "site",
+          "labels_permuted",
           explains=("label_relation", "class_shift", "labels_weak", "class_balance", "output_shift",
                     "shared_model_reversed"),
-          limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01), ("margin", 10)),
+          limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01), ("margin", 10),
+                  ("strength", 0.5)),
           classes="some"),
     Check("labels_weak", "labels look noisy", "labels", DATA,
           "how strongly the site's features relate to its labels relative to the others' (median ratio over the "

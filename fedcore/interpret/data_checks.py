@@ -1032,10 +1032,11 @@ class Checks:
         least, share = limit("labels_permuted", "features"), limit("labels_permuted", "share")
         evidence = {i: e for i, e in enumerate(self.permuted_evidence) if e is not None}
         wrong = self._likely_relabelled(evidence)
+        strong = limit("labels_permuted", "strength")
         for i, site in enumerate(self.sites):
-            judged_with = ""
+            judged_with, judged = "", self
             if wrong is not None and i != wrong[0] and (again := wrong[1].permuted_evidence[i]) is not None:
-                evidence[i] = again
+                evidence[i], judged = again, wrong[1]
                 judged_with = (f"; judged with {self.sites[wrong[0]]}'s classes taken as renamed, as its own labels "
                                "look wrong and that explains the other sites best")
             if i not in evidence:
@@ -1050,6 +1051,12 @@ class Checks:
                 what = ("its classes look renamed (" + ", ".join(pairs) + ")" if pairs
                         else "its classes relate to the features differently")
             compared = self._labels["informative"][i].size
+            # renamed labels keep the features' class differences, in another order; labels that say
+            # nothing (all redrawn) leave them flat, whose direction then is chance (it read as
+            # 'swapped' for every second such site): only a renaming that restores a relation as
+            # strong as the others' is one
+            renamed = judged.renamed_strength(i, order)
+            restores = not np.isfinite(renamed) or renamed >= strong
             yield Finding(site, LENS, "labels_permuted", None,
                           f"{site}'s labels look wrong: {what}"
                           + (" — its features relate to its labels the other way round from the other sites"
@@ -1058,8 +1065,15 @@ class Checks:
                           f"sites' pattern better; as labelled, correlation {r:+.2f} with their pattern over "
                           f"{compared} features{judged_with})",
                           p_value, r, "correlation with the others' pattern",
-                          evidence={"order": list(order), "features": m},
-                          material=bool(r < 0 or (m >= least and wins / max(m, 1) >= share)))
+                          evidence={"order": list(order), "features": m,
+                                    **({"renamed_strength": renamed} if np.isfinite(renamed) else {})},
+                          material=bool((r < 0 or (m >= least and wins / max(m, 1) >= share)) and restores))
+
+    def renamed_strength(self, i: int, order: Sequence[int]) -> float:
+        """Site i's relation to its labels with its classes renamed by `order` (its class k taken as
+        order[k]), as a share of the others' (`_labels`' strength; NaN where not comparable)."""
+        checks = self if list(order) == sorted(order) else self._relabelled(i, order)
+        return float(checks._labels["strength"][i])
 
     @cached_property
     def labels_suspect(self) -> np.ndarray:
