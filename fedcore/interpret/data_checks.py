@@ -1055,7 +1055,8 @@ class Checks:
             # nothing (all redrawn) leave them flat, whose direction then is chance (it read as
             # 'swapped' for every second such site): only a renaming that restores a relation as
             # strong as the others' is one
-            renamed = judged.renamed_strength(i, order)
+            looks_renamed = r < 0 or (m >= least and wins / max(m, 1) >= share)
+            renamed = judged.renamed_strength(i, order) if looks_renamed else float("nan")
             restores = not np.isfinite(renamed) or renamed >= strong
             yield Finding(site, LENS, "labels_permuted", None,
                           f"{site}'s labels look wrong: {what}"
@@ -1067,7 +1068,7 @@ class Checks:
                           p_value, r, "correlation with the others' pattern",
                           evidence={"order": list(order), "features": m,
                                     **({"renamed_strength": renamed} if np.isfinite(renamed) else {})},
-                          material=bool((r < 0 or (m >= least and wins / max(m, 1) >= share)) and restores))
+                          material=bool(looks_renamed and restores))
 
     def renamed_strength(self, i: int, order: Sequence[int]) -> float:
         """Site i's relation to its labels with its classes renamed by `order` (its class k taken as
