@@ -111,8 +111,11 @@ def measure(task: dict) -> dict:
             from fedcore.execution import stacked
 
             stacked.supports = lambda model: False
+        # the compiled round runs on the CPU only: on a GPU machine its rows stay the CPU baseline
+        # that the other rows' ratios are taken against (device 'auto' would refuse it there)
         config = TrainConfig(rounds=1000, eval_every=1, execution=execution,
-                             processes=1 if "1 process" in variant else 0)
+                             processes=1 if "1 process" in variant else 0,
+                             **({"device": "cpu"} if execution == "compiled" else {}))
         started = time.perf_counter()
         sim = Simulation(federation, build_algorithm(task["algorithm"], task["params"]), config)
         setup_s = time.perf_counter() - started
