@@ -466,10 +466,16 @@ def against_strength(rows: list[dict], half: str = "held-out") -> list[str]:
     return lines
 
 
+def data_cases(results: dict[str, Any], policy: str | None = None) -> dict[tuple[str, str, int], dict]:
+    """The data lens's recorded cases by (dataset, family, seed), under `policy` (None: any; a
+    case's draw is the same under every policy)."""
+    return {(t["dataset"], t["family"], t["seed"]): r for t, r in ((json.loads(k), r) for k, r in results.items())
+            if t["lenses"] == "data" and t["family"] != "none" and policy in (None, t.get("policy"))}
+
+
 def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", per_family: int = 3) -> list[str]:
     """What was put in where the data lens found nothing: the cases to look at first."""
-    cases = {(t["dataset"], t["family"], t["seed"]): r["case"] for t, r in
-             ((json.loads(k), r) for k, r in results.items()) if t["lenses"] == "data" and t["family"] != "none"}
+    cases = {key: r["case"] for key, r in data_cases(results).items()}
     lines = []
     for family in FAMILIES.values():
         chosen = _in(rows, half, family=family.name)
@@ -484,9 +490,7 @@ def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", pe
 def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out") -> list[str]:
     """Per family, why the data lens missed what it missed (`why_missed`), with the median q of
     the material cells that were not significant: how far from reportable the closest test was."""
-    recorded = {(t["dataset"], t["family"], t["seed"]): r for t, r in
-                ((json.loads(k), r) for k, r in results.items())
-                if t["lenses"] == "data" and t["family"] != "none" and t.get("policy") == "default"}
+    recorded = data_cases(results, "default")
     lines = ["| family | missed | " + " | ".join(WHY) + " | median q of those material cells |",
              "|---|---|" + "---|" * len(WHY) + "---|"]
     totals = [0] * len(WHY)
@@ -626,8 +630,7 @@ def policy_section(results: dict[str, Any], half: str = "held-out") -> str:
     if changed:
         lines += ["", f"Cases found under one of *{POLICY_TITLES[measured[0]]}* and *{POLICY_TITLES[measured[1]]}* "
                   "but not the other (up to ten):", ""]
-        cases = {(t["dataset"], t["family"], t["seed"]): r["case"] for t, r in
-                 ((json.loads(k), r) for k, r in results.items()) if t["lenses"] == "data" and t["family"] != "none"}
+        cases = {key: r["case"] for key, r in data_cases(results).items()}
         for a, _ in changed[:10]:
             where = POLICY_TITLES[measured[0]] if a["hit"] else POLICY_TITLES[measured[1]]
             lines.append(f"- found only under *{where}*: {a['dataset']} seed {a['seed']} "
