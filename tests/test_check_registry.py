@@ -219,7 +219,10 @@ def test_every_data_check_has_a_known_answer_and_a_function():
     (or adding a check without the others) fails here."""
     tested_elsewhere = {"unit_pair": "test_two_sites_in_two_units", "distribution": "test_a_change_no_named_check",
                         # three classes or more (this module's federation has two): tests/test_checkup.py
-                        "class_shift": "test_one_class_shifted_at_one_site_is_found_with_its_class"}
+                        "class_shift": "test_one_class_shifted_at_one_site_is_found_with_its_class",
+                        # twelve sites whose own differences hide the change from the plain checks
+                        "location_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features",
+                        "spread_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features"}
     assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
     functions = {c.function for c in checks.of_lens(checks.DATA)}
     assert all(callable(getattr(Checks, name, None)) for name in functions)

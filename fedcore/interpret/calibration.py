@@ -27,11 +27,27 @@ leans on the prior. The p-values are two-sided unless a check says otherwise.
 Many cells are tested at once (sites × features × checks), so findings are reported by their
 Benjamini–Hochberg q-value (the false discovery rate at which the cell would just be a finding),
 controlling the expected share of false findings among those reported.
+
+Predicted from related items (`leave_one_out_predicted`): where an item's value at a site goes with
+the values of a few related items (a feature's median with the medians of the features it
+correlates with: a subject who moves faster has every acceleration feature higher), the question
+becomes "is site i's value what the other sites' relation predicts from its related items?". The
+relation is a least-squares regression over the other sites, and the null is the externally
+studentized residual's
+
+    t_ij = e_ij / (s_(i)j · sqrt(1 - h_ij))      ~ t with n - m - 2 df,
+
+e_ij the residual of the fit over all sites, h_ij the site's leverage, s_(i)j the residual SD
+without site i (the deleted residual e_ij / (1 - h_ij) is exactly the prediction from the others'
+fit), m the number of related items. The residual variances are moderated across items as above.
+A site's own shift of one item stays in its residual, while the sites' shared differences — the
+natural variation a plain leave-one-out must tolerate — are predicted away.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import special, stats
@@ -151,6 +167,60 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
         score = np.where(usable, score, np.nan)
         p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
     return deviation, score, p
+
+
+def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]], moderate: bool = True
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For a sites × items matrix and, per item, the items it is predicted from (`related[j]`,
+    none: the item is not tested, NaN): every cell's deleted residual (its value less the other
+    sites' regression's prediction), the externally studentized t and its two-sided p-value (the
+    module's docstring). Sites lacking the item or one of its related items get NaN; an item with
+    fewer sites than its regression needs (m + 4: two degrees of freedom without the site) too."""
+    t = np.asarray(values, dtype=np.float64)
+    n_sites, n_items = t.shape
+    deleted, variance, leverage = (np.full(t.shape, np.nan) for _ in range(3))
+    df = np.full(n_items, np.nan)
+    for j, members in enumerate(related):
+        if not len(members):
+            continue
+        design = np.column_stack([np.ones(n_sites), t[:, list(members)]])
+        y = t[:, j]
+        ok = np.isfinite(y) & np.isfinite(design).all(1)
+        n, k = int(ok.sum()), design.shape[1]
+        if n < k + 3:
+            continue
+        x = design[ok]
+        inverse = np.linalg.pinv(x.T @ x)
+        residual = y[ok] - x @ (inverse @ x.T @ y[ok])
+        h = np.clip(np.einsum("ij,jk,ik->i", x, inverse, x), 0.0, 1.0 - 1e-12)
+        squares = float(residual @ residual)
+        df[j] = n - k - 1  # without site i: n - 1 sites, k coefficients
+        deleted[ok, j] = residual / (1 - h)
+        variance[ok, j] = np.maximum(squares - residual**2 / (1 - h), 0.0) / df[j]
+        leverage[ok, j] = h
+    d0, s0 = (0.0, 0.0)
+    if moderate and np.isfinite(df).any():
+        with warnings.catch_warnings():  # an item not tested: NaN is its answer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            whole = np.nanmedian(variance, axis=0)  # an item's residual variance (any one site left out)
+        d0, s0 = fit_prior(whole[np.isfinite(df)], float(np.nanmedian(df)))
+        if not np.isfinite(s0):
+            d0 = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if np.isinf(d0):
+            moderated, total_df = np.full(t.shape, s0), np.full(t.shape, np.inf)
+        elif d0 > 0:
+            moderated = (d0 * s0 + df * variance) / (d0 + df)
+            total_df = np.broadcast_to(d0 + df, t.shape)
+        else:
+            moderated, total_df = variance, np.broadcast_to(df, t.shape)
+        deleted = np.where(np.abs(deleted) <= ROUNDING * (np.abs(t) + 1.0), 0.0, deleted)
+        # the studentized residual e / (s_(i) sqrt(1 - h)) = deleted residual · sqrt(1 - h) / s_(i)
+        score = np.where(deleted == 0, 0.0, deleted * np.sqrt(1 - leverage) / np.sqrt(moderated))
+        usable = np.isfinite(deleted) & (total_df > 0) & ((moderated > 0) | (deleted == 0))
+        score = np.where(usable, score, np.nan)
+        p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
+    return np.where(usable, deleted, np.nan), score, p
 
 
 def fisher_z(r: np.ndarray | float) -> np.ndarray:

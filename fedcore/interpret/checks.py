@@ -269,6 +269,20 @@ CHECKS: tuple[Check, ...] = (
           "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
           "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
           limits=(("shift", 0.25),)),
+    Check("location_related", "values shifted against related features", "values", DATA,
+          "the site's median in within-site SDs less what the other sites' least-squares relation of it to the "
+          "medians of its related features predicts (those it correlates with most within the sites, |r| ≥ "
+          "{related}, at most {partners} and n − 5)",
+          "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
+          "moderated across features", "≥ {shift} SD from the prediction", "quantiles", (*QUANTILES, "correlation"),
+          "continuous", "location_related", min_sites=6,
+          limits=(("shift", 0.25), ("related", 0.3), ("partners", 3))),
+    Check("spread_related", "spread differs against related features", "values", DATA,
+          "the log of the site's robust SD less what the other sites' least-squares relation of it to the log SDs "
+          "of the same related features predicts",
+          "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
+          "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", (*QUANTILES, "correlation"),
+          "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),)),
     Check("range", "implausible values", "values", DATA,
           "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
           SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",

@@ -48,7 +48,7 @@ import numpy as np
 from scipy import stats
 
 from fedcore.interpret import checks
-from fedcore.interpret.calibration import OUTLIER_P, fisher_z, leave_one_out, one_sided
+from fedcore.interpret.calibration import OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided
 from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
 from fedcore.interpret.findings import Finding
@@ -420,6 +420,80 @@ class Checks:
                               f"{'outliers or mixed units' if ratio > 1 else 'capped, binned or two groups'}?)",
                               float(v["tail_p"][i, c]), ratio, "tail ratio", evidence=evidence,
                               material=bool(abs(dev) >= math.log(tail_limit)), untestable=flat)
+
+    # -- against related features ---------------------------------------------------------------
+    @cached_property
+    def related(self) -> list[list[int]]:
+        """Per continuous feature (continuous indices): the features it is predicted from — those
+        it correlates with most within the sites (the median over sites of each site's correlation,
+        |r| ≥ 'related'), at most 'partners' and at most n − 5 (the regression over the other sites
+        keeps 2 degrees of freedom)."""
+        most, least = int(limit("location_related", "partners")), limit("location_related", "related")
+        r = self.profile.correlation  # [sites, continuous, continuous]
+        if r.shape[1] < 2 or self.n < 6:
+            return [[] for _ in self.continuous]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            typical = np.abs(np.nan_to_num(np.nanmedian(r, axis=0)))
+        np.fill_diagonal(typical, 0.0)
+        allowed = min(most, self.n - 5)
+        order = np.argsort(-typical, axis=1, kind="stable")[:, :allowed]
+        return [[int(k) for k in row if typical[c, k] >= least] for c, row in enumerate(order)]
+
+    @cached_property
+    def _predicted(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Location and spread (as `_values`) of every site against what the other sites' relation
+        to the related features predicts: (deleted residual, t, p)."""
+        v = self._values
+        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related),
+                "spread": leave_one_out_predicted(v["log_sd"], self.related)}
+
+    def _related_names(self, c: int) -> str:
+        names = [self.profile.features[self.continuous[k]] for k in self.related[c]]
+        return ", ".join(names)
+
+    def location_related(self) -> Iterator[Finding]:
+        """Per continuous feature with related features: the site's median against the other sites'
+        regression of it on the related features' medians."""
+        v, (residual, _, p) = self._values, self._predicted["location"]
+        shift = limit("location_related", "shift")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                if not self.related[c]:
+                    continue  # nothing it goes with: the plain location check is its test
+                name, dev = self.profile.features[j], residual[i, c]
+                predicted = v["median"][i, c] - dev * v["scale"][c]
+                yield Finding(site, LENS, "location_related", name,
+                              f"{site}'s {name}: median {self.value(j, v['median'][i, c])} against "
+                              f"{self.value(j, predicted)} that the other sites' relation to its related features "
+                              f"({self._related_names(c)}) predicts for it, {abs(dev):.2f} {plain('within-site SDs')} "
+                              f"{'higher' if dev > 0 else 'lower'} ({dev:+.2f} within-site SDs)",
+                              float(p[i, c]), float(dev), "within-site SDs",
+                              evidence={**self._evidence(i, c), "predicted_median": float(predicted),
+                                        "related": self._related_names(c)},
+                              material=bool(abs(dev) >= shift))
+
+    def spread_related(self) -> Iterator[Finding]:
+        """Per continuous feature with related features: the site's log SD against the other sites'
+        regression of it on the related features' log SDs."""
+        v, (residual, _, p) = self._values, self._predicted["spread"]
+        ratio_limit = limit("spread_related", "ratio")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                if not self.related[c]:
+                    continue
+                name, dev = self.profile.features[j], residual[i, c]
+                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
+                predicted = self.robust_sd[i, j] / ratio if np.isfinite(dev) else float("nan")
+                yield Finding(site, LENS, "spread_related", name,
+                              f"{site}'s {name} varies {ratio:.2g} times as much as the other sites' relation to its "
+                              f"related features ({self._related_names(c)}) predicts (SD "
+                              f"{self.value(j, self.robust_sd[i, j])} against {self.value(j, predicted)} predicted)",
+                              float(p[i, c]), ratio, "SD ratio",
+                              evidence={**self._evidence(i, c), "predicted_sd": float(predicted),
+                                        "related": self._related_names(c)},
+                              material=bool(abs(dev) >= math.log(ratio_limit)),
+                              untestable="" if self.robust_sd[i, j] != 0 else "its values do not vary at this site")
 
     def distribution(self) -> Iterator[Finding]:
         """The omnibus: how far the site's quantiles lie from the others' (median over sites:
