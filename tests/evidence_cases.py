@@ -19,6 +19,7 @@ from fedcore.interpret.findings import Finding, decide
 from fedcore.interpret.profile import Profile, profile_federation
 from tests import test_check_registry as registry
 from tests import test_checkup as planted
+from tests import test_related_features as related
 
 SITE = "site 2"  # where tests/test_checkup.py plants each problem
 MODEL_SITES = [f"hospital {name}" for name in ("Alder", "Birch", "Cedar", "Elm", "Fir", "Oak")]
@@ -99,6 +100,10 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
             registry.federation(problem, policy=policy), kind, feature)
     cases["distribution"] = lambda: _data_case(_distribution_profile(policy), "distribution", "f0")
     cases["unit_pair"] = lambda: _two_units_case(policy)
+    # twelve sites whose own differences hide the change from the plain checks
+    cases["location_related"] = lambda: _data_case(related.federation(related.shifted, policy=policy),
+                                                    "location_related", "f1")
+    cases["spread_related"] = lambda: _data_case(related.federation(related.wider, policy=policy), "spread_related", "f1")
     out = {}
     for kind, case in cases.items():
         try:

@@ -306,3 +306,22 @@ def test_a_renaming_that_takes_a_class_the_site_has_none_of_draws_that_class_aga
     as_named = np.nanmedian(relation_to_labels(profile, (2, other))[others], axis=0)[j]
     as_they_are = np.nanmedian(relation_to_labels(profile, (1, other))[others], axis=0)[j]
     assert np.abs(mine.x - as_they_are).mean() < 0.5 * np.abs(mine.x - as_named).mean()
+
+
+@pytest.mark.parametrize("kind, predicted, observed", [("location_related", "predicted_median", "median"),
+                                                       ("spread_related", "predicted_sd", "sd")])
+def test_a_feature_against_its_related_features_draws_each_site_against_its_prediction(data, kind, predicted, observed):
+    case = data[kind]
+    figure = evidence_figure(case.finding, case.evidence)
+    assert view_name(case.finding) == "related_features"
+    cells = {f.site: f for f in case.evidence.findings if f.kind == kind and f.feature == case.finding.feature}
+    site = next(t for t in figure.data if t.name == SITE)
+    assert (site.x[0], site.y[0]) == pytest.approx((cells[SITE].evidence[predicted], cells[SITE].evidence[observed]))
+    others = next(t for t in figure.data if t.name == "another site")
+    assert len(others.x) == len(cells) - 1 and others.marker.color == OTHERS
+    expected = sorted((f.evidence[predicted], f.evidence[observed]) for s, f in cells.items() if s != SITE)
+    assert np.allclose(sorted(zip(others.x, others.y)), expected)
+    # the site lies off the line by its finding's deleted residual; the others near it
+    off = abs(site.y[0] - site.x[0])
+    assert off > 2 * np.median([abs(y - x) for x, y in zip(others.x, others.y)])
+    assert any("related features" in t for t in texts(figure))

@@ -542,6 +542,51 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _styled(fig, max(320, 24 * len(rest) + 200))
 
 
+def related_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """A feature against its related features: one point per site, its median (or SD) against what
+    the other sites' relation to the related features predicts for it, read from every site's cell
+    of the same check. On the dashed line a site is as its related features predict; the site's
+    distance from the line is the finding (its related features moved less than it did)."""
+    spread = "predicted_sd" in finding.evidence
+    predicted_key, observed_key = ("predicted_sd", "sd") if spread else ("predicted_median", "median")
+    cells = _siblings(finding, evidence.findings)
+    sites = [s for s in (evidence.colors or cells) if s in cells] or list(cells)
+    points = {s: (float(cells[s].evidence.get(predicted_key, np.nan)), float(cells[s].evidence.get(observed_key, np.nan)))
+              for s in sites}
+    points = {s: xy for s, xy in points.items() if np.isfinite(xy).all()}
+    if finding.site not in points:
+        return None
+    feature, site, colour = finding.feature or "", finding.site, evidence.colour(finding.site)
+    unit = _unit(evidence.profile, feature) if evidence.profile is not None else ""
+    what = "SD" if spread else "median"
+    fig = go.Figure()
+    others = [s for s in points if s != site]
+    fig.add_trace(go.Scatter(x=[points[s][0] for s in others], y=[points[s][1] for s in others], mode="markers",
+                             name="another site", marker=dict(color=OTHERS, size=9, opacity=0.8),
+                             text=[plot_text(s) for s in others],
+                             hovertemplate="%{text}: %{y:.4g} against %{x:.4g} predicted<extra></extra>"))
+    x, y = points[site]
+    fig.add_trace(go.Scatter(x=[x, x], y=[x, y], mode="lines", showlegend=False, hoverinfo="skip",
+                             line=dict(color=colour, width=2)))
+    fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers", name=plot_text(site),
+                             marker=dict(color=colour, size=14, symbol="diamond"),
+                             hovertemplate=f"{plot_text(site)}: %{{y:.4g}} against %{{x:.4g}} predicted<extra></extra>"))
+    values = [v for xy in points.values() for v in xy]
+    low, high = min(values), max(values)
+    pad = 0.05 * ((high - low) or 1.0)
+    fig.add_trace(go.Scatter(x=[low - pad, high + pad], y=[low - pad, high + pad], mode="lines",
+                             name="as its related features predict", line=dict(color=REFERENCE, dash="dash", width=1.5),
+                             hoverinfo="skip"))
+    related = str(finding.evidence.get("related", ""))
+    in_unit = f" ({unit})" if unit else ""
+    fig.update_xaxes(title_text=_axis_title(f"{what} predicted from its related features{in_unit}",
+                                            f"related features: {related}; the relation fitted over the other sites"))
+    fig.update_yaxes(title_text=_axis_title(f"{feature}: the site's {what}{in_unit}"))
+    fig.update_layout(title=_title(f"{feature}: {site}'s {what} against what its related features predict",
+                                   "each point a site; on the dashed line: as predicted"))
+    return _styled(fig, 420)
+
+
 def outcome_balance_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """Each site's share of rows in each outcome, stacked."""
     profile = evidence.profile

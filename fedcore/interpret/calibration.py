@@ -175,52 +175,82 @@ def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]]
     none: the item is not tested, NaN): every cell's deleted residual (its value less the other
     sites' regression's prediction), the externally studentized t and its two-sided p-value (the
     module's docstring). Sites lacking the item or one of its related items get NaN; an item with
-    fewer sites than its regression needs (m + 4: two degrees of freedom without the site) too."""
+    fewer sites than its regression needs (m + 4: two degrees of freedom without the site) too.
+
+    Two passes, as `leave_one_out`: a cell that stands out beyond doubt in the first (p <
+    OUTLIER_P) is left out of every fit it is in, the item's own and those it is a related item
+    of (a broken column would tilt the other sites' relation, and be predicted from), and a site
+    is then predicted from its related items that do not stand out there (from none: the other
+    sites' mean)."""
     t = np.asarray(values, dtype=np.float64)
+    first = _predicted(t, related, moderate, np.zeros(t.shape, dtype=bool))
+    outliers = first[2] < OUTLIER_P
+    if not outliers.any():
+        return first
+    return _predicted(t, related, moderate, outliers)
+
+
+def _predicted(t: np.ndarray, related: Sequence[Sequence[int]], moderate: bool, outliers: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One pass of `leave_one_out_predicted`; `outliers` cells are in no fit."""
     n_sites, n_items = t.shape
-    deleted, variance, leverage = (np.full(t.shape, np.nan) for _ in range(3))
-    df = np.full(n_items, np.nan)
+    # per cell: the prediction error, its residual variance, the factor that makes it the
+    # prediction's variance, and that variance's degrees of freedom
+    error, variance, factor, df = (np.full(t.shape, np.nan) for _ in range(4))
     for j, members in enumerate(related):
-        if not len(members):
+        members = list(members)
+        if not members:
             continue
-        design = np.column_stack([np.ones(n_sites), t[:, list(members)]])
-        y = t[:, j]
-        ok = np.isfinite(y) & np.isfinite(design).all(1)
-        n, k = int(ok.sum()), design.shape[1]
+        ok = np.isfinite(t[:, j]) & np.isfinite(t[:, members]).all(1)
+        reference = ok & ~outliers[:, j] & ~outliers[:, members].any(1)
+        n, k = int(reference.sum()), len(members) + 1
         if n < k + 3:
             continue
-        x = design[ok]
+        x = np.column_stack([np.ones(n), t[reference][:, members]])
+        y = t[reference, j]
         inverse = np.linalg.pinv(x.T @ x)
-        residual = y[ok] - x @ (inverse @ x.T @ y[ok])
+        residual = y - x @ (inverse @ x.T @ y)
         h = np.clip(np.einsum("ij,jk,ik->i", x, inverse, x), 0.0, 1.0 - 1e-12)
         squares = float(residual @ residual)
-        df[j] = n - k - 1  # without site i: n - 1 sites, k coefficients
-        deleted[ok, j] = residual / (1 - h)
-        variance[ok, j] = np.maximum(squares - residual**2 / (1 - h), 0.0) / df[j]
-        leverage[ok, j] = h
+        # a site of the fit: its deleted residual e / (1 - h) is the prediction error of the fit
+        # without it, whose residual variance is (SSE - e² / (1 - h)) / (n - k - 1)
+        error[reference, j] = residual / (1 - h)
+        variance[reference, j] = np.maximum(squares - residual**2 / (1 - h), 0.0) / (n - k - 1)
+        factor[reference, j] = 1 / (1 - h)
+        df[reference, j] = n - k - 1
+        for i in np.flatnonzero(ok & ~reference):  # stands out: predicted from the fit of the others
+            used = [m for m in members if not outliers[i, m]]
+            design = np.column_stack([np.ones(n), t[reference][:, used]])
+            inverse = np.linalg.pinv(design.T @ design)
+            beta = inverse @ design.T @ y
+            fitted = y - design @ beta
+            point = np.concatenate([[1.0], t[i, used]])
+            error[i, j] = t[i, j] - point @ beta
+            variance[i, j] = float(fitted @ fitted) / (n - len(used) - 1)
+            factor[i, j] = 1 + point @ inverse @ point
+            df[i, j] = n - len(used) - 1
     d0, s0 = (0.0, 0.0)
     if moderate and np.isfinite(df).any():
         with warnings.catch_warnings():  # an item not tested: NaN is its answer
             warnings.simplefilter("ignore", RuntimeWarning)
-            whole = np.nanmedian(variance, axis=0)  # an item's residual variance (any one site left out)
-        d0, s0 = fit_prior(whole[np.isfinite(df)], float(np.nanmedian(df)))
+            typical = np.nanmedian(variance, axis=0)  # an item's residual variance (one site left out)
+            d0, s0 = fit_prior(typical[np.isfinite(typical)], float(np.nanmedian(df)))
         if not np.isfinite(s0):
             d0 = 0.0
     with np.errstate(invalid="ignore", divide="ignore"):
         if np.isinf(d0):
             moderated, total_df = np.full(t.shape, s0), np.full(t.shape, np.inf)
         elif d0 > 0:
-            moderated = (d0 * s0 + df * variance) / (d0 + df)
-            total_df = np.broadcast_to(d0 + df, t.shape)
+            moderated, total_df = (d0 * s0 + df * variance) / (d0 + df), d0 + df
         else:
-            moderated, total_df = variance, np.broadcast_to(df, t.shape)
-        deleted = np.where(np.abs(deleted) <= ROUNDING * (np.abs(t) + 1.0), 0.0, deleted)
-        # the studentized residual e / (s_(i) sqrt(1 - h)) = deleted residual · sqrt(1 - h) / s_(i)
-        score = np.where(deleted == 0, 0.0, deleted * np.sqrt(1 - leverage) / np.sqrt(moderated))
-        usable = np.isfinite(deleted) & (total_df > 0) & ((moderated > 0) | (deleted == 0))
+            moderated, total_df = variance, df
+        error = np.where(np.abs(error) <= ROUNDING * (np.abs(t) + 1.0), 0.0, error)
+        spread = moderated * factor
+        usable = np.isfinite(error) & (total_df > 0) & ((spread > 0) | (error == 0))
+        score = np.where(usable & (error != 0), error / np.sqrt(spread), 0.0)
         score = np.where(usable, score, np.nan)
         p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
-    return np.where(usable, deleted, np.nan), score, p
+    return np.where(usable, error, np.nan), score, p
 
 
 def fisher_z(r: np.ndarray | float) -> np.ndarray:

@@ -83,6 +83,8 @@ EVIDENCE_VIEWS = {
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
+    "related_features": "each site's median (or SD) of the feature against what its related features predict from the "
+                        "other sites' relation",
     "feature_correction": "iFedAvg's learned input correction of the feature at each site",
     "output_scale": "iFedAvg's output scale at each site",
     "shared_model_auc": "a shared model's ROC AUC on each site's test rows",
@@ -271,17 +273,18 @@ CHECKS: tuple[Check, ...] = (
           limits=(("shift", 0.25),)),
     Check("location_related", "values shifted against related features", "values", DATA,
           "the site's median in within-site SDs less what the other sites' least-squares relation of it to the "
-          "medians of its related features predicts (those it correlates with most within the sites, |r| ≥ "
-          "{related}, at most {partners} and n − 5)",
+          "medians of its related features predicts (those it correlates with most within the sites, r of "
+          "{related} or more either way, at most {partners} and n − 5; a related feature that stands out at the site "
+          "beyond doubt, p < 10⁻⁴, is left out of its prediction and of the fits)",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features", "≥ {shift} SD from the prediction", "quantiles", (*QUANTILES, "correlation"),
+          "moderated across features", "≥ {shift} SD from the prediction", "related_features", (*QUANTILES, "correlation"),
           "continuous", "location_related", min_sites=6,
           limits=(("shift", 0.25), ("related", 0.3), ("partners", 3))),
     Check("spread_related", "spread differs against related features", "values", DATA,
           "the log of the site's robust SD less what the other sites' least-squares relation of it to the log SDs "
           "of the same related features predicts",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", (*QUANTILES, "correlation"),
+          "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
           "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),)),
     Check("range", "implausible values", "values", DATA,
           "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
