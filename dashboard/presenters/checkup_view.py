@@ -72,7 +72,7 @@ CALIBRATION_DETAILS = (
     "The model lenses compare what trained models record per site the same way: iFedAvg's input and output layers "
     f"averaged over the repeat runs, a shared model's ROC AUC on each site's {term('hold-out')}, AdaFed's score of "
     f"each site's model, FedHealth2's distances. The q-values come from a {term('Benjamini–Hochberg')} within each "
-    "family of checks (values, recording, missing values, labels, correlations, copied columns, and each model lens on its own), so "
+    "family of checks (values, values against related features, recording, missing values, labels, correlations, copied columns, and each model lens on its own), so "
     "one broken site's many findings of one kind do not make other sites' small differences reportable. A cell that "
     "could not be tested (a statistic withheld, too few sites) says so, with the reason. The README's Check-up "
     "section has each check's statistic and its threshold for a material finding."
