@@ -489,8 +489,15 @@ def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_w
     # the checks that read correlations (the registry says which) give the correlations' reason
     reads_correlations = {c.kind for c in checks.CHECKS if "correlation" in c.needs}
     assert reads_correlations >= {"correlation", "copied_column"}
-    assert cells and {f.untestable for f in cells if f.kind not in reads_correlations} == {too_few}
-    assert {f.untestable for f in cells if f.kind in reads_correlations} == {no_correlation}
+    # a check that needs more sites than the federation's 4 says that first (at every site)
+    needs_more = {c.kind: c.min_sites for c in checks.CHECKS if c.min_sites > len(profile.sites)}
+    assert needs_more == {"location_related": 6, "spread_related": 6}
+    for kind, sites in needs_more.items():
+        assert {f.untestable for f in result.findings if f.kind == kind} == {
+            f"needs at least {sites} sites to compare, this federation has 4"}, kind
+    testable_here = [f for f in cells if f.kind not in needs_more]
+    assert testable_here and {f.untestable for f in testable_here if f.kind not in reads_correlations} == {too_few}
+    assert {f.untestable for f in testable_here if f.kind in reads_correlations} == {no_correlation}
     assert not any(f.significant for f in cells)
     tested = [f for f in result.findings if f.site != "Alder General" and f.tested]
     assert tested and all(np.isfinite(f.p) for f in tested if f.kind == "location")
