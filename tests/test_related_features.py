@@ -143,3 +143,12 @@ def test_a_column_far_off_is_left_out_of_the_fits_it_is_in():
     cells = [f for f in check_profile(federation(far_off)) if f.kind == "location_related"]
     rest = [abs(f.effect) for f in cells if (f.site, f.feature) != (BROKEN, "f2")]
     assert len(rest) == 12 * 4 - 1 and max(rest) < 0.25
+
+
+@pytest.mark.parametrize("sites", [4, 5, 6, 8])
+def test_a_site_keeps_two_degrees_of_freedom(sites):
+    """At most n − 5 related features: none below 6 sites (the checks' min_sites), 1 at 6, 3 at 8."""
+    rng = np.random.default_rng(1)
+    rows = [(f"s{k}", *rows_of(rng, 0.0, 1.0)) for k in range(sites)]
+    lens = Checks(profile_federation(rows, FEATURES, ["continuous"] * len(FEATURES), FEATURES, ["no", "yes"]))
+    assert [len(r) for r in lens.related[:4]] == [min(3, max(0, sites - 5))] * 4

@@ -430,13 +430,13 @@ class Checks:
         keeps 2 degrees of freedom)."""
         most, least = int(limit("location_related", "partners")), limit("location_related", "related")
         r = self.profile.correlation  # [sites, continuous, continuous]
-        if r.shape[1] < 2 or self.n < 6:
+        allowed = min(most, self.n - 5)  # the checks' min_sites (6) is where this reaches 1
+        if r.shape[1] < 2 or allowed < 1:
             return [[] for _ in self.continuous]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             typical = np.abs(np.nan_to_num(np.nanmedian(r, axis=0)))
         np.fill_diagonal(typical, 0.0)
-        allowed = min(most, self.n - 5)
         order = np.argsort(-typical, axis=1, kind="stable")[:, :allowed]
         return [[int(k) for k in row if typical[c, k] >= least] for c, row in enumerate(order)]
 
