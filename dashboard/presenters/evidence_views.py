@@ -195,6 +195,11 @@ def _site_bars(values: Sequence[float], sites: Sequence[str], site: str, colour:
     return _styled(fig, _site_height(sites))
 
 
+def _in_site_order(cells: Mapping[str, Finding], evidence: Evidence) -> list[str]:
+    """The sites of `cells` in the federation's order (the colours'), else as the cells come."""
+    return [s for s in (evidence.colors or cells) if s in cells] or list(cells)
+
+
 def _siblings(finding: Finding, findings: Sequence[Finding]) -> dict[str, Finding]:
     """The same check's cell at every site (same lens, kind, feature and layer): site -> finding."""
     layer = finding.evidence.get("layer")
@@ -550,7 +555,7 @@ def related_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     spread = "predicted_sd" in finding.evidence
     predicted_key, observed_key = ("predicted_sd", "sd") if spread else ("predicted_median", "median")
     cells = _siblings(finding, evidence.findings)
-    sites = [s for s in (evidence.colors or cells) if s in cells] or list(cells)
+    sites = _in_site_order(cells, evidence)
     points = {s: (float(cells[s].evidence.get(predicted_key, np.nan)), float(cells[s].evidence.get(observed_key, np.nan)))
               for s in sites}
     points = {s: xy for s, xy in points.items() if np.isfinite(xy).all()}
@@ -658,7 +663,7 @@ def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title
     the finding's site in its colour; `reference` a value to draw, or 'others' for the other
     sites' mean. Replicate runs' spread (`replicate_sd`) as error bars where there is one."""
     cells = _siblings(finding, evidence.findings)
-    sites = [s for s in (evidence.colors or cells) if s in cells] or list(cells)
+    sites = _in_site_order(cells, evidence)
     if finding.site not in cells or any("value" not in cells[s].evidence for s in sites):
         return None
     values = [float(cells[s].evidence["value"]) for s in sites]

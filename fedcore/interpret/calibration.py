@@ -145,28 +145,48 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
     deviation = t - mean
     deviation = np.where(np.abs(deviation) <= ROUNDING * (np.abs(t) + np.abs(mean)), 0.0, deviation)
     df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
-    d0, s0 = (0.0, 0.0)
+    prior = (0.0, 0.0)
     if moderate:
         kept = np.where(reference, t, np.nan)
         with warnings.catch_warnings():  # an item held by one site only: NaN is its answer
             warnings.simplefilter("ignore", RuntimeWarning)
             full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
-        d0, s0 = fit_prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
-        if not np.isfinite(s0):
-            d0 = 0.0
+        prior = _prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
+    moderated, total_df = _moderated(variance, df, prior)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = moderated * (1 + 1 / others) + own
+        usable = present & (others >= 1) & (total_df > 0) & ((moderated + own > 0) | (deviation == 0))
+    score, p = _studentized(deviation, spread, total_df, usable)
+    return deviation, score, p
+
+
+def _prior(variances: np.ndarray, df: float) -> tuple[float, float]:
+    """`fit_prior` of the items' variances; none (d0 = 0) where no scale could be fitted."""
+    d0, s0 = fit_prior(variances, df)
+    return (d0, s0) if np.isfinite(s0) else (0.0, s0)
+
+
+def _moderated(variance: np.ndarray, df: np.ndarray, prior: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's variance shrunk towards the prior (d0, s0²) and its degrees of freedom, d0 + d
+    (the module's docstring); without a prior (d0 = 0) the cells' own."""
+    d0, s0 = prior
     with np.errstate(invalid="ignore", divide="ignore"):
         if np.isinf(d0):
-            moderated, total_df = np.full_like(variance, s0), np.full_like(variance, np.inf)
-        elif d0 > 0:
-            moderated = (d0 * s0 + np.maximum(df, 0) * np.nan_to_num(variance)) / (d0 + np.maximum(df, 0))
-            total_df = d0 + np.maximum(df, 0)
-        else:
-            moderated, total_df = variance, df
-        score = np.where(deviation == 0, 0.0, deviation / np.sqrt(moderated * (1 + 1 / others) + own))
-        usable = present & (others >= 1) & (total_df > 0) & ((moderated + own > 0) | (deviation == 0))
-        score = np.where(usable, score, np.nan)
+            return np.full_like(variance, s0), np.full_like(variance, np.inf)
+        if d0 > 0:
+            own_df = np.maximum(df, 0)
+            return (d0 * s0 + own_df * np.nan_to_num(variance)) / (d0 + own_df), d0 + own_df
+    return variance, df
+
+
+def _studentized(deviation: np.ndarray, spread: np.ndarray, total_df: np.ndarray, usable: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """t = deviation / √spread (0 for no deviation) and its two-sided p with `total_df` degrees of
+    freedom; NaN where a cell is not `usable`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        score = np.where(usable, np.where(deviation == 0, 0.0, deviation / np.sqrt(spread)), np.nan)
         p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
-    return deviation, score, p
+    return score, p
 
 
 def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]], moderate: bool = True
@@ -198,18 +218,28 @@ def _predicted(t: np.ndarray, related: Sequence[Sequence[int]], moderate: bool, 
     # prediction's variance, and that variance's degrees of freedom
     error, variance, factor, df = (np.full(t.shape, np.nan) for _ in range(4))
     for j, members in enumerate(related):
-        members = list(members)
+        members = tuple(members)
         if not members:
             continue
-        ok = np.isfinite(t[:, j]) & np.isfinite(t[:, members]).all(1)
-        reference = ok & ~outliers[:, j] & ~outliers[:, members].any(1)
+        ok = np.isfinite(t[:, j]) & np.isfinite(t[:, list(members)]).all(1)
+        reference = ok & ~outliers[:, j] & ~outliers[:, list(members)].any(1)
         n, k = int(reference.sum()), len(members) + 1
         if n < k + 3:
             continue
-        x = np.column_stack([np.ones(n), t[reference][:, members]])
         y = t[reference, j]
-        inverse = np.linalg.pinv(x.T @ x)
-        residual = y - x @ (inverse @ x.T @ y)
+        fits: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+        def fit(used: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            """Least squares of the item on `used` over the reference sites: (design, (X'X)⁻¹,
+            coefficients, residuals), once per set of related items."""
+            if used not in fits:
+                design = np.column_stack([np.ones(n), t[reference][:, list(used)]])
+                inverse = np.linalg.pinv(design.T @ design)
+                beta = inverse @ design.T @ y
+                fits[used] = (design, inverse, beta, y - design @ beta)
+            return fits[used]
+
+        x, inverse, _, residual = fit(members)
         h = np.clip(np.einsum("ij,jk,ik->i", x, inverse, x), 0.0, 1.0 - 1e-12)
         squares = float(residual @ residual)
         # a site of the fit: its deleted residual e / (1 - h) is the prediction error of the fit
@@ -219,37 +249,25 @@ def _predicted(t: np.ndarray, related: Sequence[Sequence[int]], moderate: bool, 
         factor[reference, j] = 1 / (1 - h)
         df[reference, j] = n - k - 1
         for i in np.flatnonzero(ok & ~reference):  # stands out: predicted from the fit of the others
-            used = [m for m in members if not outliers[i, m]]
-            design = np.column_stack([np.ones(n), t[reference][:, used]])
-            inverse = np.linalg.pinv(design.T @ design)
-            beta = inverse @ design.T @ y
-            fitted = y - design @ beta
-            point = np.concatenate([[1.0], t[i, used]])
+            used = tuple(m for m in members if not outliers[i, m])
+            _, inverse, beta, fitted = fit(used)
+            point = np.concatenate([[1.0], t[i, list(used)]])
             error[i, j] = t[i, j] - point @ beta
             variance[i, j] = float(fitted @ fitted) / (n - len(used) - 1)
             factor[i, j] = 1 + point @ inverse @ point
             df[i, j] = n - len(used) - 1
-    d0, s0 = (0.0, 0.0)
+    prior = (0.0, 0.0)
     if moderate and np.isfinite(df).any():
         with warnings.catch_warnings():  # an item not tested: NaN is its answer
             warnings.simplefilter("ignore", RuntimeWarning)
             typical = np.nanmedian(variance, axis=0)  # an item's residual variance (one site left out)
-            d0, s0 = fit_prior(typical[np.isfinite(typical)], float(np.nanmedian(df)))
-        if not np.isfinite(s0):
-            d0 = 0.0
+            prior = _prior(typical[np.isfinite(typical)], float(np.nanmedian(df)))
+    moderated, total_df = _moderated(variance, df, prior)
     with np.errstate(invalid="ignore", divide="ignore"):
-        if np.isinf(d0):
-            moderated, total_df = np.full(t.shape, s0), np.full(t.shape, np.inf)
-        elif d0 > 0:
-            moderated, total_df = (d0 * s0 + df * variance) / (d0 + df), d0 + df
-        else:
-            moderated, total_df = variance, df
         error = np.where(np.abs(error) <= ROUNDING * (np.abs(t) + 1.0), 0.0, error)
         spread = moderated * factor
         usable = np.isfinite(error) & (total_df > 0) & ((spread > 0) | (error == 0))
-        score = np.where(usable & (error != 0), error / np.sqrt(spread), 0.0)
-        score = np.where(usable, score, np.nan)
-        p = np.where(usable, 2 * stats.t.sf(np.abs(score), np.where(total_df > 0, total_df, 1)), np.nan)
+    score, p = _studentized(error, spread, total_df, usable)
     return np.where(usable, error, np.nan), score, p
 
 

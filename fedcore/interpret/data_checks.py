@@ -448,9 +448,10 @@ class Checks:
         return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related),
                 "spread": leave_one_out_predicted(v["log_sd"], self.related)}
 
-    def _related_names(self, c: int) -> str:
-        names = [self.profile.features[self.continuous[k]] for k in self.related[c]]
-        return ", ".join(names)
+    @cached_property
+    def related_names(self) -> list[str]:
+        """Per continuous feature: its related features' names, as a finding says them."""
+        return [", ".join(self.profile.features[self.continuous[k]] for k in row) for row in self.related]
 
     def location_related(self) -> Iterator[Finding]:
         """Per continuous feature with related features: the site's median against the other sites'
@@ -466,11 +467,11 @@ class Checks:
                 yield Finding(site, LENS, "location_related", name,
                               f"{site}'s {name}: median {self.value(j, v['median'][i, c])} against "
                               f"{self.value(j, predicted)} that the other sites' relation to its related features "
-                              f"({self._related_names(c)}) predicts for it, {abs(dev):.2f} {plain('within-site SDs')} "
+                              f"({self.related_names[c]}) predicts for it, {abs(dev):.2f} {plain('within-site SDs')} "
                               f"{'higher' if dev > 0 else 'lower'} ({dev:+.2f} within-site SDs)",
                               float(p[i, c]), float(dev), "within-site SDs",
                               evidence={**self._evidence(i, c), "predicted_median": float(predicted),
-                                        "related": self._related_names(c)},
+                                        "related": self.related_names[c]},
                               material=bool(abs(dev) >= shift))
 
     def spread_related(self) -> Iterator[Finding]:
@@ -487,11 +488,11 @@ class Checks:
                 predicted = self.robust_sd[i, j] / ratio if np.isfinite(dev) else float("nan")
                 yield Finding(site, LENS, "spread_related", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much as the other sites' relation to its "
-                              f"related features ({self._related_names(c)}) predicts (SD "
+                              f"related features ({self.related_names[c]}) predicts (SD "
                               f"{self.value(j, self.robust_sd[i, j])} against {self.value(j, predicted)} predicted)",
                               float(p[i, c]), ratio, "SD ratio",
                               evidence={**self._evidence(i, c), "predicted_sd": float(predicted),
-                                        "related": self._related_names(c)},
+                                        "related": self.related_names[c]},
                               material=bool(abs(dev) >= math.log(ratio_limit)),
                               untestable="" if self.robust_sd[i, j] != 0 else "its values do not vary at this site")
 
