@@ -12,7 +12,7 @@ from scipy import stats
 from fedcore.checkup import check_up
 from fedcore.interpret import model_checks
 from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
-from fedcore.interpret.data_checks import Checks, check_profile, weakness_p
+from fedcore.interpret.data_checks import MEDIAN, Checks, check_profile, weakness_p
 from fedcore.interpret.findings import decide
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
@@ -38,6 +38,23 @@ def test_leave_one_out_t_by_hand():
     assert p[3, 0] == pytest.approx(2 * stats.t.sf(8 / np.sqrt(4 / 3), 2))
     # site 1 against 2, 3, 10 (mean 5, SD 4.359)
     assert t[0, 0] == pytest.approx((1 - 5) / (np.std([2, 3, 10], ddof=1) * np.sqrt(4 / 3)))
+
+
+def test_a_suspect_cell_is_in_no_other_sites_reference_but_is_tested():
+    """Per cell: site 4's item 1 is left out of the others' references (site 1 against 2 and 3
+    only: mean 2.5, SD 0.707, 1 df) while its item 2 stays in them; site 4 itself is tested against
+    the other three as before. A column where every site is suspect keeps every reference."""
+    values = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [10.0, 10.0]])
+    suspect = np.array([[False, False], [False, False], [False, False], [True, False]])
+    deviation, t, p = leave_one_out(values, moderate=False, suspect=suspect)
+    assert deviation[0, 0] == pytest.approx(1 - 2.5)
+    assert t[0, 0] == pytest.approx(-1.5 / (np.std([2, 3], ddof=1) * np.sqrt(1 + 1 / 2)))
+    assert p[0, 0] == pytest.approx(2 * stats.t.sf(1.5 / (np.std([2, 3], ddof=1) * np.sqrt(1.5)), 1))
+    assert deviation[0, 1] == pytest.approx(1 - 5)  # item 2: site 4 still in the reference
+    assert t[3, 0] == pytest.approx(8 / np.sqrt(4 / 3))  # site 4 tested against the other three
+    everyone = leave_one_out(values, moderate=False, suspect=np.ones((4, 2), dtype=bool))
+    plain = leave_one_out(values, moderate=False)
+    assert all(np.allclose(a, b) for a, b in zip(everyone, plain))
 
 
 def test_sites_that_tie_differ_by_nothing():
@@ -345,6 +362,66 @@ def test_a_usual_value_that_is_a_code_elsewhere_is_no_missing_code():
     codes = [f for f in decide(check_profile(profile)) if f.kind == "missing_code" and f.site == "site 2"]
     assert codes and codes[0].q < 0.05 and not codes[0].material
     assert not [f for f in findings(profile) if f.kind == "missing_code"]
+
+
+def test_a_negative_code_in_a_quantity_never_negative_elsewhere_is_a_missing_code():
+    """A grey level (0 in a quarter of the rows, SD 50): its others' 5-95 % range less 2 SD reaches
+    −100, so −9 lies inside it; but no other site has a quantile below 0, and −9 in 20 % of one
+    site's values is a code. The same −9 in a signed column whose values run below 0 everywhere
+    is a value, not a code."""
+    rng = np.random.default_rng(3)
+    sites = []
+    for k in range(6):
+        level = np.maximum(rng.normal(40, 60, 500), 0.0)
+        signed = rng.normal(0, 60, 500)
+        if k == 2:
+            level[rng.random(500) < 0.2] = -9.0
+            signed[rng.random(500) < 0.2] = -9.0
+        sites.append((f"s{k}", np.column_stack([level, signed]), rng.integers(0, 2, 500)))
+    names = ["level", "signed"]
+    profile = profile_federation(sites, names, ["continuous"] * 2, names, ["a", "b"], {}, DEFAULT_POLICY)
+    codes = {f.feature: f for f in decide(check_profile(profile))
+             if f.kind == "missing_code" and f.site == "s2" and f.evidence["code"] == -9}
+    assert codes["level"].material and codes["level"].q < 1e-6
+    assert "no other site has a quantile below 0" in codes["level"].message
+    assert not codes["signed"].material and "below 0" not in codes["signed"].message
+
+
+def four_hospitals(seed: int) -> Profile:
+    """Four hospitals of 250 patients (each its own patient mix, 0.3 SD per feature): h3 never
+    measured cholesterol (0 for every patient), h1 records it in another unit (× 5)."""
+    rng = np.random.default_rng(seed)
+    names, means, sds = ["age", "trestbps", "chol", "thalach"], np.array([54.0, 132, 240, 150]), np.array([9.0, 18, 45, 23])
+    sites = []
+    for k in range(4):
+        x = means + sds * (rng.normal(0, 1, (250, 4)) + rng.normal(0, 0.3, 4))
+        if k == 3:
+            x[:, 2] = 0.0
+        if k == 1:
+            x[:, 2] *= 5
+        sites.append((f"h{k}", x, rng.integers(0, 2, 250)))
+    return profile_federation(sites, names, ["continuous"] * 4, names, ["no", "yes"])
+
+
+def test_a_column_never_measured_at_a_site_is_no_reference_for_the_others():
+    """h3's cholesterol (0 for everyone) is reported as one value, and kept out of the other sites'
+    references: h1's median is compared with the mean of h0's and h2's medians (not with a mean
+    that holds 0), and its factor read against their quantiles is the × 5 put in (≈ × 1/5 back;
+    against a reference holding h3's zeros it would read about × 1/7.5). With two references left,
+    whether that is significant is another matter (q 0.03-0.15 over seeds)."""
+    profile = four_hospitals(0)
+    checks = Checks(profile)
+    chol = profile.features.index("chol")
+    assert checks.not_a_reference[:, chol].tolist() == [False, False, False, True]
+    medians = profile.quantiles[:, MEDIAN, chol]
+    location = next(f for f in check_profile(profile) if (f.site, f.kind, f.feature) == ("h1", "location", "chol"))
+    assert location.evidence["others_median"] == pytest.approx((medians[0] + medians[2]) / 2)
+    assert location.effect == pytest.approx((medians[1] - (medians[0] + medians[2]) / 2) / checks.yardstick[chol])
+    own = next(f for f in check_profile(profile) if (f.site, f.kind, f.feature) == ("h3", "location", "chol"))
+    assert np.isfinite(own.p)  # the never-measured site is still tested against the others
+    unit = next(f for f in check_profile(profile) if (f.site, f.kind, f.feature) == ("h1", "unit", "chol"))
+    assert unit.evidence["a"] == pytest.approx(1 / 5, rel=0.1)
+    assert ("h3", "constant", "chol") in {(f.site, f.kind, f.feature) for f in check_up(profile, {}).reported}
 
 
 # -- a federation split by label: sites without some classes -----------------------------------------

@@ -101,18 +101,18 @@ def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.nd
     predictive variance, so that sites that happen to tie (no site has a far-out value) do not
     make a single count at one site infinitely significant.
 
-    `suspect` (a bool per site): sites another check already found unreliable for this statistic
-    (labels that look wrong, for the relations to the label): never in another site's reference,
-    each still tested against the others."""
+    `suspect` (a bool per site, or per cell): sites (cells) another check already found unreliable
+    for this statistic (labels that look wrong, for the relations to the label; a column never
+    measured at a site, for its values): never in another site's reference, each still tested
+    against the others."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
     own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
     left_out = np.zeros(t.shape, dtype=bool)
     if suspect is not None:
-        left_out |= np.asarray(suspect, dtype=bool).reshape(-1, 1)
-        if left_out.all():  # every site suspect: none is a better reference than another
-            left_out[:] = False
+        left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(t.shape[0], -1), t.shape)
+        left_out[:, left_out.all(0)] = False  # every site suspect: none is a better reference than another
     first = _leave_one_out(t, moderate, left_out, own)
     outliers = (first[2] < OUTLIER_P) | left_out
     if not (outliers & ~left_out).any():
@@ -189,8 +189,8 @@ def _studentized(deviation: np.ndarray, spread: np.ndarray, total_df: np.ndarray
     return score, p
 
 
-def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]], moderate: bool = True
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]], moderate: bool = True,
+                            suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix and, per item, the items it is predicted from (`related[j]`,
     none: the item is not tested, NaN): every cell's deleted residual (its value less the other
     sites' regression's prediction), the externally studentized t and its two-sided p-value (the
@@ -201,11 +201,12 @@ def leave_one_out_predicted(values: np.ndarray, related: Sequence[Sequence[int]]
     OUTLIER_P) is left out of every fit it is in, the item's own and those it is a related item
     of (a broken column would tilt the other sites' relation, and be predicted from), and a site
     is then predicted from its related items that do not stand out there (from none: the other
-    sites' mean)."""
+    sites' mean). `suspect` cells (as `leave_one_out`'s) are in no fit from the first pass on."""
     t = np.asarray(values, dtype=np.float64)
-    first = _predicted(t, related, moderate, np.zeros(t.shape, dtype=bool))
-    outliers = first[2] < OUTLIER_P
-    if not outliers.any():
+    left_out = np.zeros(t.shape, dtype=bool) if suspect is None else np.asarray(suspect, dtype=bool)
+    first = _predicted(t, related, moderate, left_out)
+    outliers = (first[2] < OUTLIER_P) | left_out
+    if not (outliers & ~left_out).any():
         return first
     return _predicted(t, related, moderate, outliers)
 

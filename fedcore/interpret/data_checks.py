@@ -345,7 +345,7 @@ class Checks:
     @cached_property
     def others_quantiles(self) -> np.ndarray:
         """[sites, probabilities, features]: the other sites' mean quantiles."""
-        return others_mean(self.profile.quantiles)
+        return others_mean(self.reference_quantiles)
 
     @cached_property
     def _values(self) -> dict[str, np.ndarray]:
@@ -357,11 +357,13 @@ class Checks:
         with np.errstate(invalid="ignore", divide="ignore"):
             log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
         skew, tails = _shape(q)
+        left_out = self.not_a_reference[:, cols]
+        reference = lambda values: others_mean(np.where(left_out, np.nan, values))  # noqa: E731
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
-               "others_median": others_mean(median), "others_sd": np.exp(others_mean(log_sd)),
-               "others_skew": others_mean(skew)}
+               "others_median": reference(median), "others_sd": np.exp(reference(log_sd)),
+               "others_skew": reference(skew)}
         for name, values in (("location", median / scale), ("spread", log_sd), ("skew", skew), ("tail", tails)):
-            out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(values)
+            out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(values, suspect=left_out)
         return out
 
     def _evidence(self, i: int, c: int) -> dict[str, Any]:
@@ -444,9 +446,9 @@ class Checks:
     def _predicted(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Location and spread (as `_values`) of every site against what the other sites' relation
         to the related features predicts: (deleted residual, t, p)."""
-        v = self._values
-        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related),
-                "spread": leave_one_out_predicted(v["log_sd"], self.related)}
+        v, left_out = self._values, self.not_a_reference[:, self.continuous]
+        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related, suspect=left_out),
+                "spread": leave_one_out_predicted(v["log_sd"], self.related, suspect=left_out)}
 
     @cached_property
     def related_names(self) -> list[str]:
@@ -500,14 +502,15 @@ class Checks:
         """The omnibus: how far the site's quantiles lie from the others' (median over sites:
         another broken site does not move the reference), whatever the way."""
         cols, q = self.continuous, self.profile.quantiles
-        reference = others_median(q[:, :, cols])
+        reference = others_median(self.reference_quantiles[:, :, cols])
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             distance = np.nanmean(np.abs(q[:, :, cols] - reference), axis=1) / self.yardstick[cols]
             log_distance = np.log(np.where(distance > 0, distance, np.nan))
-        dev, t, p2 = leave_one_out(log_distance)
+        left_out = self.not_a_reference[:, cols]
+        dev, t, p2 = leave_one_out(log_distance, suspect=left_out)
         p = one_sided(t, p2, +1)
-        typical = np.exp(others_mean(log_distance))
+        typical = np.exp(others_mean(np.where(left_out, np.nan, log_distance)))
         at_least = limit("distribution", "distance")
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
@@ -659,7 +662,12 @@ class Checks:
                               evidence={"pairs": found})
 
     # -- recording: constant columns, point masses, codes, categories, duplicates, far-out values --
-    def constant(self) -> Iterator[Finding]:
+    @cached_property
+    def _one_value(self) -> dict[str, np.ndarray]:
+        """Per site and feature-scope item: the share of its rows at its most common value (a
+        categorical column: its largest category), its observed rows, and whether that makes the
+        column one value at the site where the other sites' vary (the constant check's material
+        size)."""
         p = self.profile
         items = self.items("feature")
         share = np.full((self.n, len(items)), np.nan)
@@ -673,9 +681,38 @@ class Checks:
             else:
                 share[:, c] = p.top_share[:, j]
             observed[:, c] = p.observed[:, j]
-        p_more, rate = over_dispersed_excess(share * observed, observed)
         others_share = others_median(share)
         at_least, others_at_most, fewest = (limit("constant", k) for k in ("share", "others", "count"))
+        with np.errstate(invalid="ignore"):
+            material = (share >= at_least) & (share * observed >= fewest) & (others_share <= others_at_most)
+        return {"share": share, "observed": observed, "others_share": others_share, "material": material}
+
+    @cached_property
+    def not_a_reference(self) -> np.ndarray:
+        """[sites, features]: a continuous feature that is one value at the site where the other
+        sites' vary (a column never measured, a dead sensor: the constant check's material cells).
+        Its values are no reference for the other sites' — 0 for every patient's cholesterol at one
+        hospital is not a cholesterol the others' should be compared with — so every check of
+        values leaves it out of the others' references (it is still tested, and reported as one
+        value)."""
+        out = np.zeros((self.n, len(self.profile.features)), dtype=bool)
+        continuous = set(self.continuous)
+        for c, item in enumerate(self.items("feature")):
+            if len(item.members) == 1 and item.members[0] in continuous:
+                out[:, item.members[0]] = self._one_value["material"][:, c]
+        return out
+
+    @cached_property
+    def reference_quantiles(self) -> np.ndarray:
+        """[sites, probabilities, features]: the quantiles other sites are compared with (NaN where
+        `not_a_reference`)."""
+        return np.where(self.not_a_reference[:, None, :], np.nan, self.profile.quantiles)
+
+    def constant(self) -> Iterator[Finding]:
+        items = self.items("feature")
+        one = self._one_value
+        share, observed, others_share = one["share"], one["observed"], one["others_share"]
+        p_more, rate = over_dispersed_excess(share * observed, observed)
         for i, site in enumerate(self.sites):
             for c, item in enumerate(items):
                 if not np.isfinite(share[i, c]):
@@ -688,8 +725,7 @@ class Checks:
                               float(share[i, c]), "share at one value",
                               evidence={"share": float(share[i, c]), "others_share": float(others_share[i, c]),
                                         "value": value, "not_measured": number},
-                              material=bool(share[i, c] >= at_least and share[i, c] * observed[i, c] >= fewest
-                                            and others_share[i, c] <= others_at_most))
+                              material=bool(one["material"][i, c]))
 
     def _constant_words(self, i: int, item: Item, share: float) -> tuple[str, str, float | None]:
         """Which value a (nearly) constant column holds, from statistics already shared (a
@@ -761,9 +797,14 @@ class Checks:
     def missing_codes(self) -> Iterator[Finding]:
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed  # [sites, codes, features], [sites, features]
-        lowest, highest = others_median(p.quantiles[:, Q05]), others_median(p.quantiles[:, Q95])  # [sites, features]
-        with np.errstate(invalid="ignore", divide="ignore"):
+        reference = self.reference_quantiles
+        lowest, highest = others_median(reference[:, Q05]), others_median(reference[:, Q95])  # [sites, features]
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             shares = counts / observed[:, None, :]
+            released_low = np.nanmin(reference, axis=1)  # [sites, features]: each site's lowest released quantile
+            # no other site releases a value below 0 (a quantity that is never negative there)
+            never_negative = np.array([np.nanmin(np.delete(released_low, i, 0), axis=0) >= 0 for i in range(self.n)])
         others_rate = others_median(shares)  # [sites, codes, features]
         others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
         at_least, fewest = limit("missing_code", "share"), limit("missing_code", "count")
@@ -774,17 +815,19 @@ class Checks:
         for i, v, j in zip(*np.nonzero(candidates)):
             site, name, code = self.sites[i], p.features[j], SENTINELS[v]
             count, n_site = int(counts[i, v, j]), int(observed[i, j])
-            # the values most other sites have: their typical 5-95 % range, 2 SDs wider
+            # the values most other sites have: their typical 5-95 % range, 2 SDs wider; and a
+            # negative code where no other site has a value below 0
             low, high = lowest[i, j] - 2 * self.yardstick[j], highest[i, j] + 2 * self.yardstick[j]
+            below_zero = bool(code < 0 and never_negative[i, j])
             rate = max(float(np.nan_to_num(others_rate[i, v, j])), 0.5 / max(float(others_rows[i, j]), 1.0))
             yield Finding(site, LENS, "missing_code", name,
                           f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
                           f"sites' values lie between {self.value(j, lowest[i, j])} and "
-                          f"{self.value(j, highest[i, j])}: "
+                          f"{self.value(j, highest[i, j])}{', and no other site has a quantile below 0' if below_zero else ''}: "
                           f"{code:g} looks like a code for 'missing'",
                           float(stats.binom.sf(count - 1, n_site, min(rate, 1.0))), count / n_site,
                           "share of values", evidence={"code": float(code), "count": count},
-                          material=bool(code < low or code > high))
+                          material=bool(code < low or code > high or below_zero))
 
     def category_codes(self) -> Iterator[Finding]:
         p = self.profile
@@ -837,7 +880,7 @@ class Checks:
         observed = p.observed[:, cols].astype(np.float64)
         far = p.far_share[:, cols]
         p_more, rate = share_excess(far * observed, observed)
-        others_q99 = others_median(p.quantiles[:, Q99, cols])
+        others_q99 = others_median(self.reference_quantiles[:, Q99, cols])
         at_least, fewest, ratio = (limit("range", k) for k in ("share", "count", "ratio"))
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
