@@ -358,13 +358,18 @@ class Checks:
             log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
         skew, tails = _shape(q)
         left_out = self.not_a_reference[:, cols]
-        reference = lambda values: others_mean(np.where(left_out, np.nan, values))  # noqa: E731
+        reference = self._others_mean
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
                "others_median": reference(median), "others_sd": np.exp(reference(log_sd)),
                "others_skew": reference(skew)}
         for name, values in (("location", median / scale), ("spread", log_sd), ("skew", skew), ("tail", tails)):
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(values, suspect=left_out)
         return out
+
+    def _others_mean(self, values: np.ndarray) -> np.ndarray:
+        """[sites, continuous]: the other sites' mean of a statistic of the continuous features,
+        the cells `not_a_reference` left out."""
+        return others_mean(np.where(self.not_a_reference[:, self.continuous], np.nan, values))
 
     def _evidence(self, i: int, c: int) -> dict[str, Any]:
         """What a drill-down of site i's continuous feature c shows (shared by its findings)."""
@@ -510,7 +515,7 @@ class Checks:
         left_out = self.not_a_reference[:, cols]
         dev, t, p2 = leave_one_out(log_distance, suspect=left_out)
         p = one_sided(t, p2, +1)
-        typical = np.exp(others_mean(np.where(left_out, np.nan, log_distance)))
+        typical = np.exp(self._others_mean(log_distance))
         at_least = limit("distribution", "distance")
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
@@ -803,8 +808,9 @@ class Checks:
             warnings.simplefilter("ignore", RuntimeWarning)
             shares = counts / observed[:, None, :]
             released_low = np.nanmin(reference, axis=1)  # [sites, features]: each site's lowest released quantile
-            # no other site releases a value below 0 (a quantity that is never negative there)
-            never_negative = np.array([np.nanmin(np.delete(released_low, i, 0), axis=0) >= 0 for i in range(self.n)])
+        # some other site released quantiles of the feature, and none of them is below 0
+        negative, released = released_low < 0, np.isfinite(released_low)
+        never_negative = (negative.sum(0) - negative == 0) & (released.sum(0) - released > 0)
         others_rate = others_median(shares)  # [sites, codes, features]
         others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
         at_least, fewest = limit("missing_code", "share"), limit("missing_code", "count")
@@ -819,11 +825,12 @@ class Checks:
             # negative code where no other site has a value below 0
             low, high = lowest[i, j] - 2 * self.yardstick[j], highest[i, j] + 2 * self.yardstick[j]
             below_zero = bool(code < 0 and never_negative[i, j])
+            nowhere_negative = ", and no other site has a quantile below 0" if below_zero else ""
             rate = max(float(np.nan_to_num(others_rate[i, v, j])), 0.5 / max(float(others_rows[i, j]), 1.0))
             yield Finding(site, LENS, "missing_code", name,
                           f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
                           f"sites' values lie between {self.value(j, lowest[i, j])} and "
-                          f"{self.value(j, highest[i, j])}{', and no other site has a quantile below 0' if below_zero else ''}: "
+                          f"{self.value(j, highest[i, j])}{nowhere_negative}: "
                           f"{code:g} looks like a code for 'missing'",
                           float(stats.binom.sf(count - 1, n_site, min(rate, 1.0))), count / n_site,
                           "share of values", evidence={"code": float(code), "count": count},
