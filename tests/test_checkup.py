@@ -12,7 +12,7 @@ from scipy import stats
 from fedcore.checkup import check_up
 from fedcore.interpret import model_checks
 from fedcore.interpret.calibration import benjamini_hochberg, fit_prior, leave_one_out
-from fedcore.interpret.data_checks import MEDIAN, Checks, check_profile, weakness_p
+from fedcore.interpret.data_checks import MEDIAN, Checks, check_profile, weakness_p, without_codes
 from fedcore.interpret.findings import decide
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.profile import Profile, profile_federation
@@ -387,20 +387,29 @@ def test_a_negative_code_in_a_quantity_never_negative_elsewhere_is_a_missing_cod
     assert not codes["signed"].material and "below 0" not in codes["signed"].message
 
 
-def four_hospitals(seed: int) -> Profile:
-    """Four hospitals of 250 patients (each its own patient mix, 0.3 SD per feature): h3 never
-    measured cholesterol (0 for every patient), h1 records it in another unit (× 5)."""
+def four_hospitals_rows(seed: int, zero_share: float = 1.0, factor: float = 5.0) -> list:
+    """Four hospitals of 250 patients (each its own patient mix, 0.3 SD per feature): h3 records
+    cholesterol as 0 for a `zero_share` of its patients (1: never measured; 0.25: a missing code),
+    h1 records it in another unit (× `factor`)."""
     rng = np.random.default_rng(seed)
-    names, means, sds = ["age", "trestbps", "chol", "thalach"], np.array([54.0, 132, 240, 150]), np.array([9.0, 18, 45, 23])
+    means, sds = np.array([54.0, 132, 240, 150]), np.array([9.0, 18, 45, 23])
     sites = []
     for k in range(4):
         x = means + sds * (rng.normal(0, 1, (250, 4)) + rng.normal(0, 0.3, 4))
         if k == 3:
-            x[:, 2] = 0.0
+            x[: int(round(zero_share * 250)), 2] = 0.0
         if k == 1:
-            x[:, 2] *= 5
+            x[:, 2] *= factor
         sites.append((f"h{k}", x, rng.integers(0, 2, 250)))
-    return profile_federation(sites, names, ["continuous"] * 4, names, ["no", "yes"])
+    return sites
+
+
+HOSPITAL_FEATURES = ["age", "trestbps", "chol", "thalach"]
+
+
+def four_hospitals(seed: int, zero_share: float = 1.0, factor: float = 5.0) -> Profile:
+    names = HOSPITAL_FEATURES
+    return profile_federation(four_hospitals_rows(seed, zero_share, factor), names, ["continuous"] * 4, names, ["no", "yes"])
 
 
 def test_a_column_never_measured_at_a_site_is_no_reference_for_the_others():
@@ -422,6 +431,58 @@ def test_a_column_never_measured_at_a_site_is_no_reference_for_the_others():
     unit = next(f for f in check_profile(profile) if (f.site, f.kind, f.feature) == ("h1", "unit", "chol"))
     assert unit.evidence["a"] == pytest.approx(1 / 5, rel=0.1)
     assert ("h3", "constant", "chol") in {(f.site, f.kind, f.feature) for f in check_up(profile, {}).reported}
+
+
+
+def test_a_columns_values_without_its_codes_come_from_its_quantiles():
+    """A share s at a code below every value, the rest uniform on [1, 2]: Q(p) = 0 up to s, then
+    1 + (p - s) / (1 - s). Without the code the quantiles are 1 + p, exactly where they do not come
+    from within `blend` of the code's share (NaN there); a code above the values mirrors it."""
+    s = 0.3
+    released = np.where(PROBABILITIES < s, 0.0, 1 + (PROBABILITIES - s) / (1 - s))
+    out = without_codes(released, s, 0.0, 0.05)
+    source = s + PROBABILITIES * (1 - s)
+    inside = (source >= s + 0.05) & (source <= 0.99)  # not within the blend, not beyond the 99 % quantile
+    assert np.flatnonzero(~inside).tolist() == [0, 1, 20]  # p 0.01, 0.05 and 0.99 (from 0.993)
+    assert np.isnan(out[~inside]).all() and np.allclose(out[inside], 1 + PROBABILITIES[inside])
+    top = np.where(PROBABILITIES > 1 - s, 9.0, 1 + PROBABILITIES / (1 - s))
+    kept, source = without_codes(top, 0.0, s, 0.05), PROBABILITIES * (1 - s)
+    inside = (source >= 0.01) & (source <= 1 - s - 0.05)
+    assert np.flatnonzero(~inside).tolist() == [0, 19, 20]  # p 0.01 (from 0.007), 0.95 and 0.99
+    assert np.isnan(kept[~inside]).all() and np.allclose(kept[inside], 1 + PROBABILITIES[inside])
+    assert np.isnan(without_codes(released, 0.6, 0.4, 0.05)).all()  # nothing but codes
+
+
+def test_a_column_with_a_missing_code_at_a_site_is_compared_without_it():
+    """h3 records a quarter of its cholesterol as 0 (a missing code): its 5-25 % quantiles are 0,
+    so against a reference holding them no factor maps h1's ÷ 4 quantiles back (the heart
+    federation's VA does this). The code is found and material at h3; the other sites are compared
+    with h3's values without it (its quantiles read at 0.25 + p·0.75: within 0.15 SD of the
+    quantiles of its non-zero rows, as close as a clean site's released quantiles come to its
+    rows'); h1's factor reads the ÷ 4 put in (≈ × 4 back), its median
+    compared with the mean of h0's, h2's and h3's non-zero median; h3 itself is tested on what it
+    released."""
+    rows = four_hospitals_rows(0, zero_share=0.25, factor=0.25)
+    profile = four_hospitals(0, zero_share=0.25, factor=0.25)
+    checks = Checks(profile)
+    chol = profile.features.index("chol")
+    assert checks.codes_read_as_missing[:, chol].tolist() == [False, False, False, True]
+    assert checks.codes_read_as_missing.sum() == 1 and not checks.not_a_reference.any()
+    measured = rows[3][1][:, chol][rows[3][1][:, chol] != 0]
+    corrected = checks.reference_quantiles[3, :, chol]
+    usable = np.isfinite(corrected)
+    assert usable.sum() >= 17 and np.isnan(corrected[:2]).all()  # 1 % and 5 %: within the code's blend
+    assert np.abs(corrected[usable] - np.quantile(measured, PROBABILITIES[usable])).max() < 0.15 * 45
+    findings = {(f.site, f.kind, f.feature): f for f in check_profile(profile)}
+    code = findings[("h3", "missing_code", "chol")]
+    assert code.material and code.evidence == {"code": 0.0, "count": round(0.25 * 250)}
+    medians = profile.quantiles[:, MEDIAN, chol]
+    expected = (medians[0] + medians[2] + corrected[MEDIAN]) / 3
+    assert findings[("h1", "location", "chol")].evidence["others_median"] == pytest.approx(expected)
+    assert findings[("h1", "location", "chol")].effect == pytest.approx((medians[1] - expected) / checks.yardstick[chol])
+    assert findings[("h3", "location", "chol")].evidence["median"] == pytest.approx(medians[3])
+    assert findings[("h1", "unit", "chol")].evidence["a"] == pytest.approx(4, rel=0.1)
+    assert ("h3", "missing_code", "chol") in {(f.site, f.kind, f.feature) for f in check_up(profile, {}).reported}
 
 
 # -- a federation split by label: sites without some classes -----------------------------------------

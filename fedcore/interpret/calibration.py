@@ -87,7 +87,8 @@ def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
 
 
 def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None,
-                  suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  suspect: np.ndarray | None = None, reference: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix: every cell's deviation from the other sites' mean, its
     predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
     lacks) are left out of the others' statistics and get NaN.
@@ -104,20 +105,26 @@ def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.nd
     `suspect` (a bool per site, or per cell): sites (cells) another check already found unreliable
     for this statistic (labels that look wrong, for the relations to the label; a column never
     measured at a site, for its values): never in another site's reference, each still tested
-    against the others."""
+    against the others.
+
+    `reference` (same shape): what each cell counts as in the other sites' references, where that
+    differs from what it is tested as (a column's statistic without a site's missing codes: the
+    site is tested on what it released, the others compared with its values); NaN: in no
+    reference. By default `values`."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
+    r = t if reference is None else np.asarray(reference, dtype=np.float64).reshape(t.shape)
     own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
     left_out = np.zeros(t.shape, dtype=bool)
     if suspect is not None:
         left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(t.shape[0], -1), t.shape)
         left_out[:, left_out.all(0)] = False  # every site suspect: none is a better reference than another
-    first = _leave_one_out(t, moderate, left_out, own)
+    first = _leave_one_out(t, moderate, left_out, own, r)
     outliers = (first[2] < OUTLIER_P) | left_out
     if not (outliers & ~left_out).any():
         return first
-    deviation, score, p = _leave_one_out(t, moderate, outliers, own)
+    deviation, score, p = _leave_one_out(t, moderate, outliers, own, r)
     # an outlier itself keeps its first-pass statistics (its reference never held it anyway)
     return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score), np.where(outliers, first[2], p))
 
@@ -126,19 +133,21 @@ OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the o
 ROUNDING = 1e-9  # relative size below which a difference of sums is rounding, not a difference
 
 
-def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray
+def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray, r: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One pass of `leave_one_out`; `excluded` cells count in no other site's reference."""
+    """One pass of `leave_one_out`; `excluded` cells count in no other site's reference; `r`: what
+    the cells count as there (default `t`)."""
+    r = t if r is None else r
     n_sites, n_items = t.shape
     present = ~np.isnan(t)
-    reference = present & ~excluded  # the cells other sites are compared with
+    reference = ~np.isnan(r) & ~excluded  # the cells other sites are compared with
     count = reference.sum(0)  # sites in the references, per item
-    total = np.where(reference, t, 0.0).sum(0)
-    squares = np.where(reference, t * t, 0.0).sum(0)
+    total = np.where(reference, r, 0.0).sum(0)
+    squares = np.where(reference, r * r, 0.0).sum(0)
     others = count[None, :] - reference  # values other than site i's
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (total[None, :] - np.where(reference, t, 0.0)) / others
-        centred = (squares[None, :] - np.where(reference, t * t, 0.0)) - others * mean**2
+        mean = (total[None, :] - np.where(reference, r, 0.0)) / others
+        centred = (squares[None, :] - np.where(reference, r * r, 0.0)) - others * mean**2
         variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
         # sums of squares leave rounding where values tie: ties are no deviation and no variance
         variance = np.where(variance <= ROUNDING * mean**2, 0.0, variance)
@@ -147,7 +156,7 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
     df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
     prior = (0.0, 0.0)
     if moderate:
-        kept = np.where(reference, t, np.nan)
+        kept = np.where(reference, r, np.nan)
         with warnings.catch_warnings():  # an item held by one site only: NaN is its answer
             warnings.simplefilter("ignore", RuntimeWarning)
             full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)

@@ -77,13 +77,36 @@ COULD_NOT = "the other sites' statistics needed to compare it are missing or wit
 WEAKEST = 0.05
 
 
-def robust_sd(quantiles: np.ndarray, sd: np.ndarray) -> np.ndarray:
+def robust_sd(quantiles: np.ndarray, sd: np.ndarray, some_widths: bool = False) -> np.ndarray:
     """[sites, features] robust SD from quantiles [sites, PROBABILITIES, features]: the mean of the
-    normal-scaled widths of the central 50-80 % (CENTRAL); the plain SD where those are all 0, or
-    not released (a disclosure policy's resolution gives a small group its median only); NaN
-    where neither is (withheld, or no values)."""
-    central_sd = np.mean([(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL], axis=0)
+    normal-scaled widths of the central 50-80 % (CENTRAL; `some_widths`: of those that are
+    finite); the plain SD where those are all 0, or not released (a disclosure policy's
+    resolution gives a small group its median only); NaN where neither is (withheld, or no
+    values)."""
+    widths = [(quantiles[:, high] - quantiles[:, low]) / width for low, high, width in CENTRAL]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        central_sd = np.nanmean(widths, axis=0) if some_widths else np.mean(widths, axis=0)
     return np.where(central_sd > 0, central_sd, sd)
+
+
+CODE_BLEND = 0.05  # the least share of values next to a missing code that its released quantiles may blend
+
+
+def without_codes(quantiles: np.ndarray, below: float, above: float, blend: float) -> np.ndarray:
+    """[PROBABILITIES] a site's quantiles of its values other than missing codes that hold a share
+    `below` of them under all of them and `above` over all of them, read from its released
+    quantiles: Q'(p) = Q(below + p·(1 − below − above)), linear between released ones. NaN where
+    that falls outside the released quantiles, or within `blend` of a code's share (a quantile
+    released as a block's mean mixes the code with values there)."""
+    kept = 1.0 - below - above
+    finite = np.isfinite(quantiles)
+    if kept <= 0 or finite.sum() < 2:
+        return np.full(len(PROBABILITIES), np.nan)
+    source = below + PROBABILITIES * kept
+    out = np.interp(source, PROBABILITIES[finite], quantiles[finite], left=np.nan, right=np.nan)
+    near = ((below > 0) & (source < below + blend)) | ((above > 0) & (source > 1.0 - above - blend))
+    return np.where(near, np.nan, out)
 
 
 def unit_readable(quantiles: np.ndarray | None, reference: np.ndarray, sd: float) -> bool:
@@ -357,13 +380,22 @@ class Checks:
         with np.errstate(invalid="ignore", divide="ignore"):
             log_sd = np.log(np.where(self.robust_sd[:, cols] > 0, self.robust_sd[:, cols], np.nan))
         skew, tails = _shape(q)
+        # what the other sites are compared with: their values without material missing codes
+        rq, read = self.reference_quantiles[:, :, cols], self.codes_read_as_missing[:, cols]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sd = robust_sd(rq, np.full(read.shape, np.nan), some_widths=True)  # the plain SD holds the codes
+            ref_log_sd = np.where(read, np.log(np.where(sd > 0, sd, np.nan)), log_sd)
+        ref_skew, ref_tails = _shape(rq)
         left_out = self.not_a_reference[:, cols]
         reference = self._others_mean
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
-               "others_median": reference(median), "others_sd": np.exp(reference(log_sd)),
-               "others_skew": reference(skew)}
-        for name, values in (("location", median / scale), ("spread", log_sd), ("skew", skew), ("tail", tails)):
-            out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(values, suspect=left_out)
+               "others_median": reference(rq[:, MEDIAN]), "others_sd": np.exp(reference(ref_log_sd)),
+               "others_skew": reference(ref_skew)}
+        for name, values, references in (("location", median / scale, rq[:, MEDIAN] / scale),
+                                          ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
+                                          ("tail", tails, ref_tails)):
+            out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
+                values, suspect=left_out, reference=references)
         return out
 
     def _others_mean(self, values: np.ndarray) -> np.ndarray:
@@ -709,9 +741,46 @@ class Checks:
 
     @cached_property
     def reference_quantiles(self) -> np.ndarray:
-        """[sites, probabilities, features]: the quantiles other sites are compared with (NaN where
-        `not_a_reference`)."""
-        return np.where(self.not_a_reference[:, None, :], np.nan, self.profile.quantiles)
+        """[sites, probabilities, features]: the quantiles other sites are compared with: NaN where
+        `not_a_reference`, and a column's values other than its material missing codes where it has
+        some (`without_codes`). A quarter of a hospital's cholesterol recorded as 0 puts its 5-25 %
+        quantiles at 0 and pulls its median down: no unit factor maps another site's quantiles
+        onto those, and every site's location is compared with a mean it lowers. The codes are
+        judged once, against references without the never-measured cells (one step, not a search
+        for a fixed point); the site itself is still tested on what it released, and its code
+        reported."""
+        quantiles, below, above = self._codes
+        out = quantiles.copy()
+        for i, j in zip(*np.nonzero(self.codes_read_as_missing)):
+            out[i, :, j] = without_codes(quantiles[i, :, j], float(below[i, j]), float(above[i, j]),
+                                         self._blend(i, j))
+        return out
+
+    @cached_property
+    def _codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The quantiles without the never-measured cells, and per site and feature the share of
+        values at material missing codes below its values and above them."""
+        quantiles = np.where(self.not_a_reference[:, None, :], np.nan, self.profile.quantiles)
+        rule = self._code_rule(quantiles)
+        material, shares = rule["material"], np.nan_to_num(rule["shares"])  # [sites, codes, features]
+        low = rule["below_zero"] | (SENTINELS[None, :, None] < rule["lowest"][:, None, :])
+        return (quantiles, np.where(material & low, shares, 0.0).sum(1),  # [sites, features]
+                np.where(material & ~low, shares, 0.0).sum(1))
+
+    @cached_property
+    def codes_read_as_missing(self) -> np.ndarray:
+        """[sites, features]: a continuous feature with material missing codes at the site: in the
+        other sites' references as its values without them (`reference_quantiles`)."""
+        _, below, above = self._codes
+        return (below + above) > 0
+
+    def _blend(self, i: int, j: int) -> float:
+        """The share of site i's values of feature j around a released quantile that it may blend
+        (a disclosure policy's blocks of at least min_count values), at least one step of
+        PROBABILITIES."""
+        policy = self.profile.policies.get(self.sites[i]) or {}
+        observed = float(self.profile.observed[i, j])
+        return max(CODE_BLEND, float(policy.get("min_count") or 0) / observed if observed > 0 else 1.0)
 
     def constant(self) -> Iterator[Finding]:
         items = self.items("feature")
@@ -799,10 +868,14 @@ class Checks:
             how = f"at one value inside its range{at}: a default, or a code for 'missing' outside the usual list?"
         return f"{site}'s {name}: {share:.0%} of its values sit {how} (the other sites: {rate:.1%})"
 
-    def missing_codes(self) -> Iterator[Finding]:
+    def _code_rule(self, reference: np.ndarray) -> dict[str, np.ndarray]:
+        """The missing-code check against the other sites' `reference` quantiles [sites,
+        probabilities, features]: per site, usual code (SENTINELS) and feature, its share of the
+        site's values, whether it is tested (a continuous feature, enough values at the code) and
+        whether it is material — outside the values most other sites have (their typical 5-95 %
+        range, 2 SDs wider), or a negative code where no other site has a quantile below 0."""
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed  # [sites, codes, features], [sites, features]
-        reference = self.reference_quantiles
         lowest, highest = others_median(reference[:, Q05]), others_median(reference[:, Q95])  # [sites, features]
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -811,21 +884,28 @@ class Checks:
         # some other site released quantiles of the feature, and none of them is below 0
         negative, released = released_low < 0, np.isfinite(released_low)
         never_negative = (negative.sum(0) - negative == 0) & (released.sum(0) - released > 0)
-        others_rate = others_median(shares)  # [sites, codes, features]
-        others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
-        at_least, fewest = limit("missing_code", "share"), limit("missing_code", "count")
         continuous = np.zeros(len(p.features), dtype=bool)
         continuous[self.continuous] = True
+        codes = SENTINELS[None, :, None]
+        below_zero = (codes < 0) & never_negative[:, None, :]
         with np.errstate(invalid="ignore"):
-            candidates = (counts >= fewest) & (shares >= at_least) & (continuous & (self.yardstick > 0))[None, None]
-        for i, v, j in zip(*np.nonzero(candidates)):
+            tested = ((counts >= limit("missing_code", "count")) & (shares >= limit("missing_code", "share"))
+                      & (continuous & (self.yardstick > 0))[None, None])
+            outside = ((codes < (lowest - 2 * self.yardstick)[:, None]) | (codes > (highest + 2 * self.yardstick)[:, None]))
+        return {"shares": shares, "lowest": lowest, "highest": highest, "below_zero": below_zero,
+                "tested": tested, "material": tested & (outside | below_zero)}
+
+    def missing_codes(self) -> Iterator[Finding]:
+        p = self.profile
+        counts, observed = p.sentinel_counts, p.observed
+        rule = self._code_rule(self.reference_quantiles)
+        lowest, highest = rule["lowest"], rule["highest"]
+        others_rate = others_median(rule["shares"])  # [sites, codes, features]
+        others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
+        for i, v, j in zip(*np.nonzero(rule["tested"])):
             site, name, code = self.sites[i], p.features[j], SENTINELS[v]
             count, n_site = int(counts[i, v, j]), int(observed[i, j])
-            # the values most other sites have: their typical 5-95 % range, 2 SDs wider; and a
-            # negative code where no other site has a value below 0
-            low, high = lowest[i, j] - 2 * self.yardstick[j], highest[i, j] + 2 * self.yardstick[j]
-            below_zero = bool(code < 0 and never_negative[i, j])
-            nowhere_negative = ", and no other site has a quantile below 0" if below_zero else ""
+            nowhere_negative = ", and no other site has a quantile below 0" if rule["below_zero"][i, v, j] else ""
             rate = max(float(np.nan_to_num(others_rate[i, v, j])), 0.5 / max(float(others_rows[i, j]), 1.0))
             yield Finding(site, LENS, "missing_code", name,
                           f"{site}'s {name} is {code:g} in {count / n_site:.0%} of its values; most other "
@@ -834,7 +914,7 @@ class Checks:
                           f"{code:g} looks like a code for 'missing'",
                           float(stats.binom.sf(count - 1, n_site, min(rate, 1.0))), count / n_site,
                           "share of values", evidence={"code": float(code), "count": count},
-                          material=bool(code < low or code > high or below_zero))
+                          material=bool(rule["material"][i, v, j]))
 
     def category_codes(self) -> Iterator[Finding]:
         p = self.profile
