@@ -325,3 +325,32 @@ def test_a_feature_against_its_related_features_draws_each_site_against_its_pred
     off = abs(site.y[0] - site.x[0])
     assert off > 2 * np.median([abs(y - x) for x, y in zip(others.x, others.y)])
     assert any("related features" in t for t in texts(figure))
+
+
+@pytest.mark.parametrize("zero_share", [0.25, 1.0])
+def test_the_quantiles_view_draws_the_other_sites_as_the_check_compared_with_them(zero_share):
+    """Four hospitals, h3's cholesterol 0 for a quarter of its patients (a missing code) or for all
+    (never measured), h1's ÷ 4. h1's location view draws h3 as the check compared with it: without
+    its code (dotted, its line the corrected quantiles, the note naming it), or not at all (the
+    note saying it is not in the others' mean); h0 and h2 as they released."""
+    from dashboard.presenters.evidence_views import Evidence
+    from fedcore.interpret.data_checks import Checks, check_profile
+    from tests.test_checkup import four_hospitals
+
+    profile = four_hospitals(0, zero_share=zero_share, factor=0.25)
+    findings = check_profile(profile)
+    finding = next(f for f in findings if (f.site, f.kind, f.feature) == ("h1", "location", "chol"))
+    figure = evidence_figure(finding, Evidence(profile, findings, {}))
+    j = profile.features.index("chol")
+    thin = [t for t in figure.data if t.type == "scatter" and t.line.width == 1]
+    note = " ".join(texts(figure))
+    reference = Checks(profile).reference_quantiles[:, :, j]
+    if zero_share < 1:
+        assert len(thin) == 3 and [t.line.dash for t in thin] == ["solid", "solid", "dot"]
+        assert np.allclose(thin[2].y, reference[3][np.isfinite(reference[3])]) and min(thin[2].y) > 100
+        assert "h3 dotted, without its missing codes" in note and "not in the others' mean" not in note
+    else:
+        assert len(thin) == 2 and "h3 not in the others' mean" in note and "dotted" not in note
+    for trace, k in zip(thin, (0, 2)):
+        assert np.allclose(trace.y, profile.quantiles[k, :, j][np.isfinite(profile.quantiles[k, :, j])])
+

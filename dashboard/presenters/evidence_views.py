@@ -35,7 +35,7 @@ from plotly.subplots import make_subplots
 from dashboard.presenters.figures import CLASS_COLOURS, FONT
 from dashboard.presenters.safe_text import plot_text
 from fedcore.glossary import effect_unit, term
-from fedcore.interpret.data_checks import relation_to_labels
+from fedcore.interpret.data_checks import Checks, relation_to_labels
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
 
@@ -227,11 +227,16 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
                         subplot_titles=("Each site's values", "Quantiles against the others'"))
     _boxes(fig, profile, j, site, colour)
+    # each other site as the check compared with it: without its missing codes where it has some,
+    # not at all where it never measured the feature (`Checks.reference_quantiles`)
+    checks = Checks(profile)
+    reference, left_out = checks.reference_quantiles[:, :, j], checks.not_a_reference[:, j]
+    without_codes = checks.codes_read_as_missing[:, j] & ~left_out
     for k, name in enumerate(profile.sites):
-        if name != site and np.isfinite(profile.quantiles[k, :, j]).any():
-            fig.add_trace(go.Scatter(**_released(profile.quantiles[k, :, j]), mode="lines",
-                                     showlegend=False, line=dict(color="#c5ccd4", width=1), hoverinfo="skip"),
-                          row=1, col=2)
+        if name != site and np.isfinite(reference[k]).any():
+            fig.add_trace(go.Scatter(**_released(reference[k]), mode="lines", showlegend=False,
+                                     line=dict(color="#c5ccd4", width=1, dash="dot" if without_codes[k] else "solid"),
+                                     hoverinfo="skip"), row=1, col=2)
     others = finding.evidence.get("others_quantiles")
     if others is not None:
         fig.add_trace(go.Scatter(**_released(others), mode="lines+markers", name="the other sites' mean",
@@ -244,8 +249,21 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text=axis, row=1, col=1)
     fig.update_xaxes(title_text="share of the site's values below (%)", row=1, col=2)
     fig.update_yaxes(title_text=axis, row=1, col=2)
-    fig.update_layout(title=_title(f"{feature} at each site: {site} in colour", BOX_NOTE))
+    fig.update_layout(title=_title(f"{feature} at each site: {site} in colour", _notes(BOX_NOTE, _references_note(
+        [name for k, name in enumerate(profile.sites) if name != site and without_codes[k]],
+        [name for k, name in enumerate(profile.sites) if name != site and left_out[k]]))))
     return _styled(fig, _site_height(profile.sites, 220))
+
+
+def _references_note(without_codes: Sequence[str], left_out: Sequence[str]) -> str:
+    """What the quantiles view's thin lines and the others' mean leave out ('' where nothing)."""
+    notes = []
+    if without_codes:
+        notes.append(f"right: {', '.join(without_codes)} dotted, without {'its' if len(without_codes) == 1 else 'their'}"
+                     " missing codes, as the check compares")
+    if left_out:
+        notes.append(f"{', '.join(left_out)} not in the others' mean (one value: not measured?)")
+    return _notes(*notes)
 
 
 def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
