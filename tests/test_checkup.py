@@ -422,6 +422,7 @@ def test_a_column_never_measured_at_a_site_is_no_reference_for_the_others():
     checks = Checks(profile)
     chol = profile.features.index("chol")
     assert checks.not_a_reference[:, chol].tolist() == [False, False, False, True]
+    assert not checks.codes_read_as_missing.any()  # its one value, 0, is a code too: but it is in no reference
     medians = profile.quantiles[:, MEDIAN, chol]
     location = next(f for f in check_profile(profile) if (f.site, f.kind, f.feature) == ("h1", "location", "chol"))
     assert location.evidence["others_median"] == pytest.approx((medians[0] + medians[2]) / 2)

@@ -231,7 +231,7 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     # not at all where it never measured the feature (`Checks.reference_quantiles`)
     checks = Checks(profile)
     reference, left_out = checks.reference_quantiles[:, :, j], checks.not_a_reference[:, j]
-    without_codes = checks.codes_read_as_missing[:, j] & ~left_out
+    without_codes = checks.codes_read_as_missing[:, j]
     for k, name in enumerate(profile.sites):
         if name != site and np.isfinite(reference[k]).any():
             fig.add_trace(go.Scatter(**_released(reference[k]), mode="lines", showlegend=False,

@@ -133,11 +133,10 @@ OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the o
 ROUNDING = 1e-9  # relative size below which a difference of sums is rounding, not a difference
 
 
-def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray, r: np.ndarray | None = None
+def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray, r: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One pass of `leave_one_out`; `excluded` cells count in no other site's reference; `r`: what
-    the cells count as there (default `t`)."""
-    r = t if r is None else r
+    the cells count as there."""
     n_sites, n_items = t.shape
     present = ~np.isnan(t)
     reference = ~np.isnan(r) & ~excluded  # the cells other sites are compared with

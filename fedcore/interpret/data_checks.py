@@ -770,9 +770,10 @@ class Checks:
     @cached_property
     def codes_read_as_missing(self) -> np.ndarray:
         """[sites, features]: a continuous feature with material missing codes at the site: in the
-        other sites' references as its values without them (`reference_quantiles`)."""
+        other sites' references as its values without them (`reference_quantiles`). Not a column
+        never measured there (its one value may be a code too): that is in no reference."""
         _, below, above = self._codes
-        return (below + above) > 0
+        return ((below + above) > 0) & ~self.not_a_reference
 
     def _blend(self, i: int, j: int) -> float:
         """The share of site i's values of feature j around a released quantile that it may blend
