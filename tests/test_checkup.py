@@ -640,16 +640,21 @@ FOUR_CLASSES = ["a", "b", "c", "d"]
 FOUR_PATTERN = np.random.default_rng(11).normal(0, 1.0, (4, 5))  # class means in within-class SDs
 
 
-def four_class_federation(shift: float = 0.0, seed: int = 0, policy: Policy | None = DEFAULT_POLICY) -> Profile:
-    """Six sites of 600 rows and four classes, each site with a small case mix of its own; at
-    site 2 the rows of class 'c' have feature x3 moved by `shift` within-class SDs."""
+def four_class_federation(shift: float = 0.0, seed: int = 0, policy: Policy | None = DEFAULT_POLICY,
+                          lacking: dict[int, tuple[int, ...]] | None = None, rows: int = 600) -> Profile:
+    """Six sites of `rows` rows and four classes, each site with a small case mix of its own; at
+    site 2 the rows of class 'c' have feature x3 moved by `shift` within-class SDs. `lacking`
+    {site: classes}: that site has no rows of those classes (label skew)."""
     rng = np.random.default_rng(seed)
     sites = []
     for k in range(6):
-        y = rng.integers(0, 4, 600)
-        x = FOUR_PATTERN[y] + rng.normal(0, 0.1, 5) + rng.normal(0, 1, (600, 5))
+        y = rng.integers(0, 4, rows)
+        x = FOUR_PATTERN[y] + rng.normal(0, 0.1, 5) + rng.normal(0, 1, (rows, 5))
         if k == 2:
             x[y == 2, 3] += shift
+        if lacking and k in lacking:
+            kept = ~np.isin(y, lacking[k])
+            x, y = x[kept], y[kept]
         sites.append((f"site {k}", 10 + 3 * x, y))
     names = [f"x{j}" for j in range(5)]
     return profile_federation(sites, names, ["continuous"] * 5, names, FOUR_CLASSES, {}, policy)
@@ -665,6 +670,41 @@ def test_one_class_shifted_at_one_site_is_found_with_its_class():
         [(f.site, f.kind, f.feature, f"{f.q:.2g}") for f in found]
     assert shifted[0].effect == pytest.approx(1.125, abs=0.25)
     assert not [f for f in findings(four_class_federation(0.0)) if f.kind == "class_shift"]
+
+
+LABEL_SKEW = {0: 0, 2: 3, 4: 1}
+
+
+def test_one_class_shifted_is_found_where_sites_lack_classes():
+    """Label skew: three sites each lack a class. Site 2 (without 'd') has 'c' of x3 moved by 1.5
+    within-class SDs: centred on its three classes, 'c' moves by 1.5 × 2/3 = 1.0 and a and b by
+    -0.5, and every other site is compared re-centred on a, b and c (site 4's missing 'b' placed by
+    the pattern), so the finding names x3 and 'c' at about +1.0. Without the shift nothing is
+    found, and no site's cell is 'not testable': the sites lacking a class are compared over the
+    classes they have (before, every cell of every site was)."""
+    found = findings(four_class_federation(1.5, lacking=LABEL_SKEW))
+    shifted = [f for f in found if f.kind == "class_shift"]
+    assert [(f.site, f.feature, f.evidence["class"]) for f in shifted] == [("site 2", "x3", "c")], \
+        [(f.site, f.kind, f.feature, f"{f.q:.2g}") for f in found]
+    assert shifted[0].effect == pytest.approx(1.0, abs=0.2)
+    clean = decide(check_profile(four_class_federation(0.0, lacking=LABEL_SKEW)))
+    cells = [f for f in clean if f.kind == "class_shift"]
+    assert len(cells) == 6 * 5 and all(f.tested for f in cells)
+    assert not [f for f in cells if f.significant]
+
+
+def test_where_sites_lack_classes_each_class_is_compared_where_the_pattern_puts_it():
+    """Known answer: no class moved anywhere, four of six sites without two classes each (5000 rows
+    a site, so a class mean is within about 0.03 SD of the pattern). Each site's classes are
+    compared with every other site re-centred on them, a class another site lacks placed where the
+    pattern puts it relative to that site's classes: every cell's deviation is sampling error only.
+    Placed without that site's own offset (the pattern as it is), the sites' frames disagree by
+    up to 0.2 SD."""
+    skew = {0: (1, 3), 1: (0, 1), 3: (2, 3), 4: (1, 3)}
+    cells = [f for f in decide(check_profile(four_class_federation(0.0, lacking=skew, rows=5000)))
+             if f.kind == "class_shift"]
+    assert len(cells) == 6 * 5 and all(f.tested for f in cells)
+    assert max(abs(f.effect) for f in cells) < 0.12, sorted((abs(f.effect), f.site, f.feature) for f in cells)[-3:]
 
 
 def test_with_two_classes_the_class_check_has_no_cells():

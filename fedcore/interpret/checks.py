@@ -240,10 +240,13 @@ CHECKS: tuple[Check, ...] = (
           ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
     Check("class_shift", "one class's values differ", "relation to the label", DATA,
           "per feature and class (three classes or more; with two, the relation to the label is this test): the "
-          "class's mean at the site, centred on the site's mean of its class means, in within-class SDs",
+          "class's mean at the site, centred on the site's mean of its class means, in within-class SDs (a site "
+          "without some classes: every site re-centred on the classes it has, a class another lacks placed by the "
+          "sites' pattern)",
           LOO + "; each class, the smallest p × the classes; a categorical column's categories together",
           "≥ {gap} within-class SDs from the other sites' mean of that class",
-          "class_means", CLASS_PROFILE, "feature", "class_shifts", min_classes=3, limits=(("gap", 0.5),)),
+          "class_means", CLASS_PROFILE, "feature", "class_shifts", min_classes=3, limits=(("gap", 0.5),),
+          classes="some"),
     Check("label_relation", "relation to the label differs", "relation to the label", DATA,
           "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
           LOO + "; a categorical column's categories together (the smallest p, × categories)",

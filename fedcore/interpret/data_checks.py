@@ -1151,11 +1151,7 @@ class Checks:
         # three classes or more (`min_classes`): with two, the centred profiles are ± half the class
         # difference, which label_relations tests
         p = self.profile
-        n_classes = len(p.classes)
-        profiles = self.class_profiles  # [sites, classes, features]
-        tests = [leave_one_out(profiles[:, k, :], suspect=self.labels_suspect) for k in range(n_classes)]
-        deviation = np.stack([test[0] for test in tests], axis=1)  # [sites, classes, features]
-        p2 = np.stack([test[2] for test in tests], axis=1)
+        profiles, deviation, p2 = self._class_places  # [sites, classes, features] each
         gap = limit("class_shift", "gap")
         for i, site in enumerate(self.sites):
             for item in self.items("feature"):
@@ -1177,6 +1173,37 @@ class Checks:
                         material=bool(abs(deviation[i, k, j]) >= gap)))
                 if cells:
                     yield _strongest_category(cells)
+
+    @cached_property
+    def _class_places(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """[sites, classes, features] each: every class's place at each site in the frame the site is
+        compared in, its deviation from the other sites' places there and its two-sided p
+        (`leave_one_out` over the sites of each class). A site's class profile is centred on its own
+        classes; a federation split by label (a site without some classes) is compared in the frame of
+        the tested site's classes: every other site is re-centred on them, a class it lacks placed
+        where the sites' pattern puts it (`class_pattern`) relative to its classes. Without that, a
+        site lacking one class made the check untestable everywhere. With every class at every site
+        there is one frame, the profiles as they are."""
+        profiles = self.class_profiles
+        has = np.isfinite(profiles).any(2)  # [sites, classes]
+        places, deviation, p2 = (np.full(profiles.shape, np.nan) for _ in range(3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pattern = class_pattern(profiles)
+            pattern = pattern - np.nanmean(pattern, axis=0, keepdims=True)
+            # a class a site lacks, where the pattern puts it relative to the classes it has
+            filled = np.where(np.isfinite(profiles), profiles,
+                              pattern[None] + np.nanmean(profiles - pattern[None], axis=1, keepdims=True))
+            for frame in {tuple(np.flatnonzero(row)) for row in has if row.sum() >= 2}:
+                classes = list(frame)
+                own = (has[:, classes].all(1) & (has.sum(1) == len(classes)))  # sites of this frame
+                recentred = np.where(own[:, None, None], profiles,
+                                     profiles - np.nanmean(filled[:, classes], axis=1, keepdims=True))
+                for k in classes:
+                    tested = leave_one_out(recentred[:, k, :], suspect=self.labels_suspect)
+                    places[own, k] = recentred[own, k]
+                    deviation[own, k], p2[own, k] = tested[0][own], tested[2][own]
+        return places, deviation, p2
 
     @cached_property
     def _compared(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
