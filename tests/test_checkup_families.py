@@ -314,6 +314,30 @@ def test_tuning_and_held_out_seeds_do_not_overlap():
     assert {t["seed"] for t in tasks if t["family"] != "none"} <= set(suite.SEEDS)
 
 
+def test_a_share_of_values_counts_as_the_share_the_problem_changed(table):
+    """Known answers: dose made 0 for the lowest 40 % of north's values. Clipping its bottom at the
+    20 % quantile (which is 0) changes nothing: the case counts at strength 0, not material. Zeros
+    written into 30 % of its values change only the 60 % that are not 0 already (north's 80 rows,
+    75 with a value: 22 drawn of 75, about 13 changed). A family without a measured strength keeps
+    its drawn one."""
+    from corruptions import changed_share, measured, strength_of
+
+    x = table.x[0].copy()
+    observed = np.flatnonzero(~np.isnan(x[:, 2]))
+    x[observed[np.argsort(x[observed, 2])[:30]], 2] = 0.0  # 30 of 75 values: 40 %
+    zeros = table.with_site(0, x, table.y[0])
+    clip = {"family": "clipping", "site": "north", "column": "dose", "strength": 0.2, "direction": "bottom", "seed": 0}
+    assert changed_share(zeros, clip) == 0.0
+    assert strength_of(measured(zeros, clip)) == 0.0 and not FAMILIES["clipping"].material(measured(zeros, clip))
+    assert FAMILIES["clipping"].material(clip)  # as drawn it would have counted
+    fill = {"family": "zero_fill", "site": "north", "column": "dose", "strength": 0.3, "seed": 0}
+    assert 0.3 * 0.6 - 0.1 < changed_share(zeros, fill) < 0.3 * 0.6 + 0.1
+    top = {**clip, "direction": "top"}
+    assert changed_share(zeros, top) == pytest.approx(0.2, abs=0.03)  # the top 20 % moved to the limit
+    shift = {"family": "shift_all", "site": "north", "column": "dose", "strength": 1.0, "sign": 1, "seed": 0}
+    assert measured(zeros, shift) == shift and strength_of(shift) == 1.0
+
+
 # -- the files the model lenses read, and the tables from the loaders ------------------------------
 def test_the_csv_files_give_the_product_the_same_profile(tmp_path, table):
     from data_adapters import load_federation

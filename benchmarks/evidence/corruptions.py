@@ -34,6 +34,9 @@ Families (one site each; "SD" is the column's SD over all sites' values):
     label_flip      two classes' labels exchanged (two classes: every label flipped)
     label_noise     a share s of the labels redrawn as another class (s 0.1-0.5, material 0.3)
     class_balance   a share s of one class's rows left out  (s 0.3-0.95, material 0.7)
+For noise_channel, clipping, zero_fill, sentinel and the missing families s is drawn, and a case
+counts at the share of the site's values its problem changed (`changed_share`, recorded as
+`changed` by `measured`): clipping a column that already sits at its limit changes nothing.
 """
 
 from __future__ import annotations
@@ -215,6 +218,10 @@ class Strength:
     high: float
     material: float
     log: bool = True
+    # a share of the column's values the problem changes: the case counts at the share it changed
+    # (`changed_share`), since a value set to what it already was is no problem (clipping a column
+    # that already sits at its limit, zeros written over zeros)
+    measured: bool = False
 
     def draw(self, rng: np.random.Generator) -> float:
         if self.log:
@@ -240,7 +247,25 @@ class Family:
     draw: Draw | None = None  # family-specific parameters beyond site, column, class, strength
 
     def material(self, case: dict) -> bool:
-        return self.strength is None or case["strength"] >= self.strength.material
+        return self.strength is None or strength_of(case) >= self.strength.material
+
+
+def strength_of(case: dict) -> float | None:
+    """A case's strength: the share of values it changed where its family measures that
+    (`Strength.measured`, recorded as `changed`), else as drawn."""
+    return case.get("changed", case["strength"])
+
+
+def changed_share(table: Table, case: dict) -> float:
+    """The share of the site's observed values of the case's column that its problem changed (set
+    to another value, or to missing)."""
+    site = table.sites.index(case["site"])
+    j = table.features_of(case["column"])[0]
+    before, after = table.x[site][:, j], corrupt(table, case).x[site][:, j]
+    observed = ~np.isnan(before)
+    if not observed.any():
+        return 0.0
+    return float(np.mean(np.isnan(after[observed]) | (after[observed] != before[observed])))
 
 
 def _pooled_sd(table: Table, j: int) -> float:
@@ -479,22 +504,22 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("unit", "other units (a catalogue conversion or a clean factor)", "feature values", _unit, CONTINUOUS,
            draw=_draw_unit),
     Family("noise_channel", "channel replaced by noise (the site's mean and SD)", "feature values",
-           _noise_channel, CONTINUOUS, Strength("share of the values", 0.3, 1.0, 0.5)),
+           _noise_channel, CONTINUOUS, Strength("share of the values", 0.3, 1.0, 0.5, measured=True)),
     Family("constant", "constant channel", "point masses", _constant, ("continuous", "binary"), draw=_draw_constant),
     Family("clipping", "clipped / saturated", "point masses", _clipping, CONTINUOUS,
-           Strength("share of the values at the limit", 0.03, 0.5, 0.1), draw=_draw_direction),
+           Strength("share of the values at the limit", 0.03, 0.5, 0.1, measured=True), draw=_draw_direction),
     Family("zero_fill", "partly zero-filled", "point masses", _zero_fill, CONTINUOUS,
-           Strength("share of the values", 0.03, 0.6, 0.15), usable=_not_mostly_zero),
+           Strength("share of the values", 0.03, 0.6, 0.15, measured=True), usable=_not_mostly_zero),
     Family("sentinel", "a number used as a missing code (any value)", "point masses", _sentinel, CONTINUOUS,
-           Strength("share of the values", 0.03, 0.5, 0.1), draw=_draw_code),
+           Strength("share of the values", 0.03, 0.5, 0.1, measured=True), draw=_draw_code),
     Family("duplicates", "rows exported twice", "rows", _duplicates, (),
            Strength("share of the rows repeated", 0.05, 1.0, 0.2)),
     Family("swapped", "two columns swapped", "export", _swapped, CONTINUOUS, pair=True),
     Family("mismapped", "a column filled from another column", "export", _mismapped, CONTINUOUS, pair=True),
     Family("missing_random", "values missing at random", "missingness", _missing_random,
-           ("continuous", "binary", "categorical"), Strength("share of the values", 0.05, 0.8, 0.2)),
+           ("continuous", "binary", "categorical"), Strength("share of the values", 0.05, 0.8, 0.2, measured=True)),
     Family("missing_value", "values missing not at random (by value or by class)", "missingness", _missing_value,
-           ("continuous", "binary", "categorical"), Strength("share of the values", 0.05, 0.8, 0.2),
+           ("continuous", "binary", "categorical"), Strength("share of the values", 0.05, 0.8, 0.2, measured=True),
            usable=_by_value_or_class, draw=_draw_mechanism),
     Family("label_flip", "two classes' labels exchanged", "labels", _label_flip, classes=2, draw=_draw_two_classes),
     Family("label_noise", "label noise", "labels", _label_noise,
@@ -572,6 +597,15 @@ def draw_case(table: Table, family: Family, seed: int) -> dict[str, Any]:
         case.update(family.draw(rng, table, site, case))
     case["truth"] = {"site": table.sites[site], "columns": truth}
     return case
+
+
+def measured(table: Table, case: dict[str, Any]) -> dict[str, Any]:
+    """The case with what its problem changed, where its family's strength is measured (`changed`:
+    `changed_share`); others as they are."""
+    family = FAMILIES[case["family"]]
+    if family.strength is None or not family.strength.measured:
+        return case
+    return {**case, "changed": round(changed_share(table, case), 6)}
 
 
 def corrupt(table: Table, case: dict[str, Any]) -> Table:
