@@ -328,6 +328,34 @@ def test_a_feature_against_its_related_features_draws_each_site_against_its_pred
 
 
 @pytest.mark.parametrize("zero_share", [0.25, 1.0])
+def test_the_unit_view_draws_the_other_sites_as_the_unit_check_compared_with_them(zero_share):
+    """The same four hospitals: h1's unit finding (÷ 4) draws, on the right, h1 converted and the
+    others as the unit check compared with them: h3's box from its quantiles without its code
+    (named so, its low whisker above 100 rather than at 0) or, never measured, not at all; h0 and
+    h2 as they released."""
+    from dashboard.presenters.evidence_views import Evidence
+    from fedcore.interpret.data_checks import Checks, check_profile
+    from tests.test_checkup import four_hospitals
+
+    profile = four_hospitals(0, zero_share=zero_share, factor=0.25)
+    findings = check_profile(profile)
+    finding = next(f for f in findings if (f.site, f.kind, f.feature) == ("h1", "unit", "chol"))
+    figure = evidence_figure(finding, Evidence(profile, findings, {}))
+    j = profile.features.index("chol")
+    right = {t.y[0]: t for t in figure.data if t.type == "box" and t.xaxis == "x2"}
+    note = " ".join(texts(figure))
+    if zero_share < 1:
+        assert sorted(right) == ["h0", "h1, converted", "h2", "h3, without codes"]
+        reference = Checks(profile).reference_quantiles[3, :, j]
+        assert right["h3, without codes"].median[0] == pytest.approx(np.interp(0.5, PROBABILITIES, reference))
+        assert right["h3, without codes"].lowerfence[0] > 100
+        assert "h3, without its missing codes" in note
+    else:
+        assert sorted(right) == ["h0", "h1, converted", "h2"] and "h3 not drawn on the right" in note
+    assert right["h0"].median[0] == profile.quantiles[0, list(PROBABILITIES).index(0.5), j]
+
+
+@pytest.mark.parametrize("zero_share", [0.25, 1.0])
 def test_the_quantiles_view_draws_the_other_sites_as_the_check_compared_with_them(zero_share):
     """Four hospitals, h3's cholesterol 0 for a quarter of its patients (a missing code) or for all
     (never measured), h1's ÷ 4. h1's location view draws h3 as the check compared with it: without

@@ -113,18 +113,21 @@ def _site_height(sites: Sequence[str], base: int = 200) -> int:
 
 
 def _boxes(fig: go.Figure, profile: Profile, j: int, site: str, colour: str, row: int = 1, col: int = 1,
-           converted: tuple[float, float] | None = None, label: str | None = None) -> None:
+           converted: tuple[float, float] | None = None, label: str | None = None,
+           others: np.ndarray | None = None, labels: Mapping[str, str] | None = None) -> None:
     """Every site's quantiles of feature j as a horizontal box (5, 25, 50, 75, 95 %), the site in
-    its colour; with `converted` (a, b), the site's values as a·x + b, named `label`."""
+    its colour; with `converted` (a, b), the site's values as a·x + b, named `label`. `others`
+    [sites, probabilities]: the other sites drawn from these instead of what they released (as a
+    check compared with them; all NaN: not drawn), each named by `labels` where it has one."""
     for k, name in enumerate(profile.sites):
-        quantiles = profile.quantiles[k, :, j]
+        mine = name == site
+        quantiles = profile.quantiles[k, :, j] if mine or others is None else others[k]
         if not np.isfinite(quantiles).any():
             continue
-        mine = name == site
         if mine and converted is not None:
             quantiles = converted[0] * quantiles + converted[1]
             quantiles = quantiles[::-1] if converted[0] < 0 else quantiles  # a reversing conversion
-        shown = _label(label if mine and label else name)
+        shown = _label(label if mine and label else (labels or {}).get(name, name))
         fig.add_trace(go.Box(y=[shown], orientation="h", name=shown, showlegend=False, **_box(quantiles),
                              marker_color=colour if mine else OTHERS, line=dict(width=3 if mine else 1.5),
                              fillcolor=colour if mine else OTHERS_FILL,
@@ -255,14 +258,16 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _styled(fig, _site_height(profile.sites, 220))
 
 
-def _references_note(without_codes: Sequence[str], left_out: Sequence[str]) -> str:
-    """What the quantiles view's thin lines and the others' mean leave out ('' where nothing)."""
+def _references_note(without_codes: Sequence[str], left_out: Sequence[str], boxes: bool = False) -> str:
+    """What the other sites' thin lines and mean (the quantiles view), or their boxes on the right
+    (`boxes`: the unit view), leave out ('' where nothing)."""
     notes = []
     if without_codes:
-        notes.append(f"right: {', '.join(without_codes)} dotted, without {'its' if len(without_codes) == 1 else 'their'}"
-                     " missing codes, as the check compares")
+        notes.append(f"right: {', '.join(without_codes)}{'' if boxes else ' dotted'}, without "
+                     f"{'its' if len(without_codes) == 1 else 'their'} missing codes, as the check compares")
     if left_out:
-        notes.append(f"{', '.join(left_out)} not in the others' mean (one value: not measured?)")
+        where = "not drawn on the right" if boxes else "not in the others' mean"
+        notes.append(f"{', '.join(left_out)} {where} (one value: not measured?)")
     return _notes(*notes)
 
 
@@ -286,12 +291,19 @@ def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                          fillcolor=colour, line=dict(width=3),
                          hovertemplate=f"{plot_text(site)} as recorded<br>median %{{median:.4g}}<extra></extra>"),
                   row=1, col=1)
-    _boxes(fig, profile, j, site, colour, row=1, col=2, converted=(a, b), label=f"{site}, converted")
+    # the others as the unit check compared with them (`Checks.reference_quantiles`): a site's
+    # missing codes left out of its box, a site that never measured the feature not drawn
+    checks = Checks(profile)
+    without_codes = [name for k, name in enumerate(profile.sites) if name != site and checks.codes_read_as_missing[k, j]]
+    left_out = [name for k, name in enumerate(profile.sites) if name != site and checks.not_a_reference[k, j]]
+    _boxes(fig, profile, j, site, colour, row=1, col=2, converted=(a, b), label=f"{site}, converted",
+           others=checks.reference_quantiles[:, :, j], labels={name: f"{name}, without codes" for name in without_codes})
     own_axis = (f"{feature} at {site} ({own})" if own else f"{feature} at {site} (its own units)")
     fig.update_xaxes(title_text=_axis_title(own_axis), row=1, col=1)
     fig.update_xaxes(title_text=_axis(feature, theirs), row=1, col=2)
     what = f"{own} where the others use {theirs}" if own and theirs else f"values {formula} off the others'"
-    fig.update_layout(title=_title(f"{feature}: {site} looks like {what}", BOX_NOTE))
+    fig.update_layout(title=_title(f"{feature}: {site} looks like {what}",
+                                   _notes(BOX_NOTE, _references_note(without_codes, left_out, boxes=True))))
     return _styled(fig, _site_height(profile.sites, 220))
 
 
