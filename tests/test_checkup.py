@@ -641,10 +641,11 @@ FOUR_PATTERN = np.random.default_rng(11).normal(0, 1.0, (4, 5))  # class means i
 
 
 def four_class_federation(shift: float = 0.0, seed: int = 0, policy: Policy | None = DEFAULT_POLICY,
-                          lacking: dict[int, tuple[int, ...]] | None = None, rows: int = 600) -> Profile:
+                          lacking: dict[int, tuple[int, ...]] | None = None, rows: int = 600,
+                          few: int = 0) -> Profile:
     """Six sites of `rows` rows and four classes, each site with a small case mix of its own; at
     site 2 the rows of class 'c' have feature x3 moved by `shift` within-class SDs. `lacking`
-    {site: classes}: that site has no rows of those classes (label skew)."""
+    {site: classes}: that site has no rows of those classes (label skew), or only the first `few`."""
     rng = np.random.default_rng(seed)
     sites = []
     for k in range(6):
@@ -653,7 +654,7 @@ def four_class_federation(shift: float = 0.0, seed: int = 0, policy: Policy | No
         if k == 2:
             x[y == 2, 3] += shift
         if lacking and k in lacking:
-            kept = ~np.isin(y, lacking[k])
+            kept = ~np.isin(y, lacking[k]) | (np.cumsum(np.isin(y, lacking[k])) <= few)
             x, y = x[kept], y[kept]
         sites.append((f"site {k}", 10 + 3 * x, y))
     names = [f"x{j}" for j in range(5)]
@@ -705,6 +706,24 @@ def test_where_sites_lack_classes_each_class_is_compared_where_the_pattern_puts_
              if f.kind == "class_shift"]
     assert len(cells) == 6 * 5 and all(f.tested for f in cells)
     assert max(abs(f.effect) for f in cells) < 0.12, sorted((abs(f.effect), f.site, f.feature) for f in cells)[-3:]
+
+
+def test_a_small_class_is_tested_with_its_sampling_error():
+    """Site 0 keeps 12 rows of 'a' (the others ~750 of each class): its place of 'a' (its mean
+    less the mean of its four class means) carries the sampling error (1 - 2/4)/12 + Σ 1/n / 16
+    in within-class SDs², which is added to the predictive variance by hand here. A class of 12
+    rows is off by 0.3 SD by chance, and with label skew such classes are common: tested without
+    it, the chance deviation of -0.35 at x0 (seed 1) reads as p 0.017, with it 0.18."""
+    from fedcore.interpret.data_checks import Checks
+
+    profile = four_class_federation(0.0, seed=1, lacking={0: (0,)}, few=12, rows=3000)
+    checks = Checks(profile)
+    counts = profile.observed_by_class.astype(float)  # [sites, classes, features]
+    own = (1 - 2 / 4) / counts[:, 0] + (1 / counts).sum(1) / 16
+    _, _, by_hand = leave_one_out(checks.class_profiles[:, 0, :], own_variance=own)
+    _, _, p2 = checks._class_places
+    assert counts[0, 0, 0] == 12 and np.allclose(p2[:, 0], by_hand)
+    assert p2[0, 0, 0] > 0.1
 
 
 def test_with_two_classes_the_class_check_has_no_cells():

@@ -243,7 +243,8 @@ CHECKS: tuple[Check, ...] = (
           "class's mean at the site, centred on the site's mean of its class means, in within-class SDs (a site "
           "without some classes: every site re-centred on the classes it has, a class another lacks placed by the "
           "sites' pattern)",
-          LOO + "; each class, the smallest p × the classes; a categorical column's categories together",
+          LOO + ", the class mean's own sampling error (1/n) added; each class, the smallest p × the classes; a "
+          "categorical column's categories together",
           "≥ {gap} within-class SDs from the other sites' mean of that class",
           "class_means", CLASS_PROFILE, "feature", "class_shifts", min_classes=3, limits=(("gap", 0.5),),
           classes="some"),

@@ -1187,20 +1187,27 @@ class Checks:
         profiles = self.class_profiles
         has = np.isfinite(profiles).any(2)  # [sites, classes]
         places, deviation, p2 = (np.full(profiles.shape, np.nan) for _ in range(3))
-        with warnings.catch_warnings():
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             pattern = class_pattern(profiles)
             pattern = pattern - np.nanmean(pattern, axis=0, keepdims=True)
             # a class a site lacks, where the pattern puts it relative to the classes it has
             filled = np.where(np.isfinite(profiles), profiles,
                               pattern[None] + np.nanmean(profiles - pattern[None], axis=1, keepdims=True))
+            # each class mean's sampling variance in within-class SDs, 1/n: a class of 12 rows at a
+            # site is off by 0.3 SD by chance, and label skew makes such classes common
+            noise = np.where(np.isfinite(profiles), 1.0 / np.maximum(self.profile.observed_by_class, 1), np.nan)
             for frame in {tuple(np.flatnonzero(row)) for row in has if row.sum() >= 2}:
                 classes = list(frame)
                 own = (has[:, classes].all(1) & (has.sum(1) == len(classes)))  # sites of this frame
                 recentred = np.where(own[:, None, None], profiles,
                                      profiles - np.nanmean(filled[:, classes], axis=1, keepdims=True))
+                # of a place (a class mean less the mean of the frame's class means), at the frame's sites
+                m = len(classes)
+                spread = np.nansum(noise[:, classes], axis=1) / m**2  # [sites, features]
                 for k in classes:
-                    tested = leave_one_out(recentred[:, k, :], suspect=self.labels_suspect)
+                    own_variance = (1 - 2 / m) * np.nan_to_num(noise[:, k]) + spread
+                    tested = leave_one_out(recentred[:, k, :], own_variance=own_variance, suspect=self.labels_suspect)
                     places[own, k] = recentred[own, k]
                     deviation[own, k], p2[own, k] = tested[0][own], tested[2][own]
         return places, deviation, p2
