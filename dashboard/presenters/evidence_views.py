@@ -27,6 +27,7 @@ import textwrap
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import plotly.graph_objects as go
@@ -60,6 +61,11 @@ class Evidence:
 
     def colour(self, site: str) -> str:
         return self.colors.get(site, "#d62728")
+
+    @cached_property
+    def checks(self) -> Checks:
+        """The data lens's checks of `profile`, made once for every view drawn from it."""
+        return Checks(self.profile)
 
 
 # -- shared pieces --------------------------------------------------------------------------------
@@ -230,15 +236,11 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
                         subplot_titles=("Each site's values", "Quantiles against the others'"))
     _boxes(fig, profile, j, site, colour)
-    # each other site as the check compared with it: without its missing codes where it has some,
-    # not at all where it never measured the feature (`Checks.reference_quantiles`)
-    checks = Checks(profile)
-    reference, left_out = checks.reference_quantiles[:, :, j], checks.not_a_reference[:, j]
-    without_codes = checks.codes_read_as_missing[:, j]
+    reference, without_codes, left_out = _as_compared(evidence, site, j)
     for k, name in enumerate(profile.sites):
         if name != site and np.isfinite(reference[k]).any():
             fig.add_trace(go.Scatter(**_released(reference[k]), mode="lines", showlegend=False,
-                                     line=dict(color="#c5ccd4", width=1, dash="dot" if without_codes[k] else "solid"),
+                                     line=dict(color="#c5ccd4", width=1, dash="dot" if name in without_codes else "solid"),
                                      hoverinfo="skip"), row=1, col=2)
     others = finding.evidence.get("others_quantiles")
     if others is not None:
@@ -252,10 +254,19 @@ def quantiles_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text=axis, row=1, col=1)
     fig.update_xaxes(title_text="share of the site's values below (%)", row=1, col=2)
     fig.update_yaxes(title_text=axis, row=1, col=2)
-    fig.update_layout(title=_title(f"{feature} at each site: {site} in colour", _notes(BOX_NOTE, _references_note(
-        [name for k, name in enumerate(profile.sites) if name != site and without_codes[k]],
-        [name for k, name in enumerate(profile.sites) if name != site and left_out[k]]))))
+    fig.update_layout(title=_title(f"{feature} at each site: {site} in colour",
+                                   _notes(BOX_NOTE, _references_note(without_codes, left_out))))
     return _styled(fig, _site_height(profile.sites, 220))
+
+
+def _as_compared(evidence: Evidence, site: str, j: int) -> tuple[np.ndarray, list[str], list[str]]:
+    """Every site's quantiles of feature j as the checks compared the others with them
+    (`Checks.reference_quantiles` [sites, probabilities]: without a site's missing codes, NaN where
+    it never measured the feature), and the other sites read without their codes and left out."""
+    checks, sites = evidence.checks, evidence.profile.sites
+    without_codes = [name for k, name in enumerate(sites) if name != site and checks.codes_read_as_missing[k, j]]
+    left_out = [name for k, name in enumerate(sites) if name != site and checks.not_a_reference[k, j]]
+    return checks.reference_quantiles[:, :, j], without_codes, left_out
 
 
 def _references_note(without_codes: Sequence[str], left_out: Sequence[str], boxes: bool = False) -> str:
@@ -291,13 +302,11 @@ def unit_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                          fillcolor=colour, line=dict(width=3),
                          hovertemplate=f"{plot_text(site)} as recorded<br>median %{{median:.4g}}<extra></extra>"),
                   row=1, col=1)
-    # the others as the unit check compared with them (`Checks.reference_quantiles`): a site's
-    # missing codes left out of its box, a site that never measured the feature not drawn
-    checks = Checks(profile)
-    without_codes = [name for k, name in enumerate(profile.sites) if name != site and checks.codes_read_as_missing[k, j]]
-    left_out = [name for k, name in enumerate(profile.sites) if name != site and checks.not_a_reference[k, j]]
+    # the others as the unit check compared with them: a site's missing codes left out of its box,
+    # a site that never measured the feature not drawn
+    reference, without_codes, left_out = _as_compared(evidence, site, j)
     _boxes(fig, profile, j, site, colour, row=1, col=2, converted=(a, b), label=f"{site}, converted",
-           others=checks.reference_quantiles[:, :, j], labels={name: f"{name}, without codes" for name in without_codes})
+           others=reference, labels={name: f"{name}, without codes" for name in without_codes})
     own_axis = (f"{feature} at {site} ({own})" if own else f"{feature} at {site} (its own units)")
     fig.update_xaxes(title_text=_axis_title(own_axis), row=1, col=1)
     fig.update_xaxes(title_text=_axis(feature, theirs), row=1, col=2)
