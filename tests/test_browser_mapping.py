@@ -30,7 +30,7 @@ def upload(browser, url: str, width: int, files: list):
     page.get_by_text("Upload CSV files (one per site)").click()
     page.get_by_text("One CSV per site (the file name becomes").wait_for(timeout=90_000)
     page.wait_for_timeout(1500)  # a draft kept from before shows its files: let that run finish first
-    page.locator("input[type=file]").first.set_input_files([str(f) for f in files])
+    page.locator("input[type=file][multiple]").first.set_input_files([str(f) for f in files])  # the site files' uploader
     page.get_by_text(f"Name of this data").wait_for(timeout=90_000)
     page.get_by_text(f"Continuing with the files you uploaded").wait_for(state="detached", timeout=90_000)
     page.get_by_text("1 · What to predict").wait_for(timeout=90_000)

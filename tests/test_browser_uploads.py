@@ -23,8 +23,9 @@ def test_a_refused_upload_is_named_kept_nowhere_and_left_out_only_on_request(das
     for width in (1280, 1920):
         page = open_page(browser, f"{url}/data", width, "Upload CSV files (one per site)", 1200)
         page.get_by_text("Upload CSV files (one per site)").click()
-        # the first uploader (a draft kept from the first width brings the mapping step's too)
-        page.locator("input[type=file]").first.set_input_files([str(tmp_path / name) for name in files])
+        # the site files' uploader, the one that takes several files: a draft kept from the first
+        # width brings the mapping step's dictionary uploader too, and it may be first on the page
+        page.locator("input[type=file][multiple]").first.set_input_files([str(tmp_path / name) for name in files])
         page.get_by_text("east_clinic.csv.gz looks gzip-compressed but cannot be decompressed").wait_for(
             timeout=60_000)
         page.get_by_text("Training stays blocked until you fix or remove them").wait_for()
