@@ -797,3 +797,69 @@ def test_noisy_label_sites_run_against_the_others_as_often_as_not():
     run against the others' (what the permuted-labels check read as swapped before)."""
     against = [Checks(federation(noisy, seed=seed))._labels["agreement"][2] < 0 for seed in range(8)]
     assert 2 <= sum(against) <= 6, against
+
+
+# -- what 'nothing found' covers ----------------------------------------------------------------------
+@pytest.mark.parametrize("n_sites, items, seed", [(4, 5, 0), (4, 5, 1), (6, 8, 2), (8, 24, 3)])
+def test_the_smallest_reported_deviation_is_where_leave_one_out_first_reaches_the_p(n_sites, items, seed):
+    """Known answer by brute force: move one cell to the other sites' mean + g for every g of the
+    grid, run `leave_one_out` on the whole matrix, and take the first g whose p reaches 0.002 — the
+    move widens its item's variance and with it the prior every cell leans on (with 4 sites and 5
+    items, several units: a site's own shift hides it). `smallest_reported` must say the same g."""
+    from fedcore.interpret.calibration import smallest_reported
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, np.sqrt(1 / rng.gamma(3, 1 / 3, size=items)), size=(n_sites, items)) + rng.normal(0, 1, items)
+    grid = np.round(np.arange(0.05, 15.001, 0.05), 2)
+    fast = smallest_reported(x, np.full(x.shape, 0.002), grid)
+    for i, j in [(0, 0), (1, 2), (n_sites - 1, items - 1)]:
+        truth = np.inf
+        for g in grid:
+            moved = x.copy()
+            moved[i, j] = np.delete(x[:, j], i).mean() + g
+            if leave_one_out(moved)[2][i, j] <= 0.002:
+                truth = g
+                break
+        assert fast[i, j] == truth
+
+
+def few_columns(seed: int, shift: float = 0.0, hospitals: int = 4, wider: float = 1.0) -> Profile:
+    """Hospitals of 300 rows and five columns that differ between them by 0.5 SD (as heart's do),
+    hospital 2's first column moved by `shift` SDs, hospital 0's last `wider` times as spread."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(0, 0.5, (hospitals, 5))
+    sites = []
+    for k in range(hospitals):
+        x = rng.normal(0, 1, (300, 5)) + offsets[k]
+        x[:, 0] += shift if k == 2 else 0.0
+        x[:, 4] *= wider if k == 0 else 1.0
+        sites.append((f"h{k}", x, rng.integers(0, 2, 300)))
+    names = [f"c{j}" for j in range(5)]
+    return profile_federation(sites, names, ["continuous"] * 5, names, ["a", "b"])
+
+
+@pytest.mark.parametrize("seed, hospitals, wider", [(0, 4, 1.0), (1, 4, 1.0), (2, 8, 4.0), (3, 8, 4.0)])
+def test_a_column_moved_just_beyond_its_reach_is_found_and_just_short_of_it_is_not(seed, hospitals, wider):
+    """Known answer with the whole check-up: `location_reach` says how far hospital 2's median of
+    c0 would have to sit from the others' to be reported; moved to 1.1 × that distance the location
+    cell is significant, to 0.9 × it is not (the move widens c0's variance over the hospitals and
+    the prior of all five columns' variances: with four hospitals it takes several SDs). With eight
+    hospitals, one of them 4 × as spread in another column: findings of the same family already
+    there loosen the threshold (Benjamini–Hochberg's one more rejection)."""
+    from fedcore.interpret.data_checks import location_reach
+    from fedcore.interpret.findings import FDR
+
+    clean = few_columns(seed, 0.0, hospitals, wider)
+    decided = check_up(clean, {}).findings
+    assert sum(f.q < FDR and f.family == "values" for f in decided) >= (1 if wider > 1 else 0)
+    reach = next(r for r in location_reach(clean, decided) if (r.site, r.feature) == ("h2", "c0"))
+    assert 0.25 <= reach.distance < 20 and not reach.found
+
+    def moved(factor: float):
+        profile = few_columns(seed, (factor * reach.distance - reach.now) * reach.sd, hospitals, wider)
+        return next(f for f in check_up(profile, {}).findings if (f.site, f.kind, f.feature) == ("h2", "location", "c0"))
+
+    beyond, short = moved(1.1), moved(0.9)
+    # (the released quantiles are rounded: the median lands near, not at, the distance aimed at)
+    assert beyond.effect == pytest.approx(1.1 * reach.distance, rel=0.05) and beyond.significant
+    assert short.effect == pytest.approx(0.9 * reach.distance, rel=0.05) and not short.significant

@@ -139,17 +139,7 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
     the cells count as there."""
     n_sites, n_items = t.shape
     present = ~np.isnan(t)
-    reference = ~np.isnan(r) & ~excluded  # the cells other sites are compared with
-    count = reference.sum(0)  # sites in the references, per item
-    total = np.where(reference, r, 0.0).sum(0)
-    squares = np.where(reference, r * r, 0.0).sum(0)
-    others = count[None, :] - reference  # values other than site i's
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = (total[None, :] - np.where(reference, r, 0.0)) / others
-        centred = (squares[None, :] - np.where(reference, r * r, 0.0)) - others * mean**2
-        variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
-        # sums of squares leave rounding where values tie: ties are no deviation and no variance
-        variance = np.where(variance <= ROUNDING * mean**2, 0.0, variance)
+    reference, count, others, mean, variance = _references(r, excluded)
     deviation = t - mean
     deviation = np.where(np.abs(deviation) <= ROUNDING * (np.abs(t) + np.abs(mean)), 0.0, deviation)
     df = others - 1.0  # n - 1 other values, their mean estimated from them: n - 2 df
@@ -166,6 +156,102 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
         usable = present & (others >= 1) & (total_df > 0) & ((moderated + own > 0) | (deviation == 0))
     score, p = _studentized(deviation, spread, total_df, usable)
     return deviation, score, p
+
+
+def _references(r: np.ndarray, excluded: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per cell, the other sites' reference (`r` without the `excluded` cells): whether the cell
+    is in the others' references, how many sites each item's holds, how many other than the
+    cell's site, their mean and variance."""
+    reference = ~np.isnan(r) & ~excluded  # the cells other sites are compared with
+    count = reference.sum(0)  # sites in the references, per item
+    total = np.where(reference, r, 0.0).sum(0)
+    squares = np.where(reference, r * r, 0.0).sum(0)
+    others = count[None, :] - reference  # values other than site i's
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (total[None, :] - np.where(reference, r, 0.0)) / others
+        centred = (squares[None, :] - np.where(reference, r * r, 0.0)) - others * mean**2
+        variance = np.where(others > 1, np.maximum(centred, 0.0) / (others - 1), np.nan)
+        # sums of squares leave rounding where values tie: ties are no deviation and no variance
+        variance = np.where(variance <= ROUNDING * mean**2, 0.0, variance)
+    return reference, count, others, mean, variance
+
+
+def smallest_reported(values: np.ndarray, needed: np.ndarray, grid: np.ndarray, suspect: np.ndarray | None = None,
+                      reference: np.ndarray | None = None, chunk: int = 2000) -> np.ndarray:
+    """[sites, items] how far from the other sites' mean each cell of `leave_one_out` (moderated,
+    the same `suspect` and `reference`) would have to sit for its two-sided p to reach `needed`
+    (per cell): the smallest |deviation| of the ascending `grid` (> 0), inf where none on it, NaN
+    where the cell is not tested. The cell alone is moved, and the move is followed where it
+    matters: its item's variance over the sites grows with it, so does the prior of the items'
+    variances that every cell's yardstick leans on (with few items a site's own shift widens its
+    own yardstick: 4 hospitals and 5 columns need several SDs); the other sites keep the
+    references of the second pass (the first pass's outliers left out)."""
+    t = np.asarray(values, dtype=np.float64)
+    r = t if reference is None else np.asarray(reference, dtype=np.float64).reshape(t.shape)
+    left_out = np.zeros(t.shape, dtype=bool)
+    if suspect is not None:
+        left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(t.shape[0], -1), t.shape)
+        left_out[:, left_out.all(0)] = False
+    first = _leave_one_out(t, True, left_out, np.zeros(t.shape), r)
+    excluded = (first[2] < OUTLIER_P) | left_out
+    tested = np.isfinite(leave_one_out(t, suspect=suspect, reference=reference)[2])
+    held, count, others, _, variance = _references(r, excluded)
+    full_df = float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0
+    out = np.full(t.shape, np.nan)
+    if full_df <= 0:
+        return out
+    offset = np.log(full_df / 2) - special.digamma(full_df / 2)
+    kept = np.where(held, r, np.nan)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        full = np.nanvar(kept, axis=0, ddof=1)
+        fitted = (count > 1) & np.isfinite(full) & (full > 0)
+        e = np.where(fitted, np.log(np.where(fitted, full, 1.0)) + offset, 0.0)
+        k, first_moment, second_moment = fitted.sum(), e.sum(), (e**2).sum()
+        sampling = special.polygamma(1, full_df / 2)
+        cells = np.flatnonzero(tested.ravel())
+        for start in range(0, cells.size, chunk):
+            flat = cells[start:start + chunk]
+            i, j = np.unravel_index(flat, t.shape)
+            m, v = others[i, j].astype(np.float64)[:, None], variance[i, j][:, None]
+            d = m - 1
+            step = np.asarray(grid, dtype=np.float64)[None, :]
+            counted = ~left_out[i, j][:, None]  # the moved site is in its item's variance over the sites
+            moved = np.where(counted, ((m - 1) * v + step**2 * m / (m + 1)) / m, v)
+            usable = np.isfinite(moved) & (moved > 0) & (count[j][:, None] > 1)
+            e_moved = np.where(usable, np.log(np.where(usable, moved, 1.0)) + offset, 0.0)
+            mine = fitted[j][:, None]
+            n_fit = k - mine + usable
+            s1 = first_moment - np.where(mine, e[j][:, None], 0.0) + e_moved
+            s2 = second_moment - np.where(mine, e[j][:, None] ** 2, 0.0) + e_moved**2
+            centre = s1 / n_fit
+            excess = (s2 - n_fit * centre**2) / (n_fit - 1) - sampling
+            d0 = np.where(excess > 0, 2 * _trigamma_inverse_array(np.where(excess > 0, excess, 1.0)), np.inf)
+            s0 = np.where(np.isinf(d0), np.exp(centre), np.exp(centre + special.digamma(d0 / 2) - np.log(d0 / 2)))
+            prior = (n_fit >= 2) & np.isfinite(s0)
+            shrunk = np.where(np.isinf(d0), s0, (d0 * s0 + d * np.nan_to_num(v)) / (d0 + d))
+            df = np.where(prior, np.where(np.isinf(d0), np.inf, d0 + d), d)
+            spread = np.where(prior, shrunk, v) * (1 + 1 / m)
+            p = 2 * stats.t.sf(step / np.sqrt(spread), np.where(df > 0, df, 1))
+            reached = (p <= needed.ravel()[flat][:, None]) & (df > 0)
+            first_reached = np.argmax(reached, axis=1)
+            out.flat[flat] = np.where(reached.any(1), np.asarray(grid)[first_reached], np.inf)
+    return out
+
+
+def _trigamma_inverse_array(y: np.ndarray) -> np.ndarray:
+    """`_trigamma_inverse` of every element (the same Newton iteration, all at once)."""
+    y = np.asarray(y, dtype=np.float64)
+    x = 0.5 + 1 / y
+    going = np.ones(y.shape, dtype=bool)
+    for _ in range(50):
+        tri = special.polygamma(1, x)
+        step = np.where(going, tri * (1 - tri / y) / special.polygamma(2, x), 0.0)
+        x = x + step
+        going &= -step / x >= 1e-8
+        if not going.any():
+            break
+    return np.where(y > 1e7, 1 / np.sqrt(y), np.where(y < 1e-6, 1 / y, x))
 
 
 def _prior(variances: np.ndarray, df: float) -> tuple[float, float]:

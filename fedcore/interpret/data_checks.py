@@ -48,10 +48,11 @@ import numpy as np
 from scipy import stats
 
 from fedcore.interpret import checks
-from fedcore.interpret.calibration import OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided
+from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided,
+                                          smallest_reported)
 from fedcore.glossary import plain
 from fedcore.interpret.checks import Check, limit
-from fedcore.interpret.findings import Finding
+from fedcore.interpret.findings import FDR, Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
@@ -127,6 +128,29 @@ def check_profile(profile: Profile) -> list[Finding]:
     sets q-values), with a *not testable* cell wherever a check could not be computed."""
     lens = Checks(profile)
     return [finding for check in checks.of_lens(LENS) for finding in lens.run(check)]
+
+
+def location_reach(profile: Profile, findings: Sequence[Finding]) -> list[Reach]:
+    """What each site's 'nothing found' covers for its columns' medians: per tested location cell
+    of the decided `findings` (the check-up's, q-values set), how far from the other sites its
+    median would have to sit to be reported (`Checks.location_reach`)."""
+    return Checks(profile).location_reach(findings)
+
+
+REACH_GRID = np.round(np.arange(0.05, 20.0001, 0.05), 2)  # within-site SDs, searched for the smallest reported
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How far a site's median of a column would have to sit from the other sites' for the
+    location check to report it, the rest of the federation as it is."""
+
+    site: str
+    feature: str
+    distance: float  # within-site SDs from the others' mean; inf: not within REACH_GRID (20 SDs)
+    sd: float  # one within-site SD in the column's units (the location check's yardstick)
+    now: float  # where the site's median sits now, within-site SDs from the others' (signed)
+    found: bool  # the location cell is significant now (reported, or explained by a more specific finding)
 
 
 @dataclass(frozen=True)
@@ -390,7 +414,8 @@ class Checks:
         reference = self._others_mean
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
                "others_median": reference(rq[:, MEDIAN]), "others_sd": np.exp(reference(ref_log_sd)),
-               "others_skew": reference(ref_skew)}
+               "others_skew": reference(ref_skew),
+               "location_compared": (median / scale, left_out, rq[:, MEDIAN] / scale)}
         for name, values, references in (("location", median / scale, rq[:, MEDIAN] / scale),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
@@ -425,6 +450,30 @@ class Checks:
                               f"{abs(dev):.2f} {plain('within-site SDs')} {'higher' if dev > 0 else 'lower'} "
                               f"({dev:+.2f} within-site SDs)", float(v["location_p"][i, c]), float(dev),
                               "within-site SDs", evidence=self._evidence(i, c), material=bool(abs(dev) >= shift))
+
+    def location_reach(self, findings: Sequence[Finding]) -> list[Reach]:
+        """Per tested location cell of the decided `findings`: the smallest distance of the site's
+        median from the others' mean (within-site SDs) at which the cell would be reported — large
+        enough to matter (the check's material shift), and its p at the threshold Benjamini–
+        Hochberg sets beside its family's other cells (R of them rejected, N tested: FDR × (R + 1)
+        / N makes it one more), the way `calibration.smallest_reported` follows the move through
+        the check's own null."""
+        v, features = self._values, self.profile.features
+        cells = {(f.site, f.feature): f for f in findings if f.kind == "location" and f.tested}
+        family = [f for f in findings if f.family == checks.family("location")]
+        tested, rejected = sum(1 for f in family if f.tested), sum(1 for f in family if f.q < FDR)
+        needed = np.zeros(v["location_p"].shape)
+        for (i, site), (c, j) in itertools.product(enumerate(self.sites), enumerate(self.continuous)):
+            cell = cells.get((site, features[j]))
+            if cell is not None:
+                needed[i, c] = FDR * (rejected - (cell.q < FDR) + 1) / max(tested, 1)
+        values, suspect, reference = v["location_compared"]
+        distance = smallest_reported(values, needed, REACH_GRID, suspect=suspect, reference=reference)
+        floor = limit("location", "shift")
+        return [Reach(site, features[j], max(floor, float(distance[i, c])), float(v["scale"][c]),
+                      float(v["location_dev"][i, c]), cells[(site, features[j])].significant)
+                for (i, site), (c, j) in itertools.product(enumerate(self.sites), enumerate(self.continuous))
+                if (site, features[j]) in cells and np.isfinite(distance[i, c])]
 
     def spread(self) -> Iterator[Finding]:
         v, ratio_limit = self._values, limit("spread", "ratio")
