@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import socket
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from streamlit.testing.v1 import AppTest
 from data_adapters import load_federation
 from dashboard.widgets.common import format_duration
 from dashboard.presenters.record_tables import run_name
-from dashboard.presenters.checkup_view import DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, TRAINING, evidence_figure
+from dashboard.presenters.checkup_view import (DATA_LENS, NOT_CHECKED, NOTHING_FOUND, NO_DATA_LENS, REACHED, TRAINING,
+                                              TYPICAL, evidence_figure)
+from fedcore.interpret.data_checks import location_reach
 from fedcore.interpret import checks
 from dashboard.presenters.report import checkup_report, html_report
 from fedcore.checkup import add_runs, plans
@@ -595,6 +598,39 @@ def test_a_site_that_withheld_its_statistics_is_a_not_testable_cell_with_the_rea
 
 
 # -- plain words -----------------------------------------------------------------------------------
+def test_nothing_found_says_how_far_a_column_would_have_to_shift(app, downloads):
+    """What a 'nothing found' covers, on the page, in its CSV and in the report: per site and
+    column the distance its median would have to sit from the others' to be reported
+    (`data_checks.location_reach`). Known answer against the check-up's own decisions: a column
+    found shifted now sits at least that far, every other one nearer (to the 0.05-SD grid); the
+    units column is the distance × one within-site SD; one summary row per site with the median."""
+    at, store, ids = app
+    open_checkup(at, ids["data only"])
+    plan = next(p for p in plans(store) if p.id == ids["data only"])
+    result, profile = plan.evaluate(store), plan.profile
+    found = location_reach(profile, result.findings)
+    assert len(found) == 8 * len(profile.continuous)
+    assert "What “nothing found” covers: how far a column would have to shift to be reported" in \
+        [e.label for e in at.expander]
+    every = pd.read_csv(io.BytesIO(downloads[f"checkup-{plan.id}-reach.csv"]))
+    assert len(every) == len(found) and set(every["site"]) == set(result.sites)
+    by_cell = {(r.site, r.feature): r for r in found}
+    for _, row in every.iterrows():
+        reach = by_cell[(row["site"], row["column"])]
+        assert row[REACHED] == pytest.approx(round(reach.distance, 2)) and reach.distance >= 0.25
+        assert (row["shifted now"] == "yes") == (abs(reach.now) >= reach.distance - 0.05) == reach.found
+        assert row["that is, in the column's units"].startswith(f"± {reach.distance * reach.sd:.3g}")
+    shifted = [f for f in result.findings if f.kind == "location" and f.significant]
+    assert shifted and {(f.site, f.feature) for f in shifted} == {k for k, r in by_cell.items() if r.found}
+    summary = next(d.value for d in at.dataframe if "nearest" in d.value.columns)
+    assert list(summary["site"]) == list(dict.fromkeys(r.site for r in found))
+    for _, row in summary.iterrows():
+        assert float(row[TYPICAL]) == pytest.approx(statistics.median(r.distance for r in found if r.site == row["site"]),
+                                                    abs=0.006)
+    report = checkup_report(plan, store)
+    assert "What “nothing found” covers" in report and html.escape(summary.iloc[0]["nearest"]) in report
+
+
 def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
     """The check-up page and its report, every lens filled in: no technical name before its plain
     words (the glossary's), no run id where a run is meant (the findings' sources and links), the

@@ -10,10 +10,10 @@ import streamlit as st
 from dashboard.access.auth import allowed, require
 from dashboard.presenters.checkup_view import (CALIBRATION, CALIBRATION_DETAILS, DATA_LENS, NOT_CHECKED, Evidence,
                                     evidence_figure, evidence_text, findings_frame, grid, grid_figure, lens_notes,
-                                    q_label, readable, reported_frame, run_names, sharing_frame, strength,
-                                    with_names)
-from dashboard.widgets.common import (STATE_LABELS, checkup_result, chosen_data, download_csv, format_duration, get_store,
-                              page_link, refresh_while_training)
+                                    NOW, q_label, REACHED, reach_frame, reach_note, reach_summary, readable, reported_frame,
+                                    run_names, sharing_frame, strength, with_names)
+from dashboard.widgets.common import (STATE_LABELS, checkup_reach, checkup_result, chosen_data, download_csv,
+                              format_duration, get_store, page_link, refresh_while_training)
 from dashboard.widgets.data_roots import check_up_run, start_checkup, train_lenses
 from dashboard.presenters.figures import site_colors
 from dashboard.presenters.record_tables import progress, run_label, run_name
@@ -198,6 +198,8 @@ def checkup() -> None:
                        "of at least that many values, rounded. A test that needs a withheld statistic is listed as "
                        "not testable with the reason, never as 'nothing found'.")
             st.dataframe(sharing_frame(profile), hide_index=True, width="stretch")
+    if profile is not None:
+        covered(plan, profile)
     if not plan.contents.runs and allowed("train"):
         add_lenses(plan)
     with st.expander("How the check-up decides (calibration)"):
@@ -228,6 +230,19 @@ def checkup() -> None:
                                     COLUMNS["p"]: st.column_config.NumberColumn(format="%.2g"),
                                     COLUMNS["effect"]: st.column_config.NumberColumn(format="%.3g")})
         download_csv(lambda: every, f"checkup-{plan.id}-every-cell", "Every tested cell, with its message (CSV)")
+
+
+def covered(plan: Plan, profile) -> None:
+    """What a 'nothing found' covers: per site, how far a column's median would have to move."""
+    with st.expander("What “nothing found” covers: how far a column would have to shift to be reported"):
+        found = checkup_reach(plan)
+        st.caption(md(reach_note()))
+        st.dataframe(reach_summary(found), hide_index=True, width="stretch")
+        every = reach_frame(found, profile)
+        st.dataframe(every, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(every)),
+                     column_config={REACHED: st.column_config.NumberColumn(format="%.2f"),
+                                    NOW: st.column_config.NumberColumn(format="%+.2f")})
+        download_csv(every, f"checkup-{plan.id}-reach", "Every site and column (CSV)")
 
 
 def add_lenses(plan: Plan) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,9 +42,10 @@ from dashboard.presenters.figures import FONT, site_colors
 from dashboard.presenters.record_tables import run_name
 from dashboard.presenters.safe_text import plot_lines, plot_text
 from dashboard.presenters.report_sections import figures_html
-from fedcore.glossary import COLUMNS, effect_unit, term
+from fedcore.glossary import COLUMNS, effect_unit, plain, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
-from fedcore.interpret.checks import BY_KIND
+from fedcore.interpret.checks import BY_KIND, limit
+from fedcore.interpret.data_checks import Reach, location_reach
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
 from fedcore.interpret.profile import STATISTICS, Profile
 from fedcore.store import Run, RunStore
@@ -287,6 +289,73 @@ def reported_frame(result: CheckUp) -> pd.DataFrame:
     return frame.drop(columns=["reported", "explained by", "not testable"])
 
 
+# -- what 'nothing found' covers ------------------------------------------------------------------
+REACH_NOTE = (
+    "How far each site's median of a column would have to sit from the other sites' before the check-up reports it "
+    "(“values shifted”), the rest of the federation as it is: far enough to matter ({shift:g} {sds}) and beyond what "
+    "the other sites' own differences and the false discovery rate allow. A smaller shift would not have been "
+    "reported, so “nothing found” says nothing about it. With few sites the other sites' spread rests on few values, "
+    "and a site's own shift widens the yardstick it is compared with: then it takes several SDs. Distances are in "
+    "{sds} (the column's own units beside them); “now”: where the site's median sits today."
+)
+REACHED, NOW, TYPICAL = "reported from", "now", "median over its columns"
+
+
+def reach_note() -> str:
+    return REACH_NOTE.format(shift=limit("location", "shift"), sds=plain("within-site SDs"))
+
+
+def reaches(result: CheckUp, profile: Profile | None) -> list[Reach]:
+    """Per site and continuous column, how far its median would have to sit to be reported
+    (`data_checks.location_reach`); none without the sites' statistics."""
+    return location_reach(profile, result.findings) if profile is not None else []
+
+
+def _distance(reach: Reach) -> str:
+    return f"{reach.distance:.2f}" if math.isfinite(reach.distance) else "beyond 20"
+
+
+def reach_frame(found: Sequence[Reach], profile: Profile) -> pd.DataFrame:
+    """A row per site and column: the distance from the other sites' median at which its median
+    would be reported, in within-site SDs and in the column's units, where it sits now, and
+    whether the check-up finds it shifted now. Sites in the check-up's order, nearest first."""
+    rows = [{"site": r.site, "column": r.feature,
+             REACHED: round(r.distance, 2) if math.isfinite(r.distance) else float("inf"),
+             "that is, in the column's units": _in_units(r, profile),
+             NOW: round(r.now, 2),
+             "shifted now": "yes" if r.found else "no"} for r in found]
+    frame = pd.DataFrame(rows, columns=["site", "column", REACHED,
+                                        "that is, in the column's units", NOW,
+                                        "shifted now"])
+    order = {site: k for k, site in enumerate(dict.fromkeys(r.site for r in found))}
+    return frame.sort_values(["site", REACHED], key=lambda c: c.map(order) if c.name == "site"
+                             else c, kind="stable").reset_index(drop=True)
+
+
+def _in_units(reach: Reach, profile: Profile) -> str:
+    if not math.isfinite(reach.distance):
+        return ""
+    unit = profile.units.get(reach.feature, "")
+    return f"± {reach.distance * reach.sd:.3g}{' ' + unit if unit else ''}"
+
+
+def reach_summary(found: Sequence[Reach]) -> pd.DataFrame:
+    """A row per site: over its columns, the median distance at which a shift of a column's median
+    would be reported, and its nearest and farthest column."""
+    rows = []
+    for site in dict.fromkeys(r.site for r in found):
+        mine = sorted((r for r in found if r.site == site), key=lambda r: r.distance)
+        typical = statistics.median(r.distance for r in mine)
+        rows.append({"site": site, "columns": len(mine),
+                     TYPICAL:
+                         f"{typical:.2f}" if math.isfinite(typical) else "beyond 20",
+                     "nearest": f"{mine[0].feature} ({_distance(mine[0])})",
+                     "farthest": f"{mine[-1].feature} ({_distance(mine[-1])})"})
+    return pd.DataFrame(rows, columns=["site", "columns",
+                                       TYPICAL,
+                                       "nearest", "farthest"])
+
+
 # -- what each site shared -----------------------------------------------------------------------
 def sharing_frame(profile: Profile) -> pd.DataFrame:
     """One row per site: the disclosure policy it released its statistics at, what it withheld (a
@@ -449,6 +518,10 @@ def html_sections(result: CheckUp, kind: str, profile: Profile | None, colors: d
         out.append(f"<{sub}>What each site shared</{sub}><p class='note'>Each site released its statistics at its own "
                    "disclosure policy; a statistic of a group smaller than its minimum stayed at the site.</p>")
         out.append(sharing_frame(profile).to_html(index=False))
+        found = reaches(result, profile)
+        if found:
+            out.append(f"<{sub}>What “nothing found” covers</{sub}><p class='note'>"
+                       + html.escape(reach_note().replace("*", "")) + "</p>" + reach_summary(found).to_html(index=False))
     if len(result.reported) > evidence:
         out.append(f"<p class='note'>The first {evidence} findings are drawn; the page draws any of them.</p>")
     frame = readable(findings_frame(sorted(result.findings, key=lambda f: f.q)), names)

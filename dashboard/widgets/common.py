@@ -16,6 +16,7 @@ import streamlit as st
 
 from dashboard.presenters import figures
 from dashboard.access.auth import allowed, least_role
+from dashboard.presenters.checkup_view import reaches
 from dashboard.presenters.figures import site_colors
 from dashboard.presenters.record_tables import progress, run_label, run_name, settings_json
 from dashboard.presenters.registry import RUNS, Lens, Page, lens_of
@@ -53,10 +54,26 @@ def _evaluated(path: str, fingerprint: str) -> CheckUp:
 
 def checkup_result(plan: Plan) -> CheckUp:
     """A check-up's result, computed again only when its plan or one of its runs' states changes."""
+    return _evaluated(str(plan.path), _fingerprint(plan))
+
+
+def _fingerprint(plan: Plan) -> str:
+    """What a check-up's result depends on: its plan and its runs' states."""
     runs = plan.runs(get_store())
-    fingerprint = json.dumps([plan.contents.to_json(), {role: [(r.id, r.status.state) for r in found]
-                                              for role, found in runs.items()}], sort_keys=True, default=str)
-    return _evaluated(str(plan.path), fingerprint)
+    return json.dumps([plan.contents.to_json(), {role: [(r.id, r.status.state) for r in found]
+                                                 for role, found in runs.items()}], sort_keys=True, default=str)
+
+
+@st.cache_data(show_spinner="Working out what 'nothing found' covers…", max_entries=8)
+def _reaches(path: str, fingerprint: str) -> list:
+    plan = Plan(Path(path))
+    return reaches(_evaluated(path, fingerprint), plan.profile)
+
+
+def checkup_reach(plan: Plan) -> list:
+    """Per site and column, how far its median would have to sit to be reported
+    (`checkup_view.reaches`), computed again when the check-up's result is."""
+    return _reaches(str(plan.path), _fingerprint(plan))
 
 
 def dashboard_setting(key: str, default: Any = None) -> Any:
