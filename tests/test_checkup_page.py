@@ -612,6 +612,7 @@ def test_nothing_found_says_how_far_a_column_would_have_to_shift(app, downloads)
     assert len(found) == 8 * len(profile.continuous)
     assert "What “nothing found” covers: how far a column would have to shift to be reported" in \
         [e.label for e in at.expander]
+    assert "which is not the same as nothing differing there" in texts(at)  # said under the grid
     every = pd.read_csv(io.BytesIO(downloads[f"checkup-{plan.id}-reach.csv"]))
     assert len(every) == len(found) and set(every["site"]) == set(result.sites)
     by_cell = {(r.site, r.feature): r for r in found}

@@ -192,6 +192,9 @@ def checkup() -> None:
     table = grid(result, kind)
     st.plotly_chart(grid_figure(table), width="stretch", key="checkup_grid")
     if profile is not None:
+        st.caption("Green, “nothing found”: nothing at that site passed the calibration, which is not the same as "
+                   "nothing differing there. How far each column would have to shift before it is reported is listed "
+                   "just below, per site.")
         with st.expander("What each site shared (disclosure control)"):
             st.caption("No row leaves a site. Each site releases statistics at its own disclosure policy: a "
                        "statistic of a group smaller than its minimum stays at the site, quantiles come from blocks "
