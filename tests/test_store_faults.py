@@ -461,12 +461,14 @@ def test_a_creation_killed_half_way_leaves_nothing_a_reader_sees_and_is_cleared_
 
 
 def test_an_id_carries_at_least_32_random_bits():
-    # Within one second every id differs only in its random part: 5000 of them must not meet
-    # (with 16 bits they would about 190 times; with 32, once in about 350 such tests).
-    ids = [new_run_id("fedavg") for _ in range(5000)]
+    # Within one second every id differs only in its random part. Among 20,000 ids the pairs that
+    # meet number n²/2 / 2^bits on average: 0.047 with 32 bits (more than 3 once in about 5·10⁶
+    # tests), 12 with 24 bits (3 or fewer once in about 400), 3,000 with 16. Asking for none at all
+    # failed once in about 350 runs with 32 bits (the birthday bound), which is no fault of the ids.
+    ids = [new_run_id("fedavg") for _ in range(20_000)]
     suffixes = [i.rsplit("-", 1)[1] for i in ids]
     assert all(len(s) >= 8 and int(s, 16) >= 0 for s in suffixes)
-    assert len(set(suffixes)) == len(suffixes)
+    assert len(suffixes) - len(set(suffixes)) <= 3
 
 
 def test_create_takes_another_id_when_its_first_choice_is_taken(tmp_path, monkeypatch):
