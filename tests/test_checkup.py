@@ -863,3 +863,21 @@ def test_a_column_moved_just_beyond_its_reach_is_found_and_just_short_of_it_is_n
     # (the released quantiles are rounded: the median lands near, not at, the distance aimed at)
     assert beyond.effect == pytest.approx(1.1 * reach.distance, rel=0.05) and beyond.significant
     assert short.effect == pytest.approx(0.9 * reach.distance, rel=0.05) and not short.significant
+
+
+def test_a_column_no_shift_on_the_grid_would_report_is_kept_as_beyond_it(monkeypatch):
+    """A cell whose p reaches the threshold nowhere on the searched grid is the least covered of
+    all: `location_reach` keeps it with distance inf (only an untested cell is left out), and the
+    page's tables say "beyond" the grid's end. Known answer with the grid cut to 0.05-0.1 SD, which
+    no cell of four hospitals reaches (each needs at least the material 0.25 SD anyway)."""
+    from dashboard.presenters import checkup_view
+    from fedcore.interpret import data_checks
+
+    monkeypatch.setattr(data_checks, "REACH_GRID", np.array([0.05, 0.1]))
+    monkeypatch.setattr(checkup_view, "REACH_GRID", np.array([0.05, 0.1]))
+    profile = few_columns(0)
+    found = data_checks.location_reach(profile, check_up(profile, {}).findings)
+    assert len(found) == 4 * 5 and all(r.distance == np.inf for r in found)
+    summary = checkup_view.reach_summary(found)
+    assert set(summary[checkup_view.TYPICAL]) == {"beyond 0.1"} and summary["nearest"].str.endswith("(beyond 0.1)").all()
+    assert (checkup_view.reach_frame(found, profile)["that is, in the column's units"] == "").all()

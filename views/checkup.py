@@ -201,7 +201,6 @@ def checkup() -> None:
                        "of at least that many values, rounded. A test that needs a withheld statistic is listed as "
                        "not testable with the reason, never as 'nothing found'.")
             st.dataframe(sharing_frame(profile), hide_index=True, width="stretch")
-    if profile is not None:
         covered(plan, profile)
     if not plan.contents.runs and allowed("train"):
         add_lenses(plan)

@@ -45,7 +45,7 @@ from dashboard.presenters.report_sections import figures_html
 from fedcore.glossary import COLUMNS, effect_unit, plain, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND, limit
-from fedcore.interpret.data_checks import Reach, location_reach
+from fedcore.interpret.data_checks import REACH_GRID, Reach, location_reach
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
 from fedcore.interpret.profile import STATISTICS, Profile
 from fedcore.store import Run, RunStore
@@ -311,8 +311,8 @@ def reaches(result: CheckUp, profile: Profile | None) -> list[Reach]:
     return location_reach(profile, result.findings) if profile is not None else []
 
 
-def _distance(reach: Reach) -> str:
-    return f"{reach.distance:.2f}" if math.isfinite(reach.distance) else "beyond 20"
+def _distance(distance: float) -> str:
+    return f"{distance:.2f}" if math.isfinite(distance) else f"beyond {REACH_GRID[-1]:g}"
 
 
 def reach_frame(found: Sequence[Reach], profile: Profile) -> pd.DataFrame:
@@ -320,7 +320,7 @@ def reach_frame(found: Sequence[Reach], profile: Profile) -> pd.DataFrame:
     would be reported, in within-site SDs and in the column's units, where it sits now, and
     whether the check-up finds it shifted now. Sites in the check-up's order, nearest first."""
     rows = [{"site": r.site, "column": r.feature,
-             REACHED: round(r.distance, 2) if math.isfinite(r.distance) else float("inf"),
+             REACHED: round(r.distance, 2),
              "that is, in the column's units": _in_units(r, profile),
              NOW: round(r.now, 2),
              "shifted now": "yes" if r.found else "no"} for r in found]
@@ -345,15 +345,11 @@ def reach_summary(found: Sequence[Reach]) -> pd.DataFrame:
     rows = []
     for site in dict.fromkeys(r.site for r in found):
         mine = sorted((r for r in found if r.site == site), key=lambda r: r.distance)
-        typical = statistics.median(r.distance for r in mine)
         rows.append({"site": site, "columns": len(mine),
-                     TYPICAL:
-                         f"{typical:.2f}" if math.isfinite(typical) else "beyond 20",
-                     "nearest": f"{mine[0].feature} ({_distance(mine[0])})",
-                     "farthest": f"{mine[-1].feature} ({_distance(mine[-1])})"})
-    return pd.DataFrame(rows, columns=["site", "columns",
-                                       TYPICAL,
-                                       "nearest", "farthest"])
+                     TYPICAL: _distance(statistics.median(r.distance for r in mine)),
+                     "nearest": f"{mine[0].feature} ({_distance(mine[0].distance)})",
+                     "farthest": f"{mine[-1].feature} ({_distance(mine[-1].distance)})"})
+    return pd.DataFrame(rows, columns=["site", "columns", TYPICAL, "nearest", "farthest"])
 
 
 # -- what each site shared -----------------------------------------------------------------------

@@ -412,11 +412,11 @@ class Checks:
         ref_skew, ref_tails = _shape(rq)
         left_out = self.not_a_reference[:, cols]
         reference = self._others_mean
+        location = (median / scale, rq[:, MEDIAN] / scale)  # tested as; counted as in the others' references
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
                "others_median": reference(rq[:, MEDIAN]), "others_sd": np.exp(reference(ref_log_sd)),
-               "others_skew": reference(ref_skew),
-               "location_compared": (median / scale, left_out, rq[:, MEDIAN] / scale)}
-        for name, values, references in (("location", median / scale, rq[:, MEDIAN] / scale),
+               "others_skew": reference(ref_skew), "location_compared": (location[0], left_out, location[1])}
+        for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
@@ -473,7 +473,7 @@ class Checks:
         return [Reach(site, features[j], max(floor, float(distance[i, c])), float(v["scale"][c]),
                       float(v["location_dev"][i, c]), cells[(site, features[j])].significant)
                 for (i, site), (c, j) in itertools.product(enumerate(self.sites), enumerate(self.continuous))
-                if (site, features[j]) in cells and np.isfinite(distance[i, c])]
+                if (site, features[j]) in cells and not np.isnan(distance[i, c])]  # inf: beyond the grid
 
     def spread(self) -> Iterator[Finding]:
         v, ratio_limit = self._values, limit("spread", "ratio")
