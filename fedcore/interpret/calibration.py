@@ -78,12 +78,26 @@ def fit_prior(variances: np.ndarray, df: float) -> tuple[float, float]:
     s2 = s2[np.isfinite(s2) & (s2 > 0)]
     if s2.size < 2 or df <= 0:
         return 0.0, float(np.median(s2)) if s2.size else np.nan
-    e = np.log(s2) - special.digamma(df / 2) + np.log(df / 2)
-    excess = np.var(e, ddof=1) - special.polygamma(1, df / 2)
-    if excess <= 0:
-        return np.inf, float(np.exp(np.mean(e)))
-    d0 = 2 * _trigamma_inverse(excess)
-    return float(d0), float(np.exp(np.mean(e) + special.digamma(d0 / 2) - np.log(d0 / 2)))
+    e = _log_variances(s2, df)
+    d0, s0 = _prior_of_moments(np.mean(e), np.var(e, ddof=1), df)
+    return float(d0), float(s0)
+
+
+def _log_variances(s2: np.ndarray, df: float) -> np.ndarray:
+    """The log sample variances less their expectation's offset under df degrees of freedom: their
+    mean is then the log of the prior's scale, their variance trigamma(df / 2) plus the prior's."""
+    return np.log(s2) - special.digamma(df / 2) + np.log(df / 2)
+
+
+def _prior_of_moments(mean: np.ndarray, variance: np.ndarray, df: float) -> tuple[np.ndarray, np.ndarray]:
+    """(d0, s0²) from the mean and variance of `_log_variances` (element-wise): d0 = inf where
+    they vary no more than sampling makes them."""
+    excess = np.asarray(variance - special.polygamma(1, df / 2), dtype=np.float64)
+    varied = excess > 0
+    d0 = np.where(varied, 2 * _trigamma_inverse(np.where(varied, excess, 1.0)), np.inf)
+    with np.errstate(invalid="ignore"):
+        s0 = np.where(varied, np.exp(mean + special.digamma(d0 / 2) - np.log(d0 / 2)), np.exp(mean))
+    return d0, s0
 
 
 def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None,
@@ -116,17 +130,30 @@ def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.nd
         t = t[:, None]
     r = t if reference is None else np.asarray(reference, dtype=np.float64).reshape(t.shape)
     own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
-    left_out = np.zeros(t.shape, dtype=bool)
+    return _two_passes(t, moderate, _left_out(suspect, t.shape), own, r)[0]
+
+
+def _left_out(suspect: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """`suspect` (per site or per cell) as the cells in no other site's reference."""
+    left_out = np.zeros(shape, dtype=bool)
     if suspect is not None:
-        left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(t.shape[0], -1), t.shape)
+        left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(shape[0], -1), shape)
         left_out[:, left_out.all(0)] = False  # every site suspect: none is a better reference than another
+    return left_out
+
+
+def _two_passes(t: np.ndarray, moderate: bool, left_out: np.ndarray, own: np.ndarray, r: np.ndarray
+                ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """`leave_one_out`'s (deviation, t, p), and the cells its last pass kept out of the other
+    sites' references (the suspects, and the first pass's outliers)."""
     first = _leave_one_out(t, moderate, left_out, own, r)
     outliers = (first[2] < OUTLIER_P) | left_out
     if not (outliers & ~left_out).any():
-        return first
+        return first, outliers
     deviation, score, p = _leave_one_out(t, moderate, outliers, own, r)
     # an outlier itself keeps its first-pass statistics (its reference never held it anyway)
-    return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score), np.where(outliers, first[2], p))
+    return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score),
+            np.where(outliers, first[2], p)), outliers
 
 
 OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the other sites' references
@@ -188,28 +215,21 @@ def smallest_reported(values: np.ndarray, needed: np.ndarray, grid: np.ndarray, 
     references of the second pass (the first pass's outliers left out)."""
     t = np.asarray(values, dtype=np.float64)
     r = t if reference is None else np.asarray(reference, dtype=np.float64).reshape(t.shape)
-    left_out = np.zeros(t.shape, dtype=bool)
-    if suspect is not None:
-        left_out |= np.broadcast_to(np.asarray(suspect, dtype=bool).reshape(t.shape[0], -1), t.shape)
-        left_out[:, left_out.all(0)] = False
-    first = _leave_one_out(t, True, left_out, np.zeros(t.shape), r)
-    excluded = (first[2] < OUTLIER_P) | left_out
-    tested = np.isfinite(leave_one_out(t, suspect=suspect, reference=reference)[2])
+    left_out = _left_out(suspect, t.shape)
+    (_, _, p_now), excluded = _two_passes(t, True, left_out, np.zeros(t.shape), r)
     held, count, others, _, variance = _references(r, excluded)
     full_df = float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0
     out = np.full(t.shape, np.nan)
     if full_df <= 0:
         return out
-    offset = np.log(full_df / 2) - special.digamma(full_df / 2)
     kept = np.where(held, r, np.nan)
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         full = np.nanvar(kept, axis=0, ddof=1)
         fitted = (count > 1) & np.isfinite(full) & (full > 0)
-        e = np.where(fitted, np.log(np.where(fitted, full, 1.0)) + offset, 0.0)
+        e = np.where(fitted, _log_variances(np.where(fitted, full, 1.0), full_df), 0.0)
         k, first_moment, second_moment = fitted.sum(), e.sum(), (e**2).sum()
-        sampling = special.polygamma(1, full_df / 2)
-        cells = np.flatnonzero(tested.ravel())
+        cells = np.flatnonzero(np.isfinite(p_now).ravel())  # the tested cells
         for start in range(0, cells.size, chunk):
             flat = cells[start:start + chunk]
             i, j = np.unravel_index(flat, t.shape)
@@ -219,39 +239,19 @@ def smallest_reported(values: np.ndarray, needed: np.ndarray, grid: np.ndarray, 
             counted = ~left_out[i, j][:, None]  # the moved site is in its item's variance over the sites
             moved = np.where(counted, ((m - 1) * v + step**2 * m / (m + 1)) / m, v)
             usable = np.isfinite(moved) & (moved > 0) & (count[j][:, None] > 1)
-            e_moved = np.where(usable, np.log(np.where(usable, moved, 1.0)) + offset, 0.0)
+            e_moved = np.where(usable, _log_variances(np.where(usable, moved, 1.0), full_df), 0.0)
             mine = fitted[j][:, None]
-            n_fit = k - mine + usable
+            n_fit = k - mine + usable  # the prior refitted with the moved item's variance: its moments updated
             s1 = first_moment - np.where(mine, e[j][:, None], 0.0) + e_moved
             s2 = second_moment - np.where(mine, e[j][:, None] ** 2, 0.0) + e_moved**2
             centre = s1 / n_fit
-            excess = (s2 - n_fit * centre**2) / (n_fit - 1) - sampling
-            d0 = np.where(excess > 0, 2 * _trigamma_inverse_array(np.where(excess > 0, excess, 1.0)), np.inf)
-            s0 = np.where(np.isinf(d0), np.exp(centre), np.exp(centre + special.digamma(d0 / 2) - np.log(d0 / 2)))
-            prior = (n_fit >= 2) & np.isfinite(s0)
-            shrunk = np.where(np.isinf(d0), s0, (d0 * s0 + d * np.nan_to_num(v)) / (d0 + d))
-            df = np.where(prior, np.where(np.isinf(d0), np.inf, d0 + d), d)
-            spread = np.where(prior, shrunk, v) * (1 + 1 / m)
-            p = 2 * stats.t.sf(step / np.sqrt(spread), np.where(df > 0, df, 1))
+            d0, s0 = _prior_of_moments(centre, (s2 - n_fit * centre**2) / (n_fit - 1), full_df)
+            moderated, df = _moderated(v, d, (np.where(n_fit >= 2, d0, 0.0), s0))
+            p = 2 * stats.t.sf(step / np.sqrt(moderated * (1 + 1 / m)), np.where(df > 0, df, 1))
             reached = (p <= needed.ravel()[flat][:, None]) & (df > 0)
             first_reached = np.argmax(reached, axis=1)
             out.flat[flat] = np.where(reached.any(1), np.asarray(grid)[first_reached], np.inf)
     return out
-
-
-def _trigamma_inverse_array(y: np.ndarray) -> np.ndarray:
-    """`_trigamma_inverse` of every element (the same Newton iteration, all at once)."""
-    y = np.asarray(y, dtype=np.float64)
-    x = 0.5 + 1 / y
-    going = np.ones(y.shape, dtype=bool)
-    for _ in range(50):
-        tri = special.polygamma(1, x)
-        step = np.where(going, tri * (1 - tri / y) / special.polygamma(2, x), 0.0)
-        x = x + step
-        going &= -step / x >= 1e-8
-        if not going.any():
-            break
-    return np.where(y > 1e7, 1 / np.sqrt(y), np.where(y < 1e-6, 1 / y, x))
 
 
 def _prior(variances: np.ndarray, df: float) -> tuple[float, float]:
@@ -260,17 +260,16 @@ def _prior(variances: np.ndarray, df: float) -> tuple[float, float]:
     return (d0, s0) if np.isfinite(s0) else (0.0, s0)
 
 
-def _moderated(variance: np.ndarray, df: np.ndarray, prior: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Each cell's variance shrunk towards the prior (d0, s0²) and its degrees of freedom, d0 + d
-    (the module's docstring); without a prior (d0 = 0) the cells' own."""
-    d0, s0 = prior
+def _moderated(variance: np.ndarray, df: np.ndarray, prior: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's variance shrunk towards the prior (d0, s0²: scalars, or per cell) and its
+    degrees of freedom, d0 + d (the module's docstring); without a prior (d0 = 0) the cells' own."""
+    variance, df, d0, s0 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (variance, df, *prior)))
     with np.errstate(invalid="ignore", divide="ignore"):
-        if np.isinf(d0):
-            return np.full_like(variance, s0), np.full_like(variance, np.inf)
-        if d0 > 0:
-            own_df = np.maximum(df, 0)
-            return (d0 * s0 + own_df * np.nan_to_num(variance)) / (d0 + own_df), d0 + own_df
-    return variance, df
+        own_df = np.maximum(df, 0)
+        shrunk = np.where(np.isinf(d0), s0, (d0 * s0 + own_df * np.nan_to_num(variance)) / (d0 + own_df))
+        total = np.where(np.isinf(d0), np.inf, d0 + own_df)
+    moderated = (d0 > 0) & np.isfinite(s0)
+    return np.where(moderated, shrunk, variance), np.where(moderated, total, df)
 
 
 def _studentized(deviation: np.ndarray, spread: np.ndarray, total_df: np.ndarray, usable: np.ndarray
@@ -378,17 +377,16 @@ def one_sided(score: np.ndarray, p_two_sided: np.ndarray, direction: int) -> np.
     return np.where(np.sign(score) == direction, half, 1 - half)
 
 
-def _trigamma_inverse(y: float) -> float:
-    """x with trigamma(x) = y (limma's Newton iteration on 1 / trigamma)."""
-    if y > 1e7:
-        return 1 / np.sqrt(y)
-    if y < 1e-6:
-        return 1 / y
+def _trigamma_inverse(y: np.ndarray) -> np.ndarray:
+    """x with trigamma(x) = y, element-wise (limma's Newton iteration on 1 / trigamma)."""
+    y = np.asarray(y, dtype=np.float64)
     x = 0.5 + 1 / y
+    going = np.ones(y.shape, dtype=bool)
     for _ in range(50):
         tri = special.polygamma(1, x)
-        step = tri * (1 - tri / y) / special.polygamma(2, x)
-        x += step
-        if -step / x < 1e-8:
+        step = np.where(going, tri * (1 - tri / y) / special.polygamma(2, x), 0.0)
+        x = x + step
+        going &= -step / x >= 1e-8
+        if not going.any():
             break
-    return float(x)
+    return np.where(y > 1e7, 1 / np.sqrt(y), np.where(y < 1e-6, 1 / y, x))
