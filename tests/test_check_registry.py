@@ -236,6 +236,7 @@ def test_every_data_check_has_a_known_answer_and_a_function():
         assert check.family in checks.FAMILIES and check.lens in checks.LENSES
         assert check.evidence in checks.EVIDENCE_VIEWS and check.scope in checks.SCOPES
         assert set(check.needs) <= set(STATISTICS) and set(check.explains) <= set(checks.BY_KIND)
+        assert set(check.explains_here) <= set(checks.FAMILIES)
         check.material_text  # every {limit} of its rule is declared
 
 
@@ -292,6 +293,29 @@ def test_a_constant_column_reads_not_measured_and_its_spread_is_not_testable():
     assert at_cell["shape"].untestable == "its middle half is one value at this site"
     # every cell is either tested (a p-value) or says why not: nothing passes silently
     assert all(np.isfinite(f.p) != bool(f.untestable) for f in cells)
+
+
+def test_more_missing_values_do_not_explain_a_shift_of_the_values_recorded():
+    """A hospital that misses 40 % of its score and records the rest 2 SDs higher has two problems,
+    and both are listed: missing values explain no shift of the values that were recorded (they
+    hid it as 'explained by' when the most specific finding explained every other at its column).
+    A unit (°F), a missing code (999) and a column never measured do explain the shift and the
+    spread of their column: those stay the evidence of the one finding."""
+    def missing_and_shifted(x, y, rng):
+        x, y = more_missing(x, y, rng)
+        x[:, 4] += 2 * SDS[4]
+        return x, y
+
+    def at_column(problem: Callable, feature: str) -> dict[str, str | None]:
+        cells = decide(check_profile(federation(problem)))
+        return {f.kind: f.explained_by for f in cells if (f.site, f.feature) == (BROKEN, feature) and f.significant}
+
+    at_score = at_column(missing_and_shifted, "score")
+    assert at_score["missingness"] is None and at_score["location"] is None, at_score
+    assert at_score.get("distribution", "location") == "location"  # the shift's own description, explained
+    for kind, feature in (("unit", "temperature"), ("missing_code", "glucose"), ("constant", "glucose")):
+        at_cell = at_column(KNOWN_ANSWERS[kind][0], feature)
+        assert at_cell[kind] is None and at_cell["location"] == kind, at_cell
 
 
 def test_a_constant_column_reads_not_measured_only_for_a_value_the_other_sites_rarely_record():

@@ -21,9 +21,12 @@ Rules of a declaration:
   findings of one kind (a flipped site's every feature relating to the label the other way)
   loosen no other family's threshold. Every model lens is a family of its own.
 - explains: kinds this check explains at the same site whatever their feature (wrong labels
-  explain every feature's reversed relation to the label). At one site and feature, the most
-  specific significant finding explains the others whatever their lens: a model lens that agrees
-  with the data lens says so ("agrees with the data lens") and stays visible in its cell.
+  explain every feature's reversed relation to the label).
+- explains_here: families whose findings at the same site and feature it explains when it is the
+  more specific, besides its own family's (a unit explains a shifted median and iFedAvg's input
+  correction; more missing values explain no shift of the values recorded, so both are listed).
+  A model lens that agrees with the data lens says so ("agrees with the data lens") and stays
+  visible in its cell.
 """
 
 from __future__ import annotations
@@ -112,6 +115,10 @@ class Check:
     scope: str = "continuous"  # SCOPES
     function: str = ""  # data lens: the `data_checks.Checks` method; model lenses: the `model_checks` function
     explains: tuple[str, ...] = ()
+    # families whose less specific findings at the same site and feature it explains, besides its own
+    # family's (a unit explains a shifted median; more missing values explain no shift of the values
+    # that were recorded): `EXPLAINS_SHIFT`, `EXPLAINS_VALUES`
+    explains_here: tuple[str, ...] = ()
     min_sites: int = 3  # fewer sites than this: every site's cell is not testable
     min_classes: int = 0  # fewer classes than this: the check does not apply (no cell; another check says it)
     # the numbers of its rule, by name: its function reads them here, `material` names them {like_this}
@@ -151,12 +158,21 @@ SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial
              "moderated across features, one-sided")
 OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion from every site and item), one-sided"
 
+# What a finding explains at its own site and feature (`Check.explains_here`), beyond its family.
+# A change of the values explains their other descriptions, the related features' view of them and
+# iFedAvg's input correction (which then agrees with the data lens) — not how many are missing, nor
+# how they relate to the label or to the other features.
+EXPLAINS_SHIFT = ("values", "related features", "feature shifts")
+# Values that are not the column's (one value, another column's, a code, a filled mass): everything
+# they show, their relation to the label and to the other features included.
+EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "correlations", "columns")
+
 CHECKS: tuple[Check, ...] = (
     Check("constant", "the same value in (nearly) every row", "recording", DATA,
           "the share of the site's values at its most common value (a categorical column: its largest category)",
           OVER_DISPERSED, "≥ {share:%} of its values and ≥ {count} values, where the others' is ≤ {others:%}",
           "point_mass", ("top_share", "observed"), "feature", "constant", min_sites=2,
-          limits=(("share", 0.95), ("others", 0.8), ("count", 5))),
+          limits=(("share", 0.95), ("others", 0.8), ("count", 5)), explains_here=EXPLAINS_VALUES),
     Check("copied_column", "a copy of another column", "columns", DATA,
           "of the feature's partners, the one the site shows closest to identical against the others: Fisher z of "
           "the site's absolute correlation minus that of the other sites' median; of the pair, the copy is the column whose "
@@ -165,7 +181,7 @@ CHECKS: tuple[Check, ...] = (
           "r ≥ {identical} (or ≤ −{identical}) at the site where the others' median is within ±{others}, and the "
           "likelier copy of the two",
           "correlations", ("correlation",), "continuous", "copied_columns",
-          limits=(("identical", 0.999), ("others", 0.9))),
+          limits=(("identical", 0.999), ("others", 0.9)), explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("unit", "unit or scale", "values", DATA,
           "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
           "%, …) "
@@ -174,7 +190,7 @@ CHECKS: tuple[Check, ...] = (
           "the quantiles land within {fit} SD and {closer} × closer", "unit_conversion", QUANTILES, "continuous",
           "unit_conversions",
           limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5)),
-          quantiles=QUARTILES),
+          quantiles=QUARTILES, explains_here=EXPLAINS_SHIFT),
     Check("unit_pair", "a unit factor between two sites", "values", DATA,
           "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
           "positive quantities with ≥ {values} values at both, where no site-level unit finding names the column",
@@ -182,14 +198,14 @@ CHECKS: tuple[Check, ...] = (
           "medians within {median:%} of the factor, spreads within what sampling allows (at least {spread:%})",
           "quantiles", QUANTILES, "continuous", "unit_pairs", min_sites=2,
           limits=(("values", PAIR_MIN_VALUES), ("median", PAIR_MEDIAN_TOLERANCE), ("spread", PAIR_SPREAD_TOLERANCE)),
-          quantiles=QUARTILES),
+          quantiles=QUARTILES, explains_here=EXPLAINS_SHIFT),
     Check("missing_code", "value used as a missing code", "recording", DATA,
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
           "binomial against the others' rate",
           "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD (or below 0 where no other site "
           "has a quantile below 0)",
           "missing_code", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
-          limits=(("share", 0.02), ("count", 5))),
+          limits=(("share", 0.02), ("count", 5)), explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("point_mass", "many values at one value", "recording", DATA,
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
           "clipping, zero-fill, dropouts, a code outside the usual list); tested: the values tied with it beyond "
@@ -198,16 +214,17 @@ CHECKS: tuple[Check, ...] = (
           "variance between the others beyond theirs (t, others − 1 df); the smallest of the three × 3",
           "≥ {excess:pt} more and {ratio} × the others'", "point_mass",
           ("top_share", "min_share", "max_share", "observed"), "continuous", "point_mass",
-          limits=(("excess", 0.05), ("ratio", 3))),
+          limits=(("excess", 0.05), ("ratio", 3)), explains_here=EXPLAINS_VALUES),
     Check("category_codes", "categorical codes differ", "recording", DATA,
           "the share of rows in categories no other site uses", "binomial against half a row in all the others' rows",
           "≥ {share:%}", "categories", ("mean", "observed"), "column", "category_codes", min_sites=2,
-          limits=(("share", 0.05),)),
+          limits=(("share", 0.05),), explains_here=EXPLAINS_VALUES),
     Check("swapped_columns", "columns swapped", "values", DATA,
           "the site's values of two features fit the others' of each other", "the shift's or spread's p, × 2",
           "both fit within {fit} SD, {closer} × closer than to their own column", "swapped_columns", QUANTILES,
           "continuous",
-          "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT)), quantiles=QUARTILES),
+          "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT)), quantiles=QUARTILES,
+          explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
           "over the features the others show related to the label (a class difference of {informative} SD or "
           "more either way), over the classes the site released: how often renaming its classes (or one "
@@ -247,7 +264,7 @@ CHECKS: tuple[Check, ...] = (
           "categorical column's categories together",
           "≥ {gap} within-class SDs from the other sites' mean of that class",
           "class_means", CLASS_PROFILE, "feature", "class_shifts", min_classes=3, limits=(("gap", 0.5),),
-          classes="some"),
+          classes="some", explains_here=EXPLAINS_SHIFT),
     Check("label_relation", "relation to the label differs", "relation to the label", DATA,
           "per feature, the site's standardised class difference (more classes: along the others' class pattern)",
           LOO + "; a categorical column's categories together (the smallest p, × categories)",
@@ -270,16 +287,16 @@ CHECKS: tuple[Check, ...] = (
     Check("shape", "different shape", "values", DATA,
           "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
           "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
-          limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95)),
+          limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95), explains_here=EXPLAINS_SHIFT),
     Check("spread", "different spread", "values", DATA,
           "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
           "disclosure policy released too few quantiles for them)", LOO,
           "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
-          limits=(("ratio", 1.25),)),
+          limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("location", "values shifted", "values", DATA,
           "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
           "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
-          limits=(("shift", 0.25),)),
+          limits=(("shift", 0.25),), explains_here=EXPLAINS_SHIFT),
     Check("location_related", "values shifted against related features", "related features", DATA,
           "the site's median in within-site SDs less what the other sites' least-squares relation of it to the "
           "medians of its related features predicts (those it correlates with most within the sites, r of "
@@ -288,18 +305,18 @@ CHECKS: tuple[Check, ...] = (
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
           "moderated across features", "≥ {shift} SD from the prediction", "related_features", (*QUANTILES, "correlation"),
           "continuous", "location_related", min_sites=6,
-          limits=(("shift", 0.25), ("related", 0.3), ("partners", 3))),
+          limits=(("shift", 0.25), ("related", 0.3), ("partners", 3)), explains_here=EXPLAINS_SHIFT),
     Check("spread_related", "spread differs against related features", "related features", DATA,
           "the log of the site's robust SD less what the other sites' least-squares relation of it to the log SDs "
           "of the same related features predicts",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
           "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
-          "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),)),
+          "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("range", "implausible values", "values", DATA,
           "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
           SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",
           ("far_share", "observed"), "continuous", "implausible_values",
-          limits=(("share", 0.01), ("count", 5), ("ratio", 4))),
+          limits=(("share", 0.01), ("count", 5), ("ratio", 4)), explains_here=EXPLAINS_SHIFT),
     Check("correlation", "relations between features differ", "correlations", DATA,
           "the site's correlations of the feature with the others, projected on the other sites' median "
           "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "
@@ -310,7 +327,8 @@ CHECKS: tuple[Check, ...] = (
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
           "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",
-          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),), quantiles=QUARTILES),
+          "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),), quantiles=QUARTILES,
+          explains_here=EXPLAINS_SHIFT),
     Check("feature_shift", "learned input correction stands out", "feature shifts", "feature shifts",
           "iFedAvg's b_in and w_in per cell, the mean over replicate runs with other seeds", LOO,
           "b_in ≥ {b_in}, w_in ≥ {w_in}", "feature_correction", scope="feature", function="feature_shifts",

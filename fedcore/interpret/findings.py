@@ -6,8 +6,10 @@ false discovery rate (Benjamini–Hochberg) within each family of checks (`check
 broken site's many true findings of one kind loosen no other family's threshold) and keeps, for
 each site and feature, the most specific explanation (the registry's rank: a unit conversion
 explains a shifted median and a wider spread; the shift is kept as its evidence, not listed
-again). A cell whose statistic could not be computed (withheld by the site, no values, too few
-sites) is a finding too: *not testable*, with the reason, never counted as a test or a pass.
+again) of what its check declares it explains (more missing values explain no shift of the
+values that were recorded: both are listed). A cell whose statistic could not be computed
+(withheld by the site, no values, too few sites) is a finding too: *not testable*, with the
+reason, never counted as a test or a pass.
 """
 
 from __future__ import annotations
@@ -74,9 +76,17 @@ def _q_values(members: Sequence[Finding]) -> None:
         finding.q = float(value)
 
 
+def _explains_here(specific: Finding, finding: Finding) -> bool:
+    """Whether a more specific finding at the same site and feature explains `finding`: one of its
+    own family, or of a family its check declares (`Check.explains_here`)."""
+    check = checks.BY_KIND.get(specific.kind)
+    return finding.family == specific.family or (check is not None and finding.family in check.explains_here)
+
+
 def decide(findings: Sequence[Finding]) -> list[Finding]:
     """Every finding with its q-value (BH within its family), the weaker explanations of one site's
-    feature marked `explained_by` the most specific significant one (and a site-wide finding's
+    feature marked `explained_by` the most specific significant one that explains them (its own
+    family's, or one its check's `explains_here` names; and a site-wide finding's
     `explains` kinds at every feature of its site), strongest first."""
     families: dict[str, list[Finding]] = {}
     for finding in findings:
@@ -98,20 +108,20 @@ def decide(findings: Sequence[Finding]) -> list[Finding]:
                 _q_values([f for f in members if (f.site, f.kind) not in covered])
                 _q_values(consequences)
     significant = sorted((f for f in findings if f.significant), key=lambda f: (SPECIFICITY.get(f.kind, 99), f.q))
-    best: dict[tuple[str, str | None], Finding] = {}
     site_wide: dict[str, list[Finding]] = {}
     for finding in significant:
-        if finding.feature is not None:
-            best.setdefault((finding.site, finding.feature), finding)
         if checks.BY_KIND.get(finding.kind) is not None and checks.BY_KIND[finding.kind].explains:
             site_wide.setdefault(finding.site, []).append(finding)
+    at_feature: dict[tuple[str, str], list[Finding]] = {}  # the significant findings there, most specific first
     for finding in significant:
         candidates = [f for f in site_wide.get(finding.site, []) if finding.kind in checks.BY_KIND[f.kind].explains]
-        top = best.get((finding.site, finding.feature)) if finding.feature is not None else None
-        if top is not None and top is not finding:
-            candidates.append(top)
+        if finding.feature is not None:
+            before = at_feature.setdefault((finding.site, finding.feature), [])
+            candidates.extend(f for f in before if _explains_here(f, finding))
+            before.append(finding)
         if candidates:
             finding.explained_by = min(candidates, key=lambda f: SPECIFICITY.get(f.kind, 99)).kind
+
     def order(f: Finding) -> tuple:
         shown = f.material and f.q < FDR  # `significant`, without the property's cost over many cells
         return (not shown, f.explained_by is not None, f.q != f.q, f.q, -abs(f.effect) if f.effect == f.effect else 0)
