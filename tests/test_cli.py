@@ -279,3 +279,29 @@ def test_python_m_fedcore_writes_a_checkups_html_report(tmp_path):
                            "--html", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Wrote the HTML report" in done.stderr and "<h1>Check-up: demo</h1>" in target.read_text(encoding="utf-8")
+
+
+def test_checkup_reach_says_what_nothing_found_covers(tmp_path, capsys):
+    """`checkup --reach`: per site and continuous column, how far its median would have to sit to
+    be reported. Known answer against the check-up's own decisions: a column is found shifted now
+    exactly where it sits at least its distance away (to the 0.05-SD grid), and those are the
+    significant location cells of the findings; the terminal gets one summary line per site."""
+    store = tmp_path / "runs"
+    assert main(["checkup", "--store", str(store), "--data", "demo", "--reach", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    reach, sites = out["reach"], out["sites"]
+    assert len(reach) == 8 * 9 and {r["site"] for r in reach} == set(sites)
+    shifted = {(f["site"], f["feature"]) for f in out["findings"] if f["kind"] == "location"}
+    found = {(r["site"], r["feature"]) for r in reach if r["found"]}
+    # found shifted: reported as such, or explained by what is reported there (Elm Regional's °F)
+    assert shifted and shifted <= found <= shifted | {(f["site"], f["feature"]) for f in out["findings"]}
+    assert ("Elm Regional", "temperature") in found - shifted
+    for r in reach:
+        assert r["distance"] is not None and r["distance"] >= 0.25 and r["beyond"] is None
+        assert r["found"] == (abs(r["now"]) >= r["distance"] - 0.05), r
+    assert main(["checkup", "--store", str(store), "--check-up", "latest", "--reach"]) == 0
+    text = capsys.readouterr().out
+    assert "What 'nothing found' covers" in text
+    assert all(sum(line.startswith(f"  {site}: ") for line in text.splitlines()) == 1 for site in sites)
+    assert main(["checkup", "--store", str(store), "--check-up", "latest"]) == 0
+    assert "nothing found' covers" not in capsys.readouterr().out  # only when asked: it costs seconds

@@ -30,6 +30,7 @@ from application.checkup_jobs import start_checkup
 from application.cli import parser as arguments
 from application.cli.formatting import ProgressBar, format_report, format_summary, fmt, run_report, run_row
 from application.cli.specs import data_reference, disclosure_settings, raw_specs
+from fedcore.interpret.data_checks import Reach, location_reach, reach_by_site
 from fedcore.errors import Cancelled, FedcoreError, TrainingError, cancel_on_sigterm
 from application.runner import execute, resolve_spec
 from fedcore.store import Run, RunStore, atomic_write_bytes
@@ -145,15 +146,29 @@ def _cmd_checkup(args: argparse.Namespace) -> int:
                              in_process=True, progress=lambda text: print(text, file=sys.stderr),
                              disclosure=disclosure_settings(args))
     result = plan.evaluate(store)
+    found = location_reach(plan.profile, result.findings) if args.reach and plan.profile is not None else None
     if args.json:
-        print(json.dumps({"check_up": plan.id, **result.to_dict()}, indent=2, default=float))
+        reach = {} if found is None else {"reach": [r.to_dict() for r in found]}
+        print(json.dumps({"check_up": plan.id, **result.to_dict(), **reach}, indent=2, default=float))
     else:
         print(result.to_text())
+        if args.reach:
+            print(reach_text_block(found))
         print(f"\nCheck-up {plan.id}" + ("" if args.train or args.checkup_id else
                                           " (data lens only: --train adds the model lenses)"))
     if args.html:
         write_html(args, lambda reports: reports.checkup(plan, store))
     return 0
+
+
+def reach_text_block(found: list[Reach] | None) -> str:
+    """What each site's 'nothing found' covers, for the terminal (`data_checks.reach_by_site`)."""
+    if not found:
+        return "\nWhat 'nothing found' covers: no continuous column was tested for a shift (or no site shared " \
+               "its statistics)."
+    return "\n".join(["", "What 'nothing found' covers: how far a site's median of a column would have to sit from the "
+                       "other sites' mean to be reported as shifted, in within-site SDs (median over its columns; "
+                       "--json lists every column):"] + [f"  {s.to_text()}" for s in reach_by_site(found)])
 
 
 def write_html(args: argparse.Namespace, make: Callable[[HtmlReports], str]) -> None:

@@ -71,6 +71,10 @@ def build(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     checkup.add_argument("--replicates", type=int, default=3, help="iFedAvg runs on other seeds (default 3).")
     checkup.add_argument("--rounds", type=int, default=300, help="Rounds of each model lens's run (default 300).")
     checkup.add_argument("--json", action="store_true", help="The findings as JSON.")
+    checkup.add_argument("--reach", action="store_true",
+                         help="Also say what 'nothing found' covers: per site and continuous column, how far its "
+                              "median would have to sit from the others' to be reported (a few seconds on hundreds "
+                              "of columns).")
     checkup.add_argument("--html", metavar="FILE", help="Also write the check-up's self-contained HTML report (the "
                                                        "page's grid, findings and the data behind each) to FILE.")
     _add_data_flags(checkup)

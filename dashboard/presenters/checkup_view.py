@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import html
 import math
-import statistics
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from dashboard.presenters.report_sections import figures_html
 from fedcore.glossary import COLUMNS, effect_unit, plain, term
 from fedcore.checkup import ROLE_LENSES, CheckUp, Plan, format_q, plans
 from fedcore.interpret.checks import BY_KIND, limit
-from fedcore.interpret.data_checks import REACH_GRID, Reach, location_reach
+from fedcore.interpret.data_checks import Reach, location_reach, reach_by_site, reach_text
 from fedcore.interpret.findings import FDR, KINDS, LENSES, Finding
 from fedcore.interpret.profile import STATISTICS, Profile
 from fedcore.store import Run, RunStore
@@ -311,10 +310,6 @@ def reaches(result: CheckUp, profile: Profile | None) -> list[Reach]:
     return location_reach(profile, result.findings) if profile is not None else []
 
 
-def _distance(distance: float) -> str:
-    return f"{distance:.2f}" if math.isfinite(distance) else f"beyond {REACH_GRID[-1]:g}"
-
-
 def reach_frame(found: Sequence[Reach], profile: Profile) -> pd.DataFrame:
     """A row per site and column: the distance from the other sites' median at which its median
     would be reported, in within-site SDs and in the column's units, where it sits now, and
@@ -341,14 +336,10 @@ def _in_units(reach: Reach, profile: Profile) -> str:
 
 def reach_summary(found: Sequence[Reach]) -> pd.DataFrame:
     """A row per site: over its columns, the median distance at which a shift of a column's median
-    would be reported, and its nearest and farthest column."""
-    rows = []
-    for site in dict.fromkeys(r.site for r in found):
-        mine = sorted((r for r in found if r.site == site), key=lambda r: r.distance)
-        rows.append({"site": site, "columns": len(mine),
-                     TYPICAL: _distance(statistics.median(r.distance for r in mine)),
-                     "nearest": f"{mine[0].feature} ({_distance(mine[0].distance)})",
-                     "farthest": f"{mine[-1].feature} ({_distance(mine[-1].distance)})"})
+    would be reported, and its nearest and farthest column (`data_checks.reach_by_site`)."""
+    rows = [{"site": s.site, "columns": s.columns, TYPICAL: reach_text(s.median),
+             "nearest": f"{s.nearest.feature} ({s.nearest.distance_text})",
+             "farthest": f"{s.farthest.feature} ({s.farthest.distance_text})"} for s in reach_by_site(found)]
     return pd.DataFrame(rows, columns=["site", "columns", TYPICAL, "nearest", "farthest"])
 
 

@@ -152,6 +152,48 @@ class Reach:
     now: float  # where the site's median sits now, within-site SDs from the others' (signed)
     found: bool  # the location cell is significant now (reported, or explained by a more specific finding)
 
+    @property
+    def distance_text(self) -> str:
+        return reach_text(self.distance)
+
+    def to_dict(self) -> dict[str, Any]:
+        """For JSON: a distance beyond the searched grid is null, with `beyond` its end."""
+        finite = math.isfinite(self.distance)
+        return {"site": self.site, "feature": self.feature, "distance": self.distance if finite else None,
+                "beyond": None if finite else float(REACH_GRID[-1]), "sd": self.sd, "now": self.now,
+                "found": self.found}
+
+
+def reach_text(distance: float) -> str:
+    """A distance of `Reach` as people read it: two decimals, or 'beyond' the searched grid's end."""
+    return f"{distance:.2f}" if math.isfinite(distance) else f"beyond {REACH_GRID[-1]:g}"
+
+
+@dataclass(frozen=True)
+class SiteReach:
+    """Over one site's continuous columns: how far a column's median would have to sit to be
+    reported, typically (the median) and at its nearest and farthest column."""
+
+    site: str
+    columns: int
+    median: float
+    nearest: Reach
+    farthest: Reach
+
+    def to_text(self) -> str:
+        return (f"{self.site}: {reach_text(self.median)} over {self.columns} columns (nearest "
+                f"{self.nearest.feature}: {self.nearest.distance_text}; farthest {self.farthest.feature}: "
+                f"{self.farthest.distance_text})")
+
+
+def reach_by_site(found: Sequence[Reach]) -> list[SiteReach]:
+    """`location_reach` summarised per site, in the order the sites first appear."""
+    out = []
+    for site in dict.fromkeys(r.site for r in found):
+        mine = sorted((r for r in found if r.site == site), key=lambda r: r.distance)
+        out.append(SiteReach(site, len(mine), float(np.median([r.distance for r in mine])), mine[0], mine[-1]))
+    return out
+
 
 @dataclass(frozen=True)
 class Item:
