@@ -873,11 +873,11 @@ def test_a_column_no_shift_on_the_grid_would_report_is_kept_as_beyond_it(monkeyp
     from dashboard.presenters import checkup_view
     from fedcore.interpret import data_checks
 
-    monkeypatch.setattr(data_checks, "REACH_GRID", np.array([0.05, 0.1]))
-    monkeypatch.setattr(checkup_view, "REACH_GRID", np.array([0.05, 0.1]))
+    monkeypatch.setattr(data_checks, "REACH_GRID", np.array([0.05, 0.1]))  # read by the search and the text
     profile = few_columns(0)
     found = data_checks.location_reach(profile, check_up(profile, {}).findings)
     assert len(found) == 4 * 5 and all(r.distance == np.inf for r in found)
+    assert {r.to_dict()["distance"] for r in found} == {None} and {r.to_dict()["beyond"] for r in found} == {0.1}
     summary = checkup_view.reach_summary(found)
     assert set(summary[checkup_view.TYPICAL]) == {"beyond 0.1"} and summary["nearest"].str.endswith("(beyond 0.1)").all()
     assert (checkup_view.reach_frame(found, profile)["that is, in the column's units"] == "").all()
