@@ -84,12 +84,59 @@ def p_values(x: np.ndarray, reference: str, cells: list[tuple[int, int]] | None 
     return np.concatenate([out[i] for i in rows]) if cells is None else np.array([out[i][j] for i, j in cells])
 
 
+def table_reach(name: str) -> None:
+    """The shipped and the prototype's distances at which each location cell of a suite table would
+    be reported (within-site SDs; the threshold Benjamini–Hochberg sets beside the family's cells)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "evidence"))
+    from corruptions import load_table
+    from fedcore.checkup import check_up
+    from fedcore.interpret import checks
+    from fedcore.interpret.data_checks import REACH_GRID, Checks, location_reach
+    from fedcore.interpret.findings import FDR
+
+    profile = load_table(name).profile()
+    findings = check_up(profile, {}).findings
+    shipped = {(r.site, r.feature): r.distance for r in location_reach(profile, findings)}
+    located = Checks(profile)
+    values = located._values["location_compared"][0]  # the location check's own inputs (sites × columns)
+    family = [f for f in findings if f.family == checks.family("location")]
+    needed = FDR * (sum(f.q < FDR for f in family) + 1) / sum(f.tested for f in family)
+    rows = []
+    for i, site in enumerate(located.sites):
+        others = np.delete(values, i, axis=0)
+        usable = np.flatnonzero(np.isfinite(others).all(0) & np.isfinite(values[i]))
+        mean, variance = others[:, usable].mean(0), others[:, usable].var(0, ddof=1)
+        for k, c in enumerate(usable):
+            feature = profile.features[located.continuous[c]]
+            if (site, feature) not in shipped:
+                continue
+            deviation = values[i, usable] - mean
+            distance = np.inf
+            for step in REACH_GRID:
+                deviation[k] = step
+                if predictive_p(deviation, variance, others.shape[0])[k] <= needed:
+                    distance = float(step)
+                    break
+            rows.append((site, feature, shipped[(site, feature)], max(distance, checks.limit("location", "shift"))))
+    print(f"{name}: how far a column's median would have to sit to be reported (within-site SDs)")
+    for site, feature, before, after in rows:
+        print(f"  {site:<16} {feature:<24} shipped {before:6.2f}   predictive {after:6.2f}")
+    print(f"  median over {len(rows)} cells: shipped {np.median([r[2] for r in rows]):.2f}, "
+          f"predictive {np.median([r[3] for r in rows]):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", type=int, default=20000, help="null cells per setting (default 20000)")
     parser.add_argument("--moves", type=int, default=200, help="moved cells per setting and shift (default 200)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--table", choices=("heart", "demo"),
+                        help="a suite table whose sites released every column (the prototype takes no withheld "
+                             "cells): the reach of both references")
     args = parser.parse_args()
+    if args.table:
+        table_reach(args.table)
+        return
     started = time.perf_counter()
     print("null: share of cells with p below " + ", ".join(f"{a:g}" for a in LEVELS)
           + f"; power: share of moved cells with p below 0.05 / (K·J), by δ = {', '.join(map(str, SHIFTS))} SDs")
