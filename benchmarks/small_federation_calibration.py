@@ -100,7 +100,8 @@ def table_reach(name: str) -> None:
     located = Checks(profile)
     values = located._values["location_compared"][0]  # the location check's own inputs (sites × columns)
     family = [f for f in findings if f.family == checks.family("location")]
-    needed = FDR * (sum(f.q < FDR for f in family) + 1) / sum(f.tested for f in family)
+    rejected, tested = sum(f.q < FDR for f in family), sum(f.tested for f in family)
+    cell_q = {(f.site, f.feature): f.q for f in findings if f.kind == "location" and f.tested}
     rows = []
     for i, site in enumerate(located.sites):
         others = np.delete(values, i, axis=0)
@@ -111,6 +112,8 @@ def table_reach(name: str) -> None:
             if (site, feature) not in shipped:
                 continue
             deviation = values[i, usable] - mean
+            # location_reach's threshold: the cell as one more rejection beside the family's others
+            needed = FDR * (rejected - (cell_q[(site, feature)] < FDR) + 1) / tested
             distance = np.inf
             for step in REACH_GRID:
                 deviation[k] = step
