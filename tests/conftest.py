@@ -3,6 +3,7 @@ tests' in tests/browser_helpers.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 # Before torch loads. Tests train tiny models: one thread each avoids OpenMP workers fighting
@@ -22,6 +23,19 @@ from tests.browser_helpers import launch, need_chromium, serving  # noqa: E402
 from tests.helpers import SHARED_DATA, make_federation  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def _scan_installed_components_once() -> None:
+    """Every new AppTest scans the metadata of every installed distribution for Streamlit components
+    (0.2 s here, as long as rendering a small page; a dashboard server does it once at start): about
+    a sixth of tests/test_every_state.py's time. Nothing is installed while the tests run, so one scan
+    serves every AppTest of the session."""
+    from streamlit.components.v2 import manifest_scanner
+
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
+_scan_installed_components_once()
 
 
 @pytest.fixture
