@@ -228,16 +228,20 @@ def grid_figure(table: Grid) -> go.Figure:
         colorbar=dict(title=dict(text="strength", side="right"), tickvals=list(ticks), ticktext=list(ticks.values()),
                       thickness=14, len=min(1.0, max(0.5, 300 / (48 * len(sites) + 70)))),
     ))
-    most = 1
+    most, annotations = 1, []
     for i, row in enumerate(table.cells):
         for j, cell in enumerate(row):
             dark = cell.state == "finding" and cell.z >= 2.4
             title, rest = cell.lines()
             lines = [f"<b>{escaped(line)}</b>" for line in title] + [escaped(line) for line in rest]
             most = max(most, len(lines))
-            fig.add_annotation(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
-                               font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
-                                                                                else "#5b6b7b")))
+            annotations.append(dict(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
+                                    font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
+                                                                                     else "#5b6b7b"))))
+    # at once: plotly's add_annotation validates every annotation already there again, so one call per
+    # cell grew with cells² (15 check-ups' grids, heart's, vehicle's among them: 3.7 s, now 0.3 s, the
+    # same figure)
+    fig.update_layout(annotations=annotations)
     fig.update_xaxes(side="top", tickfont=dict(size=14, color="#1d2733"), showgrid=False, automargin=True)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=13, color="#1d2733"), showgrid=False, automargin=True)
     row_height = max(48, 15 * most + 14)
