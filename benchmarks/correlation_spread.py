@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE / "evidence"), str(HERE.parent)]
 
 from corruptions import FAMILIES, corrupt, draw_case, load_table, measured  # noqa: E402
-from fedcore.interpret.calibration import benjamini_hochberg, leave_one_out, one_sided  # noqa: E402
+from fedcore.interpret.calibration import benjamini_hochberg, fisher_z, leave_one_out, one_sided  # noqa: E402
 from fedcore.interpret.data_checks import Checks, limit, others_median  # noqa: E402
 from fedcore.interpret.findings import FDR  # noqa: E402
 
@@ -41,17 +41,15 @@ LOW_SHARE = 0.25
 
 
 def kept_share(profile) -> np.ndarray:
-    """[sites, continuous] the correlation check's statistic: the site's correlations of a feature
-    projected on the other sites' median correlations, over the partners those correlate with
-    (NaN where the others show too few)."""
-    r = profile.correlation
-    reference = others_median(r)
-    least, partners = limit("correlation", "informative"), limit("correlation", "partners")
-    used = (np.abs(np.nan_to_num(reference)) >= least) & ~np.eye(r.shape[1], dtype=bool)[None] & np.isfinite(r)
-    weight = np.where(used, reference, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = (np.where(used, r, 0.0) * weight).sum(2) / (weight**2).sum(2)
-    return np.where(used.sum(2) >= partners, share, np.nan)
+    """[sites, continuous] the correlation check's statistic, read from its own cells (their effect):
+    the share of the other sites' correlations a site keeps for a feature (NaN where the others show
+    it correlated with too few features)."""
+    checks = Checks(profile)
+    sites, names = list(checks.sites), [profile.features[j] for j in checks.continuous]
+    share = np.full((len(sites), len(names)), np.nan)
+    for cell in checks.correlation():
+        share[sites.index(cell.site), names.index(cell.feature)] = cell.effect
+    return share
 
 
 def pattern_q(profile) -> tuple[np.ndarray, np.ndarray]:
@@ -59,14 +57,15 @@ def pattern_q(profile) -> tuple[np.ndarray, np.ndarray]:
     feature's correlations follow the other sites' median row less than theirs do?"""
     r = profile.correlation
     reference = others_median(r)
+    informative = limit("correlation", "informative")
     z = np.full(r.shape[:2], np.nan)
     for i, c in np.ndindex(*z.shape):
         keep = np.isfinite(r[i, c]) & np.isfinite(reference[i, c])
         keep[c] = False
         a, b = r[i, c, keep], reference[i, c, keep]
-        if keep.sum() < 5 or np.ptp(a) == 0 or np.ptp(b) == 0 or np.abs(b).max() < limit("correlation", "informative"):
+        if keep.sum() < 5 or np.ptp(a) == 0 or np.ptp(b) == 0 or np.abs(b).max() < informative:
             continue
-        z[i, c] = np.arctanh(np.clip(np.corrcoef(a, b)[0, 1], -0.999, 0.999))
+        z[i, c] = fisher_z(np.corrcoef(a, b)[0, 1])
     _, t, p2 = leave_one_out(z)
     p = one_sided(t, p2, -1)
     return p, benjamini_hochberg(p.ravel()).reshape(p.shape)
