@@ -235,9 +235,9 @@ def grid_figure(table: Grid) -> go.Figure:
             title, rest = cell.lines()
             lines = [f"<b>{escaped(line)}</b>" for line in title] + [escaped(line) for line in rest]
             most = max(most, len(lines))
+            colour = "white" if dark else ("#1d2733" if cell.state == "finding" else "#5b6b7b")
             annotations.append(dict(x=table.lenses[j], y=sites[i], text="<br>".join(lines), showarrow=False,
-                                    font=dict(size=12, color="white" if dark else ("#1d2733" if cell.state == "finding"
-                                                                                     else "#5b6b7b"))))
+                                    font=dict(size=12, color=colour)))
     # at once: plotly's add_annotation validates every annotation already there again, so one call per
     # cell grew with cells² (15 check-ups' grids, heart's, vehicle's among them: 3.7 s, now 0.3 s, the
     # same figure)
