@@ -174,9 +174,9 @@ def test_the_pages_that_do_not_train_start_without_torch(every_state):
 import sys
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({APP!r}, default_timeout=120)
+at.run()  # the app's first page (the runs page); then each page with each run
 for page in {PAGES_WITHOUT_TORCH!r}:
     for run_id in {shown!r}:
-        at.run()
         at.query_params["run"] = run_id
         at.switch_page(page)
         at.run()
