@@ -8,7 +8,7 @@ FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo flower-demo test evidence clean
+.PHONY: run cli-demo flower-demo test test-deployment evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,13 @@ flower-demo: $(VENV)/.runtime
 # Two worker processes: most tests wait on a browser, a server or a subprocess, so two share 2 cores well
 # (about 400 s here against 610-680 s in one process).
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 -m "not deployment"
+
+# The real Flower deployment on this machine (a SuperLink and a SuperNode per site, each its own
+# process; Flower starts a process per message): a minute or two, so apart from `make test`.
+# CI runs it after `make test`.
+test-deployment: $(VENV)/.dev
+	$(BIN)/python -m pytest -m deployment
 
 # Long (hours on 2 cores; not part of `make test`): reproduce the papers' tables and measure how
 # well the lenses find injected problems; writes benchmarks/RESULTS.md. Cached runs are reused.

@@ -2,8 +2,9 @@
 
 Most tests run the Flower server (`application.flower.server`) and the sites' answers
 (`application.flower.site`) in this process, the messages handed over directly, so every algorithm
-is checked quickly. `test_loopback_deployment...` runs the real thing: a SuperLink and three
-SuperNodes as processes on 127.0.0.1, the run launched as a user launches it.
+is checked quickly. `test_loopback_deployment...` runs the real thing: a SuperLink and two
+SuperNodes as processes on 127.0.0.1, the run launched as a user launches it (marked `deployment`:
+`make test-deployment` and CI run it, `make test` does not).
 """
 
 from __future__ import annotations
@@ -301,6 +302,7 @@ def finished_run(loopback, store: Path, algorithm: str, process: subprocess.Pope
     return run
 
 
+@pytest.mark.deployment  # `make test-deployment` and CI; about 150 s of a 2-core `make test` otherwise
 def test_loopback_deployment_trains_like_the_engine_and_records_the_run(loopback, tmp_path):
     # Two runs at once on the same SuperLink: each SuperNode serves both.
     launched = {algorithm: launch(loopback, tmp_path / algorithm, algorithm) for algorithm in ("ifedavg", "fedavg")}
