@@ -92,6 +92,14 @@ def serving(store_root: Path, *, port: int | None = None, args: Sequence[str] = 
             jobs.cancel(run)
 
 
+def figure(page: Any, key: str) -> Any:
+    """The plotly figure a page draws with `st.plotly_chart(..., key=key)`: Streamlit marks its element
+    with the class `st-key-<key>`. Not `.js-plotly-plot` by position: the figures of one page are drawn
+    in no fixed order, so the first one on the page for a moment can be another (a CI run counted the
+    heatmap's marks in the distribution chart drawn below it, before the heatmap was drawn)."""
+    return page.locator(f".st-key-{key} .js-plotly-plot")
+
+
 def wait_until_run_ended(page: Any, timeout_ms: int = 90_000) -> None:
     page.locator(RUN_ENDED).wait_for(timeout=timeout_ms)
 

@@ -8,13 +8,15 @@ import time
 import pytest
 
 from fedcore.store import RunStore
-from tests.browser_helpers import ARTIFACTS, ROOT, in_the_servers_template, open_page, readability, wait_until_run_ended
+from tests.browser_helpers import (ARTIFACTS, ROOT, figure, in_the_servers_template, open_page, readability,
+                                   wait_until_run_ended)
 
 
 def _marks(page, at_least: int = 2) -> int:
-    """'O' annotations drawn in the heatmap's SVG, counted once `at_least` of them are there: after a
-    reload, another figure's annotations can be drawn before the heatmap's (a CI run counted 0 then)."""
-    marks = page.locator("g.annotation text.annotation-text").filter(has_text=re.compile(r"^O$"))
+    """'O' annotations drawn in the heatmap's SVG, counted once `at_least` of them are there (a count
+    taken as soon as the heatmap shows could find fewer: fails only if they never come)."""
+    annotations = figure(page, "heatmap").locator("g.annotation text.annotation-text")
+    marks = annotations.filter(has_text=re.compile(r"^O$"))
     marks.nth(at_least - 1).wait_for(timeout=30_000)
     return marks.count()
 
@@ -44,7 +46,7 @@ def test_demo_to_heatmap_with_marks_and_reload(dashboard, browser):
     page.screenshot(path=str(ARTIFACTS / "feature_shifts.png"), full_page=True)
 
     # Clicking a cell shows the data behind it: Fir Valley (5th of 8 sites) x confusion (12th of 12).
-    cells = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    cells = figure(page, "heatmap").locator(".nsewdrag").first.bounding_box()
     page.mouse.click(cells["x"] + cells["width"] * 11.5 / 12, cells["y"] + cells["height"] * 4.5 / 8)
     page.get_by_text("confusion: Fir Valley against all other sites").wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "feature_shifts_clicked.png"), full_page=True)

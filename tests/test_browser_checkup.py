@@ -11,7 +11,7 @@ from dashboard.presenters.evidence_views import Evidence
 from dashboard.presenters.figures import site_colors
 from application.checkup_jobs import start_checkup
 from fedcore.store import RunStore
-from tests.browser_helpers import ARTIFACTS, need_chromium, open_page, serving
+from tests.browser_helpers import ARTIFACTS, figure, need_chromium, open_page, serving
 
 # The demo's injected problems, as the grid names them (KINDS' titles).
 INJECTED = {"Cedar Community": "values shifted", "Elm Regional": "unit or scale",
@@ -44,7 +44,7 @@ def test_the_demos_checkup_in_a_browser(checkups, browser):
                    if not request.url.startswith(url) and not request.url.startswith("data:") else None)
         # the page scrolls inside: tall
         page = open_page(context, f"{url}/checkup?checkup={plan.id}", width, "Findings, strongest first", 3000)
-        grid = page.locator(".js-plotly-plot").first
+        grid = figure(page, "checkup_grid")
         grid.locator("g.annotation").first.wait_for(timeout=30_000)
         # each cell's words, as drawn (a wrapped title spans several lines of one annotation), at
         # the row of the site tick and the column of the lens tick nearest to it on the screen
@@ -86,7 +86,7 @@ def test_a_checkup_whose_sites_withheld_statistics_in_a_browser(checkups, browse
     ARTIFACTS.mkdir(exist_ok=True)
     for width in (1280, 1920):
         page = open_page(browser, f"{url}/checkup?checkup={plan.id}", width, "Findings, strongest first", 2400)
-        grid = page.locator(".js-plotly-plot").first
+        grid = figure(page, "checkup_grid")
         grid.locator("g.annotation").first.wait_for(timeout=30_000)
         drawn = [" ".join(text.split()) for text in grid.locator("g.annotation text.annotation-text").evaluate_all(
             "notes => notes.map(n => Array.from(n.querySelectorAll('tspan.line')).map(t => t.textContent)"
