@@ -97,7 +97,13 @@ def figure(page: Any, key: str) -> Any:
     with the class `st-key-<key>`. Not `.js-plotly-plot` by position: the figures of one page are drawn
     in no fixed order, so the first one on the page for a moment can be another (a CI run counted the
     heatmap's marks in the distribution chart drawn below it, before the heatmap was drawn)."""
-    return page.locator(f".st-key-{key} .js-plotly-plot")
+    return page.locator(figure_selector(key))
+
+
+def figure_selector(key: str) -> str:
+    """`figure`'s CSS selector, for a script run in the page that must look the figure up itself
+    (each time it runs: Streamlit may draw the element anew)."""
+    return f".st-key-{key} .js-plotly-plot"
 
 
 def wait_until_run_ended(page: Any, timeout_ms: int = 90_000) -> None:

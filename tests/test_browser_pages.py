@@ -17,7 +17,8 @@ from fedcore.checkup import plans
 from application.checkup_jobs import start_checkup
 from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
-from tests.browser_helpers import ARTIFACTS, figure, need_chromium, open_page, serving, wait_until_run_ended
+from tests.browser_helpers import (ARTIFACTS, figure, figure_selector, need_chromium, open_page, serving,
+                                   wait_until_run_ended)
 
 WIDTHS = (1280, 1920)
 FAILURE = "site 'Oak District' has no rows left after the split"
@@ -159,9 +160,10 @@ def test_the_checkup_page_shows_a_new_checkup_at_once_and_no_toolbar_covers_the_
         page = open_page(browser, f"{url}/checkup?checkup={plan.id}", width, "Findings, strongest first", 2400)
         grid = figure(page, "checkup_grid")
         grid.locator("g.annotation").first.wait_for(timeout=90_000)  # drawn (on a loaded machine: a while)
-        page.wait_for_function("[...(document.querySelector('.st-key-checkup_grid .js-plotly-plot')"
+        page.wait_for_function("selector => [...(document.querySelector(selector)"
                                "?.querySelectorAll('g.xtick text') ?? [])]"
-                               ".some(t => t.getBoundingClientRect().width > 0)", timeout=90_000)
+                               ".some(t => t.getBoundingClientRect().width > 0)",
+                               arg=figure_selector("checkup_grid"), timeout=90_000)
         grid.hover()  # the chart's toolbar shows while the pointer is over the chart
         page.wait_for_timeout(500)
         toolbar = grid.locator(".modebar").first.bounding_box()
