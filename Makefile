@@ -32,8 +32,7 @@ cli-demo: $(VENV)/.runtime
 flower-demo: $(VENV)/.runtime
 	$(BIN)/python -m application.flower demo $(FLOWER_DEMO_ARGS)
 
-# Two worker processes: most tests wait on a browser, a server or a subprocess, so two share 2 cores well
-# (about 400 s here against 610-680 s in one process).
+# Two worker processes on 2 cores (README, *Tests*: the suite is CPU-bound, so a third is slower).
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -n 2 -m "not deployment"
 
