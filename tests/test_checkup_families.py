@@ -4,6 +4,7 @@ column named and the other sites flagged as defined. Known answers on a small ta
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -351,6 +352,20 @@ def test_the_csv_files_give_the_product_the_same_profile(tmp_path, table):
         assert np.allclose(loaded.arrays[key], value, equal_nan=True), key
 
 
+def test_a_site_smaller_than_a_csv_source_takes_by_default_still_takes_part(tmp_path, table):
+    """Vehicle's smallest sensor has 7 rows, under a CSV source's default `min_rows` (20): the
+    files say `min_rows` as an analyst would, so every site is loaded; with every site large enough
+    the reference says nothing of it (the recorded cases' files are unchanged)."""
+    from data_adapters import load_federation
+
+    (tmp_path / "large").mkdir(), (tmp_path / "small").mkdir()
+    assert "min_rows" not in suite.write_csv_sites(table, tmp_path / "large")
+    small = replace(table, x=[table.x[0][:8], *table.x[1:]], y=[table.y[0][:8], *table.y[1:]])
+    reference = suite.write_csv_sites(small, tmp_path / "small")
+    assert reference["min_rows"] == 8
+    assert load_federation(reference, 0).site_names == list(table.sites)
+
+
 def test_a_loader_that_hands_over_other_rows_is_caught(shared_data):
     heart = corruptions.load_table("heart")
     assert any(np.isnan(x).any() for x in heart.x)  # the '?' cells came back as missing
@@ -386,6 +401,29 @@ def test_why_a_missed_case_was_missed_reads_its_closest_cells():
     assert suite.why_missed(result(["constant", 1e-9, 1e-7], ["constant", 1e-9, 1e-7])) == 3  # there untouched
     assert suite.why_missed(result(["location", 0.01, 0.05], ["location", 0.01, 0.05])) == 0  # q of 5 % is not < 5 %
     assert suite.why_missed({"findings": []}) is None  # recorded before the cells were kept
+
+
+def test_the_recall_bound_counts_a_missed_case_once_its_material_cell_is_below_the_line():
+    """Known answers for `recall_bound` on four held-out cases: one found, one missed with a
+    material cell of p 0.004 (q 0.3), one missed with p 0.2, one missed as explained (stays missed
+    at any line); a tuning case is not counted."""
+    def row(seed, hit, family="shift_all"):
+        return {"dataset": "heart", "family": family, "seed": seed, "material": True, "hit": hit}
+
+    def record(seed, closest, family="shift_all"):
+        key = json.dumps({"dataset": "heart", "family": family, "seed": seed, "lenses": "data", "policy": "default"})
+        return key, {"closest": closest}
+
+    rows = [row(10, True), row(11, False), row(12, False), row(13, False), row(1, False)]
+    results = dict([record(10, {"material": ["location", 1e-9, 1e-8], "strongest": ["location", 1e-9, 1e-8]}),
+                    record(11, {"material": ["location", 0.004, 0.3], "strongest": ["location", 0.004, 0.3]}),
+                    record(12, {"material": ["spread", 0.2, 0.9], "strongest": ["spread", 0.2, 0.9]}),
+                    record(13, {"material": ["unit", 1e-6, 1e-5], "strongest": ["unit", 1e-6, 1e-5]}),
+                    record(1, {"material": ["location", 1e-3, 0.2], "strongest": ["location", 1e-3, 0.2]})])
+    assert suite.recall_bound(rows, results, 0.05) == (2, 4)
+    assert suite.recall_bound(rows, results, 0.5) == (3, 4)
+    assert suite.recall_bound(rows, results, 0.004) == (1, 4)  # p of 0.004 is not below 0.004
+    assert suite.recall_bound(rows, results, 0.05, half="tuning") == (1, 1)
 
 
 def test_the_closest_cells_are_those_of_the_corrupted_site_and_column():
