@@ -1,5 +1,6 @@
 """The command line: run, list, show; bad input; Ctrl-C; a worker killed mid-run."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -127,13 +128,26 @@ def test_resolve_spec_rejects_unknown_keys_and_parameters():
     assert resolve_spec({"algorithm": "apfl", "config": {"momentum": 0.3}})["config"]["momentum"] == 0.3
 
 
-def _start_cli(store, rounds):
+# Rounds no run gets through before its test stops it: with 500 (about 6 s of rounds) a run once
+# ended on a loaded CI machine before the Ctrl-C landed, and exited 0 as done.
+LONG_RUN = 20_000
+
+
+@contextlib.contextmanager
+def _running_cli(store):
+    """`fedcore run` of LONG_RUN rounds in a subprocess, killed when the test leaves (a run the
+    test failed to stop must not train on after it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "fedcore", "run", "--store", str(store), "-a", "ifedavg",
-         "--rounds", str(rounds), "--eval-every", "1", "-q"],
+         "--rounds", str(LONG_RUN), "--eval-every", "1", "-q"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.communicate()
 
 
 def _wait_for_rounds(store, n, process, timeout=120):
@@ -148,10 +162,10 @@ def _wait_for_rounds(store, n, process, timeout=120):
 
 
 def test_ctrl_c_stops_cleanly_and_marks_the_run_cancelled(tmp_path):
-    process = _start_cli(tmp_path, 500)
-    run = _wait_for_rounds(tmp_path, 2, process)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    with _running_cli(tmp_path) as process:
+        run = _wait_for_rounds(tmp_path, 2, process)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "Cancelled" in err and "Traceback" not in err
     status = run.status
@@ -160,18 +174,18 @@ def test_ctrl_c_stops_cleanly_and_marks_the_run_cancelled(tmp_path):
 
 
 def test_sigterm_also_cancels(tmp_path):
-    process = _start_cli(tmp_path, 500)
-    run = _wait_for_rounds(tmp_path, 1, process)
-    process.terminate()
-    process.communicate(timeout=60)
+    with _running_cli(tmp_path) as process:
+        run = _wait_for_rounds(tmp_path, 1, process)
+        process.terminate()
+        process.communicate(timeout=60)
     assert process.returncode == 130 and run.status.state == "cancelled"
 
 
 def test_a_run_killed_mid_way_leaves_a_readable_store(tmp_path, capsys):
-    process = _start_cli(tmp_path, 500)
-    run = _wait_for_rounds(tmp_path, 3, process)
-    process.kill()
-    process.communicate(timeout=60)
+    with _running_cli(tmp_path) as process:
+        run = _wait_for_rounds(tmp_path, 3, process)
+        process.kill()
+        process.communicate(timeout=60)
     assert run.status.state == "interrupted"
     records = run.rounds()
     assert len(records) >= 3 and records[-1].round >= 3
