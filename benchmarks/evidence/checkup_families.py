@@ -613,7 +613,9 @@ def section(results: dict[str, Any]) -> str:
         lines += [f"### Every lens ({seeds}; the first tuning, the others held-out)", "",
                   f"The model lenses train iFedAvg ({MODEL_REPLICATES} replicates), FedAvg, AdaFed and FedHealth2 "
                   f"for {MODEL_ROUNDS} rounds on the case's files written as one CSV per site (the product's "
-                  "defaults for CSV: per-site standardisation); the data lens of the same check-up beside them."
+                  "defaults for CSV: per-site standardisation; where a site has fewer rows than a CSV source takes "
+                  "by default, vehicle's 7, with `min_rows` lowered to them as an analyst would); the data lens of "
+                  "the same check-up beside them."
                   + "".join(f" {TITLES[d]}: not measured with every lens (a case takes about a minute on 2 cores)."
                             for d in DATASETS if d not in measured), "",
                   "| family | data lens: " + HEAD[2:] + " every lens: " + HEAD[2:], "|---|---|---|---|---|---|---|"]
