@@ -358,7 +358,8 @@ def test_a_site_smaller_than_a_csv_source_takes_by_default_still_takes_part(tmp_
     the reference says nothing of it (the recorded cases' files are unchanged)."""
     from data_adapters import load_federation
 
-    (tmp_path / "large").mkdir(), (tmp_path / "small").mkdir()
+    (tmp_path / "large").mkdir()
+    (tmp_path / "small").mkdir()
     assert "min_rows" not in suite.write_csv_sites(table, tmp_path / "large")
     small = replace(table, x=[table.x[0][:8], *table.x[1:]], y=[table.y[0][:8], *table.y[1:]])
     reference = suite.write_csv_sites(small, tmp_path / "small")
