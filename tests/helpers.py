@@ -126,3 +126,36 @@ def open_page(at, page: str, run_id: str | None = None, **query: str):
     at.run()
     assert not at.exception, (page, run_id, query, at.exception)
     return at
+
+
+def one_answer(ref: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """Asserts that `inspect` (the alignment report of the files at hand), the check-up's data lens
+    on the loaded federation and the Data page give one answer: the same findings in the same order
+    with the same q, the same cells not testable with the same reasons, and the page drawing each
+    finding as the check-up words it. Returns the findings (site, kind, feature)."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from data_adapters import inspect_data, load_federation
+    from fedcore.checkup import check_up, finding_line
+
+    report = inspect_data(ref)
+    result = check_up(load_federation(ref).profile, {})
+    shown = [(f["site"], f["kind"], f["feature"]) for f in report.findings]
+    assert shown == [(f.site, f.kind, f.feature) for f in result.reported]
+    assert [f["q"] for f in report.findings] == pytest.approx([f.q for f in result.reported])
+    assert sorted((f["site"], f["kind"], f["feature"], f["untestable"]) for f in report.not_testable) == sorted(
+        (f.site, f.kind, f.feature, f.untestable) for f in result.untestable())
+
+    def page(report: dict) -> None:
+        from dashboard.widgets.data_report import show_alignment
+        show_alignment(report)
+
+    at = AppTest.from_function(page, kwargs={"report": json.loads(json.dumps(report.to_dict(), default=float))})
+    at.run(timeout=60)
+    assert not at.exception
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    for finding in report.findings:
+        assert any(finding_line(finding).replace("\\", "") in w for w in warnings), finding_line(finding)
+    return shown

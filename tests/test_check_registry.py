@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from data_adapters import draft_dictionary, inspect_data, load_federation
-from fedcore.checkup import check_up, finding_line
+from fedcore.checkup import check_up
 from fedcore.interpret import checks
 from fedcore.interpret.data_checks import Checks, check_profile
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
@@ -26,6 +26,7 @@ from fedcore.interpret.calibration import benjamini_hochberg
 from fedcore.interpret.findings import FDR, Finding, decide
 from fedcore.interpret.profile import NOT_RECORDED, STATISTICS, Profile, profile_federation, site_profile
 from messy_exports import write_messy_exports
+from tests.helpers import one_answer
 from test_checkup import missing_by_class as missing_for_the_well, more_missing  # the same planted problems
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -650,33 +651,9 @@ def test_a_broken_site_does_not_make_other_sites_small_differences_reportable():
 
 
 # -- one answer: the Data page, inspect and the check-up --------------------------------------------
-def same_answer(ref: dict) -> list[tuple[str, str, str | None]]:
-    report = inspect_data(ref)
-    result = check_up(load_federation(ref).profile, {})
-    shown = [(f["site"], f["kind"], f["feature"]) for f in report.findings]
-    assert shown == [(f.site, f.kind, f.feature) for f in result.reported]
-    assert [f["q"] for f in report.findings] == pytest.approx([f.q for f in result.reported])
-    assert sorted((f["site"], f["kind"], f["feature"], f["untestable"]) for f in report.not_testable) == sorted(
-        (f.site, f.kind, f.feature, f.untestable) for f in result.untestable())
-    # and the Data page draws the report's findings, each as the check-up words it
-    from streamlit.testing.v1 import AppTest
-
-    def page(report: dict) -> None:
-        from dashboard.widgets.data_report import show_alignment
-        show_alignment(report)
-
-    at = AppTest.from_function(page, kwargs={"report": json.loads(json.dumps(report.to_dict(), default=float))})
-    at.run(timeout=60)
-    assert not at.exception
-    warnings = [w.value.replace("\\", "") for w in at.warning]
-    for finding in report.findings:
-        assert any(finding_line(finding).replace("\\", "") in w for w in warnings), finding_line(finding)
-    return shown
-
-
 @pytest.mark.skipif(not (SHARED / "heart_disease" / "canonical").is_dir(), reason="the shared heart-disease data")
 def test_inspect_the_data_page_and_the_check_up_agree_on_the_heart_disease_hospitals():
-    shown = same_answer({"source": "heart", "path": str(SHARED / "heart_disease" / "canonical")})
+    shown = one_answer({"source": "heart", "path": str(SHARED / "heart_disease" / "canonical")})
     assert ("switzerland", "constant", "chol") in shown  # cholesterol 0 for every patient: not measured
     assert ("va", "missing_code", "chol") in shown
 
@@ -693,7 +670,7 @@ def test_inspect_the_data_page_and_the_check_up_agree_on_the_messy_exports(tmp_p
     factor = content["sites"]["east"]["convert"]["chol"]["a"] * 10  # ... and typed east's factor 10 times too large
     content["sites"]["east"]["convert"]["chol"] = {"name": "given by the analyst", "a": factor, "b": 0}
     (tmp_path / "study.dictionary.json").write_text(json.dumps(content))
-    shown = same_answer({**ref, "dictionary": str(tmp_path / "study.dictionary.json")})
+    shown = one_answer({**ref, "dictionary": str(tmp_path / "study.dictionary.json")})
     assert ("west", "missing_code", "chol") in shown
     assert ("east", "unit", "chol") in shown
 
