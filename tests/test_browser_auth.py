@@ -202,6 +202,9 @@ def test_signing_out_ends_the_other_tabs_and_every_copy_of_the_cookie(dashboard_
     second.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
     # the page draws the notice before its button: counted at once, the button was once not there yet
     second.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+    # absence is counted once the page's script run has ended: counted at once, a navigation drawn
+    # late in the run would not be there yet
+    wait_until_run_ended(second)
     assert second.get_by_role("button", name="Sign in").count() == 1
     assert second.locator('[data-testid="stSidebarNavLink"]').count() == 0
     second.screenshot(path=str(ARTIFACTS / "auth-other-tab-after-sign-out-1280.png"), full_page=True)
@@ -212,6 +215,7 @@ def test_signing_out_ends_the_other_tabs_and_every_copy_of_the_cookie(dashboard_
     page = stolen.new_page()
     page.goto(url)
     page.get_by_text("You signed out (in this or another window)").wait_for(timeout=60_000)
+    wait_until_run_ended(page)
     assert page.locator('[data-testid="stSidebarNavLink"]').count() == 0
     stolen.close()
 
