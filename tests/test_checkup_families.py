@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "evi
 import checkup_families as suite  # noqa: E402
 import corruptions  # noqa: E402
 from corruptions import FAMILIES, Table, corrupt, draw_case  # noqa: E402
+from tests.helpers import one_answer  # noqa: E402
 
 SEEDS = range(12)
 
@@ -459,8 +460,6 @@ def test_inspect_the_data_page_and_the_check_up_agree_on_the_suites_files(tmp_pa
     missing value as an empty cell) and read by all three. Agreeing on nothing would prove little,
     so most comparisons must hold findings (heart's hospitals differ untouched; on the demo a few
     weak draws leave nothing to find)."""
-    from tests.helpers import one_answer
-
     if dataset == "heart" and not (shared_data / "heart_disease").is_dir():
         pytest.skip("the shared heart-disease data")
     data = corruptions.load_table(dataset)

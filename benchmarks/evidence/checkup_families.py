@@ -84,8 +84,8 @@ HALVES = {"tuning": TUNING, "held-out": HELD_OUT}
 QUICK_DATASETS, QUICK_SEEDS = ("heart", "demo"), (0, 1, 10, 11)
 # Every lens: the model lenses train (iFedAvg replicates, FedAvg, AdaFed, FedHealth2), with fewer
 # rounds than a check-up's default: on 2 cores about 5 s a case of heart, 12 s of the demo and of
-# vehicle, 34 s of MNIST and a minute of HAR (with 2 jobs about 30 s: its 187 cases take about an
-# hour and a half), so every held-out seed and the first tuning seed of each.
+# vehicle, 34 s of MNIST and a minute of HAR (with 2 jobs about 30 s: its 187 cases took about 100
+# minutes), so every held-out seed and the first tuning seed of each.
 MODEL_SEEDS: dict[str, tuple[int, ...]] = {d: (0, *HELD_OUT) for d in DATASETS}
 MODEL_DATASETS = tuple(MODEL_SEEDS)
 MODEL_ROUNDS, MODEL_REPLICATES = 100, 2
