@@ -24,7 +24,8 @@ from fedcore.interpret.data_checks import Checks, check_profile
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.calibration import benjamini_hochberg
 from fedcore.interpret.findings import FDR, Finding, decide
-from fedcore.interpret.profile import NOT_RECORDED, STATISTICS, Profile, profile_federation, site_profile
+from fedcore.interpret.profile import (NOT_RECORDED, PROBABILITIES, STATISTICS, Profile, profile_federation,
+                                      site_profile)
 from messy_exports import write_messy_exports
 from tests.helpers import one_answer
 from test_checkup import missing_by_class as missing_for_the_well, more_missing  # the same planted problems
@@ -557,6 +558,39 @@ def test_a_withheld_statistic_is_a_not_testable_cell_with_the_reason_never_a_pas
     from dashboard.presenters.checkup_view import NOTHING_FOUND, grid
     cell = grid(result, "table").cells[SITES.index(BROKEN)][0]
     assert cell.state == NOTHING_FOUND and cell.untestable and f"{len(cell.untestable)} not testable" in cell.text
+
+
+def mostly_one_reading(values, y, rng):
+    values = values.copy()
+    values[rng.random(len(values)) < 0.85] = -0.9925452  # a sensor at its floor for most rows (HAR's
+    return values  # entropies): not a sum of a few such values is exactly a multiple of it
+
+
+def test_a_middle_half_of_one_value_is_one_value_as_released_never_a_tail_ratio_of_1e14():
+    """A site's released quantiles are read off between its blocks' means: between two equal means,
+    that value exactly. Read off as the weighted sum of both they differed by a few ulps, the middle
+    half of a column at one value had an IQR of 1e-16, and the shape check reported HAR's subject
+    02's tGravityAcc-entropy()-Y with heavier tails 1.6e14 times the others'."""
+    profile = federation(column(5, mostly_one_reading), policy=DEFAULT_POLICY)
+    i, j = SITES.index(BROKEN), FEATURES.index("f1")
+    middle = profile.quantiles[i, (PROBABILITIES >= 0.2) & (PROBABILITIES <= 0.8), j]
+    assert len(set(middle.tolist())) == 1  # one value (the blocks' mean as rounded), to the bit
+    shape = [f for f in check_profile(profile) if (f.site, f.kind, f.feature) == (BROKEN, "shape", "f1")]
+    assert shape and all(not f.tested and f.untestable == "its middle half is one value at this site" for f in shape)
+    assert [(f.site, f.feature) for f in reported(profile) if f.feature == "f1"] == [(BROKEN, "f1")]  # its point mass
+    assert {f.kind for f in reported(profile) if f.feature == "f1"} <= {"point_mass", "constant"}
+
+
+def test_a_stored_profile_is_the_released_one_to_the_last_bit():
+    """A saved check-up is evaluated from its stored profile, the Data page and `inspect` from the
+    profile in memory: one answer needs the same numbers. Stored as float32, shares moved by 1e-8
+    and HAR's stored check-up lost a finding that `inspect` showed."""
+    profile = federation(column(5, mostly_one_reading), policy=DEFAULT_POLICY)
+    again = Profile.from_npz(np.load(io.BytesIO(profile.to_npz()), allow_pickle=False))
+    for name, value in profile.arrays.items():
+        assert np.array_equal(again.arrays[name], value, equal_nan=True), name
+    assert [(f.site, f.kind, f.feature, f.q) for f in reported(again)] == \
+        [(f.site, f.kind, f.feature, f.q) for f in reported(profile)]
 
 
 def test_a_profile_stored_before_a_statistic_existed_loads_and_says_so():
