@@ -130,18 +130,29 @@ def open_page(at, page: str, run_id: str | None = None, **query: str):
 
 def one_answer(ref: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     """Asserts that `inspect` (the alignment report of the files at hand), the check-up's data lens
-    on the loaded federation and the Data page give one answer: the same findings in the same order
-    with the same q, the same cells not testable with the same reasons, and the page drawing each
+    on the loaded federation, a saved check-up of the files (what the check-up page evaluates: its
+    stored profile) and the Data page give one answer: the same findings in the same order with
+    the same q, the same cells not testable with the same reasons, and the page drawing each
     finding as the check-up words it. Returns the findings (site, kind, feature)."""
     import json
+    import tempfile
 
     from streamlit.testing.v1 import AppTest
 
+    from application.checkup_jobs import start_checkup
     from data_adapters import inspect_data, load_federation
     from fedcore.checkup import check_up, finding_line
+    from fedcore.store import RunStore
 
     report = inspect_data(ref)
     result = check_up(load_federation(ref).profile, {})
+    with tempfile.TemporaryDirectory() as folder:
+        store = RunStore(Path(folder))
+        saved = start_checkup(store, ref, train=False).evaluate(store)
+    cells = lambda found: [(f.site, f.kind, f.feature, f.q) for f in found]  # noqa: E731
+    assert cells(saved.reported) == cells(result.reported)  # to the last bit of q
+    untestable = lambda found: [(f.site, f.kind, f.feature, f.untestable) for f in found]  # noqa: E731
+    assert untestable(saved.untestable()) == untestable(result.untestable())
     shown = [(f["site"], f["kind"], f["feature"]) for f in report.findings]
     assert shown == [(f.site, f.kind, f.feature) for f in result.reported]
     assert [f["q"] for f in report.findings] == pytest.approx([f.q for f in result.reported])
