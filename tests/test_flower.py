@@ -341,7 +341,8 @@ def test_a_flower_run_that_cannot_start_fails_with_the_reason(tmp_path):
 
 def test_each_site_sends_its_profile_and_the_server_stores_the_federations(tmp_path):
     """The check-up's data lens over Flower: every site computes its own federated statistics and
-    sends them (no rows); the server's stored profile is the one the simulation computes."""
+    sends them (no rows); the server's stored profile is the one the simulation computes, to the
+    last bit (what the Data page computes from the same files)."""
     from fedcore.interpret.profile import Profile
 
     run = flower_run(tmp_path, "fedavg", {}, {"rounds": 1}, demo_nodes())
@@ -351,7 +352,7 @@ def test_each_site_sends_its_profile_and_the_server_stores_the_federations(tmp_p
     order = [demo.sites.index(name) for name in stored.sites]
     assert stored.sites == sorted(DEMO_SITES) and stored.features == demo.features
     for name, value in demo.arrays.items():
-        assert np.allclose(stored.arrays[name], value[order].astype(np.float32), equal_nan=True), name
+        assert np.array_equal(stored.arrays[name], value[order], equal_nan=True), name
 
 
 @pytest.mark.parametrize("standardization", ["site", "federated"])
