@@ -562,8 +562,8 @@ def test_a_withheld_statistic_is_a_not_testable_cell_with_the_reason_never_a_pas
 
 def mostly_one_reading(values, y, rng):
     values = values.copy()
-    values[rng.random(len(values)) < 0.85] = -0.9925452  # a sensor at its floor for most rows (HAR's
-    return values  # entropies): not a sum of a few such values is exactly a multiple of it
+    values[rng.random(len(values)) < 0.85] = -0.9925452  # a sensor at its floor for most rows, as
+    return values  # HAR's entropies are
 
 
 def test_a_middle_half_of_one_value_is_one_value_as_released_never_a_tail_ratio_of_1e14():
