@@ -237,7 +237,7 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
     sizes = np.full(n_blocks, n // n_blocks) + (np.arange(n_blocks) < n % n_blocks)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     centres = block_probabilities(starts, n)
-    sd = values.std(axis=0, ddof=1)
+    sd = sorted_sd(values, np.full(values.shape[1], n))
     if noise is None:
         means = np.add.reduceat(values, starts[:-1], axis=0) / sizes[:, None]
         # the rounding's yardstick: the SD, or the spread of the middle blocks where smaller (a few
@@ -254,6 +254,21 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
     means = np.sort(means, axis=0)  # a quantile function never decreases (rounding and noise could make it)
     mean = (means * sizes[:, None]).sum(0) / n
     return mean, sd, _read_off(centres, means, probabilities)
+
+
+def sorted_sd(ordered: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """[columns] the SD (ddof 1) of each column of sorted values (NaN last; `counts` finite values
+    each, NaN below 2): exactly 0 where its values are all one. numpy's SD of a column of one value
+    leaves a few ulps for about half of all values (its mean is rounded), and a column constant at
+    a site then had a spread 1e-16 times the others' instead of none."""
+    counts = np.asarray(counts)
+    if not len(ordered):
+        return np.full(ordered.shape[1], np.nan)
+    last = ordered[np.maximum(counts - 1, 0), np.arange(ordered.shape[1])]
+    with warnings.catch_warnings():  # all-NaN columns: NaN is the answer, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sd = np.nanstd(ordered, axis=0, ddof=1)
+    return np.where(counts > 1, np.where(ordered[0] == last, 0.0, sd), np.nan)
 
 
 def _log_rounded(sd: np.ndarray, n: int) -> np.ndarray:

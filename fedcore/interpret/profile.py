@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy, Statistic, describe_policy,
-                                          dp_noise, location, release)
+                                          dp_noise, location, release, sorted_sd)
 
 PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
 SENTINELS = np.array([-999.0, -99.0, -9.0, -1.0, 0.0, 9.0, 99.0, 999.0, 9999.0])
@@ -185,7 +185,7 @@ def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
     with warnings.catch_warnings():  # all-NaN columns: NaN is the answer, not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.where(counts > 0, np.nanmean(x, axis=0), np.nan) if n else np.full(n_features, np.nan)
-        sd = np.where(counts > 1, np.nanstd(x, axis=0, ddof=1), np.nan) if n else np.full(n_features, np.nan)
+    sd = sorted_sd(ordered, counts)
     out = {"mean": mean, "sd": sd, "quantiles": quantiles}
     if shares:
         out.update(_point_shares(ordered, counts))
