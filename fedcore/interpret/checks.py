@@ -320,8 +320,11 @@ CHECKS: tuple[Check, ...] = (
     Check("correlation", "relations between features differ", "correlations", DATA,
           "the site's correlations of the feature with the others, projected on the other sites' median "
           "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "
-          "0 vanished, < 0 reversed",
-          LOO + ", one-sided (lower)", "projection ≤ {projection} and the correlations {gap} apart on average",
+          "0 vanished, < 0 reversed; and the feature's mean Fisher z with those partners at the site less the "
+          "partners' among themselves there (a channel that alone lost its relations, not a site whose features "
+          "all go together loosely)",
+          LOO + ", one-sided (lower), of each; the smaller p × 2",
+          "projection ≤ {projection} and the correlations {gap} apart on average",
           "correlations", ("correlation",), "continuous", "correlation",
           limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),
     Check("distribution", "differs in distribution", "values", DATA,

@@ -1638,8 +1638,10 @@ class Checks:
             gap = np.where(used, np.abs(r - reference), 0.0).sum(2) / used.sum(2)
         enough = used.sum(2) >= partners
         projection = np.where(enough, projection, np.nan)
-        deviation, t, p2 = leave_one_out(projection)
-        p_lower = one_sided(t, p2, -1)
+        own, among = against_partners(r, reference, used)
+        p_projection = one_sided(*leave_one_out(projection)[1:], -1)
+        p_alone = one_sided(*leave_one_out(np.where(enough, own - among, np.nan))[1:], -1)
+        p_lower = either_test(p_projection, p_alone)
         at_most, apart = limit("correlation", "projection"), limit("correlation", "gap")
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
@@ -1649,12 +1651,15 @@ class Checks:
                 k = int(np.argmax(np.where(used[i, c], np.abs(reference[i, c]), -1.0)))
                 partner = f"e.g. with {p.features[cols[k]]} r = {r[i, c, k]:+.2f} against {reference[i, c, k]:+.2f}"
                 how = "varies against" if projection[i, c] < 0 else "no longer varies with"
+                still = (f", while those features still go together there (r {np.tanh(among[i, c]):+.2f} among them)"
+                         if np.isfinite(among[i, c]) else "")
                 yield Finding(site, LENS, "correlation", name,
                               f"{site}'s {name} {how} the features it goes with at the other sites (its correlations "
-                              f"{projection[i, c]:+.2f} of theirs; {partner}): a channel replaced by noise, or "
+                              f"{projection[i, c]:+.2f} of theirs; {partner}){still}: a channel replaced by noise, or "
                               "another column?", float(p_lower[i, c]), float(projection[i, c]), "share of the others' "
                               "correlations", evidence={"partner": p.features[cols[k]], "r": float(r[i, c, k]),
-                                                        "others_r": float(reference[i, c, k])},
+                                                        "others_r": float(reference[i, c, k]),
+                                                        "partners_r": float(np.tanh(among[i, c]))},
                               material=bool(projection[i, c] <= at_most and gap[i, c] >= apart))
 
     def copied_columns(self) -> Iterator[Finding]:
@@ -1700,6 +1705,37 @@ class Checks:
                 yield Finding(site, LENS, "copied_column", name, message, float(p_upper[i, c]), site_r, "correlation",
                               evidence={"partner": source, "r": site_r, "others_r": others_r},
                               material=bool(same and likelier_copy))
+
+
+def against_partners(r: np.ndarray, reference: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, continuous] twice, from correlations `r` [sites, continuous, continuous], the other
+    sites' median `reference` and each feature's partners `used` (same shape): the mean Fisher z of
+    the feature's correlations with its partners at the site, and of its partners' correlations
+    among themselves there (NaN where none is released), each signed as at the other sites. Their
+    difference sets a channel that alone lost its relations (replaced by noise, another column)
+    apart from a site whose features all go together more loosely: vehicle's sensors differ in how
+    tightly their features go together (median |r| 0.06 to 1.0 for the same features), so a noise
+    channel's correlations at one sensor matched another sensor's as measured against the others."""
+    off_diagonal = ~np.eye(r.shape[1], dtype=bool)[None]
+    known = np.isfinite(r) & off_diagonal
+    signed = np.where(known, np.sign(np.nan_to_num(reference)) * fisher_z(np.nan_to_num(r)), 0.0)
+    partners = used.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        own = (partners * signed).sum(2) / partners.sum(2)
+        # the partners' pairs: sum over k, l in a feature's partners of z[k, l] (a matrix product per site)
+        among = ((partners @ signed) * partners).sum(2) / ((partners @ known.astype(np.float64)) * partners).sum(2)
+    return np.where(np.isfinite(own), own, np.nan), np.where(np.isfinite(among), among, np.nan)
+
+
+def either_test(*p_values: np.ndarray) -> np.ndarray:
+    """The p-value of the most significant of several tests of one cell, Bonferroni-corrected for
+    the tests that could be computed there (one alone: its own p; none: NaN)."""
+    stacked = np.stack(np.broadcast_arrays(*p_values))
+    tried = np.isfinite(stacked).sum(0)
+    with warnings.catch_warnings():  # no test at all: NaN is the answer
+        warnings.simplefilter("ignore", RuntimeWarning)
+        smallest = np.nanmin(stacked, axis=0)
+    return np.where(tried > 0, np.minimum(1.0, smallest * tried), np.nan)
 
 
 def weakness_p(strength: np.ndarray) -> np.ndarray:
