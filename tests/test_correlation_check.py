@@ -70,6 +70,10 @@ def test_the_two_statistics_by_hand():
     assert own[1, 0] == pytest.approx((z(0.1) - z(0.2)) / 2)  # +0.2 against the others' sign: a reversal
     assert among[0, 0] == pytest.approx(z(0.9)) and among[1, 0] == pytest.approx(z(0.8))
     assert np.isnan(own[:, 1:]).all() and np.isnan(among[:, 1:]).all()  # no partners: nothing to compare
+    # a pair the other sites did not release has no sign to read the site's r by: left out, not 0
+    reference[:, [1, 2], [2, 1]] = np.nan
+    own_again, among = against_partners(r, reference, used)
+    assert np.isnan(among[:, 0]).all() and np.array_equal(own_again, own, equal_nan=True)
 
 
 def test_either_test_is_the_smaller_p_times_the_tests_made():

@@ -1717,7 +1717,7 @@ def against_partners(r: np.ndarray, reference: np.ndarray, used: np.ndarray) -> 
     tightly their features go together (median |r| 0.06 to 1.0 for the same features), so a noise
     channel's correlations at one sensor matched another sensor's as measured against the others."""
     off_diagonal = ~np.eye(r.shape[1], dtype=bool)[None]
-    known = np.isfinite(r) & off_diagonal
+    known = np.isfinite(r) & np.isfinite(reference) & off_diagonal  # a pair the others released: its sign known
     signed = np.where(known, np.sign(np.nan_to_num(reference)) * fisher_z(np.nan_to_num(r)), 0.0)
     partners = used.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
