@@ -16,7 +16,10 @@ Printed, for the suite's federations as they are (`benchmarks/evidence/corruptio
   correlations (the Fisher z of the correlation between the site's row of correlations and the
   other sites' median row, leave-one-out over the sites, one-sided: lower; Benjamini-Hochberg over
   every site × feature), its p and q at the corrupted cells, and whether it reports them (q < 5 %).
-  The prototype is not in the product.
+  The prototype is not in the product. Beside it, the correlation check as the product runs it
+  (its cell's p and q in the check-up): since it also tests a feature's correlations with its
+  partners against the partners' among themselves at the site, a loose sensor no longer hides a
+  noise channel at a tight one.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ sys.path[:0] = [str(HERE / "evidence"), str(HERE.parent)]
 
 from corruptions import FAMILIES, corrupt, draw_case, load_table, measured  # noqa: E402
 from fedcore.interpret.calibration import benjamini_hochberg, fisher_z, leave_one_out, one_sided  # noqa: E402
-from fedcore.interpret.data_checks import Checks, limit, others_median  # noqa: E402
-from fedcore.interpret.findings import FDR  # noqa: E402
+from fedcore.interpret.data_checks import Checks, check_profile, limit, others_median  # noqa: E402
+from fedcore.interpret.findings import FDR, decide  # noqa: E402
 
 DATASETS = ("vehicle", "har", "mnist", "heart")
 LOW_SHARE = 0.25
@@ -87,9 +90,9 @@ def prototype_cases(dataset: str, seeds: range) -> None:
     table = load_table(dataset)
     _, untouched_q = pattern_q(table.profile())
     print(f"\n{dataset}: the pattern prototype, untouched: {int((untouched_q < FDR).sum())} cells reported")
-    print("| family | seed | site | column | p | q | reported |")
-    print("|---|---|---|---|---|---|---|")
-    found = {}
+    print("| family | seed | site | column | p | q | reported | the check's p | its q | reported |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    found, by_check = {}, {}
     for family in ("swapped", "noise_channel"):
         for seed in seeds:
             case = measured(table, draw_case(table, FAMILIES[family], seed))
@@ -98,15 +101,23 @@ def prototype_cases(dataset: str, seeds: range) -> None:
             checks = Checks(profile)
             names = [profile.features[j] for j in checks.continuous]
             i = list(profile.sites).index(case["site"])
-            hit = False
+            cells = {f.feature: f for f in decide(check_profile(profile))
+                     if f.kind == "correlation" and f.site == case["site"]}
+            hit = checked = False
             for column in case["truth"]["columns"]:
                 c = names.index(column)
                 reported = bool(q[i, c] < FDR)
                 hit |= reported
+                cell = cells.get(column)
+                by_it = cell is not None and cell.significant and cell.material
+                checked |= by_it
+                its = "| – | – | no |" if cell is None else f"| {cell.p:.2g} | {cell.q:.2g} | {'yes' if by_it else 'no'} |"
                 print(f"| {family} | {seed} | {case['site']} | {column} | {p[i, c]:.2g} | {q[i, c]:.2g} | "
-                      f"{'yes' if reported else 'no'} |")
+                      f"{'yes' if reported else 'no'} {its}")
             found[family] = found.get(family, 0) + hit
-    print("cases reported: " + ", ".join(f"{family} {n} of {len(seeds)}" for family, n in found.items()))
+            by_check[family] = by_check.get(family, 0) + checked
+    print("cases reported by the prototype: " + ", ".join(f"{f} {n} of {len(seeds)}" for f, n in found.items()))
+    print("by the correlation check (material): " + ", ".join(f"{f} {n} of {len(seeds)}" for f, n in by_check.items()))
 
 
 def main() -> None:
