@@ -203,6 +203,22 @@ def test_correlations_are_drawn_from_the_sites_profiles(data):
     assert np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
 
 
+def test_the_correlations_view_says_the_features_partners_still_go_together_at_the_site(data):
+    """The registry's federation: f1–f4 share one factor (r 0.8 by construction), f4 replaced by noise
+    at the site. Its partners f1, f2, f3 still go together there: the title's second line gives their
+    r among themselves, the mean of the three pairs' Fisher z computed here by hand."""
+    case = data["correlation"]
+    profile = case.evidence.profile
+    assert case.finding.feature == "f4"
+    c = {name: profile.continuous.index(profile.features.index(name)) for name in ("f1", "f2", "f3")}
+    r = profile.correlation[profile.sites.index(SITE)]
+    among = np.tanh(np.mean([np.arctanh(r[c[a], c[b]]) for a, b in (("f1", "f2"), ("f1", "f3"), ("f2", "f3"))]))
+    assert abs(among - 0.8) < 0.1  # the factor's correlation, as built
+    title = " ".join(re.sub(r"<[^>]+>", " ", evidence_figure(case.finding, case.evidence).layout.title.text).split())
+    assert (f"At {SITE} the features f4 goes with at the other sites still go with each other (r {among:+.2f} among "
+            "them): only f4 lost its relations") in title
+
+
 def test_a_kind_without_a_declared_view_still_draws_its_data(data, models):
     """A check added later (issue 23's registry names its view; until then): its feature's values,
     or one number per site."""

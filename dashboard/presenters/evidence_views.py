@@ -582,7 +582,12 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_xaxes(title_text=_axis_title(f"how {finding.feature} varies with each feature (correlation r)"),
                      range=[-1.05, 1.05])
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=_title(f"{finding.feature} against the other features at each site"))
+    # the check's second comparison: a channel that alone lost its relations, not a site whose
+    # features all go together loosely (the partners' r among themselves, from the finding)
+    among = float(finding.evidence.get("partners_r", np.nan))
+    note = (f"At {finding.site} the features {finding.feature} goes with at the other sites still go with each other "
+            f"(r {among:+.2f} among them): only {finding.feature} lost its relations" if np.isfinite(among) else "")
+    fig.update_layout(title=_title(f"{finding.feature} against the other features at each site", note))
     return _styled(fig, max(320, 24 * len(rest) + 200))
 
 
