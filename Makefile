@@ -8,7 +8,7 @@ FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo flower-demo test test-deployment evidence clean
+.PHONY: run cli-demo flower-demo test test-journeys test-deployment evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,12 @@ flower-demo: $(VENV)/.runtime
 
 # Two worker processes on 2 cores (README, *Tests*: the suite is CPU-bound, so a third is slower).
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -n 2 -m "not deployment"
+	$(BIN)/python -m pytest -n 2 -m "not deployment and not journey"
+
+# The browser journeys that train (files uploaded, mapped, trained, the result read): about 3
+# CPU-minutes, apart from `make test` to keep it within 10 minutes on 2 cores. CI runs them after it.
+test-journeys: $(VENV)/.dev
+	$(BIN)/python -m pytest -n 2 -m journey
 
 # The real Flower deployment on this machine (a SuperLink and a SuperNode per site, each its own
 # process; Flower starts a process per message): a minute or two, so apart from `make test`.

@@ -21,6 +21,7 @@ def _marks(page, at_least: int = 2) -> int:
     return marks.count()
 
 
+@pytest.mark.journey  # `make test-journeys` (CI runs it): the demo trained from the browser
 def test_demo_to_heatmap_with_marks_and_reload(dashboard, browser):
     url, store = dashboard
     ARTIFACTS.mkdir(exist_ok=True)

@@ -16,12 +16,15 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from fedcore.interpret.profile import Profile
 from fedcore.store import RunStore
 from tests.messy_exports import (CHOLESTEROL_MG_DL, FEATURES, HEART_FEATURES, HEART_SITES, SITES, write_heart_exports,
                                  write_messy_exports)
 from tests.browser_helpers import ARTIFACTS, ROOT, open_page, wait_until_run_ended
+
+pytestmark = pytest.mark.journey  # `make test-journeys` (CI runs it): each trains, a minute or two
 
 
 def upload(browser, url: str, width: int, files: list):
