@@ -214,7 +214,7 @@ def test_the_correlations_view_says_the_features_partners_still_go_together_at_t
     r = profile.correlation[profile.sites.index(SITE)]
     among = np.tanh(np.mean([np.arctanh(r[c[a], c[b]]) for a, b in (("f1", "f2"), ("f1", "f3"), ("f2", "f3"))]))
     assert abs(among - 0.8) < 0.1  # the factor's correlation, as built
-    title = " ".join(re.sub(r"<[^>]+>", " ", evidence_figure(case.finding, case.evidence).layout.title.text).split())
+    title = texts(evidence_figure(case.finding, case.evidence))[0]  # as read: tags out, lines joined
     assert (f"At {SITE} the features f4 goes with at the other sites still go with each other (r {among:+.2f} among "
             "them): only f4 lost its relations") in title
 
