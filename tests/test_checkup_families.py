@@ -429,6 +429,36 @@ def test_the_recall_bound_counts_a_missed_case_once_its_material_cell_is_below_t
     assert suite.recall_bound(rows, results, 0.05, half="tuning") == (1, 1)
 
 
+def test_the_other_sites_new_findings_are_counted_by_check_with_their_q_and_the_cell_most_often_back():
+    """Known answers for `other_sites_table` on three held-out cases and a tuning one: south's
+    location of age is new in three cases (q 0.04, 0.02 and 0.01: median 0.02, each at q ≥ 0.01),
+    east's spread of dose in one (q 0.005);
+    the baseline's own finding (east's location of age), the corrupted site's findings, a case
+    below material strength and the tuning case are not counted."""
+    def record(seed, findings, strength=2.0):
+        key = json.dumps({"dataset": "heart", "family": "shift_all", "lenses": "data", "policy": "default",
+                          "seed": seed})
+        case = {"family": "shift_all", "strength": strength, "truth": {"site": "north", "columns": ["age"]}}
+        return key, {"case": case, "findings": findings, "sites": SITES}
+
+    def at(site, kind, feature, q):
+        return "\t".join([site, "data profile", kind, feature, "", str(q)])
+
+    baseline_key = json.dumps({"dataset": "heart", "family": "none", "lenses": "data", "policy": "default",
+                               "seed": 0})
+    results = {baseline_key: {"case": None, "findings": BASELINE["findings"], "sites": SITES},
+               **dict([record(10, [at("north", "location", "age", 1e-6), at("south", "location", "age", 0.04),
+                                   at("east", "location", "age", 0.001)]),
+                       record(11, [at("south", "location", "age", 0.02), at("east", "spread", "dose", 0.005)]),
+                       record(12, [at("north", "location", "age", 1e-5), at("south", "location", "age", 0.01)]),
+                       record(13, [at("west", "spread", "dose", 0.03)], strength=0.5),  # below material
+                       record(3, [at("west", "location", "age", 0.03)])])}  # tuning half
+    lines = suite.other_sites_table(results)
+    assert lines[2] == "| values shifted | 3 | 3 | 0.02 | 100% | heart: south's age (3 cases) |"
+    assert lines[3] == "| different spread | 1 | 1 | 0.005 | 0% | heart: east's dose (1 case) |"
+    assert len(lines) == 4
+
+
 def test_the_closest_cells_are_those_of_the_corrupted_site_and_column():
     from fedcore.checkup import check_up
 

@@ -357,11 +357,7 @@ def score(result: dict, baseline: dict, lens: str | None = None) -> dict[str, An
     `named` (its strongest new finding names a corrupted column; None when the family names no
     column or nothing was found), `others_flagged` of `others` (other sites with a new finding).
     `lens`: only that lens's findings (None: every lens)."""
-    def chosen(findings: Iterable[str]) -> list[dict]:
-        return [f for f in map(parse, findings) if lens is None or f["lens"] == lens]
-
-    seen = {_key(f) for f in chosen(baseline["findings"])}
-    new = [f for f in chosen(result["findings"]) if _key(f) not in seen]
+    new = new_findings(result, baseline, lens)
     truth = result["case"]["truth"]
     at_site = [f for f in new if f["site"] == truth["site"]]  # strongest first, as reported
     named = None
@@ -370,6 +366,16 @@ def score(result: dict, baseline: dict, lens: str | None = None) -> dict[str, An
     others = [s for s in result["sites"] if s != truth["site"]]
     return {"hit": bool(at_site), "named": named, "others_flagged": len({f["site"] for f in new} - {truth["site"]}),
             "others": len(others)}
+
+
+def new_findings(result: dict, baseline: dict, lens: str | None = None) -> list[dict]:
+    """The case's reported findings (parsed, strongest first) that the untouched federation's
+    `baseline` does not show (same site, lens, kind and feature); `lens`: only that lens's."""
+    def chosen(findings: Iterable[str]) -> list[dict]:
+        return [f for f in map(parse, findings) if lens is None or f["lens"] == lens]
+
+    seen = {_key(f) for f in chosen(baseline["findings"])}
+    return [f for f in chosen(result["findings"]) if _key(f) not in seen]
 
 
 def scored(results: dict[str, Any], lens_set: str, lens: str | None, policy: str = "default") -> list[dict]:
@@ -506,6 +512,47 @@ def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", pe
     return lines or ["- none"]
 
 
+BORDERLINE_Q = 0.01  # an other site's new finding at q ≥ this is one Benjamini–Hochberg's line moved past
+
+
+def other_sites_table(results: dict[str, Any], half: str = "held-out", policy: str = "default") -> list[str]:
+    """What the other sites' new findings are, by check (data lens, every data set, the cases at
+    material strength): how many, in how many cases, their median q, the share of them at q ≥
+    BORDERLINE_Q, and the cell that came back most often (its site, feature and cases)."""
+    rows = {(r["dataset"], r["family"], r["seed"]): r for r in _in(scored(results, "data", DATA_LENS, policy), half)}
+    baselines = {t["dataset"]: r for t, r in ((json.loads(k), r) for k, r in results.items())
+                 if t["lenses"] == "data" and t["family"] == "none" and t.get("policy") == policy}
+    found: dict[str, list[tuple[tuple, dict]]] = {}
+    for key, result in data_cases(results, policy).items():
+        if key not in rows:
+            continue
+        site = result["case"]["truth"]["site"]
+        for f in new_findings(result, baselines[key[0]], DATA_LENS):
+            if f["site"] != site:
+                found.setdefault(f["kind"], []).append((key, f))
+    if not found:
+        return []
+    lines = ["| check | other sites' new findings | in cases | median q | of them q ≥ " + f"{BORDERLINE_Q:g}"
+             + " | the cell most often back |", "|---|---|---|---|---|---|"]
+    for kind, items in sorted(found.items(), key=lambda kv: -len(kv[1])):
+        q = np.array([float(f["q"]) for _, f in items])
+        cells: dict[tuple, set] = {}
+        for key, f in items:
+            cells.setdefault((key[0], f["site"], f["feature"]), set()).add(key)
+        (dataset, site, feature), cases = max(sorted(cells.items()), key=lambda kv: len(kv[1]))  # ties: the first
+        lines.append(f"| {checks_title(kind)} | {len(items)} | {len({key for key, _ in items})} | {np.median(q):.2g} "
+                     f"| {np.mean(q >= BORDERLINE_Q):.0%} | {dataset}: {site}'s {feature or 'rows'} "
+                     f"({len(cases)} case{'s' if len(cases) > 1 else ''}) |")
+    return lines
+
+
+def checks_title(kind: str) -> str:
+    """A check's title as the registry declares it."""
+    from fedcore.interpret import checks
+
+    return next(c.title for c in checks.CHECKS if c.kind == kind)
+
+
 def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out") -> list[str]:
     """Per family, why the data lens missed what it missed (`why_missed`), with the median q and
     p of the material cells that were not significant (how far from reportable the closest test
@@ -602,6 +649,14 @@ def section(results: dict[str, Any]) -> str:
                   "material (the check's declared size) and significant (q < 5 % within its family of checks).",
                   "", *why, "", WHY_READING, "", BOUND_READING, "",
                   *(f"- {bound}" for bound in recall_bounds(data, results)), ""]
+    others = other_sites_table(results)
+    if others:
+        lines += ["### Data lens: what the other sites' new findings are (held-out half, material strength)", "",
+                  "By check, every data set: the findings at sites other than the corrupted one that the "
+                  "untouched federation does not show. Most sit just under the line: a true finding at the "
+                  "corrupted site joins its family's rejections and moves Benjamini–Hochberg's line past cells "
+                  "the untouched federation tests just above it; with four sites (heart) the corrupted site is "
+                  "also one of three in every other site's reference.", "", *others, ""]
     for dataset in DATASETS:
         if _in(data, "held-out", dataset=dataset):
             lines += [f"### Data lens on {TITLES[dataset]} (held-out half)", "", *per_family_on(data, dataset), ""]
