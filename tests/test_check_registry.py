@@ -8,6 +8,7 @@ check-up give the same answer for every column of real and messy files."""
 from __future__ import annotations
 
 import inspect
+import math
 import io
 import json
 import re
@@ -752,3 +753,24 @@ def test_a_share_against_sites_that_tie_counts_its_own_sampling_by_hand():
     t = (np.log(2.5 / 398.5) - np.log(0.5 / 400.5)) / np.sqrt(1 / 2.5 + 1 / 398.5)
     assert p[2, 0] == pytest.approx(stats.t.sf(t, 4)) and 0.01 < p[2, 0] < 0.05
     assert p[0, 0] > 0.5 and others[2, 0] == 0.0  # below the others: never an excess
+
+
+def test_a_categorical_columns_cell_is_its_strongest_category_with_its_p_times_the_categories():
+    """Known answers for the one cell a categorical column gets (`_strongest_category`, used by the
+    relation-to-the-label and one-class checks): the category of smallest p (of equals, a material
+    one), its p times the categories tried, capped at 1; a category not tested never wins; a column
+    of one feature keeps its own cell and p."""
+    from fedcore.interpret.data_checks import _strongest_category
+
+    def cell(p: float, material: bool = True) -> Finding:
+        return Finding("north", checks.DATA, "label_relation", "grade", "", p, material=material)
+
+    cells = [cell(0.2), cell(float("nan")), cell(0.01, material=False), cell(0.01)]
+    strongest = _strongest_category(cells)
+    assert strongest is cells[3] and strongest.p == pytest.approx(0.04)
+    alone = cell(0.3)
+    assert _strongest_category([alone]) is alone and alone.p == 0.3
+    assert _strongest_category([cell(0.6), cell(0.7)]).p == 1.0
+    untested = cell(float("nan"))
+    assert _strongest_category([untested, cell(0.5)]).p == 1.0
+    assert math.isnan(_strongest_category([untested]).p)

@@ -14,6 +14,7 @@ reason, never counted as a test or a pass.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ class Finding:
 
     @property
     def tested(self) -> bool:
-        return not self.untestable and bool(np.isfinite(self.p))
+        return not self.untestable and math.isfinite(self.p)  # a plain float: asked of every cell, often
 
     @property
     def title(self) -> str:
