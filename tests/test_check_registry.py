@@ -8,9 +8,9 @@ check-up give the same answer for every column of real and messy files."""
 from __future__ import annotations
 
 import inspect
-import math
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path

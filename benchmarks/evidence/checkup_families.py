@@ -378,12 +378,18 @@ def new_findings(result: dict, baseline: dict, lens: str | None = None) -> list[
     return [f for f in chosen(result["findings"]) if _key(f) not in seen]
 
 
+def _baselines(results: dict[str, Any], tasks_of: dict[str, dict]) -> dict[str, dict]:
+    """Per data set, the untouched federation's record among `tasks_of` (key -> task, one lens set
+    and policy)."""
+    return {t["dataset"]: results[k] for k, t in tasks_of.items() if t["family"] == "none"}
+
+
 def scored(results: dict[str, Any], lens_set: str, lens: str | None, policy: str = "default") -> list[dict]:
     """Every recorded case of a lens set under a policy with its score and what it was (family,
     dataset, seed, strength, material)."""
     tasks_of = {k: json.loads(k) for k in results}
     chosen = {k: t for k, t in tasks_of.items() if t["lenses"] == lens_set and t.get("policy") == policy}
-    baselines = {t["dataset"]: results[k] for k, t in chosen.items() if t["family"] == "none"}
+    baselines = _baselines(results, chosen)
     rows = []
     for key, task in chosen.items():
         if task["family"] == "none" or task["dataset"] not in baselines:
@@ -520,8 +526,8 @@ def other_sites_table(results: dict[str, Any], half: str = "held-out", policy: s
     material strength): how many, in how many cases, their median q, the share of them at q ≥
     BORDERLINE_Q, and the cell that came back most often (its site, feature and cases)."""
     rows = {(r["dataset"], r["family"], r["seed"]): r for r in _in(scored(results, "data", DATA_LENS, policy), half)}
-    baselines = {t["dataset"]: r for t, r in ((json.loads(k), r) for k, r in results.items())
-                 if t["lenses"] == "data" and t["family"] == "none" and t.get("policy") == policy}
+    baselines = _baselines(results, {k: t for k, t in ((k, json.loads(k)) for k in results)
+                                     if t["lenses"] == "data" and t.get("policy") == policy})
     found: dict[str, list[tuple[tuple, dict]]] = {}
     for key, result in data_cases(results, policy).items():
         if key not in rows:
@@ -532,6 +538,8 @@ def other_sites_table(results: dict[str, Any], half: str = "held-out", policy: s
                 found.setdefault(f["kind"], []).append((key, f))
     if not found:
         return []
+    from fedcore.interpret.checks import KINDS  # kind -> the check's title
+
     lines = ["| check | other sites' new findings | in cases | median q | of them q ≥ " + f"{BORDERLINE_Q:g}"
              + " | the cell most often back |", "|---|---|---|---|---|---|"]
     for kind, items in sorted(found.items(), key=lambda kv: -len(kv[1])):
@@ -540,17 +548,10 @@ def other_sites_table(results: dict[str, Any], half: str = "held-out", policy: s
         for key, f in items:
             cells.setdefault((key[0], f["site"], f["feature"]), set()).add(key)
         (dataset, site, feature), cases = max(sorted(cells.items()), key=lambda kv: len(kv[1]))  # ties: the first
-        lines.append(f"| {checks_title(kind)} | {len(items)} | {len({key for key, _ in items})} | {np.median(q):.2g} "
+        lines.append(f"| {KINDS[kind]} | {len(items)} | {len({key for key, _ in items})} | {np.median(q):.2g} "
                      f"| {np.mean(q >= BORDERLINE_Q):.0%} | {dataset}: {site}'s {feature or 'rows'} "
                      f"({len(cases)} case{'s' if len(cases) > 1 else ''}) |")
     return lines
-
-
-def checks_title(kind: str) -> str:
-    """A check's title as the registry declares it."""
-    from fedcore.interpret import checks
-
-    return next(c.title for c in checks.CHECKS if c.kind == kind)
 
 
 def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out") -> list[str]:
