@@ -42,6 +42,7 @@ from common import load_results  # noqa: E402
 from corruptions import FAMILIES, corrupt, draw_case, load_table  # noqa: E402
 from fedcore.interpret.calibration import benjamini_hochberg, leave_one_out  # noqa: E402
 from fedcore.interpret.checks import limit  # noqa: E402
+from fedcore.interpret.data_checks import within_class_sd  # noqa: E402
 from fedcore.interpret.findings import FDR  # noqa: E402
 
 SHIFT_FAMILIES = ("shift_all", "shift_class", "gain_offset", "unit")
@@ -50,13 +51,12 @@ LEAST_CLASS_ROWS = 3  # a class mean from fewer rows is left out of the site's a
 
 def within_class_location(profile) -> tuple[np.ndarray, np.ndarray]:
     """[sites, features] deviation (within-class SDs) and two-sided p of the prototype's statistic."""
-    means, sds = profile.mean_by_class, profile.sd_by_class  # [sites, classes, features]
+    means = profile.mean_by_class  # [sites, classes, features]
     counts = profile.observed_by_class.astype(np.float64)
-    n_sites, n_classes, _ = means.shape
+    n_sites = means.shape[0]
+    pooled = within_class_sd(profile)  # the class profiles' yardstick, per site
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        pooled = np.sqrt(np.nansum(np.nan_to_num(sds) ** 2 * np.maximum(counts - 1, 0), axis=1)
-                         / np.maximum(np.nansum(counts, axis=1) - n_classes, 1))
         scale = np.nanmedian(np.where(pooled > 0, pooled, np.nan), axis=0)
         usable = np.isfinite(means) & (counts >= LEAST_CLASS_ROWS)
         values = np.where(usable, means, np.nan)

@@ -774,3 +774,18 @@ def test_a_categorical_columns_cell_is_its_strongest_category_with_its_p_times_t
     untested = cell(float("nan"))
     assert _strongest_category([untested, cell(0.5)]).p == 1.0
     assert math.isnan(_strongest_category([untested]).p)
+
+
+def test_the_within_class_sd_pools_each_class_by_its_n_minus_one_by_hand():
+    """Known answer for `within_class_sd` (the class profiles' yardstick): a site with classes of 5
+    and 11 rows, SDs 2 and 1, pools to √((4·4 + 10·1) / 14); two sites × one feature."""
+    from types import SimpleNamespace
+
+    from fedcore.interpret.data_checks import within_class_sd
+
+    profile = SimpleNamespace(observed_by_class=np.array([[[5], [11]], [[3], [3]]]),
+                              sd_by_class=np.array([[[2.0], [1.0]], [[1.0], [3.0]]]))
+    pooled = within_class_sd(profile)
+    assert pooled.shape == (2, 1)
+    assert pooled[0, 0] == pytest.approx(math.sqrt((4 * 4 + 10 * 1) / 14))
+    assert pooled[1, 0] == pytest.approx(math.sqrt((2 * 1 + 2 * 9) / 4))

@@ -1136,11 +1136,9 @@ class Checks:
         """[sites, classes, features]: each class's mean in the site's within-class SDs, centred on
         the site's mean of the class means (NaN where a class is absent)."""
         p = self.profile
+        within = within_class_sd(p)
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            weights = p.observed_by_class.astype(np.float64)
-            within = np.sqrt(np.nansum(np.nan_to_num(p.sd_by_class) ** 2 * np.maximum(weights - 1, 0), axis=1)
-                             / np.maximum(np.nansum(weights, 1) - weights.shape[1], 1))
             means = p.mean_by_class
             centred = means - np.nanmean(means, axis=1, keepdims=True)
             return centred / np.where(within > 0, within, np.nan)[:, None, :]
@@ -1765,6 +1763,16 @@ def _pattern_agreement(site: np.ndarray, reference: np.ndarray, c: int, k: int) 
     if keep.sum() < 3 or np.ptp(site[c, keep]) == 0 or np.ptp(reference[c, keep]) == 0:
         return float("nan")
     return float(np.corrcoef(site[c, keep], reference[c, keep])[0, 1])
+
+
+def within_class_sd(profile: Profile) -> np.ndarray:
+    """[sites, features]: each site's SD within its classes, pooled over them (each class's SD
+    weighted by its n − 1)."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        weights = profile.observed_by_class.astype(np.float64)
+        return np.sqrt(np.nansum(np.nan_to_num(profile.sd_by_class) ** 2 * np.maximum(weights - 1, 0), axis=1)
+                       / np.maximum(np.nansum(weights, 1) - weights.shape[1], 1))
 
 
 def _strongest_category(cells: list[Finding]) -> Finding:
