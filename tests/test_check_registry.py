@@ -225,7 +225,9 @@ def test_every_data_check_has_a_known_answer_and_a_function():
                         "class_shift": "test_one_class_shifted_at_one_site_is_found_with_its_class",
                         # twelve sites whose own differences hide the change from the plain checks
                         "location_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features",
-                        "spread_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features"}
+                        "spread_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features",
+                        # channels of one scale in groups that relate differently: tests/test_exchanged_columns.py
+                        "exchanged_columns": "test_two_channels_of_different_factors_exchanged_are_found_both_ways"}
     assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
     functions = {c.function for c in checks.of_lens(checks.DATA)}
     assert all(callable(getattr(Checks, name, None)) for name in functions)
@@ -789,3 +791,11 @@ def test_the_within_class_sd_pools_each_class_by_its_n_minus_one_by_hand():
     assert pooled.shape == (2, 1)
     assert pooled[0, 0] == pytest.approx(math.sqrt((4 * 4 + 10 * 1) / 14))
     assert pooled[1, 0] == pytest.approx(math.sqrt((2 * 1 + 2 * 9) / 4))
+    # a class the site has no rows of, and one whose SD it withheld, add no degrees of freedom:
+    # classes of 5 and 11 rows beside them still pool to √(26/14), not √(26/13) or √(26/(14 + 7));
+    # a site that released no class's SD has none (NaN, not 0)
+    profile = SimpleNamespace(observed_by_class=np.array([[[5], [11], [0], [8]], [[0], [0], [0], [0]]]),
+                              sd_by_class=np.array([[[2.0], [1.0], [np.nan], [np.nan]], [[np.nan]] * 4]))
+    pooled = within_class_sd(profile)
+    assert pooled[0, 0] == pytest.approx(math.sqrt((4 * 4 + 10 * 1) / 14))
+    assert math.isnan(pooled[1, 0])

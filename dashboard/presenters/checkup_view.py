@@ -411,6 +411,7 @@ EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
     "class_means": views.outcome_means_view,
     "label_pattern": views.outcome_pattern_view,
     "correlations": views.correlations_view,
+    "exchanged_correlations": views.exchanged_view,
     "related_features": views.related_view,
     "class_balance": views.outcome_balance_view,
     "point_mass": views.point_mass_view,

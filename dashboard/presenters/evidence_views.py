@@ -591,6 +591,55 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _styled(fig, max(320, 24 * len(rest) + 200))
 
 
+def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Two columns exchanged: for each, the site's correlations with every other feature against
+    the other sites' median correlations of the same column (grey) and of the other column (the
+    site's colour). On the diagonal a column's relations are those of the column compared with:
+    an exchanged pair's lie on it against the other column, off it against their own."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    partner = finding.evidence.get("partner")
+    if j is None or j not in profile.continuous or partner not in profile.features:
+        return correlations_view(finding, evidence)
+    k = profile.features.index(partner)
+    if k not in profile.continuous:
+        return correlations_view(finding, evidence)
+    site, colour = finding.site, evidence.colour(finding.site)
+    i = profile.sites.index(site)
+    c, d = profile.continuous.index(j), profile.continuous.index(k)
+    rest = [x for x in range(len(profile.continuous)) if x not in (c, d)]
+    names = [plot_text(profile.features[profile.continuous[x]]) for x in rest]
+    reference = evidence.checks.others_correlation[i]  # the other sites' median, as the check compared
+    columns = [(finding.feature or "", c, d), (str(partner), d, c)]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=[plot_text(f"What {site} records as {name}") for name, _, _ in columns])
+    for col, (name, own, other) in enumerate(columns, start=1):
+        other_name = columns[2 - col][0]
+        site_r = profile.correlation[i, own, rest]
+        for compared, label, style in ((own, "the others' same column", dict(color=OTHERS, size=8, opacity=0.8)),
+                                       (other, "the others' other column", dict(color=colour, size=10,
+                                                                                 symbol="diamond"))):
+            fig.add_trace(go.Scatter(x=reference[compared, rest], y=site_r, mode="markers", name=plot_text(label),
+                                     legendgroup=label, showlegend=col == 1, marker=style, text=names,
+                                     hovertemplate="%{text}: at " + plot_text(site) + " r = %{y:+.2f}, the others' "
+                                     "r = %{x:+.2f}<extra></extra>"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=[-1, 1], y=[-1, 1], mode="lines", name="the same relations", legendgroup="same",
+                                 showlegend=col == 1, hoverinfo="skip", line=dict(color=REFERENCE, width=1, dash="dash")),
+                      row=1, col=col)
+        fig.update_xaxes(title_text=_axis_title(f"the other sites' r of {name} (grey) or {other_name} with each "
+                                                "feature"), range=[-1.05, 1.05], row=1, col=col)
+        fig.update_yaxes(title_text=_axis_title(f"{site}'s r of what it records as {name}"), range=[-1.05, 1.05],
+                         row=1, col=col)
+    e = finding.evidence
+    note = (f"fit as {partner}: {e.get('fit', np.nan):+.2f} (as itself {e.get('own', np.nan):+.2f}); {partner} fits "
+            f"as {finding.feature}: {e.get('partner_fit', np.nan):+.2f} (as itself {e.get('partner_own', np.nan):+.2f})")
+    fig.update_layout(title=_title(f"{finding.feature} and {partner} at {site}: each one's relations to the other "
+                                   "features are the others' other column's", note),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    fig = _styled(fig, 460)
+    fig.update_layout(margin_b=70)  # the legend below the axis titles
+    return fig
+
 def related_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """A feature against its related features: one point per site, its median (or SD) against what
     the other sites' relation to the related features predicts for it, read from every site's cell

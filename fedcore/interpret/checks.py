@@ -67,7 +67,8 @@ FAMILIES = {
     "related features": "a feature's median and spread against what its related features predict",
     # its own family: a copied column's p is tiny (|r| = 1), and beside the correlation check's cells it
     # made other sites' small differences of correlation reportable
-    "columns": "whether a column holds another column's values (an export that mapped the wrong source)",
+    "columns": "whether a column holds another column's values (an export that mapped the wrong source, or exchanged two "
+               "columns)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",
@@ -90,6 +91,8 @@ EVIDENCE_VIEWS = {
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
+    "exchanged_correlations": "the feature's correlations with the others at the site against the other sites' of "
+                              "the same feature and of the column it looks exchanged with",
     "related_features": "each site's median (or SD) of the feature against what its related features predict from the "
                         "other sites' relation",
     "feature_correction": "iFedAvg's learned input correction of the feature at each site",
@@ -224,6 +227,20 @@ CHECKS: tuple[Check, ...] = (
           "both fit within {fit} SD, {closer} × closer than to their own column", "swapped_columns", QUANTILES,
           "continuous",
           "swapped_columns", limits=(("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT)), quantiles=QUARTILES,
+          explains_here=(*EXPLAINS_VALUES, "missing values")),
+    # after the swap its values show (the plainer evidence, which explains this one where both are
+    # found) and before the value checks: an exchange of two columns on one scale shows in no value
+    # check, and explains those it does show
+    Check("exchanged_columns", "columns exchanged", "columns", DATA,
+          "of the feature's partners, the one whose exchange with it most improves how both columns' correlations "
+          "with the other features follow the other sites' median correlations of the other column (each fit: the "
+          "Pearson r over the other features, the pair left out): the smaller of the two columns' gains",
+          LOO + ", one-sided (larger)",
+          "each the other's best exchange, both gaining ≥ {gain} and fitting ≥ {fit} as the other column, and each "
+          "column's values no farther from the others' of the other column than from their own (or within {values} "
+          "SD)",
+          "exchanged_correlations", ("correlation",), "continuous", "exchanged_columns",
+          limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
           "over the features the others show related to the label (a class difference of {informative} SD or "

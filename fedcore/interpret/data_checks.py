@@ -691,21 +691,31 @@ class Checks:
         values of k like the others' of j (both ways: one-way look-alikes abound among features on
         similar scales), each match at least IMPROVEMENT times closer than to its own column (the
         discrepancies of `units.discrepancy`, for every k at once)."""
-        q, others, scale = self.profile.quantiles[i], self.others_quantiles[i], self.yardstick
         fit, closer = limit("swapped_columns", "fit"), limit("swapped_columns", "closer")
-        k = np.array([k for k in self.continuous if k != j and scale[k] > 0], dtype=np.int64)
-        if not k.size or not scale[j] > 0:
+        k = np.array([k for k in self.continuous if k != j and self.yardstick[k] > 0], dtype=np.int64)
+        if not k.size or not self.yardstick[j] > 0:
             return None
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():  # over the quantiles both released
-            warnings.simplefilter("ignore", RuntimeWarning)
-            j_as_k = np.nanmedian(np.abs(q[:, [j]] - others[:, k]), axis=0) / scale[k]
-            k_as_j = np.nanmedian(np.abs(q[:, k] - others[:, [j]]), axis=0) / scale[j]
-            j_as_j = float(np.nanmedian(np.abs(q[:, j] - others[:, j]))) / scale[j]
-            k_as_k = np.nanmedian(np.abs(q[:, k] - others[:, k]), axis=0) / scale[k]
+        j_as_k, k_as_j, j_as_j, k_as_k = self.values_as(i, j, k)
+        with np.errstate(invalid="ignore"):
             both = ((j_as_k <= fit) & (j_as_j >= closer * np.maximum(j_as_k, 0.05))
                     & (k_as_j <= fit) & (k_as_k >= closer * np.maximum(k_as_j, 0.05)))
         found = np.flatnonzero(both)
         return int(k[found[0]]) if found.size else None
+
+    def values_as(self, i: int, j: int, k: np.ndarray) -> tuple[np.ndarray, ...]:
+        """How far site i's values of feature j lie from the other sites' of each feature k, its
+        values of k from the others' of j, and each from the others' of its own column: the median
+        distance over the quantiles both released, in the compared column's within-site SDs
+        (`units.discrepancy`, for every k at once; NaN where none is released)."""
+        q, others, scale = self.profile.quantiles[i], self.others_quantiles[i], self.yardstick
+        k = np.atleast_1d(k)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            j_as_k = np.nanmedian(np.abs(q[:, [j]] - others[:, k]), axis=0) / scale[k]
+            k_as_j = np.nanmedian(np.abs(q[:, k] - others[:, [j]]), axis=0) / scale[j]
+            j_as_j = np.full(k.shape, float(np.nanmedian(np.abs(q[:, j] - others[:, j]))) / scale[j])
+            k_as_k = np.nanmedian(np.abs(q[:, k] - others[:, k]), axis=0) / scale[k]
+        return j_as_k, k_as_j, j_as_j, k_as_k
 
     def _explained(self, kind: str) -> Iterator[Finding]:
         v = self._values
@@ -1619,7 +1629,7 @@ class Checks:
 
     # -- correlations ---------------------------------------------------------------------------
     @cached_property
-    def _others_correlation(self) -> np.ndarray:
+    def others_correlation(self) -> np.ndarray:
         """[sites, continuous, continuous]: the other sites' median correlation of each pair (one
         sort over sites serves the correlation and copied-column checks)."""
         return others_median(self.profile.correlation)
@@ -1631,7 +1641,7 @@ class Checks:
         r = p.correlation  # [sites, continuous, continuous]
         if r.shape[1] < 2:
             return
-        reference = self._others_correlation
+        reference = self.others_correlation
         least, partners = limit("correlation", "informative"), limit("correlation", "partners")
         off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
         used = (np.abs(np.nan_to_num(reference)) >= least) & off_diagonal & np.isfinite(r)
@@ -1674,7 +1684,7 @@ class Checks:
         r = p.correlation  # [sites, continuous, continuous]
         if r.shape[1] < 2:
             return
-        reference = self._others_correlation
+        reference = self.others_correlation
         off_diagonal = ~np.eye(len(cols), dtype=bool)[None]
         with np.errstate(invalid="ignore"):
             closer = np.where(off_diagonal & np.isfinite(r) & np.isfinite(reference),
@@ -1709,6 +1719,78 @@ class Checks:
                               evidence={"partner": source, "r": site_r, "others_r": others_r},
                               material=bool(same and likelier_copy))
 
+    @cached_property
+    def _exchange(self) -> dict[str, np.ndarray]:
+        """Per site and continuous feature [sites, continuous]: its best exchange partner (the
+        feature whose swap with it most improves how both columns' correlations with the other
+        features follow the other sites' of the other column), that gain (the smaller of the two
+        columns'), the fits as the other column and as their own (`correlation_fit`), and whether
+        the partner's own best partner is the feature (a swap points both ways)."""
+        r, reference = self.profile.correlation, self.others_correlation
+        n_sites, m = r.shape[:2]
+        out = {name: np.full((n_sites, m), np.nan) for name in ("gain", "fit", "partner_fit", "own", "partner_own")}
+        out["partner"] = np.zeros((n_sites, m), dtype=np.int64)
+        out["mutual"] = np.zeros((n_sites, m), dtype=bool)
+        every = np.arange(m)
+        for i in range(n_sites):
+            fit = correlation_fit(r[i], reference[i])  # [c, x]: the site's c against the others' x
+            own = np.diag(fit)
+            with np.errstate(invalid="ignore"):
+                gain = np.minimum(fit - own[:, None], fit.T - own[None, :])  # both columns better as the other
+            gain[~np.isfinite(gain)] = -np.inf
+            gain[every, every] = -np.inf
+            partner = np.argmax(gain, axis=1)
+            best = gain[every, partner]
+            out["gain"][i] = np.where(np.isfinite(best), best, np.nan)
+            out["partner"][i], out["mutual"][i] = partner, partner[partner] == every
+            out["fit"][i], out["partner_fit"][i] = fit[every, partner], fit[partner, every]
+            out["own"][i], out["partner_own"][i] = own, own[partner]
+        return out
+
+    def exchanged_columns(self) -> Iterator[Finding]:
+        """Per continuous feature: the partner whose exchange with it makes both columns'
+        correlations with the other features follow the other sites' of the other column, by how
+        much (the smaller gain of the two), tested against the other sites' same statistic. An
+        exchange of two columns on the same scale leaves every value check blind; their relations
+        to the other features still say which column is which."""
+        p, cols = self.profile, self.continuous
+        if len(cols) < 4:
+            return
+        x = self._exchange
+        _, t, p2 = leave_one_out(x["gain"])
+        p_upper = one_sided(t, p2, +1)
+        at_least, fits, values = (limit("exchanged_columns", name) for name in ("gain", "fit", "values"))
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                if not np.isfinite(x["gain"][i, c]):
+                    continue  # no partner's correlations to compare with (too few features released)
+                k = int(x["partner"][i, c])
+                name, partner = p.features[j], p.features[cols[k]]
+                j_as_k, k_as_j, j_as_j, k_as_k = (float(v[0]) for v in self.values_as(i, j, np.array([cols[k]])))
+                # the values must not say otherwise: each fits the other column's no worse than its own
+                # (or within the tolerance a unit's fit allows); NaN: not released, nothing said
+                contradicted = bool(j_as_k > max(j_as_j, values) or k_as_j > max(k_as_k, values))
+                material = bool(x["mutual"][i, c] and x["gain"][i, c] >= at_least and x["fit"][i, c] >= fits
+                                and x["partner_fit"][i, c] >= fits and not contradicted)
+                fit, own = x["fit"][i, c], x["own"][i, c]
+                if material:
+                    message = (f"{site}'s {name} and {partner} look exchanged: at {site}, {name}'s correlations with "
+                               f"the other features follow the other sites' {partner}'s (fit {fit:+.2f}, against "
+                               f"{own:+.2f} with their {name}'s) and {partner}'s follow their {name}'s (fit "
+                               f"{x['partner_fit'][i, c]:+.2f}, against {x['partner_own'][i, c]:+.2f}), and the "
+                               "values do not say otherwise: two columns swapped in the export?")
+                else:
+                    message = (f"{site}'s {name} follows the other sites' {partner} at best {x['gain'][i, c]:+.2f} "
+                               f"better than its own correlations (fit {fit:+.2f} against {own:+.2f}): not an "
+                               "exchange (both columns must follow each other's, each the other's best match, and "
+                               "the values must fit)")
+                yield Finding(site, LENS, "exchanged_columns", name, message, float(p_upper[i, c]),
+                              float(x["gain"][i, c]), "gain in the correlations' fit",
+                              evidence={"partner": partner, "fit": float(fit), "own": float(own),
+                                        "partner_fit": float(x["partner_fit"][i, c]),
+                                        "partner_own": float(x["partner_own"][i, c])},
+                              material=material)
+
 
 def against_partners(r: np.ndarray, reference: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[sites, continuous] twice, from correlations `r` [sites, continuous, continuous], the other
@@ -1729,6 +1811,26 @@ def against_partners(r: np.ndarray, reference: np.ndarray, used: np.ndarray) -> 
         among = ((partners @ signed) * partners).sum(2) / ((partners @ known.astype(np.float64)) * partners).sum(2)
     return np.where(np.isfinite(own), own, np.nan), np.where(np.isfinite(among), among, np.nan)
 
+
+def correlation_fit(site: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """[continuous, continuous]: how far a site's correlations of feature c with the other
+    features follow the other sites' of feature x: the Pearson correlation over the features l
+    other than c and x of site[c, l] and reference[x, l], over the pairs both released (NaN with
+    fewer than 3). Each matrix's diagonal is left out, so l = c drops out on the site's side and
+    l = x on the others'; both ways the pair's own correlation plays no part. One matrix product per
+    sum (masked where a correlation was withheld)."""
+    s, r = np.array(site, dtype=np.float64), np.array(reference, dtype=np.float64)
+    np.fill_diagonal(s, np.nan)
+    np.fill_diagonal(r, np.nan)
+    s_known, r_known = np.isfinite(s).astype(np.float64), np.isfinite(r).astype(np.float64)
+    s0, r0 = np.nan_to_num(s), np.nan_to_num(r)
+    n = s_known @ r_known.T
+    sum_s, sum_r = s0 @ r_known.T, s_known @ r0.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        covariance = s0 @ r0.T - sum_s * sum_r / n
+        variances = ((s0**2) @ r_known.T - sum_s**2 / n) * (s_known @ (r0**2).T - sum_r**2 / n)
+        fit = covariance / np.sqrt(variances)
+    return np.where((n >= 3) & (variances > 0), fit, np.nan)
 
 def either_test(*p_values: np.ndarray) -> np.ndarray:
     """The p-value of the most significant of several tests of one cell, Bonferroni-corrected for
@@ -1767,12 +1869,14 @@ def _pattern_agreement(site: np.ndarray, reference: np.ndarray, c: int, k: int) 
 
 def within_class_sd(profile: Profile) -> np.ndarray:
     """[sites, features]: each site's SD within its classes, pooled over them (each class's SD
-    weighted by its n − 1)."""
+    weighted by its n − 1, over the classes whose SD the site released: a class it has no rows of,
+    or withheld, adds no degrees of freedom; NaN where none is released)."""
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        weights = profile.observed_by_class.astype(np.float64)
-        return np.sqrt(np.nansum(np.nan_to_num(profile.sd_by_class) ** 2 * np.maximum(weights - 1, 0), axis=1)
-                       / np.maximum(np.nansum(weights, 1) - weights.shape[1], 1))
+        sd = profile.sd_by_class.astype(np.float64)
+        degrees = np.where(np.isfinite(sd), np.maximum(profile.observed_by_class.astype(np.float64) - 1, 0), 0.0)
+        pooled = np.sqrt(np.sum(np.nan_to_num(sd) ** 2 * degrees, axis=1) / np.sum(degrees, axis=1))
+        return np.where(np.sum(degrees, axis=1) > 0, pooled, np.nan)
 
 
 def _strongest_category(cells: list[Finding]) -> Finding:

@@ -1,0 +1,130 @@
+"""The "columns exchanged" check (`Checks.exchanged_columns`): two columns on one scale swapped in
+one site's export leave every value check blind; their correlations with the other features still
+say which column is which. Known answers: the fit of two correlation rows by hand, an exchange
+between two groups of related channels found at its site and nowhere else, and what is no
+exchange (two channels of one group, whose relations are the same; relations exchanged while the
+values stay their own columns')."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedcore.interpret.data_checks import correlation_fit, check_profile
+from fedcore.interpret.findings import decide
+from fedcore.interpret.profile import profile_federation
+
+SITES = [f"site {k}" for k in range(8)]
+BROKEN = "site 3"
+FEATURES = ["a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2"]
+
+
+def test_the_fit_is_the_pearson_r_of_two_rows_without_the_pair_by_hand():
+    """correlation_fit[c, x]: Pearson r over l not in {c, x} of site[c, l] and reference[x, l]."""
+    rng = np.random.default_rng(1)
+    site, reference = (np.corrcoef(rng.normal(size=(6, 30))) for _ in range(2))
+    fit = correlation_fit(site, reference)
+    for c, x in [(0, 1), (2, 5), (4, 4), (5, 0)]:
+        rest = [l for l in range(6) if l not in (c, x)]
+        assert fit[c, x] == pytest.approx(np.corrcoef(site[c, rest], reference[x, rest])[0, 1])
+    # a withheld correlation drops out of that pair of rows only; fewer than 3 left: no fit
+    site[0, 2] = site[2, 0] = np.nan
+    fit = correlation_fit(site, reference)
+    assert fit[0, 1] == pytest.approx(np.corrcoef(site[0, [3, 4, 5]], reference[1, [3, 4, 5]])[0, 1])
+    assert fit[1, 0] == pytest.approx(np.corrcoef(site[1, [2, 3, 4, 5]], reference[0, [2, 3, 4, 5]])[0, 1])
+    assert np.isnan(correlation_fit(site[:4, :4], reference[:4, :4])[0, 1])  # 2 left
+
+
+def site_rows(rng: np.random.Generator, rows: int = 300, shift: float = 0.0) -> np.ndarray:
+    """Three channels of factor A, three of factor B, two of factor C, every one 10 ± about 2.2
+    (one scale: no value check can tell them apart); `shift`: the site's own small offset."""
+    factors = rng.normal(0, 1, (rows, 3))
+    groups = [0, 0, 0, 1, 1, 1, 2, 2]
+    return 10 + shift + 2 * (factors[:, groups] + 0.5 * rng.normal(0, 1, (rows, len(groups))))
+
+
+def federation(problem=None, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for name in SITES:
+        x = site_rows(rng, shift=rng.normal(0, 0.05))
+        y = rng.integers(0, 2, len(x))
+        if name == BROKEN and problem is not None:
+            x = problem(x, rng)
+        out.append((name, x, y))
+    return profile_federation(out, FEATURES, ["continuous"] * len(FEATURES), FEATURES, ["no", "yes"], {})
+
+
+def exchanged(a: int, b: int):
+    def problem(x, rng):
+        x = x.copy()
+        x[:, [a, b]] = x[:, [b, a]]
+        return x
+    return problem
+
+
+def reported(profile):
+    return [f for f in decide(check_profile(profile)) if f.significant and f.explained_by is None]
+
+
+def test_two_channels_of_different_factors_exchanged_are_found_both_ways_at_their_site_only():
+    cells = decide(check_profile(federation(exchanged(0, 3))))
+    found = [f for f in cells if f.significant and f.explained_by is None]
+    assert {(f.site, f.kind, f.feature, f.evidence["partner"]) for f in found if f.kind == "exchanged_columns"} == {
+        (BROKEN, "exchanged_columns", "a1", "b1"), (BROKEN, "exchanged_columns", "b1", "a1")}
+    # nothing at the other sites; at the site, what else is found is a channel whose partner left
+    # (b2 lost b1), which names the exchanged column as its partner
+    assert all(f.site == BROKEN for f in found)
+    assert all(f.evidence["partner"] in ("a1", "b1") for f in found if f.kind == "correlation")
+    a1 = next(f for f in found if f.feature == "a1")
+    # a1 at the site relates to a2, a3 no more (own fit about -0.5) and as b1 does elsewhere (about +1)
+    assert a1.evidence["fit"] > 0.9 and a1.evidence["own"] < 0 and a1.effect == pytest.approx(
+        min(a1.evidence["fit"] - a1.evidence["own"], a1.evidence["partner_fit"] - a1.evidence["partner_own"]))
+    assert "look exchanged" in a1.message and "b1" in a1.message
+    # what the correlation check sees at the same cells is explained by the exchange, not lost
+    lost = [f for f in cells if f.site == BROKEN and f.kind == "correlation" and f.feature in ("a1", "b1")
+            and f.significant]
+    assert lost and all(f.explained_by == "exchanged_columns" for f in lost)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_no_exchange_on_a_clean_federation(seed):
+    assert not [f for f in reported(federation(seed=seed)) if f.kind == "exchanged_columns"]
+
+
+def test_two_channels_of_one_factor_exchanged_are_no_finding():
+    """a1 and a2 relate to every other feature alike: nothing tells them apart, nothing to report."""
+    assert not [f for f in reported(federation(exchanged(0, 1))) if f.kind == "exchanged_columns"]
+
+
+def test_relations_exchanged_while_the_values_stay_their_own_columns_are_no_exchange():
+    """At the site a1 is driven by factor B and b1 by factor A, but a1's values keep a1's scale
+    (10 ± 2) and b1's keep b1's, where b1 elsewhere is 40 ± 2: the values say which column is which,
+    so the relations alone make no exchange (a sensor wired to another factor is another problem:
+    the correlation check's)."""
+    def rescaled(problem=None):
+        def scaled(x, rng):
+            x = problem(x, rng) if problem else x.copy()
+            x[:, 3] += 30  # b1 recorded on its own scale at every site
+            return x
+        return scaled
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name in SITES:
+        x = site_rows(rng)
+        x[:, 3] += 30
+        if name == BROKEN:
+            values_a, values_b = x[:, 0].copy(), x[:, 3].copy()
+            # relations exchanged: a1 follows b1's factor, b1 a1's; each keeps its own scale
+            x[:, 0] = values_b - 30
+            x[:, 3] = values_a + 30
+        out.append((name, x, rng.integers(0, 2, len(x))))
+    profile = profile_federation(out, FEATURES, ["continuous"] * len(FEATURES), FEATURES, ["no", "yes"], {})
+    cells = [f for f in decide(check_profile(profile)) if f.kind == "exchanged_columns" and f.site == BROKEN
+             and f.feature in ("a1", "b1")]
+    assert cells and all(f.evidence["partner"] in ("a1", "b1") and f.q < 0.05 for f in cells)
+    assert not [f for f in cells if f.material]
+    # the same relations with the values exchanged too: an exchange
+    swapped = [f for f in reported(federation(exchanged(0, 3))) if f.kind == "exchanged_columns"]
+    assert swapped
