@@ -91,17 +91,14 @@ def table_reach(name: str) -> None:
     from corruptions import load_table
     from fedcore.checkup import check_up
     from fedcore.interpret import checks
-    from fedcore.interpret.data_checks import REACH_GRID, Checks, location_reach
-    from fedcore.interpret.findings import FDR
+    from fedcore.interpret.data_checks import REACH_GRID, Checks, location_reach, reporting_threshold
 
     profile = load_table(name).profile()
     findings = check_up(profile, {}).findings
     shipped = {(r.site, r.feature): r.distance for r in location_reach(profile, findings)}
     located = Checks(profile)
     values = located._values["location_compared"][0]  # the location check's own inputs (sites × columns)
-    family = [f for f in findings if f.family == checks.family("location")]
-    rejected, tested = sum(f.q < FDR for f in family), sum(f.tested for f in family)
-    cell_q = {(f.site, f.feature): f.q for f in findings if f.kind == "location" and f.tested}
+    threshold = reporting_threshold(findings, "location")  # location_reach's: one more rejection
     rows = []
     for i, site in enumerate(located.sites):
         others = np.delete(values, i, axis=0)
@@ -112,8 +109,7 @@ def table_reach(name: str) -> None:
             if (site, feature) not in shipped:
                 continue
             deviation = values[i, usable] - mean
-            # location_reach's threshold: the cell as one more rejection beside the family's others
-            needed = FDR * (rejected - (cell_q[(site, feature)] < FDR) + 1) / tested
+            needed = threshold[(site, feature)]
             distance = np.inf
             for step in REACH_GRID:
                 deviation[k] = step

@@ -799,3 +799,25 @@ def test_the_within_class_sd_pools_each_class_by_its_n_minus_one_by_hand():
     pooled = within_class_sd(profile)
     assert pooled[0, 0] == pytest.approx(math.sqrt((4 * 4 + 10 * 1) / 14))
     assert math.isnan(pooled[1, 0])
+
+
+def test_the_reporting_threshold_is_one_more_rejection_beside_the_family_by_hand():
+    """`reporting_threshold` (the reach of "nothing found" and the small-federation benchmark): of a
+    family with N = 5 tested cells (4 locations, 1 spread: one family) and R = 2 rejected, a cell not
+    rejected needs p ≤ 0.05 × 3 / 5, a rejected one 0.05 × 2 / 5 (itself not counted twice); cells
+    of another family and untested cells count for nothing."""
+    from fedcore.interpret.data_checks import reporting_threshold
+
+    def cell(kind, feature, q, p=0.5, family_site="s"):
+        f = Finding(family_site, "data profile", kind, feature, "", p)
+        f.q = q
+        return f
+
+    findings = [cell("location", "a", 0.01), cell("location", "b", 0.2), cell("location", "c", 0.6),
+                cell("spread", "a", 0.04), cell("location", "d", float("nan"), p=float("nan")),
+                cell("location", "e", 0.9),
+                cell("missingness", "a", 0.001), cell("missingness", "b", 0.001)]  # another family
+    threshold = reporting_threshold(findings, "location")
+    assert set(threshold) == {("s", "a"), ("s", "b"), ("s", "c"), ("s", "e")}
+    assert threshold[("s", "b")] == pytest.approx(0.05 * 3 / 5)
+    assert threshold[("s", "a")] == pytest.approx(0.05 * 2 / 5)

@@ -631,8 +631,9 @@ def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
         fig.update_yaxes(title_text=_axis_title(f"{site}'s r of what it records as {name}"), range=[-1.05, 1.05],
                          row=1, col=col)
     e = finding.evidence
-    note = (f"fit as {partner}: {e.get('fit', np.nan):+.2f} (as itself {e.get('own', np.nan):+.2f}); {partner} fits "
-            f"as {finding.feature}: {e.get('partner_fit', np.nan):+.2f} (as itself {e.get('partner_own', np.nan):+.2f})")
+    note = (f"{finding.feature} fits as {partner} {e.get('fit', np.nan):+.2f}, as itself {e.get('own', np.nan):+.2f}; "
+            f"{partner} as {finding.feature} {e.get('partner_fit', np.nan):+.2f}, as itself "
+            f"{e.get('partner_own', np.nan):+.2f}")
     fig.update_layout(title=_title(f"{finding.feature} and {partner} at {site}: each one's relations to the other "
                                    "features are the others' other column's", note),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))

@@ -236,9 +236,9 @@ CHECKS: tuple[Check, ...] = (
           "with the other features follow the other sites' median correlations of the other column (each fit: the "
           "Pearson r over the other features, the pair left out): the smaller of the two columns' gains",
           LOO + ", one-sided (larger)",
-          "each the other's best exchange, both gaining ≥ {gain} and fitting ≥ {fit} as the other column, and each "
-          "column's values no farther from the others' of the other column than from their own (or within {values} "
-          "SD)",
+          "each the other's best exchange, both gaining ≥ {gain} and fitting ≥ {fit} as the other column and better "
+          "than their own correlations turned round (a reversed column), and each column's values no farther from "
+          "the others' of the other column than from their own (or within {values} SD)",
           "exchanged_correlations", ("correlation",), "continuous", "exchanged_columns",
           limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),

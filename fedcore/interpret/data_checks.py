@@ -164,6 +164,16 @@ class Reach:
                 "found": self.found}
 
 
+def reporting_threshold(findings: Sequence[Finding], kind: str) -> dict[tuple[str, str | None], float]:
+    """(site, feature) -> the p at or below which each tested cell of `kind` in the decided
+    `findings` would be reported beside its family's other cells: with R of the family's N tested
+    cells rejected, Benjamini–Hochberg's line for one more rejection, FDR × (R + 1) / N (the cell's
+    own rejection, if it is one, not counted twice)."""
+    family = [f for f in findings if f.family == checks.family(kind)]
+    tested, rejected = sum(1 for f in family if f.tested), sum(1 for f in family if f.q < FDR)
+    return {(f.site, f.feature): FDR * (rejected - (f.q < FDR) + 1) / max(tested, 1)
+            for f in findings if f.kind == kind and f.tested}
+
 def reach_text(distance: float) -> str:
     """A distance of `Reach` as people read it: two decimals, or 'beyond' the searched grid's end."""
     return f"{distance:.2f}" if math.isfinite(distance) else f"beyond {REACH_GRID[-1]:g}"
@@ -502,13 +512,11 @@ class Checks:
         the check's own null."""
         v, features = self._values, self.profile.features
         cells = {(f.site, f.feature): f for f in findings if f.kind == "location" and f.tested}
-        family = [f for f in findings if f.family == checks.family("location")]
-        tested, rejected = sum(1 for f in family if f.tested), sum(1 for f in family if f.q < FDR)
+        threshold = reporting_threshold(findings, "location")
         needed = np.zeros(v["location_p"].shape)
         for (i, site), (c, j) in itertools.product(enumerate(self.sites), enumerate(self.continuous)):
-            cell = cells.get((site, features[j]))
-            if cell is not None:
-                needed[i, c] = FDR * (rejected - (cell.q < FDR) + 1) / max(tested, 1)
+            if (site, features[j]) in cells:
+                needed[i, c] = threshold[(site, features[j])]
         values, suspect, reference = v["location_compared"]
         distance = smallest_reported(values, needed, REACH_GRID, suspect=suspect, reference=reference)
         floor = limit("location", "shift")
@@ -701,6 +709,13 @@ class Checks:
                     & (k_as_j <= fit) & (k_as_k >= closer * np.maximum(k_as_j, 0.05)))
         found = np.flatnonzero(both)
         return int(k[found[0]]) if found.size else None
+
+    def _values_contradict(self, i: int, j: int, k: int, tolerance: float) -> bool:
+        """Whether site i's values say features j and k are not exchanged: either lies farther from
+        the others' values of the other column than from its own column's, by more than
+        `tolerance` SD (NaN, nothing released: nothing said)."""
+        j_as_k, k_as_j, j_as_j, k_as_k = (float(v[0]) for v in self.values_as(i, j, np.array([k])))
+        return bool(j_as_k > max(j_as_j, tolerance) or k_as_j > max(k_as_k, tolerance))
 
     def values_as(self, i: int, j: int, k: np.ndarray) -> tuple[np.ndarray, ...]:
         """How far site i's values of feature j lie from the other sites' of each feature k, its
@@ -1766,12 +1781,14 @@ class Checks:
                     continue  # no partner's correlations to compare with (too few features released)
                 k = int(x["partner"][i, c])
                 name, partner = p.features[j], p.features[cols[k]]
-                j_as_k, k_as_j, j_as_j, k_as_k = (float(v[0]) for v in self.values_as(i, j, np.array([cols[k]])))
-                # the values must not say otherwise: each fits the other column's no worse than its own
-                # (or within the tolerance a unit's fit allows); NaN: not released, nothing said
-                contradicted = bool(j_as_k > max(j_as_j, values) or k_as_j > max(k_as_k, values))
-                material = bool(x["mutual"][i, c] and x["gain"][i, c] >= at_least and x["fit"][i, c] >= fits
-                                and x["partner_fit"][i, c] >= fits and not contradicted)
+                # and better than the rival reading of a low own fit: a column whose correlations are all
+                # turned round (a sensor's polarity; HAR's axis correlations, -0.8 of the others' at one
+                # subject, fitted some other column's +0.8 by chance)
+                material = bool(x["mutual"][i, c] and x["gain"][i, c] >= at_least
+                                and x["fit"][i, c] >= max(fits, -x["own"][i, c])
+                                and x["partner_fit"][i, c] >= max(fits, -x["partner_own"][i, c]))
+                if material:  # the values must not say otherwise (asked of the few such pairs only)
+                    material = not self._values_contradict(i, j, cols[k], values)
                 fit, own = x["fit"][i, c], x["own"][i, c]
                 if material:
                     message = (f"{site}'s {name} and {partner} look exchanged: at {site}, {name}'s correlations with "
@@ -1822,13 +1839,23 @@ def correlation_fit(site: np.ndarray, reference: np.ndarray) -> np.ndarray:
     s, r = np.array(site, dtype=np.float64), np.array(reference, dtype=np.float64)
     np.fill_diagonal(s, np.nan)
     np.fill_diagonal(r, np.nan)
-    s_known, r_known = np.isfinite(s).astype(np.float64), np.isfinite(r).astype(np.float64)
+    s_known, r_known = np.isfinite(s), np.isfinite(r)
     s0, r0 = np.nan_to_num(s), np.nan_to_num(r)
-    n = s_known @ r_known.T
-    sum_s, sum_r = s0 @ r_known.T, s_known @ r0.T
+    off_diagonal = ~np.eye(len(s), dtype=bool)
+    if (s_known == off_diagonal).all() and (r_known == off_diagonal).all():
+        # every correlation released (the usual case): each masked sum is a row's sum less the one
+        # term that drops out (l = x on the site's side, l = c on the others'), one product in all
+        n = len(s) - 1.0 - off_diagonal
+        sum_s, sum_r = s0.sum(1)[:, None] - s0, r0.sum(1)[None, :] - r0.T
+        sum_ss, sum_rr = (s0**2).sum(1)[:, None] - s0**2, (r0**2).sum(1)[None, :] - r0.T**2
+    else:
+        s_mask, r_mask = s_known.astype(np.float64), r_known.astype(np.float64)
+        n = s_mask @ r_mask.T
+        sum_s, sum_r = s0 @ r_mask.T, s_mask @ r0.T
+        sum_ss, sum_rr = (s0**2) @ r_mask.T, s_mask @ (r0**2).T
     with np.errstate(invalid="ignore", divide="ignore"):
         covariance = s0 @ r0.T - sum_s * sum_r / n
-        variances = ((s0**2) @ r_known.T - sum_s**2 / n) * (s_known @ (r0**2).T - sum_r**2 / n)
+        variances = (sum_ss - sum_s**2 / n) * (sum_rr - sum_r**2 / n)
         fit = covariance / np.sqrt(variances)
     return np.where((n >= 3) & (variances > 0), fit, np.nan)
 
