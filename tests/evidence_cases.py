@@ -19,6 +19,7 @@ from fedcore.interpret.findings import Finding, decide
 from fedcore.interpret.profile import Profile, profile_federation
 from tests import test_check_registry as registry
 from tests import test_checkup as planted
+from tests import test_exchanged_columns as exchanged
 from tests import test_related_features as related
 
 SITE = "site 2"  # where tests/test_checkup.py plants each problem
@@ -98,6 +99,9 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
         problem, feature = registry.KNOWN_ANSWERS[kind]
         cases[kind] = lambda problem=problem, kind=kind, feature=feature: _data_case(
             registry.federation(problem, policy=policy), kind, feature)
+    # channels of one scale in groups that relate differently, a1 and b1 exchanged at site 2
+    cases["exchanged_columns"] = lambda: _data_case(exchanged.federation(exchanged.exchanged(0, 3), policy=policy),
+                                                     "exchanged_columns", "a1")
     cases["distribution"] = lambda: _data_case(_distribution_profile(policy), "distribution", "f0")
     cases["unit_pair"] = lambda: _two_units_case(policy)
     # twelve sites whose own differences hide the change from the plain checks

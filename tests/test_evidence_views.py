@@ -135,6 +135,26 @@ def test_swapped_columns_draw_each_column_against_the_others_of_both(data):
     assert np.median(np.abs(np.asarray(own[0].y) - np.asarray(other_glucose.y))) < 5
 
 
+def test_exchanged_columns_draw_each_columns_correlations_against_the_others_of_both(data):
+    """a1 and b1 exchanged at the site: what it records as a1 relates to the other features as the
+    other sites' b1 does (on the diagonal), not as their a1 (a2 and a3 at r about 0.8 there, 0 here)."""
+    case = data["exchanged_columns"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    i = profile.sites.index(SITE)
+    assert case.finding.evidence["partner"] == "b1"
+    as_other = [t for t in figure.data if t.name == "the others' other column"]
+    as_same = [t for t in figure.data if t.name == "the others' same column"]
+    assert len(as_other) == len(as_same) == 2  # one per column, each panel
+    c = profile.continuous.index(profile.features.index("a1"))
+    rest = [x for x in range(len(profile.continuous)) if x not in (c, profile.continuous.index(3))]
+    assert np.allclose(as_other[0].y, profile.correlation[i, c, rest])
+    assert np.median(np.abs(np.asarray(as_other[0].x) - np.asarray(as_other[0].y))) < 0.15
+    assert np.max(np.abs(np.asarray(as_same[0].x) - np.asarray(as_same[0].y))) > 0.6
+    title = texts(figure)[0]
+    assert "a1 and b1 at site 2" in title and "a1 fits as b1 +" in title
+
+
 def test_missing_values_are_drawn_per_site_and_per_outcome(data):
     case = data["missingness"]
     profile = case.evidence.profile

@@ -20,7 +20,7 @@ from fedcore.interpret.findings import decide
 from fedcore.interpret.profile import profile_federation
 
 SITES = [f"site {k}" for k in range(8)]
-BROKEN = "site 3"
+BROKEN = "site 2"  # where tests/test_checkup.py plants its problems (the evidence views' cases)
 FEATURES = ["a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2"]
 
 
@@ -48,7 +48,8 @@ def site_rows(rng: np.random.Generator, rows: int = 300, shift: float = 0.0) -> 
     return 10 + shift + 2 * (factors[:, groups] + 0.5 * rng.normal(0, 1, (rows, len(groups))))
 
 
-def federation(problem=None, seed: int = 0):
+def federation(problem=None, seed: int = 0, policy=None):
+    """Eight sites, BROKEN with `problem`; the statistics as computed, or at a disclosure `policy`."""
     rng = np.random.default_rng(seed)
     out = []
     for name in SITES:
@@ -57,7 +58,7 @@ def federation(problem=None, seed: int = 0):
         if name == BROKEN and problem is not None:
             x = problem(x, rng)
         out.append((name, x, y))
-    return profile_federation(out, FEATURES, ["continuous"] * len(FEATURES), FEATURES, ["no", "yes"], {})
+    return profile_federation(out, FEATURES, ["continuous"] * len(FEATURES), FEATURES, ["no", "yes"], {}, policy)
 
 
 def exchanged(a: int, b: int):
@@ -77,10 +78,10 @@ def test_two_channels_of_different_factors_exchanged_are_found_both_ways_at_thei
     found = [f for f in cells if f.significant and f.explained_by is None]
     assert {(f.site, f.kind, f.feature, f.evidence["partner"]) for f in found if f.kind == "exchanged_columns"} == {
         (BROKEN, "exchanged_columns", "a1", "b1"), (BROKEN, "exchanged_columns", "b1", "a1")}
-    # nothing at the other sites; at the site, what else is found is a channel whose partner left
-    # (b2 lost b1), which names the exchanged column as its partner
+    # nothing at the other sites; at the site, what else is found is a channel of the two groups
+    # whose partner left (b2 and b3 lost b1), never of the group the exchange did not touch
     assert all(f.site == BROKEN for f in found)
-    assert all(f.evidence["partner"] in ("a1", "b1") for f in found if f.kind == "correlation")
+    assert all(f.feature[0] in "ab" for f in found if f.kind == "correlation")
     a1 = next(f for f in found if f.feature == "a1")
     # a1 at the site relates to a2, a3 no more (own fit about -0.5) and as b1 does elsewhere (about +1)
     assert a1.evidence["fit"] > 0.9 and a1.evidence["own"] < 0 and a1.effect == pytest.approx(
@@ -164,3 +165,36 @@ def test_no_exchange_on_the_real_federations_as_they_are(dataset, shared_data):
 
     reported = check_up(load_table(dataset).profile(), {}).reported
     assert not [(f.site, f.feature) for f in reported if f.kind == "exchanged_columns"]
+
+
+def test_an_exchange_is_material_only_both_ways_each_the_others_best_and_better_than_reversed():
+    """The material rule on the check's own statistics (set by hand, four sites × five columns):
+    at site 0, c0's best exchange is c1 but c1's is c2 (a column in two exchanges is in none of
+    c0's); c1 and c2 name each other; c3 and c4 name each other, but c3 fits c4's correlations
+    less well than its own turned round (own fit -0.9: a reversed column, not an exchange)."""
+    from types import SimpleNamespace
+
+    from fedcore.interpret.data_checks import Checks
+
+    sites, m = 4, 5
+    checks = Checks.__new__(Checks)
+    checks.profile = SimpleNamespace(features=[f"c{k}" for k in range(m)])
+    checks.sites, checks.continuous = [f"s{i}" for i in range(sites)], list(range(m))
+    gain = np.zeros((sites, m))
+    gain[0] = [0.8, 0.9, 0.9, 0.7, 0.7]  # the other sites' about 0: this site stands out in every column
+    gain[1:] += np.array([[0.01], [-0.01], [0.02]])
+    partner = np.array([[1, 2, 1, 4, 3]] + [[1, 0, 3, 2, 0]] * 3)
+    fit, own = np.full((sites, m), 0.8), np.full((sites, m), -0.1)
+    own[0, 3] = -0.9
+    partner_own = np.take_along_axis(own, partner, axis=1)
+    checks.__dict__["_exchange"] = {"gain": gain, "partner": partner, "fit": fit, "partner_fit": fit, "own": own,
+                                    "partner_own": partner_own,
+                                    "mutual": np.take_along_axis(partner, partner, axis=1) == np.arange(m)}
+    checks._values_contradict = lambda i, j, k, tolerance: False
+    material = {(f.site, f.feature): f.material for f in checks.exchanged_columns()}
+    assert material[("s0", "c1")] and material[("s0", "c2")]
+    assert not material[("s0", "c0")]  # its partner c1 has a better exchange
+    assert not material[("s0", "c3")] and not material[("s0", "c4")]  # c3 reads better turned round
+    assert not any(material[(s, f"c{k}")] for s in ("s1", "s2", "s3") for k in range(m))  # gains below 0.3
+    checks._values_contradict = lambda i, j, k, tolerance: True  # the values say otherwise
+    assert not any(f.material for f in checks.exchanged_columns())
