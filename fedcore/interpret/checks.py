@@ -67,8 +67,8 @@ FAMILIES = {
     "related features": "a feature's median and spread against what its related features predict",
     # its own family: a copied column's p is tiny (|r| = 1), and beside the correlation check's cells it
     # made other sites' small differences of correlation reportable
-    "columns": "whether a column holds another column's values (an export that mapped the wrong source, or exchanged two "
-               "columns)",
+    "columns": "whether a column holds another column's values (an export that mapped the wrong source, or "
+               "exchanged two columns)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",

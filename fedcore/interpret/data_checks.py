@@ -174,6 +174,7 @@ def reporting_threshold(findings: Sequence[Finding], kind: str) -> dict[tuple[st
     return {(f.site, f.feature): FDR * (rejected - (f.q < FDR) + 1) / max(tested, 1)
             for f in findings if f.kind == kind and f.tested}
 
+
 def reach_text(distance: float) -> str:
     """A distance of `Reach` as people read it: two decimals, or 'beyond' the searched grid's end."""
     return f"{distance:.2f}" if math.isfinite(distance) else f"beyond {REACH_GRID[-1]:g}"
@@ -1858,6 +1859,7 @@ def correlation_fit(site: np.ndarray, reference: np.ndarray) -> np.ndarray:
         variances = (sum_ss - sum_s**2 / n) * (sum_rr - sum_r**2 / n)
         fit = covariance / np.sqrt(variances)
     return np.where((n >= 3) & (variances > 0), fit, np.nan)
+
 
 def either_test(*p_values: np.ndarray) -> np.ndarray:
     """The p-value of the most significant of several tests of one cell, Bonferroni-corrected for
