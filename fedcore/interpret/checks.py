@@ -69,6 +69,9 @@ FAMILIES = {
     # made other sites' small differences of correlation reportable
     "columns": "whether a column holds another column's values (an export that mapped the wrong source, or "
                "exchanged two columns)",
+    # its own family: an exchange's p is tiny where it is one, and in the copies' family it made another
+    # sensor's copy, tested just above the line untouched, reportable (vehicle, tuning seeds)
+    "exchanges": "whether two columns were exchanged (their correlations with the other features)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",
@@ -168,7 +171,7 @@ OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion f
 EXPLAINS_SHIFT = ("values", "related features", "feature shifts")
 # Values that are not the column's (one value, another column's, a code, a filled mass): everything
 # they show, their relation to the label and to the other features included.
-EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "correlations", "columns")
+EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "correlations", "columns", "exchanges")
 
 CHECKS: tuple[Check, ...] = (
     Check("constant", "the same value in (nearly) every row", "recording", DATA,
@@ -231,14 +234,15 @@ CHECKS: tuple[Check, ...] = (
     # after the swap its values show (the plainer evidence, which explains this one where both are
     # found) and before the value checks: an exchange of two columns on one scale shows in no value
     # check, and explains those it does show
-    Check("exchanged_columns", "columns exchanged", "columns", DATA,
+    Check("exchanged_columns", "columns exchanged", "exchanges", DATA,
           "of the feature's partners, the one whose exchange with it most improves how both columns' correlations "
           "with the other features follow the other sites' median correlations of the other column (each fit: the "
           "Pearson r over the other features, the pair left out): the smaller of the two columns' gains",
           LOO + ", one-sided (larger)",
-          "each the other's best exchange, both gaining ≥ {gain} and fitting ≥ {fit} as the other column and better "
-          "than their own correlations turned round (a reversed column), and each column's values no farther from "
-          "the others' of the other column than from their own (or within {values} SD)",
+          "each the other's best exchange, both fitting ≥ {fit} as the other column and gaining ≥ {gain} over each "
+          "rival reading: their own correlations as they are, and turned round (a reversed column); and each "
+          "column's values no farther from the others' of the other column than from their own (or within {values} "
+          "SD)",
           "exchanged_correlations", ("correlation",), "continuous", "exchanged_columns",
           limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),
