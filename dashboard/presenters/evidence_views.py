@@ -626,10 +626,11 @@ def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=[-1, 1], y=[-1, 1], mode="lines", name="the same relations", legendgroup="same",
                                  showlegend=col == 1, hoverinfo="skip", line=dict(color=REFERENCE, width=1, dash="dash")),
                       row=1, col=col)
-        fig.update_xaxes(title_text=_axis_title(f"the other sites' r of {name} (grey) or {other_name} with each "
-                                                "feature"), range=[-1.05, 1.05], row=1, col=col)
-        fig.update_yaxes(title_text=_axis_title(f"{site}'s r of what it records as {name}"), range=[-1.05, 1.05],
-                         row=1, col=col)
+        # two panels side by side: each axis title wrapped to half the printed width
+        fig.update_xaxes(title_text=_wrapped(f"the other sites' r of {name} (grey) or {other_name} with each "
+                                             "feature", AXIS_WIDTH // 2), range=[-1.05, 1.05], row=1, col=col)
+        fig.update_yaxes(title_text=_wrapped(f"{site}'s r of what it records as {name}", AXIS_WIDTH // 2),
+                         range=[-1.05, 1.05], row=1, col=col)
     e = finding.evidence
     note = (f"{finding.feature} fits as {partner} {e.get('fit', np.nan):+.2f}, as itself {e.get('own', np.nan):+.2f}; "
             f"{partner} as {finding.feature} {e.get('partner_fit', np.nan):+.2f}, as itself "
