@@ -642,6 +642,7 @@ def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig.update_layout(margin_b=70)  # the legend below the axis titles
     return fig
 
+
 def related_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """A feature against its related features: one point per site, its median (or SD) against what
     the other sites' relation to the related features predicts for it, read from every site's cell

@@ -67,8 +67,7 @@ FAMILIES = {
     "related features": "a feature's median and spread against what its related features predict",
     # its own family: a copied column's p is tiny (|r| = 1), and beside the correlation check's cells it
     # made other sites' small differences of correlation reportable
-    "columns": "whether a column holds another column's values (an export that mapped the wrong source, or "
-               "exchanged two columns)",
+    "columns": "whether a column holds another column's values (an export that mapped the wrong source)",
     # its own family: an exchange's p is tiny where it is one, and in the copies' family it made another
     # sensor's copy, tested just above the line untouched, reportable (vehicle, tuning seeds)
     "exchanges": "whether two columns were exchanged (their correlations with the other features)",

@@ -1647,7 +1647,7 @@ class Checks:
     @cached_property
     def others_correlation(self) -> np.ndarray:
         """[sites, continuous, continuous]: the other sites' median correlation of each pair (one
-        sort over sites serves the correlation and copied-column checks)."""
+        sort over sites serves the correlation, copied-column and exchanged-column checks)."""
         return others_median(self.profile.correlation)
 
     def correlation(self) -> Iterator[Finding]:
