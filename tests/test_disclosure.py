@@ -261,6 +261,44 @@ def test_a_wild_value_gives_its_size_to_the_statistics_as_computed_and_only_its_
     assert released.far_share[0, 0] == pytest.approx(1 / 400, rel=0.01)  # rounded to half a standard error
 
 
+def test_a_minority_class_keeps_its_ordinary_values_and_still_loses_a_wild_one():
+    """A site of mostly one class (900 rows near 0, SD 2; 100 rows of the other near 150, SD 30):
+    the site's fences (quartiles ± 3 IQR, about ±11) lie far inside the second class's ordinary
+    values. Each class is drawn in to its own fences, so that class's released mean and SD are its
+    own (to the policy's rounding); a wild value of that class, beyond its fences, is still drawn in
+    and gives away only its count (by the site's fences where the class has no spread to fence by)."""
+    rng = np.random.default_rng(11)
+    y = np.r_[np.zeros(900, int), np.ones(100, int)]
+    x = np.where(y == 0, rng.normal(0, 2, 1000), rng.normal(150, 30, 1000))[:, None]
+    released = one_site(x, y)
+    assert released.mean_by_class[0, 1, 0] == pytest.approx(x[y == 1].mean(), abs=3)
+    assert released.sd_by_class[0, 1, 0] == pytest.approx(x[y == 1].std(ddof=1), rel=0.1)
+    assert released.mean_by_class[0, 0, 0] == pytest.approx(x[y == 0].mean(), abs=0.3)
+    x[950, 0] = 1e6  # one row of the second class
+    wild = one_site(x, y)
+    assert wild.sd_by_class[0, 1, 0] < 40 and np.nanmax(wild.quantiles_by_class[0, 1]) < 300
+    # a class of one value but the wild one has no central range at all: the site's fences hold it
+    x[y == 1, 0], x[950, 0] = 0.0, 1e6
+    assert one_site(x, y).sd_by_class[0, 1, 0] < 1
+
+
+@pytest.mark.parametrize("share_at_zero", [0.5, 0.8])
+def test_a_class_is_released_the_same_whatever_the_sites_other_classes(share_at_zero):
+    """The same rows of one class at two sites, the other class near 50 at one and near 500 at the
+    other: its released mean, SD and quantiles are the same at both (the checks within classes
+    compare sites of other class mixes by them). With the site's fences they differed; a class at 0
+    in 80 % of its rows (no interquartile range) is fenced by its 5-95 % range, not the site's."""
+    rng = np.random.default_rng(3)
+    at_zero = rng.random(400) < share_at_zero
+    mine = np.where(at_zero, 0.0, np.exp(rng.normal(3, 1.2, 400)))  # a tail to several hundred
+    sites = [np.r_[mine, rng.normal(centre, 10, 400)][:, None] for centre in (50, 500)]
+    y = np.r_[np.zeros(400, int), np.ones(400, int)]
+    first, second = (one_site(x, y) for x in sites)
+    for name in ("mean_by_class", "sd_by_class", "quantiles_by_class"):
+        assert np.array_equal(getattr(first, name)[0, 0], getattr(second, name)[0, 0], equal_nan=True), name
+    assert first.sd_by_class[0, 0, 0] > 5  # the class's tail kept, not cut to its point mass
+
+
 # -- attack 2: the overall statistic minus the per-class ones ---------------------------------------------
 @pytest.mark.parametrize("small", [1, 5, 8])
 def test_a_small_class_is_not_given_away_by_the_overall_statistics_minus_the_other_class(small):
