@@ -21,6 +21,7 @@ from tests import test_check_registry as registry
 from tests import test_checkup as planted
 from tests import test_exchanged_columns as exchanged
 from tests import test_related_features as related
+from tests import test_within_classes as within
 
 SITE = "site 2"  # where tests/test_checkup.py plants each problem
 MODEL_SITES = [f"hospital {name}" for name in ("Alder", "Birch", "Cedar", "Elm", "Fir", "Oak")]
@@ -108,6 +109,11 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
     cases["location_related"] = lambda: _data_case(related.federation(related.shifted, policy=policy),
                                                     "location_related", "f1")
     cases["spread_related"] = lambda: _data_case(related.federation(related.wider, policy=policy), "spread_related", "f1")
+    # eight sites of one population in other class mixes (label skew), whose mix hides the change
+    cases["location_within"] = lambda: _data_case(within.skewed_federation(within.shifted, policy=policy)[0],
+                                                   "location_within", "f1")
+    cases["spread_within"] = lambda: _data_case(within.skewed_federation(within.wider, policy=policy)[0],
+                                                 "spread_within", "f2")
     out = {}
     for kind, case in cases.items():
         try:

@@ -227,7 +227,10 @@ def test_every_data_check_has_a_known_answer_and_a_function():
                         "location_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features",
                         "spread_related": "test_a_change_the_sites_own_differences_hide_is_found_against_the_related_features",
                         # channels of one scale in groups that relate differently: tests/test_exchanged_columns.py
-                        "exchanged_columns": "test_two_channels_of_different_factors_exchanged_are_found_both_ways"}
+                        "exchanged_columns": "test_two_channels_of_different_factors_exchanged_are_found_both_ways",
+                        # a label-skewed federation whose class mix hides the change: tests/test_within_classes.py
+                        "location_within": "test_a_change_the_class_mix_hides_is_found_within_classes",
+                        "spread_within": "test_a_change_the_class_mix_hides_is_found_within_classes"}
     assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
     functions = {c.function for c in checks.of_lens(checks.DATA)}
     assert all(callable(getattr(Checks, name, None)) for name in functions)
@@ -549,9 +552,11 @@ def withheld(profile: Profile, site: str, names: list[str], reason: str) -> Prof
 
 def test_a_withheld_statistic_is_a_not_testable_cell_with_the_reason_never_a_pass():
     reason = "not shared (fewer than 10 rows)"
-    profile = withheld(federation(shifted), BROKEN, ["quantiles"], reason)
+    # its quantiles and its class means and SDs (from which the values within classes see the shift)
+    profile = withheld(federation(shifted), BROKEN, ["quantiles", "mean_by_class", "sd_by_class"], reason)
     result = check_up(profile, {})
-    mine = [f for f in result.findings if f.site == BROKEN and f.kind in ("location", "spread", "shape", "unit")]
+    mine = [f for f in result.findings if f.site == BROKEN and f.kind in ("location", "spread", "shape", "unit",
+                                                                           "location_within", "spread_within")]
     assert mine and all(f.untestable == reason and np.isnan(f.p) and np.isnan(f.q) for f in mine)
     assert result.cell(BROKEN, "data profile") is None  # the shift is not seen ...
     assert {f.untestable for f in result.untestable(BROKEN, "data profile")} >= {reason}  # ... and says why

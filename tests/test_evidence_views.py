@@ -213,6 +213,22 @@ def test_one_class_shifted_is_drawn_as_each_sites_class_means_naming_the_class(d
     assert "look at 'c'" in figure.layout.title.text
 
 
+@pytest.mark.parametrize("kind, statistic", [("location_within", "mean_by_class"), ("spread_within", "sd_by_class")])
+def test_values_within_classes_are_drawn_as_each_sites_class_statistic(data, kind, statistic):
+    """A label-skewed federation, site 2's f1 shifted (f2 wider) within every class: each class's
+    dots are every site's mean (SD) of that class, from the profile; the axis says which."""
+    case = data[kind]
+    profile = case.evidence.profile
+    figure = evidence_figure(case.finding, case.evidence)
+    j = profile.features.index(case.finding.feature)
+    dots = [t for t in figure.data if t.mode == "markers"]
+    assert len(dots) == len(profile.classes)
+    for k, trace in enumerate(dots):
+        assert np.allclose(np.asarray(trace.x, dtype=float), getattr(profile, statistic)[:, k, j], equal_nan=True)
+    word = "mean" if kind == "location_within" else "SD"
+    assert figure.layout.xaxis.title.text.startswith(f"{word} of") and f"{word} per outcome" in figure.layout.title.text
+
+
 def test_correlations_are_drawn_from_the_sites_profiles(data):
     case = data["correlation"]
     figure = evidence_figure(case.finding, case.evidence)

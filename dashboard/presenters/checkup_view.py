@@ -409,6 +409,7 @@ EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
     "missing_by_class": views.missing_by_outcome_view,
     "categories": views.category_view,
     "class_means": views.outcome_means_view,
+    "class_sds": views.outcome_sds_view,
     "label_pattern": views.outcome_pattern_view,
     "correlations": views.correlations_view,
     "exchanged_correlations": views.exchanged_view,

@@ -459,29 +459,41 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
 
 def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """Each site's mean of the feature per outcome (a colour each), joined per site: a relation to
-    the label that differs or reverses runs the other way."""
+    the label that differs or reverses runs the other way; a site whose every outcome lies to one
+    side is shifted within its outcomes."""
+    return _per_outcome_view(finding, evidence, "mean")
+
+
+def outcome_sds_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Each site's SD of the feature per outcome: a site whose every outcome's SD lies to one side
+    varies more (or less) within its outcomes, whatever its mix of outcomes."""
+    return _per_outcome_view(finding, evidence, "SD")
+
+
+def _per_outcome_view(finding: Finding, evidence: Evidence, statistic: str) -> go.Figure | None:
     profile = evidence.profile
     j = _feature_index(finding, profile)
     if j is None:
         return None
+    values = (profile.mean_by_class if statistic == "mean" else profile.sd_by_class)[:, :, j]
     names = [_label(s) for s in profile.sites]
     colour = evidence.colour(finding.site)
     fig = go.Figure()
     for i, name in enumerate(names):
         mine = profile.sites[i] == finding.site
-        fig.add_trace(go.Scatter(y=[name] * len(profile.classes), x=profile.mean_by_class[i, :, j], mode="lines",
+        fig.add_trace(go.Scatter(y=[name] * len(profile.classes), x=values[i], mode="lines",
                                  showlegend=False, hoverinfo="skip",
                                  line=dict(color=colour if mine else "#c5ccd4", width=5 if mine else 2)))
     for k, c in enumerate(profile.classes):
-        fig.add_trace(go.Scatter(y=names, x=profile.mean_by_class[:, k, j], mode="markers",
+        fig.add_trace(go.Scatter(y=names, x=values[:, k], mode="markers",
                                  name=plot_text(f"outcome: {c}"),
                                  marker=dict(size=12, color=CLASS_COLOURS[k % len(CLASS_COLOURS)],
                                              line=dict(width=1, color="white")),
-                                 hovertemplate="%{y}: mean %{x:.4g}<extra>" + plot_text(c) + "</extra>"))
-    fig.update_xaxes(title_text=f"mean of {_axis(finding.feature or '', _unit(profile, finding.feature or ''))}")
+                                 hovertemplate="%{y}: " + statistic + " %{x:.4g}<extra>" + plot_text(c) + "</extra>"))
+    fig.update_xaxes(title_text=f"{statistic} of {_axis(finding.feature or '', _unit(profile, finding.feature or ''))}")
     fig.update_yaxes(autorange="reversed")
     named = finding.evidence.get("class")  # one class's values differ: which class to look at
-    fig.update_layout(title=_title(f"{finding.feature}: mean per outcome at each site",
+    fig.update_layout(title=_title(f"{finding.feature}: {statistic} per outcome at each site",
                                    f"{finding.site}'s line in colour"
                                    + (f"; look at '{named}' against the other sites'" if named else "")),
                       legend=dict(title_text="outcome"))

@@ -65,6 +65,9 @@ FAMILIES = {
     # plain value checks' cells one broken site's few findings then made other sites' borderline
     # cells reportable (vehicle, tuning seeds: other sites with a new finding 1.7 % -> 9.9 %; own: 2.1 %)
     "related features": "a feature's median and spread against what its related features predict",
+    # its own family: many sites' class mixes differ, and these cells (as many as the plain location's
+    # and spread's) would double the values family's count of tests
+    "within classes": "a feature's class means and SDs against the other sites' of the same classes",
     # its own family: a copied column's p is tiny (|r| = 1), and beside the correlation check's cells it
     # made other sites' small differences of correlation reportable
     "columns": "whether a column holds another column's values (an export that mapped the wrong source)",
@@ -89,6 +92,7 @@ EVIDENCE_VIEWS = {
     "missing_by_class": "each site's share of missing values, per class",
     "categories": "each site's share of rows per category",
     "class_means": "each site's mean of the feature per class",
+    "class_sds": "each site's SD of the feature per class",
     "label_pattern": "each site's class means over the informative features against the others' pattern",
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
@@ -167,7 +171,7 @@ OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion f
 # A change of the values explains their other descriptions, the related features' view of them and
 # iFedAvg's input correction (which then agrees with the data lens) — not how many are missing, nor
 # how they relate to the label or to the other features.
-EXPLAINS_SHIFT = ("values", "related features", "feature shifts")
+EXPLAINS_SHIFT = ("values", "within classes", "related features", "feature shifts")
 # Values that are not the column's (one value, another column's, a code, a filled mass): everything
 # they show, their relation to the label and to the other features included.
 EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "correlations", "columns", "exchanges")
@@ -257,8 +261,8 @@ CHECKS: tuple[Check, ...] = (
           "with the others' pattern; and renamed, the site's relation to its labels at least {strength:%} as strong "
           "as the others' (a flat pattern is noise, not renamed labels)", "label_pattern", CLASS_PROFILE, "site",
           "labels_permuted",
-          explains=("label_relation", "class_shift", "labels_weak", "class_balance", "output_shift",
-                    "shared_model_reversed"),
+          explains=("label_relation", "class_shift", "labels_weak", "class_balance", "location_within",
+                    "spread_within", "output_shift", "shared_model_reversed"),
           limits=(("informative", 0.2), ("features", 3), ("share", 0.75), ("suspect", 0.01), ("margin", 10),
                   ("strength", 0.5)),
           classes="some"),
@@ -267,7 +271,7 @@ CHECKS: tuple[Check, ...] = (
           "informative features)", "leave-one-out t over sites on its log (at least log 0.05), one-sided (weaker)",
           "below {ratio}",
           "label_pattern", CLASS_PROFILE, "site", "labels_weak",
-          explains=("label_relation", "class_shift", "class_balance"),
+          explains=("label_relation", "class_shift", "class_balance", "location_within", "spread_within"),
           limits=(("ratio", 0.5),), classes="some"),
     Check("class_balance", "another class balance", "labels", DATA,
           "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
@@ -275,6 +279,33 @@ CHECKS: tuple[Check, ...] = (
           "with two)",
           "class_balance",
           ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
+    # before the far-out share: a skewed distribution has far-out values, and is the more specific
+    Check("shape", "different shape", "values", DATA,
+          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
+          "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
+          limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95), explains_here=EXPLAINS_SHIFT),
+    # before the checks of spread: a few far-out values (a unit slip in 3 % of the rows) widen a site's
+    # SD within its classes as computed, and the far-out share is the plainer evidence
+    Check("range", "implausible values", "values", DATA,
+          "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
+          SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",
+          ("far_share", "observed"), "continuous", "implausible_values",
+          limits=(("share", 0.01), ("count", 5), ("ratio", 4)), explains_here=EXPLAINS_SHIFT),
+    Check("spread", "different spread", "values", DATA,
+          "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
+          "disclosure policy released too few quantiles for them)", LOO,
+          "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
+          limits=(("ratio", 1.25),), explains_here=(*EXPLAINS_SHIFT, "relation to the label")),
+    # the spreads before the relations to the label: those are in within-class SDs, so a site whose
+    # values vary more within its classes shows each class nearer the middle (a class shifted, a
+    # weaker relation); the plain spread first, which explains the spread within classes where both
+    # are found
+    Check("spread_within", "different spread within classes", "within classes", DATA,
+          "the log of the site's SD within its classes (pooled) against what its class mix predicts (every site's "
+          "median variance of each class, pooled with the site's class counts)",
+          LOO + ", the log SD's own sampling error added", "ratio ≥ {ratio} or ≤ 1/{ratio}", "class_sds",
+          CLASS_PROFILE, "continuous", "spread_within", min_classes=2, limits=(("ratio", 1.25),), classes="some",
+          explains_here=(*EXPLAINS_SHIFT, "relation to the label")),
     Check("class_shift", "one class's values differ", "relation to the label", DATA,
           "per feature and class (three classes or more; with two, the relation to the label is this test): the "
           "class's mean at the site, centred on the site's mean of its class means, in within-class SDs (a site "
@@ -304,19 +335,19 @@ CHECKS: tuple[Check, ...] = (
           "≥ {share:%} and ≥ {count} rows, {ratio} × the others'", "duplicates", ("duplicate_rows", "rows"),
           "site",
           "duplicates", min_sites=2, limits=(("share", 0.02), ("count", 5), ("ratio", 3))),
-    Check("shape", "different shape", "values", DATA,
-          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
-          "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
-          limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95), explains_here=EXPLAINS_SHIFT),
-    Check("spread", "different spread", "values", DATA,
-          "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
-          "disclosure policy released too few quantiles for them)", LOO,
-          "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
-          limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("location", "values shifted", "values", DATA,
           "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
           "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
           limits=(("shift", 0.25),), explains_here=EXPLAINS_SHIFT),
+    # after the plain location, which explains it where both are found: this is for the sites whose
+    # class mix hides a shift (label skew, a hospital with more patients ill)
+    Check("location_within", "values shifted within classes", "within classes", DATA,
+          "the site's mean less what its class mix predicts (every site's median mean of each class, weighted by "
+          "the site's class counts), in within-class SDs (the median over sites of each site's pooled SD within "
+          "its classes)", LOO + ", the mean's own sampling error added",
+          "≥ {shift} within-class SDs from the others", "class_means", CLASS_PROFILE, "continuous",
+          "location_within", min_classes=2, limits=(("shift", 0.25),), classes="some",
+          explains_here=EXPLAINS_SHIFT),
     Check("location_related", "values shifted against related features", "related features", DATA,
           "the site's median in within-site SDs less what the other sites' least-squares relation of it to the "
           "medians of its related features predicts (those it correlates with most within the sites, r of "
@@ -332,11 +363,6 @@ CHECKS: tuple[Check, ...] = (
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
           "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
           "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
-    Check("range", "implausible values", "values", DATA,
-          "the share of the site's values beyond its quartiles by 3 interquartile ranges (counted at the site)",
-          SHARE_LOO, "≥ {share:%} and ≥ {count} values, {ratio} × the others'", "quantiles",
-          ("far_share", "observed"), "continuous", "implausible_values",
-          limits=(("share", 0.01), ("count", 5), ("ratio", 4)), explains_here=EXPLAINS_SHIFT),
     Check("correlation", "relations between features differ", "correlations", DATA,
           "the site's correlations of the feature with the others, projected on the other sites' median "
           "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "

@@ -659,6 +659,75 @@ class Checks:
                               "within-site SDs",
                               evidence=self._evidence(i, c), material=bool(distance[i, c] >= at_least))
 
+    # -- the values within classes -------------------------------------------------------------
+    @cached_property
+    def _within_classes(self) -> dict[str, np.ndarray]:
+        """[sites, continuous] each: every continuous feature at each site against what its class mix
+        predicts from every site's classes: its mean less the class means' (the median over the
+        sites of each class's mean) weighted by its own class counts, in within-class SDs (the median
+        over the sites of each site's); and the log of its SD within classes against the classes'
+        (the median over the sites of each class's variance, pooled with its own class counts).
+        Sites of one population that differ in their class mix — label skew, a hospital with more
+        patients ill — differ in their medians and spreads; in these they do not. Each is tested
+        leave-one-out, its own sampling variance added; a column never measured at a site
+        (`not_a_reference`) and a site whose labels look wrong are in no other site's reference."""
+        p, cols = self.profile, list(self.continuous)
+        means, sds = p.mean_by_class[:, :, cols].astype(np.float64), p.sd_by_class[:, :, cols].astype(np.float64)
+        counts = p.observed_by_class[:, :, cols].astype(np.float64)
+        suspect = self.not_a_reference[:, cols] | self.labels_suspect[:, None]
+        released = np.isfinite(means) & np.isfinite(sds) & (counts > 1)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reference = np.where(released & ~suspect[:, None, :], 1.0, np.nan)
+            class_mean = np.nanmedian(reference * means, axis=0)  # [classes, continuous]
+            class_variance = np.nanmedian(reference * sds**2, axis=0)
+            weight = np.where(released & np.isfinite(class_mean + class_variance)[None], counts, 0.0)
+            rows, degrees = weight.sum(1), np.where(weight > 0, weight - 1, 0.0).sum(1)
+            yardstick = np.nanmedian(np.where(suspect, np.nan, within_class_sd(p)[:, cols]), axis=0)
+            mean = (weight * np.nan_to_num(means)).sum(1) / rows
+            predicted = (weight * np.nan_to_num(class_mean)[None]).sum(1) / rows
+            location = (mean - predicted) / yardstick
+            # of a mean of class means: each class's variance / n, weighted by n
+            location_variance = (weight * np.nan_to_num(sds) ** 2).sum(1) / rows**2 / yardstick**2
+            pooled = (np.where(weight > 0, weight - 1, 0.0) * np.nan_to_num(sds) ** 2).sum(1) / degrees
+            predicted_pooled = (np.where(weight > 0, weight - 1, 0.0) * np.nan_to_num(class_variance)[None]).sum(1) / degrees
+            log_ratio = 0.5 * np.log(pooled / predicted_pooled)
+            testable = (rows > 0) & (degrees > 0) & np.isfinite(yardstick)[None]
+            location = np.where(testable & np.isfinite(location), location, np.nan)
+            log_ratio = np.where(testable & np.isfinite(log_ratio), log_ratio, np.nan)
+        out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled)}
+        for name, values, own in (("location", location, location_variance),
+                                  ("spread", log_ratio, 1 / (2 * np.maximum(degrees, 1)))):
+            out[f"{name}_dev"], _, out[f"{name}_p"] = leave_one_out(values, own_variance=np.nan_to_num(own),
+                                                                    suspect=suspect)
+        return out
+
+    def location_within(self) -> Iterator[Finding]:
+        w, shift = self._within_classes, limit("location_within", "shift")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                name, dev = self.profile.features[j], w["location_dev"][i, c]
+                yield Finding(site, LENS, "location_within", name,
+                              f"{site}'s {name}: within its classes, {abs(dev):.2f} times the usual spread within a class "
+                              f"{'higher' if dev > 0 else 'lower'} than at the other sites (its mean "
+                              f"{self.value(j, w['mean'][i, c])} against {self.value(j, w['predicted'][i, c])} from "
+                              f"every site's means of its classes, weighted by its class counts; {dev:+.2f} "
+                              "within-class SDs)", float(w["location_p"][i, c]), float(dev), "within-class SDs",
+                              material=bool(abs(dev) >= shift))
+
+    def spread_within(self) -> Iterator[Finding]:
+        w, ratio_limit = self._within_classes, limit("spread_within", "ratio")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(self.continuous):
+                name, dev = self.profile.features[j], w["spread_dev"][i, c]
+                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
+                yield Finding(site, LENS, "spread_within", name,
+                              f"{site}'s {name} varies {ratio:.2g} times as much within its classes as at the other "
+                              f"sites (SD within its classes {self.value(j, w['sd'][i, c])} against "
+                              f"{self.value(j, w['predicted_sd'][i, c])} from every site's SDs of its classes)",
+                              float(w["spread_p"][i, c]), ratio, "SD ratio",
+                              material=bool(abs(dev) >= math.log(ratio_limit)))
+
     # -- explanations: units and swapped columns -------------------------------------------------
     @cached_property
     def _explanations(self) -> dict[tuple[int, int], tuple[str, str, Any]]:

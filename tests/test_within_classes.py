@@ -1,0 +1,134 @@
+"""The checks of values within classes (`Checks.location_within`, `Checks.spread_within`): sites of
+one population that differ in their class mix (label skew; a hospital with more patients ill) differ
+in their medians and spreads, and hide a change of one site's values there. Against the class means
+and SDs of every site the mix is set aside. Known answers: the statistic by hand from the rows; a
+shift and a wider spread at one site of a label-skewed federation found there and nowhere else,
+where the plain location and spread cannot set it apart; nothing in the same federation untouched;
+a site whose labels are swapped is said to have wrong labels, not shifted values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedcore.interpret.data_checks import Checks, check_profile, within_class_sd
+from fedcore.interpret.disclosure import DEFAULT_POLICY
+from fedcore.interpret.findings import decide
+from fedcore.interpret.profile import profile_federation
+
+SITES = [f"site {k}" for k in range(8)]
+BROKEN = "site 2"
+FEATURES = ["f1", "f2", "f3", "f4", "f5", "f6"]
+CLASSES = ["a", "b", "c"]
+# each class's mean per feature, several within-class SDs apart: a site's mix moves its median by more
+# than the change looked for
+CLASS_MEANS = np.array([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                        [4.0, -3.0, 2.0, 5.0, -4.0, 3.0],
+                        [8.0, 3.0, -3.0, 1.0, 4.0, -2.0]])
+
+
+def rows(rng: np.random.Generator, mix: np.ndarray, n: int = 600) -> tuple[np.ndarray, np.ndarray]:
+    y = rng.choice(len(CLASSES), n, p=mix)
+    return CLASS_MEANS[y] + rng.normal(0, 1, (n, len(FEATURES))), y
+
+
+def skewed_federation(problem=None, seed: int = 0, policy=None):
+    """Eight sites of one population, their class mixes drawn from a Dirichlet(0.7) (label skew);
+    `problem(x, y)` at site 2."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name in SITES:
+        mix = rng.dirichlet(np.full(len(CLASSES), 0.7)) * 0.9 + 0.1 / len(CLASSES)  # every class present
+        x, y = rows(rng, mix)
+        if name == BROKEN and problem is not None:
+            x, y = problem(x, y)
+        sites.append((name, x, y))
+    profile = profile_federation(sites, FEATURES, ["continuous"] * len(FEATURES), FEATURES, CLASSES, {}, policy)
+    return profile, sites
+
+
+def reported(profile) -> list:
+    return [f for f in decide(check_profile(profile)) if f.significant and f.explained_by is None]
+
+
+def test_the_statistics_by_hand_from_the_rows():
+    """Site mean less Σ n_c · (median over sites of class c's mean) / Σ n_c, in the median over sites
+    of the pooled within-class SD; the log SD within classes against √(Σ (n_c − 1) · median over sites
+    of class c's variance / Σ (n_c − 1)) — computed from the rows, as computed (no policy)."""
+    profile, sites = skewed_federation(seed=3)
+    within = Checks(profile)._within_classes
+    k = len(CLASSES)
+    means = np.array([[x[y == c].mean(0) for c in range(k)] for _, x, y in sites])  # [sites, classes, features]
+    variances = np.array([[x[y == c].var(0, ddof=1) for c in range(k)] for _, x, y in sites])
+    counts = np.array([[np.sum(y == c) for c in range(k)] for _, x, y in sites], dtype=float)
+    pooled_sd = np.sqrt(((counts - 1)[:, :, None] * variances).sum(1) / (counts - 1).sum(1)[:, None])
+    assert within_class_sd(profile) == pytest.approx(pooled_sd)
+    yardstick = np.median(pooled_sd, axis=0)
+    class_mean, class_variance = np.median(means, axis=0), np.median(variances, axis=0)
+    for i, (_, x, y) in enumerate(sites):
+        predicted = counts[i] @ class_mean / counts[i].sum()
+        assert within["mean"][i] == pytest.approx(x.mean(0))
+        assert within["predicted"][i] == pytest.approx(predicted)
+        expected_sd = np.sqrt((counts[i] - 1) @ class_variance / (counts[i] - 1).sum())
+        assert within["sd"][i] == pytest.approx(pooled_sd[i])
+        assert within["predicted_sd"][i] == pytest.approx(expected_sd)
+    # the deviations tested: each site's value against the other sites' mean of theirs
+    location = (within["mean"] - within["predicted"]) / yardstick
+    others = (location.sum(0) - location) / (len(SITES) - 1)
+    assert within["location_dev"] == pytest.approx(location - others)
+    log_ratio = np.log(within["sd"] / within["predicted_sd"])
+    assert within["spread_dev"] == pytest.approx(log_ratio - (log_ratio.sum(0) - log_ratio) / (len(SITES) - 1))
+
+
+def shifted(x, y):
+    x = x.copy()
+    x[:, 0] += 0.8  # 0.8 within-class SDs: every class's values at the site
+    return x, y
+
+
+def wider(x, y):
+    x = x.copy()
+    x[:, 1] = CLASS_MEANS[y, 1] + 1.6 * (x[:, 1] - CLASS_MEANS[y, 1])  # 1.6 times as wide within each class
+    return x, y
+
+
+@pytest.mark.parametrize("problem, kind, feature", [(shifted, "location_within", "f1"),
+                                                    (wider, "spread_within", "f2")])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_change_the_class_mix_hides_is_found_within_classes(problem, kind, feature, seed):
+    """Label skew moves the sites' medians and SDs by several within-class SDs: the plain location
+    and spread cannot set site 2 apart; within its classes it is found, at its feature, and at no
+    other site or feature (the default disclosure policy: what the sites release)."""
+    profile, _ = skewed_federation(problem, seed, DEFAULT_POLICY)
+    found = reported(profile)
+    assert [(f.site, f.kind, f.feature) for f in found if f.kind in ("location_within", "spread_within")] == \
+        [(BROKEN, kind, feature)]
+    assert not [f for f in found if f.kind in ("location", "spread") and f.site == BROKEN]
+    finding = next(f for f in found if f.kind == kind)
+    assert finding.material
+    effect = finding.effect if kind == "location_within" else np.log(finding.effect)
+    truth = 0.8 if kind == "location_within" else np.log(1.6)
+    assert effect == pytest.approx(truth, abs=0.25)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nothing_within_classes_in_a_skewed_federation_untouched(seed):
+    profile, _ = skewed_federation(seed=seed, policy=DEFAULT_POLICY)
+    assert not [f for f in reported(profile) if f.kind in ("location_within", "spread_within")]
+
+
+def test_swapped_labels_are_wrong_labels_not_values_shifted_within_classes():
+    """Site 2's labels a and c exchanged, with twice as many a rows as c: what its class mix predicts
+    moves by several within-class SDs (its mean stays its own), so the cells within classes are
+    material findings there — explained by its labels looking wrong, the finding it shows."""
+    def relabelled(x, y):
+        a, c = np.flatnonzero(y == 0), np.flatnonzero(y == 2)
+        keep = np.sort(np.r_[a, c[:len(a) // 2], np.flatnonzero(y == 1)])
+        return x[keep], np.choose(y[keep], [2, 1, 0])
+
+    profile, _ = skewed_federation(relabelled, 0, DEFAULT_POLICY)
+    findings = decide(check_profile(profile))
+    labels = [f for f in findings if f.site == BROKEN and f.kind == "labels_permuted" and f.significant]
+    assert labels and labels[0].explained_by is None
+    within = [f for f in findings if f.kind in ("location_within", "spread_within") and f.significant]
+    assert within and all(f.site == BROKEN and f.explained_by == "labels_permuted" for f in within)
