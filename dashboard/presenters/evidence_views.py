@@ -457,6 +457,9 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _styled(fig, _site_height(profile.sites))
 
 
+WITHIN_CLASSES = ("location_within", "spread_within")  # a site's outcomes against the same outcomes elsewhere
+
+
 def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """Each site's mean of the feature per outcome (a colour each), joined per site: a relation to
     the label that differs or reverses runs the other way; a site whose every outcome lies to one
@@ -481,7 +484,8 @@ def _per_outcome_view(finding: Finding, evidence: Evidence, statistic: str) -> g
     fig = go.Figure()
     for i, name in enumerate(names):
         mine = profile.sites[i] == finding.site
-        fig.add_trace(go.Scatter(y=[name] * len(profile.classes), x=values[i], mode="lines",
+        shown = values[i][np.isfinite(values[i])]  # a class the site lacks would break its line
+        fig.add_trace(go.Scatter(y=[name] * len(shown), x=shown, mode="lines",
                                  showlegend=False, hoverinfo="skip",
                                  line=dict(color=colour if mine else "#c5ccd4", width=5 if mine else 2)))
     for k, c in enumerate(profile.classes):
@@ -493,9 +497,11 @@ def _per_outcome_view(finding: Finding, evidence: Evidence, statistic: str) -> g
     fig.update_xaxes(title_text=f"{statistic} of {_axis(finding.feature or '', _unit(profile, finding.feature or ''))}")
     fig.update_yaxes(autorange="reversed")
     named = finding.evidence.get("class")  # one class's values differ: which class to look at
+    look = (f"; look at '{named}' against the other sites'" if named else
+            "; each outcome's dot against the other sites' of the same colour" if finding.kind in WITHIN_CLASSES
+            else "")
     fig.update_layout(title=_title(f"{finding.feature}: {statistic} per outcome at each site",
-                                   f"{finding.site}'s line in colour"
-                                   + (f"; look at '{named}' against the other sites'" if named else "")),
+                                   f"{finding.site}'s line in colour{look}"),
                       legend=dict(title_text="outcome"))
     return _styled(fig, _site_height(profile.sites))
 
