@@ -682,15 +682,16 @@ class Checks:
             class_mean = np.nanmedian(reference * means, axis=0)  # [classes, continuous]
             class_variance = np.nanmedian(reference * sds**2, axis=0)
             weight = np.where(released & np.isfinite(class_mean + class_variance)[None], counts, 0.0)
-            rows, degrees = weight.sum(1), np.where(weight > 0, weight - 1, 0.0).sum(1)
+            freedom = np.where(weight > 0, weight - 1, 0.0)  # each class's n - 1
+            rows, degrees = weight.sum(1), freedom.sum(1)
             yardstick = np.nanmedian(np.where(suspect, np.nan, within_class_sd(p)[:, cols]), axis=0)
             mean = (weight * np.nan_to_num(means)).sum(1) / rows
             predicted = (weight * np.nan_to_num(class_mean)[None]).sum(1) / rows
             location = (mean - predicted) / yardstick
             # of a mean of class means: each class's variance / n, weighted by n
             location_variance = (weight * np.nan_to_num(sds) ** 2).sum(1) / rows**2 / yardstick**2
-            pooled = (np.where(weight > 0, weight - 1, 0.0) * np.nan_to_num(sds) ** 2).sum(1) / degrees
-            predicted_pooled = (np.where(weight > 0, weight - 1, 0.0) * np.nan_to_num(class_variance)[None]).sum(1) / degrees
+            pooled = pooled_variance(sds**2, freedom)
+            predicted_pooled = pooled_variance(np.broadcast_to(class_variance, sds.shape), freedom)
             log_ratio = 0.5 * np.log(pooled / predicted_pooled)
             testable = (rows > 0) & (degrees > 0) & np.isfinite(yardstick)[None]
             location = np.where(testable & np.isfinite(location), location, np.nan)
@@ -1970,12 +1971,18 @@ def within_class_sd(profile: Profile) -> np.ndarray:
     """[sites, features]: each site's SD within its classes, pooled over them (each class's SD
     weighted by its n − 1, over the classes whose SD the site released: a class it has no rows of,
     or withheld, adds no degrees of freedom; NaN where none is released)."""
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        sd = profile.sd_by_class.astype(np.float64)
-        degrees = np.where(np.isfinite(sd), np.maximum(profile.observed_by_class.astype(np.float64) - 1, 0), 0.0)
-        pooled = np.sqrt(np.sum(np.nan_to_num(sd) ** 2 * degrees, axis=1) / np.sum(degrees, axis=1))
-        return np.where(np.sum(degrees, axis=1) > 0, pooled, np.nan)
+    sd = profile.sd_by_class.astype(np.float64)
+    freedom = np.where(np.isfinite(sd), np.maximum(profile.observed_by_class.astype(np.float64) - 1, 0), 0.0)
+    return np.sqrt(pooled_variance(sd**2, freedom))
+
+
+def pooled_variance(variance: np.ndarray, freedom: np.ndarray) -> np.ndarray:
+    """[sites, features]: variances [sites, classes, features] pooled over the classes, each
+    weighted by its degrees of freedom `freedom` (a class with none adds nothing; NaN where no
+    class has any)."""
+    total = freedom.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (freedom * np.nan_to_num(variance)).sum(1) / total, np.nan)
 
 
 def _strongest_category(cells: list[Finding]) -> Finding:
