@@ -18,6 +18,9 @@ from tests import store_states
 from tests.store_states import STATES
 from tests.helpers import open_page, unescaped
 
+# `make test-states` (CI runs it): about 150 CPU-seconds, apart from `make test` for its 10 minutes
+pytestmark = pytest.mark.states
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 WAITING = {"queued": "queued", "starting": "starting", "no round yet": "running", "failed": "failed",

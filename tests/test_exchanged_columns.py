@@ -202,3 +202,29 @@ def test_an_exchange_is_material_only_both_ways_each_the_others_best_and_better_
     assert not any(material[(s, f"c{k}")] for s in ("s1", "s2", "s3") for k in range(m))  # gains below 0.3
     checks._values_contradict = lambda i, j, k, tolerance: True  # the values say otherwise
     assert not any(f.material for f in checks.exchanged_columns())
+
+
+
+def test_the_values_contradict_an_exchange_when_either_column_is_farther_from_the_other_and_beyond_the_tolerance():
+    """`_values_contradict` on hand-set distances (`values_as`: j's values from the others' k, k's
+    from the others' j, each from the others' of its own column, in SDs). On HAR as recorded,
+    subject 05's tBodyAccJerk-arCoeff()-Y,2 and tBodyGyroJerk-arCoeff()-Z,4 fit each other's
+    correlations (0.64 and 0.53, own -0.09): their values, 0.34 SD from each other's against 0.25
+    from their own, are what keeps that from reading as an exchange. A rule asking for a margin
+    over the own distance instead (0.25 SD more) let it through; the price is a real swap at a site
+    whose values sit apart in both columns (vehicle's sensor 09: 0.60 from the other, 0.45 from its
+    own) staying unreported as an exchange."""
+    from fedcore.interpret.data_checks import Checks
+
+    checks = Checks.__new__(Checks)
+
+    def contradict(j_as_k, k_as_j, j_as_j, k_as_k):
+        checks.values_as = lambda i, j, k: tuple(np.array([v]) for v in (j_as_k, k_as_j, j_as_j, k_as_k))
+        return checks._values_contradict(0, 0, 1, 0.25)
+
+    assert contradict(0.34, 0.12, 0.25, 0.04)  # HAR's subject 05 as recorded: no exchange
+    assert contradict(0.21, 0.60, 0.34, 0.45)  # vehicle's swapped sensor: k farther from j's, beyond 0.25
+    assert not contradict(0.05, 0.10, 0.60, 0.70)  # an exchange the values confirm
+    assert not contradict(0.24, 0.20, 0.10, 0.05)  # farther, but within the tolerance: one scale
+    assert not contradict(0.30, 0.40, 0.35, 0.45)  # beyond the tolerance, but no farther than their own
+    assert not contradict(np.nan, np.nan, np.nan, np.nan)  # nothing released: nothing said
