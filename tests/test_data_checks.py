@@ -211,3 +211,23 @@ def test_two_sites_in_each_unit_name_no_culprit_but_the_pairs():
     assert findings and all("site" not in f for f in findings)
     assert {tuple(sorted(f["sites"])) for f in findings} == {("east", "north"), ("east", "south"), ("north", "west"),
                                                              ("south", "west")}
+
+
+def test_the_median_along_the_first_axis_is_numpys_nanmedian():
+    """`median_along_first` (the quantile distances' median, from one sort) by hand, and equal to
+    np.nanmedian(axis=0) on random arrays with NaN and infinities."""
+    import warnings
+
+    from fedcore.interpret.data_checks import median_along_first
+
+    values = np.array([[1.0, np.nan, 3.0], [5.0, np.nan, np.nan], [2.0, np.nan, 4.0], [4.0, np.nan, 10.0]])
+    assert np.array_equal(median_along_first(values), [3.0, np.nan, 4.0], equal_nan=True)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        x = rng.normal(size=(rng.integers(1, 25), rng.integers(1, 12))) * 10.0 ** rng.integers(-3, 4)
+        x[rng.random(x.shape) < rng.random()] = np.nan
+        x[rng.random(x.shape) < 0.05] = np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column
+            expected = np.nanmedian(x, axis=0)
+        assert np.array_equal(median_along_first(x), expected, equal_nan=True)
