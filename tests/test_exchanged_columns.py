@@ -204,7 +204,6 @@ def test_an_exchange_is_material_only_both_ways_each_the_others_best_and_better_
     assert not any(f.material for f in checks.exchanged_columns())
 
 
-
 def test_the_values_contradict_an_exchange_when_either_column_is_farther_from_the_other_and_beyond_the_tolerance():
     """`_values_contradict` on hand-set distances (`values_as`: j's values from the others' k, k's
     from the others' j, each from the others' of its own column, in SDs). On HAR as recorded,
