@@ -8,7 +8,7 @@ FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo flower-demo test test-states test-journeys test-deployment evidence clean
+.PHONY: run cli-demo flower-demo test test-states test-processes test-journeys test-deployment evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,12 +34,17 @@ flower-demo: $(VENV)/.runtime
 
 # Two worker processes on 2 cores (README, *Tests*: the suite is CPU-bound, so a third is slower).
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -n 2 -m "not deployment and not journey and not states"
+	$(BIN)/python -m pytest -n 2 -m "not deployment and not journey and not states and not processes"
 
 # Every page and report rendered for runs and check-ups in every state (tests/test_every_state.py):
 # about 150 CPU-seconds, apart from `make test` to keep it within 10 minutes on 2 cores. CI runs it.
 test-states: $(VENV)/.dev
 	$(BIN)/python -m pytest -n 2 -m states
+
+# The job queue's worker processes and the run store's faults with real writers (tests/test_jobs.py,
+# tests/test_store_faults.py): about 110 CPU-seconds, apart from `make test` for its 10 minutes. CI runs it.
+test-processes: $(VENV)/.dev
+	$(BIN)/python -m pytest -n 2 -m processes
 
 # The browser journeys that train (files uploaded, mapped, trained, the result read): about 3
 # CPU-minutes, apart from `make test` to keep it within 10 minutes on 2 cores. CI runs them after it.

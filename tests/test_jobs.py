@@ -10,6 +10,10 @@ from application import jobs
 from fedcore.errors import FedcoreError
 from fedcore.store import RunStore
 
+# `make test-processes` (CI runs it): real worker and writer processes, about 110 CPU-seconds,
+# apart from `make test` for its 10 minutes on 2 cores
+pytestmark = pytest.mark.processes
+
 QUICK = {"algorithm": "fedavg", "config": {"rounds": 2}}
 LONG = {"algorithm": "ifedavg", "config": {"rounds": 2000, "eval_every": 1}}
 

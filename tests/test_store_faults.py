@@ -33,6 +33,11 @@ from fedcore.shapes import Damage, RunDamaged
 from fedcore.store import RESERVE, Run, RunStore, Scores, Spec, StoredFederation, new_run_id, to_json
 from tests import helpers
 
+
+# `make test-processes` (CI runs it): real worker and writer processes, about 110 CPU-seconds,
+# apart from `make test` for its 10 minutes on 2 cores
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 QUICK = {"algorithm": "fedavg", "config": {"rounds": 2}}
