@@ -114,6 +114,8 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
                                                    "location_within", "f1")
     cases["spread_within"] = lambda: _data_case(within.skewed_federation(within.wider, policy=policy)[0],
                                                  "spread_within", "f2")
+    # site 2 holding mostly one class of three, its values within each class the others'
+    cases["class_mix"] = lambda: _data_case(within.mixed_differently(policy=policy), "class_mix", "f1")
     out = {}
     for kind, case in cases.items():
         try:

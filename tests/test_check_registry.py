@@ -24,7 +24,7 @@ from fedcore.interpret import checks
 from fedcore.interpret.data_checks import Checks, check_profile
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy
 from fedcore.interpret.calibration import benjamini_hochberg
-from fedcore.interpret.findings import FDR, Finding, decide
+from fedcore.interpret.findings import FDR, Finding, decide, pool
 from fedcore.interpret.profile import (NOT_RECORDED, PROBABILITIES, STATISTICS, Profile, profile_federation,
                                       site_profile)
 from messy_exports import write_messy_exports
@@ -230,7 +230,9 @@ def test_every_data_check_has_a_known_answer_and_a_function():
                         "exchanged_columns": "test_two_channels_of_different_factors_exchanged_are_found_both_ways",
                         # a label-skewed federation whose class mix hides the change: tests/test_within_classes.py
                         "location_within": "test_a_change_the_class_mix_hides_is_found_within_classes",
-                        "spread_within": "test_a_change_the_class_mix_hides_is_found_within_classes"}
+                        "spread_within": "test_a_change_the_class_mix_hides_is_found_within_classes",
+                        # one site holding mostly one class of three: tests/test_within_classes.py
+                        "class_mix": "test_a_site_of_another_class_mix_differs_as_its_mix_predicts_not_in_its_values"}
     assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
     functions = {c.function for c in checks.of_lens(checks.DATA)}
     assert all(callable(getattr(Checks, name, None)) for name in functions)
@@ -526,6 +528,38 @@ def test_unit_pairs_name_the_site_that_differs_from_the_others_that_agree():
     assert sorted(f.site for f in pairs(rows)) == ["east", "north", "south", "west"]
 
 
+def test_a_different_class_mix_is_no_unit_pair_and_a_unit_on_top_of_it_is():
+    """Class b's values are 38.67 times class a's (mg/dL against mmol/L's scale); north holds
+    mostly a, east mostly b: their medians and spreads differ by the catalogue's factor, but each
+    class's mean is the same at both sites, which a unit would have multiplied. Where the classes'
+    values differ by 10 % and east's are × 38.67 (a unit, with the same class mix as before), its
+    class means say so, and the pair is found."""
+    rng = np.random.default_rng(5)
+
+    def site(name, share_b, class_b=38.67, factor=1.0):
+        y = (rng.random(400) < share_b).astype(int)
+        x = np.abs(rng.normal(5.2, 1.0, 400)) * np.where(y == 1, class_b, 1.0) * factor
+        return name, x[:, None], y
+
+    def unit_pairs(rows):
+        lens = Checks(profile_federation(rows, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
+        lens.__dict__["_explanations"] = {}  # as if no site-level unit check had named the column
+        return list(lens.unit_pairs())
+
+    mix = [site("north", 0.05), site("east", 0.95)]
+    assert not unit_pairs(mix)
+    checks = Checks(profile_federation(mix, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]))
+    assert checks._same_unit_within_classes(1, 0, 0, math.log(38.67))  # the class means: about 1
+    units = [site("north", 0.05, class_b=1.1), site("east", 0.95, class_b=1.1, factor=38.67)]
+    assert sorted(f.site for f in unit_pairs(units)) == ["east", "north"]
+    # the class means withheld (a policy): nothing said against the pair, as before they were used
+    bare = withheld(withheld(profile_federation(mix, ["cholesterol"], ["continuous"], ["cholesterol"], ["a", "b"]),
+                             "north", ["mean_by_class"], "withheld"), "east", ["mean_by_class"], "withheld")
+    lens = Checks(bare)
+    lens.__dict__["_explanations"] = {}
+    assert sorted(f.site for f in lens.unit_pairs()) == ["east", "north"]
+
+
 def test_a_categorical_column_is_one_cell():
     """A ward missing for 40 % of one site's rows: one finding, named by the column, not one per category."""
     def ward_missing(x, y, rng):
@@ -629,7 +663,8 @@ def test_a_profile_stored_before_a_statistic_existed_loads_and_says_so():
 
 # -- the false discovery rate, per family -----------------------------------------------------------
 def cells(kind: str, p: list[float], site: str = "s") -> list[Finding]:
-    return [Finding(f"{site}{k}", checks.BY_KIND[kind].lens, kind, f"f{k}", "", value) for k, value in enumerate(p)]
+    """One site's cells of `kind`, one per feature, with these p-values."""
+    return [Finding(site, checks.BY_KIND[kind].lens, kind, f"f{k}", "", value) for k, value in enumerate(p)]
 
 
 def test_benjamini_hochberg_runs_within_each_family_by_hand():
@@ -637,7 +672,7 @@ def test_benjamini_hochberg_runs_within_each_family_by_hand():
     which 10 at p = 0.01. Within their family the ten have q = 0.01 · 100 / 10 = 0.1: not
     reported. Pooled with the 200 (rank 201-210 of 300) they would have q = 0.01 · 300 / 210 <
     0.05: the broken site would make them reportable."""
-    broken = cells("label_relation", [1e-6] * 200, "flipped ")
+    broken = cells("label_relation", [1e-6] * 200, "flipped")
     small = cells("spread", [0.01] * 10 + [0.5] * 90)
     decide(broken + small)
     assert [f.q for f in small[:10]] == pytest.approx([0.1] * 10)
@@ -646,23 +681,50 @@ def test_benjamini_hochberg_runs_within_each_family_by_hand():
     assert 0.01 * 300 / 210 < FDR  # what one pooled procedure would have reported
 
 
-def test_a_sites_wrong_labels_do_not_loosen_its_familys_threshold_for_the_others():
+@pytest.mark.parametrize("p_small, reported", [(0.004, True), (0.006, False)])
+def test_one_sites_findings_do_not_loosen_another_sites_threshold_in_their_family_by_hand(p_small, reported):
+    """A broken site's 200 spread cells at p = 1e-6, and another site's 100 spread cells, 10 at
+    p_small. Within that site's pool (its spread family) q = p_small · 100 / 10: 0.04 is reported,
+    0.06 is not, as in a federation without the broken site. Pooled over the two sites (ranks
+    201-210 of 300) 0.006 would give q = 0.006 · 300 / 210 = 0.0086: the broken site would have
+    made the other's small differences reportable (the suite's borderline cells came and went with
+    the corrupted site)."""
+    broken = cells("spread", [1e-6] * 200, "broken")
+    small = cells("location", [p_small] * 10 + [0.5] * 90)  # the same family (values), another site
+    decide(broken + small)
+    assert [f.q for f in small[:10]] == pytest.approx([p_small * 100 / 10] * 10)
+    assert all(f.significant == reported for f in small[:10])
+    assert all(f.q == pytest.approx(1e-6) for f in broken)
+    assert {pool(f) for f in broken + small} == {("values", "broken"), ("values", "s")}
+    assert 0.006 * 300 / 210 < FDR  # what one pool over the sites would have reported
+
+
+def test_a_sites_wrong_labels_and_their_consequences_leave_the_other_sites_thresholds_alone():
     """A flipped site: its labels look wrong (q 1e-9), and its 200 relation-to-label cells (p 1e-6)
-    are consequences of that. The other sites' 100 cells of that family, 10 at p = 0.004: among
-    themselves q = 0.004 · 100 / 10 = 0.04 < 0.05 (reported, the level a clean federation would
-    have), but at 0.006 q = 0.06 (not). With the 200 in the pool (ranks 201-210 of 300) 0.006
-    would give q = 0.006 · 300 / 210 = 0.0086: the flipped site would have made them reportable.
-    The consequences keep a q-value of their own (among themselves) and stay explained."""
-    for p_small, reported_alone in ((0.004, True), (0.006, False)):
-        wrong = [Finding("flipped", checks.DATA, "labels_permuted", None, "", 1e-9)]
-        consequences = [Finding("flipped", checks.DATA, "label_relation", f"f{k}", "", 1e-6) for k in range(200)]
-        others = cells("label_relation", [p_small] * 10 + [0.5] * 90)
-        decide(wrong + consequences + others)
-        assert [f.q for f in others[:10]] == pytest.approx([p_small * 100 / 10] * 10)
-        assert all(f.significant == reported_alone for f in others[:10])
-        assert wrong[0].significant and all(f.q == pytest.approx(1e-6) for f in consequences)
-        assert all(f.explained_by == "labels_permuted" for f in consequences)
-    assert 0.006 * 300 / 210 < FDR  # what one pool would have reported
+    are consequences of that, marked explained. The other site's 100 cells of that family, 10 at
+    p = 0.006: q = 0.006 · 100 / 10 = 0.06, not reported, as without the flipped site."""
+    wrong = [Finding("flipped", checks.DATA, "labels_permuted", None, "", 1e-9)]
+    consequences = cells("label_relation", [1e-6] * 200, "flipped")
+    others = cells("label_relation", [0.006] * 10 + [0.5] * 90)
+    decide(wrong + consequences + others)
+    assert [f.q for f in others[:10]] == pytest.approx([0.006 * 100 / 10] * 10)
+    assert not any(f.significant for f in others)
+    assert wrong[0].significant and all(f.q == pytest.approx(1e-6) for f in consequences)
+    assert all(f.explained_by == "labels_permuted" for f in consequences)
+
+
+def test_a_site_wide_finding_explains_whole_families_of_another():
+    """What a site-wide finding explains in another family (wrong labels: every feature's relation
+    to the label, each class's values) is that family whole: then its consequences at its site are
+    their pool by themselves, and none of the site's other tests shares their false discovery rate
+    (were a check to explain part of a family, the rest would be decided beside its consequences)."""
+    kinds_of = {}
+    for check in checks.CHECKS:
+        kinds_of.setdefault(check.family, set()).add(check.kind)
+    for check in checks.CHECKS:
+        other = {k for k in check.explains if checks.family(k) != check.family}
+        for family in {checks.family(k) for k in other}:
+            assert kinds_of[family] <= other, (check.kind, family)
 
 
 def test_a_model_lens_is_a_family_of_its_own():
@@ -679,30 +741,37 @@ def test_a_model_lens_is_a_family_of_its_own():
 
 
 def test_a_broken_site_does_not_make_other_sites_small_differences_reportable():
-    """End to end: 8 sites, 60 features; one site's export lost 30 % of every value (60 true
-    missingness findings), another site's 12 features vary 1.3 times as much (real, small, and no
-    error). Within their family the spread cells stay below the threshold; pooled with the broken
-    site's findings, as one procedure over every cell did, 8 of them would be reported."""
-    rng = np.random.default_rng(1)
-    n_features, rows = 60, []
-    for k in range(8):
-        y = rng.integers(0, 2, 300)
-        x = rng.normal(0, 1, (300, n_features)) + 0.5 * y[:, None]
-        if k == 1:
-            x[rng.random(x.shape) < 0.3] = np.nan
-        if k == 5:
-            x[:, :12] *= 1.3
-        rows.append((f"s{k}", x, y))
-    names = [f"f{j}" for j in range(n_features)]
-    found = decide(check_profile(profile_federation(rows, names, ["continuous"] * n_features, names, ["a", "b"],
-                                                    policy=None)))
-    missing = [f for f in found if f.site == "s1" and f.kind == "missingness" and f.significant]
-    assert len(missing) == n_features  # the broken site's many true findings ...
-    spread = [f for f in found if f.site == "s5" and f.kind == "spread"]
-    assert not [f for f in spread if f.significant]  # ... loosen nothing in the values family
-    tested = [f for f in found if f.tested]
-    pooled = dict(zip(map(id, tested), benjamini_hochberg(np.array([f.p for f in tested]))))
-    assert sum(pooled[id(f)] < FDR and f.material for f in spread) == 8, "the premise: pooled, they would pass"
+    """End to end: 8 sites, 60 features; another site's 12 features vary 1.3 times as much (real,
+    material, and no error), and then one site's export also loses 30 % of every value (60 true
+    missingness findings). The other site's spread findings are what they are without the broken
+    site or fewer (the broken site is part of its reference): none is new. Pooled over every cell,
+    as one procedure over the check-up did, the broken site would have added 5 or more there."""
+    def spread_findings(broken: bool, pooled: bool) -> set[str]:
+        rng = np.random.default_rng(1)
+        n_features, rows = 60, []
+        for k in range(8):
+            y = rng.integers(0, 2, 300)
+            x = rng.normal(0, 1, (300, n_features)) + 0.5 * y[:, None]
+            holes = rng.random(x.shape) < 0.3
+            if k == 1 and broken:
+                x[holes] = np.nan
+            if k == 5:
+                x[:, :12] *= 1.3
+            rows.append((f"s{k}", x, y))
+        names = [f"f{j}" for j in range(n_features)]
+        found = decide(check_profile(profile_federation(rows, names, ["continuous"] * n_features, names, ["a", "b"],
+                                                        policy=None)))
+        if broken:
+            assert len([f for f in found if f.site == "s1" and f.kind == "missingness" and f.significant]) == 60
+        if pooled:
+            tested = [f for f in found if f.tested]
+            for f, q in zip(tested, benjamini_hochberg(np.array([f.p for f in tested]))):
+                f.q = float(q)
+        return {f.feature for f in found if f.site == "s5" and f.kind == "spread" and f.significant}
+
+    clean, with_broken = spread_findings(False, False), spread_findings(True, False)
+    assert clean and with_broken <= clean  # the broken site's many true findings make nothing new reportable
+    assert len(spread_findings(True, True) - spread_findings(False, True)) >= 5, "the premise: pooled, they would"
 
 
 # -- one answer: the Data page, inspect and the check-up --------------------------------------------
@@ -808,9 +877,9 @@ def test_the_within_class_sd_pools_each_class_by_its_n_minus_one_by_hand():
 
 def test_the_reporting_threshold_is_one_more_rejection_beside_the_family_by_hand():
     """`reporting_threshold` (the reach of "nothing found" and the small-federation benchmark): of a
-    family with N = 5 tested cells (4 locations, 1 spread: one family) and R = 2 rejected, a cell not
-    rejected needs p ≤ 0.05 × 3 / 5, a rejected one 0.05 × 2 / 5 (itself not counted twice); cells
-    of another family and untested cells count for nothing."""
+    family with N = 5 tested cells at a site (4 locations, 1 spread: one family) and R = 2 rejected,
+    a cell not rejected needs p ≤ 0.05 × 3 / 5, a rejected one 0.05 × 2 / 5 (itself not counted
+    twice); cells of another family, of another site and untested cells count for nothing."""
     from fedcore.interpret.data_checks import reporting_threshold
 
     def cell(kind, feature, q, p=0.5, family_site="s"):
@@ -821,8 +890,12 @@ def test_the_reporting_threshold_is_one_more_rejection_beside_the_family_by_hand
     findings = [cell("location", "a", 0.01), cell("location", "b", 0.2), cell("location", "c", 0.6),
                 cell("spread", "a", 0.04), cell("location", "d", float("nan"), p=float("nan")),
                 cell("location", "e", 0.9),
-                cell("missingness", "a", 0.001), cell("missingness", "b", 0.001)]  # another family
+                cell("missingness", "a", 0.001), cell("missingness", "b", 0.001),  # another family
+                # another site: its own pool, N = 3 and R = 2 (its rejections not counted at "s")
+                cell("location", "a", 0.001, family_site="t"), cell("spread", "a", 0.02, family_site="t"),
+                cell("location", "b", 0.3, family_site="t")]
     threshold = reporting_threshold(findings, "location")
-    assert set(threshold) == {("s", "a"), ("s", "b"), ("s", "c"), ("s", "e")}
+    assert set(threshold) == {("s", "a"), ("s", "b"), ("s", "c"), ("s", "e"), ("t", "a"), ("t", "b")}
     assert threshold[("s", "b")] == pytest.approx(0.05 * 3 / 5)
     assert threshold[("s", "a")] == pytest.approx(0.05 * 2 / 5)
+    assert threshold[("t", "b")] == pytest.approx(0.05 * 3 / 3)

@@ -860,9 +860,10 @@ def test_a_column_moved_just_beyond_its_reach_is_found_and_just_short_of_it_is_n
         return next(f for f in check_up(profile, {}).findings if (f.site, f.kind, f.feature) == ("h2", "location", "c0"))
 
     beyond, short = moved(1.1), moved(0.9)
-    # (the released quantiles are rounded: the median lands near, not at, the distance aimed at)
-    assert beyond.effect == pytest.approx(1.1 * reach.distance, rel=0.05) and beyond.significant
-    assert short.effect == pytest.approx(0.9 * reach.distance, rel=0.05) and not short.significant
+    # (the released quantiles are rounded block means: the median lands near, not at, the distance
+    # aimed at, so each is asked to land on its side of the reach, within 0.1 × it of its aim)
+    assert 1.0 < beyond.effect / reach.distance < 1.2 and beyond.significant
+    assert 0.8 < short.effect / reach.distance < 1.0 and not short.significant
 
 
 def test_a_column_no_shift_on_the_grid_would_report_is_kept_as_beyond_it(monkeypatch):

@@ -4,7 +4,9 @@ in their medians and spreads, and hide a change of one site's values there. Agai
 and SDs of every site the mix is set aside. Known answers: the statistic by hand from the rows; a
 shift and a wider spread at one site of a label-skewed federation found there and nowhere else,
 where the plain location and spread cannot set it apart; nothing in the same federation untouched;
-a site whose labels are swapped is said to have wrong labels, not shifted values."""
+a site whose labels are swapped is said to have wrong labels, not shifted values. And a site whose
+values within each class are the others' but whose mix of classes differs is said to differ as its
+class mix predicts (`Checks.class_mix`), not to have shifted values."""
 
 from __future__ import annotations
 
@@ -132,3 +134,67 @@ def test_swapped_labels_are_wrong_labels_not_values_shifted_within_classes():
     assert labels and labels[0].explained_by is None
     within = [f for f in findings if f.kind in ("location_within", "spread_within") and f.significant]
     assert within and all(f.site == BROKEN and f.explained_by == "labels_permuted" for f in within)
+
+
+# what the values themselves show, plain or within classes
+VALUE_KINDS = ("location", "spread", "shape", "range", "distribution", "location_within", "spread_within")
+
+
+def mixed_differently(problem=None, seed: int = 0, policy=DEFAULT_POLICY):
+    """Seven sites holding the three classes alike, site 2 mostly class a (80 %, 10 %, 10 %): its
+    medians lie one to three within-class SDs from the others' on every feature, its values within
+    each class are theirs; `problem(x, y)` at site 2."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name in SITES:
+        x, y = rows(rng, np.array([0.8, 0.1, 0.1]) if name == BROKEN else np.full(3, 1 / 3))
+        if name == BROKEN and problem is not None:
+            x, y = problem(x, y)
+        sites.append((name, x, y))
+    return profile_federation(sites, FEATURES, ["continuous"] * len(FEATURES), FEATURES, CLASSES, {}, policy)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_site_of_another_class_mix_differs_as_its_mix_predicts_not_in_its_values(seed):
+    """Site 2's medians and spreads differ from the others' (found by the plain checks, p < 0.01),
+    but within its classes its values are theirs: each such cell is reported as its class mix, the
+    plain findings there explained by it, and nothing within classes is found."""
+    findings = decide(check_profile(mixed_differently(seed=seed)))
+    plain = [f for f in findings if f.site == BROKEN and f.kind in ("location", "spread") and f.significant]
+    assert plain and all(f.explained_by == "class_mix" for f in plain)
+    mix = {f.feature for f in findings if f.kind == "class_mix" and f.significant}
+    assert mix and mix == {f.feature for f in plain}
+    assert all(f.site == BROKEN and f.explained_by is None for f in findings if f.kind == "class_mix")
+    assert not [f for f in findings if f.significant and f.kind in ("location_within", "spread_within")]
+    # what it says: its mean against what its mix predicts, and the others' means of its classes
+    cell = next(f for f in findings if f.kind == "class_mix")
+    assert "as its mix of classes predicts" in cell.message and "not a recording problem" in cell.message
+
+
+def test_a_shift_on_top_of_another_class_mix_is_a_shift_not_the_mix():
+    """The same site with f1 also shifted by 0.8 within-class SDs in every class: f1 is found within
+    classes and is not its class mix; the other features still are."""
+    findings = decide(check_profile(mixed_differently(shifted)))
+    reported_here = {(f.kind, f.feature) for f in findings if f.site == BROKEN and f.significant and f.explained_by is None}
+    assert {kind for kind, feature in reported_here if feature == "f1"} & set(VALUE_KINDS)  # found as what it is
+    assert ("class_mix", "f1") not in reported_here
+    assert {feature for kind, feature in reported_here if kind == "class_mix"} - {"f1"}
+
+
+def test_without_classes_compared_nothing_is_a_class_mix():
+    """The class means and SDs withheld at site 2 (a policy): its differences stay what the plain
+    checks found, never explained by a mix that cannot be compared: its cells of the class mix are
+    visibly not testable, with the reason."""
+    profile = mixed_differently()
+    i = profile.sites.index(BROKEN)
+    arrays = {name: value.astype(np.float64, copy=True) for name, value in profile.arrays.items()}
+    for name in ("mean_by_class", "sd_by_class"):
+        arrays[name][i] = np.nan
+    from fedcore.interpret.profile import Profile
+    bare = Profile(profile.sites, profile.features, profile.kinds, profile.columns, profile.classes, arrays,
+                   profile.units, {BROKEN: {"mean_by_class": "withheld", "sd_by_class": "withheld"}})
+    findings = decide(check_profile(bare))
+    mix = [f for f in findings if f.kind == "class_mix" and f.site == BROKEN]
+    assert mix and all(f.untestable == "withheld" and not f.significant for f in mix)  # visibly not testable
+    assert [f for f in findings if f.site == BROKEN and f.kind in VALUE_KINDS and f.significant
+            and f.explained_by is None]

@@ -61,8 +61,8 @@ CALIBRATION = (
     "**How to read it.** Each site is compared with the other sites *without itself*, so an unusual site cannot "
     "hide by pulling the average towards it, and federations of three or four sites work too. A finding is shown "
     "only when it is large enough to matter *and* unlikely to be chance. Its **q-value** says how likely it is to "
-    f"be a false alarm: findings are shown up to q = {FDR:g}, so of everything shown, at most about one in "
-    f"{round(1 / FDR)} is expected to be a false alarm, however many cells were tested. The trained lenses are "
+    f"be a false alarm: findings are shown up to q = {FDR:g}, so of a site's findings of one kind, at most about one "
+    f"in {round(1 / FDR)} is expected to be a false alarm, however many cells were tested. The trained lenses are "
     f"trained several times, as {term('replicate runs')}, so that training noise is not mistaken for a site's "
     "problem."
 )
@@ -73,8 +73,9 @@ CALIBRATION_DETAILS = (
     "The model lenses compare what trained models record per site the same way: iFedAvg's input and output layers "
     f"averaged over the repeat runs, a shared model's ROC AUC on each site's {term('hold-out')}, AdaFed's score of "
     f"each site's model, FedHealth2's distances. The q-values come from a {term('Benjamini–Hochberg')} within each "
-    "family of checks (values, values against related features, recording, missing values, labels, correlations, copied columns, and each model lens on its own), so "
-    "one broken site's many findings of one kind do not make other sites' small differences reportable. A cell that "
+    "family of checks (values, values against related features, recording, missing values, labels, correlations, "
+    "copied columns, exchanged columns, and each model lens on its own) at each site, so one broken site's many "
+    "findings do not make other sites' small differences reportable. A cell that "
     "could not be tested (a statistic withheld, too few sites) says so, with the reason. The README's Check-up "
     "section has each check's statistic and its threshold for a material finding."
 )

@@ -457,7 +457,9 @@ def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _styled(fig, _site_height(profile.sites))
 
 
-WITHIN_CLASSES = ("location_within", "spread_within")  # a site's outcomes against the same outcomes elsewhere
+# a site's outcomes against the same outcomes elsewhere (its values within them differ, or they are the
+# others' and its mix of them differs)
+WITHIN_CLASSES = ("location_within", "spread_within", "class_mix")
 
 
 def outcome_means_view(finding: Finding, evidence: Evidence) -> go.Figure | None:

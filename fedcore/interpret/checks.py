@@ -11,15 +11,16 @@ what one of its cells is (`scope`), and which function computes it (a method of
 `data_checks.Checks` for the data lens, a function of `model_checks` for the model lenses).
 
 Everything that shows or decides findings loops over this registry — the check-up's data lens
-(`data_checks.check_profile`), the decision (`findings.decide`: q-values per family, explanations
+(`data_checks.check_profile`), the decision (`findings.decide`: q-values per family and site, explanations
 by rank), the grid, the Data page's alignment report and `inspect` (which run the data lens on
 the files at hand) — so they cannot disagree about a column. Adding a check is a declaration
 here, its function, and its known-answer test.
 
 Rules of a declaration:
-- family: Benjamini–Hochberg runs within each family, so one broken site's hundreds of true
-  findings of one kind (a flipped site's every feature relating to the label the other way)
-  loosen no other family's threshold. Every model lens is a family of its own.
+- family: Benjamini–Hochberg runs within each family at each site (`findings.pool`), so one
+  broken site's hundreds of true findings of one kind (a flipped site's every feature relating to
+  the label the other way) loosen no other family's threshold, nor any other site's. Every model
+  lens is a family of its own.
 - explains: kinds this check explains at the same site whatever their feature (wrong labels
   explain every feature's reversed relation to the label).
 - explains_here: families whose findings at the same site and feature it explains when it is the
@@ -114,7 +115,7 @@ EVIDENCE_VIEWS = {
 class Check:
     kind: str  # the finding's kind (its identifier)
     title: str  # what a person reads
-    family: str  # FAMILIES: where its false discovery rate is controlled
+    family: str  # FAMILIES: where its false discovery rate is controlled (at each site)
     lens: str  # LENSES
     statistic: str
     null: str
@@ -202,7 +203,10 @@ CHECKS: tuple[Check, ...] = (
           quantiles=QUARTILES, explains_here=EXPLAINS_SHIFT),
     Check("unit_pair", "a unit factor between two sites", "values", DATA,
           "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
-          "positive quantities with ≥ {values} values at both, where no site-level unit finding names the column",
+          "positive quantities with ≥ {values} values at both, where no site-level unit finding names the column "
+          "and the classes both sites hold (≥ {values} values each, where their class means are released) do not say "
+          "otherwise: their class means' median log ratio nearer the factor's than 0 (a different class mix moves "
+          "the medians, a unit every class)",
           "the log ratio of the medians, normal with their sampling SDs (× the partners tried)",
           "medians within {median:%} of the factor, spreads within what sampling allows (at least {spread:%})",
           "quantiles", QUANTILES, "continuous", "unit_pairs", min_sites=2,
@@ -280,6 +284,19 @@ CHECKS: tuple[Check, ...] = (
           "class_balance",
           ("class_counts", "rows"), "site", "class_balance", limits=(("gap", 0.15), ("odds", 2)), classes="some"),
     # before the far-out share: a skewed distribution has far-out values, and is the more specific
+    # before what the values show (shape, far-out values, median, spread): where within each class the
+    # site's mean and SD are the others', those are its class mix (a site of mostly one class is skewed
+    # and has far-out values by its classes' own)
+    Check("class_mix", "differs as its class mix predicts", "values", DATA,
+          "tried where the location or spread differs materially: the site's mean and SD within its "
+          "classes against what its class mix predicts (the statistics of the checks within classes), and its mix "
+          "alone (every site's classes in the site's proportions) against the other sites' mixes",
+          "the smaller p of the material differences it names, × their number",
+          "within its classes below the material sizes of 'values shifted within classes' and 'different spread "
+          "within classes'; the mix alone moving the mean or the SD by the location's or the spread's material size, "
+          "each material difference the way the mix moves it", "class_means", (*QUANTILES, *CLASS_PROFILE),
+          "continuous", "class_mix", min_classes=2,
+          classes="some", explains_here=EXPLAINS_SHIFT),
     Check("shape", "different shape", "values", DATA,
           "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
           "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",

@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -51,8 +52,8 @@ from fedcore.interpret import checks
 from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided,
                                           smallest_reported)
 from fedcore.glossary import plain
-from fedcore.interpret.checks import Check, limit
-from fedcore.interpret.findings import FDR, Finding
+from fedcore.interpret.checks import BY_KIND, Check, limit
+from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
@@ -166,12 +167,16 @@ class Reach:
 
 def reporting_threshold(findings: Sequence[Finding], kind: str) -> dict[tuple[str, str | None], float]:
     """(site, feature) -> the p at or below which each tested cell of `kind` in the decided
-    `findings` would be reported beside its family's other cells: with R of the family's N tested
-    cells rejected, Benjamini–Hochberg's line for one more rejection, FDR × (R + 1) / N (the cell's
-    own rejection, if it is one, not counted twice)."""
-    family = [f for f in findings if f.family == checks.family(kind)]
-    tested, rejected = sum(1 for f in family if f.tested), sum(1 for f in family if f.q < FDR)
-    return {(f.site, f.feature): FDR * (rejected - (f.q < FDR) + 1) / max(tested, 1)
+    `findings` would be reported beside the other cells of its pool (`findings.pool`: its family at
+    its site): with R of the pool's N tested cells rejected, Benjamini–Hochberg's line for one more
+    rejection, FDR × (R + 1) / N (the cell's own rejection, if it is one, not counted twice)."""
+    tested: Counter[tuple[str, str]] = Counter()
+    rejected: Counter[tuple[str, str]] = Counter()
+    for f in findings:
+        if f.family == checks.family(kind):
+            tested[pool(f)] += f.tested
+            rejected[pool(f)] += f.q < FDR
+    return {(f.site, f.feature): FDR * (rejected[pool(f)] - (f.q < FDR) + 1) / max(tested[pool(f)], 1)
             for f in findings if f.kind == kind and f.tested}
 
 
@@ -519,7 +524,7 @@ class Checks:
         """Per tested location cell of the decided `findings`: the smallest distance of the site's
         median from the others' mean (within-site SDs) at which the cell would be reported — large
         enough to matter (the check's material shift), and its p at the threshold Benjamini–
-        Hochberg sets beside its family's other cells (R of them rejected, N tested: FDR × (R + 1)
+        Hochberg sets beside its pool's other cells (R of them rejected, N tested: FDR × (R + 1)
         / N makes it one more), the way `calibration.smallest_reported` follows the move through
         the check's own null."""
         v, features = self._values, self.profile.features
@@ -707,7 +712,13 @@ class Checks:
             testable = (rows > 0) & (degrees > 0) & np.isfinite(yardstick)[None]
             location = np.where(testable & np.isfinite(location), location, np.nan)
             log_ratio = np.where(testable & np.isfinite(log_ratio), log_ratio, np.nan)
-        out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled)}
+            # the site's mix of every site's classes as a whole: its mean and SD (within and between
+            # the classes), against the other sites' (the median of theirs)
+            mix_sd = np.sqrt((weight * np.nan_to_num(class_variance + class_mean**2)[None]).sum(1) / rows - predicted**2)
+            mix_shift = (predicted - others_median(predicted)) / self.yardstick[cols][None]
+            mix_log_ratio = np.log(mix_sd / others_median(mix_sd))
+        out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled),
+               "shift": location, "log_ratio": log_ratio, "mix_shift": mix_shift, "mix_log_ratio": mix_log_ratio}
         for name, values, own in (("location", location, location_variance),
                                   ("spread", log_ratio, 1 / (2 * np.maximum(degrees, 1)))):
             out[f"{name}_dev"], _, out[f"{name}_p"] = leave_one_out(values, own_variance=np.nan_to_num(own),
@@ -740,32 +751,52 @@ class Checks:
                               float(w["spread_p"][i, c]), ratio, "SD ratio",
                               material=bool(abs(dev) >= math.log(ratio_limit)))
 
-    # -- explanations: units and swapped columns -------------------------------------------------
+    # -- explanations: the class mix, units and swapped columns ---------------------------------
     @cached_property
     def _explanations(self) -> dict[tuple[int, int], tuple[str, str, Any]]:
         """(site, continuous index) -> (kind, message, the conversion's match or the swap partner)
-        where a shifted or wider feature is explained."""
+        where a shifted or wider feature is explained: by its class mix wherever the difference is
+        material (its p is the differences' own), by a unit or a swap where it is also strong (p <
+        the unit check's `tried`: a conversion searched for in a weak difference fits by chance)."""
         v = self._values
         if self.n < 3:
             return {}
-        shifted = np.abs(v["location_dev"]) >= limit("location", "shift")
-        widened = np.abs(v["spread_dev"]) >= math.log(limit("spread", "ratio"))
+        shifted, widened = self._material_differences
         strong = np.fmin(v["location_p"], v["spread_p"]) < limit("unit", "tried")
         out = {}
-        for i, c in zip(*np.nonzero((shifted | widened) & strong)):
-            explained = self._explain(int(i), self.continuous[c], v["scale"][c])
+        for i, c in zip(*np.nonzero(shifted | widened)):
+            explained = self._explain(int(i), self.continuous[c], v["scale"][c], bool(strong[i, c]))
             if explained is not None:
                 out[(int(i), int(c))] = explained
         return out
 
-    def _explain(self, i: int, j: int, scale: float) -> tuple[str, str, Any] | None:
-        """A unit conversion, else another column, that makes site i's values of feature j match
-        (for features whose quantiles are more than a few steps, at the site and the others): the
+    @cached_property
+    def _material_differences(self) -> tuple[np.ndarray, np.ndarray]:
+        """[sites, continuous] twice: whether the median differs by the location check's material
+        size, and the spread by the spread check's."""
+        v = self._values
+        return (np.abs(v["location_dev"]) >= limit("location", "shift"),
+                np.abs(v["spread_dev"]) >= math.log(limit("spread", "ratio")))
+
+    def _explain(self, i: int, j: int, scale: float, strong: bool) -> tuple[str, str, Any] | None:
+        """Site i's class mix, else (where the difference is `strong`) a unit conversion, else
+        another column, that makes its values of feature j match the others' (a unit or a column
+        for features whose quantiles are more than a few steps, at the site and the others): the
         kind, the message, and what its evidence adds (the conversion y = a·x + b and the units it
         names; the other column)."""
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
+        if self._as_its_class_mix_predicts(i, j):
+            w, c = self._within_classes, self.continuous.index(j)
+            k, mine, theirs = self._most_different_class(i)
+            return "class_mix", (f"{site}'s {name} differs from the other sites' as its mix of classes predicts "
+                                 f"({mine:.0%} of its rows are '{p.classes[k]}' against {theirs:.0%} at the other sites): "
+                                 f"within its classes its values are the other sites' (mean "
+                                 f"{self.value(j, w['mean'][i, c])} against {self.value(j, w['predicted'][i, c])} from "
+                                 f"every site's means of its classes, SD within them {self.value(j, w['sd'][i, c])} "
+                                 f"against {self.value(j, w['predicted_sd'][i, c])}): a different mix of patients or "
+                                 "labels, not a recording problem"), None
         site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
-        if not unit_readable(site_q, others, self.robust_sd[i, j]):
+        if not strong or not unit_readable(site_q, others, self.robust_sd[i, j]):
             return None
         match = match_conversion(name, site_q, others, scale)
         if match is not None and match.conversion is not None:
@@ -775,6 +806,43 @@ class Checks:
             return "swapped_columns", (f"{site}'s {name} and {p.features[swapped]} look swapped: each matches the "
                                        f"other sites' values of the other column (a mislabelled export?)"), swapped
         return ("unit", match.describe(site, name), match) if match is not None else None
+
+    def _most_different_class(self, i: int) -> tuple[int, float, float]:
+        """The class whose share of site i's rows differs most from the other sites' (the median of
+        theirs), its share there and theirs (a class whose count a site withheld: no share)."""
+        counts = self.profile.class_counts.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares = counts / np.nansum(counts, axis=1, keepdims=True)
+        theirs = others_median(shares)[i]
+        k = int(np.nanargmax(np.abs(shares[i] - theirs)))
+        return k, float(shares[i, k]), float(theirs[k])
+
+    def _as_its_class_mix_predicts(self, i: int, j: int) -> bool:
+        """Whether site i's feature j, whose median or spread differs, is within its classes what
+        the other sites' are: its mean and its SD within classes against what its class mix
+        predicts (`_within_classes`) both below the checks within classes' material sizes. A site's
+        values are a mixture of its classes'; where each class's are the others', what differs is
+        the mixture (MNIST's sites by label: a block 15 grey levels against 0.6 at a site of
+        digits 2-4). Not where classes are not compared (none, or their statistics withheld)."""
+        if len(self.profile.classes) < BY_KIND["location_within"].min_classes:
+            return False
+        w, c = self._within_classes, self.continuous.index(j)
+        shift, log_ratio = w["shift"][i, c], w["log_ratio"][i, c]
+        alike = bool(np.isfinite(shift) and np.isfinite(log_ratio) and abs(shift) < limit("location_within", "shift")
+                     and abs(log_ratio) < math.log(limit("spread_within", "ratio")))
+        # and the mix accounts for the differences: the mix alone (every site's classes in the site's
+        # proportions) moves the mean or the SD from the other sites' by a material size, and each
+        # material difference seen runs the way the mix moves it. A site of the others' mix has no
+        # class mix to explain anything (a skewed column's median moves while its mean and SD stay).
+        # The size is asked of one of the two: the mix's SD is an SD, the spread seen a robust one,
+        # and a mixture's tails move the two apart (tests/test_within_classes.py, 80 % of one class: SD
+        # 0.84 times the others', robust SD 0.57 times)
+        v, (shifted, widened) = self._values, self._material_differences
+        moved = ((w["mix_shift"][i, c], v["location_dev"][i, c], limit("location", "shift"), shifted[i, c]),
+                 (w["mix_log_ratio"][i, c], v["spread_dev"][i, c], math.log(limit("spread", "ratio")), widened[i, c]))
+        seen = [(mix, dev, size) for mix, dev, size, differs in moved if differs]
+        return (alike and all(np.isfinite(mix) and np.sign(mix) == np.sign(dev) for mix, dev, _ in seen)
+                and any(abs(mix) >= size for mix, _, size in seen))
 
     def _swapped_with(self, i: int, j: int) -> int | None:
         """A continuous feature k such that site i's values of j look like the others' of k and its
@@ -824,14 +892,21 @@ class Checks:
                 conversion = detail.conversion
                 evidence.update(_conversion(detail), conversion=conversion.pair() if conversion else None,
                                 name=f"{conversion.pair()} ({conversion.formula()})" if conversion else None)
-            else:
+            elif kind == "swapped_columns":
                 evidence["other_feature"] = self.profile.features[detail]
+            # a unit or a swap is read off the shift and the spread together (the smaller p, × 2); the
+            # class mix names what the material differences are (the smaller p of those, × their number)
+            tests = np.array([v["location_p"][i, c], v["spread_p"][i, c]])
+            differing = tests[[d[i, c] for d in self._material_differences]] if kind == "class_mix" else tests
             yield Finding(self.sites[i], LENS, kind, self.profile.features[j], message,
-                          min(1.0, 2 * float(np.fmin(v["location_p"][i, c], v["spread_p"][i, c]))),
+                          min(1.0, len(differing) * float(np.nanmin(differing))),
                           float(v["location_dev"][i, c]), "within-site SDs", evidence=evidence)
 
     def unit_conversions(self) -> Iterator[Finding]:
         return self._explained("unit")
+
+    def class_mix(self) -> Iterator[Finding]:
+        return self._explained("class_mix")
 
     def swapped_columns(self) -> Iterator[Finding]:
         return self._explained("swapped_columns")
@@ -863,7 +938,7 @@ class Checks:
                 if (a, j) in swapped or (b, j) in swapped:
                     continue
                 fit = fits_between(median[a], iqr[a], int(count[a]), median[b], iqr[b], int(count[b]), factors)
-                if fit is None:
+                if fit is None or self._same_unit_within_classes(a, b, j, math.log(median[a] / median[b])):
                     continue
                 z = math.log(median[a] / median[b]) / math.hypot(log_se[a], log_se[b])
                 larger, smaller = (a, b) if median[a] >= median[b] else (b, a)
@@ -894,6 +969,26 @@ class Checks:
                                  if odd_one else ". The data cannot tell which site's unit is the intended one"),
                               min(1.0, strongest["p"] * (len(usable) - 1)), float(strongest["factor"]), "factor",
                               evidence={"pairs": found})
+
+    def _same_unit_within_classes(self, a: int, b: int, j: int, log_ratio: float) -> bool:
+        """Whether sites a and b's class means of feature j say that their values share a unit,
+        where their medians differ by `log_ratio` (a factor of the catalogue): over the classes
+        both hold (at least the pair's fewest values each, positive means), the median log ratio
+        of their class means lies nearer 0 than `log_ratio`. A unit multiplies every class's values;
+        a different mix of classes moves the medians by a factor of its own (MNIST's sites by label:
+        a block's median 4.7 times another site's, its classes' means 1.01-1.13 times). Nothing
+        to compare (no classes, or their means withheld): nothing said."""
+        means = getattr(self.profile, "mean_by_class", None)
+        if means is None or not np.size(means):
+            return False
+        observed, fewest = self.profile.observed_by_class, limit("unit_pair", "values")
+        mean_a, mean_b = means[a, :, j].astype(np.float64), means[b, :, j].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            both = ((observed[a, :, j] >= fewest) & (observed[b, :, j] >= fewest) & (mean_a > 0) & (mean_b > 0))
+        if not both.any():
+            return False
+        within = float(np.median(np.log(mean_a[both] / mean_b[both])))
+        return abs(within) < abs(within - log_ratio)
 
     # -- recording: constant columns, point masses, codes, categories, duplicates, far-out values --
     @cached_property
