@@ -228,8 +228,8 @@ WHY = ("a material cell, not significant (q ≥ 5 %)", "significant, but smaller
 WHY_READING = (
     "Reading. *A material cell, not significant*: the check measured a change as large as it calls "
     "material, but the other sites differ among themselves by as much, so its leave-one-out test over the "
-    "sites cannot set the site apart at a 5 % false discovery rate among its family's cells: from per-site "
-    "summary statistics, calibrated against the other sites, these cases are out of reach at this strength "
+    "sites cannot set the site apart at a 5 % false discovery rate among its site's cells of its family: from "
+    "per-site summary statistics, calibrated against the other sites, these cases are out of reach at this strength "
     "(the median q says how far). *Significant, but smaller than material*: the site was set apart, by a "
     "change smaller than the check reports (or by a check whose material size the problem does not reach). "
     "*Neither*: no test at the site saw the change. *Explained*: a finding the check-up already reports "
@@ -647,17 +647,19 @@ def section(results: dict[str, Any]) -> str:
         lines += ["### Data lens: why the missed cases were missed (held-out half, material strength)", "",
                   "For each missed case, the cells the check-up tested at the corrupted site on the corrupted "
                   "columns (every cell of the site for the label and row families): a finding needs a cell both "
-                  "material (the check's declared size) and significant (q < 5 % within its family of checks).",
+                  "material (the check's declared size) and significant (q < 5 % within its family of checks at "
+                  "its site).",
                   "", *why, "", WHY_READING, "", BOUND_READING, "",
                   *(f"- {bound}" for bound in recall_bounds(data, results)), ""]
     others = other_sites_table(results)
     if others:
         lines += ["### Data lens: what the other sites' new findings are (held-out half, material strength)", "",
                   "By check, every data set: the findings at sites other than the corrupted one that the "
-                  "untouched federation does not show. Most sit just under the line: a true finding at the "
-                  "corrupted site joins its family's rejections and moves Benjamini–Hochberg's line past cells "
-                  "the untouched federation tests just above it; with four sites (heart) the corrupted site is "
-                  "also one of three in every other site's reference.", "", *others, ""]
+                  "untouched federation does not show. Most are cells the untouched federation tests just above "
+                  "their site's line: the corrupted site is part of every other site's reference, so it moves "
+                  "their statistics (each site's line is its own: Benjamini–Hochberg within each family at each "
+                  "site); with four sites (heart) the corrupted site is one of three in every other site's "
+                  "reference.", "", *others, ""]
     for dataset in DATASETS:
         if _in(data, "held-out", dataset=dataset):
             lines += [f"### Data lens on {TITLES[dataset]} (held-out half)", "", *per_family_on(data, dataset), ""]
@@ -777,7 +779,12 @@ def readme_table(results: dict[str, Any]) -> str:
     every = scored(results, "all", None)
     if every:
         s = summary(_in(every, "held-out"))
-        lines.append(f"| every lens ({', '.join(_datasets_of(every))}; {len(_in(every, 'held-out'))} cases) | "
+        # records of an older engine or check-up stay shown, said as such (re-running every lens takes hours)
+        current = fingerprint("all")
+        older = sorted({r.get("commit", "?") for k, r in results.items()
+                        if json.loads(k)["lenses"] == "all" and r.get("detector") != current})
+        when = f"; recorded at {', '.join(older)}, before the current code" if older else ""
+        lines.append(f"| every lens ({', '.join(_datasets_of(every))}; {len(_in(every, 'held-out'))} cases{when}) | "
                      + " | ".join(_cells(s)) + f" | {'yes' if meets(s) else 'no'} |")
     recall = {f.title: summary(_in(data, "held-out", family=f.name))["recall"] for f in FAMILIES.values()}
     ranked = sorted(((r, t) for t, r in recall.items() if r == r), key=lambda rt: -rt[0])
