@@ -509,7 +509,7 @@ class Checks:
         return memo[(i, c)]
 
     def location(self) -> Iterator[Finding]:
-        v, shift = self._values, limit("location", "shift")
+        v, (shifted, _) = self._values, self._material_differences
         for i, site in enumerate(self.sites):
             for c, j in enumerate(self.continuous):
                 name, dev = self.profile.features[j], v["location_dev"][i, c]
@@ -518,7 +518,7 @@ class Checks:
                               f"{self.value(j, v['others_median'][i, c])} at the other sites, "
                               f"{abs(dev):.2f} {plain('within-site SDs')} {'higher' if dev > 0 else 'lower'} "
                               f"({dev:+.2f} within-site SDs)", float(v["location_p"][i, c]), float(dev),
-                              "within-site SDs", evidence=self._evidence(i, c), material=bool(abs(dev) >= shift))
+                              "within-site SDs", evidence=self._evidence(i, c), material=bool(shifted[i, c]))
 
     def location_reach(self, findings: Sequence[Finding]) -> list[Reach]:
         """Per tested location cell of the decided `findings`: the smallest distance of the site's
@@ -543,7 +543,7 @@ class Checks:
                 if (site, features[j]) in cells and not np.isnan(distance[i, c])]  # inf: beyond the grid
 
     def spread(self) -> Iterator[Finding]:
-        v, ratio_limit = self._values, limit("spread", "ratio")
+        v, (_, widened) = self._values, self._material_differences
         for i, site in enumerate(self.sites):
             for c, j in enumerate(self.continuous):
                 name, dev = self.profile.features[j], v["spread_dev"][i, c]
@@ -552,7 +552,7 @@ class Checks:
                               f"{site}'s {name} varies {ratio:.2g} times as much as at the other sites "
                               f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, v['others_sd'][i, c])})",
                               float(v["spread_p"][i, c]), ratio, "SD ratio", evidence=self._evidence(i, c),
-                              material=bool(abs(dev) >= math.log(ratio_limit)),
+                              material=bool(widened[i, c]),
                               untestable="" if self.robust_sd[i, j] != 0 else "its values do not vary at this site")
 
     def shape(self) -> Iterator[Finding]:
@@ -773,7 +773,8 @@ class Checks:
     @cached_property
     def _material_differences(self) -> tuple[np.ndarray, np.ndarray]:
         """[sites, continuous] twice: whether the median differs by the location check's material
-        size, and the spread by the spread check's."""
+        size, and the spread by the spread check's (what those checks call material, and what the
+        explanations are asked of)."""
         v = self._values
         return (np.abs(v["location_dev"]) >= limit("location", "shift"),
                 np.abs(v["spread_dev"]) >= math.log(limit("spread", "ratio")))
@@ -978,11 +979,9 @@ class Checks:
         a different mix of classes moves the medians by a factor of its own (MNIST's sites by label:
         a block's median 4.7 times another site's, its classes' means 1.01-1.13 times). Nothing
         to compare (no classes, or their means withheld): nothing said."""
-        means = getattr(self.profile, "mean_by_class", None)
-        if means is None or not np.size(means):
-            return False
-        observed, fewest = self.profile.observed_by_class, limit("unit_pair", "values")
-        mean_a, mean_b = means[a, :, j].astype(np.float64), means[b, :, j].astype(np.float64)
+        p, fewest = self.profile, limit("unit_pair", "values")
+        observed = p.observed_by_class
+        mean_a, mean_b = p.mean_by_class[a, :, j].astype(np.float64), p.mean_by_class[b, :, j].astype(np.float64)
         with np.errstate(invalid="ignore"):
             both = ((observed[a, :, j] >= fewest) & (observed[b, :, j] >= fewest) & (mean_a > 0) & (mean_b > 0))
         if not both.any():
