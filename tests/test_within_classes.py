@@ -16,7 +16,7 @@ import pytest
 from fedcore.interpret.data_checks import Checks, check_profile, within_class_sd
 from fedcore.interpret.disclosure import DEFAULT_POLICY
 from fedcore.interpret.findings import decide
-from fedcore.interpret.profile import profile_federation
+from fedcore.interpret.profile import Profile, profile_federation
 
 SITES = [f"site {k}" for k in range(8)]
 BROKEN = "site 2"
@@ -156,8 +156,8 @@ def mixed_differently(problem=None, seed: int = 0, policy=DEFAULT_POLICY):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_site_of_another_class_mix_differs_as_its_mix_predicts_not_in_its_values(seed):
-    """Site 2's medians and spreads differ from the others' (found by the plain checks, p < 0.01),
-    but within its classes its values are theirs: each such cell is reported as its class mix, the
+    """Site 2's medians and spreads differ from the others' (found by the plain checks), but
+    within its classes its values are theirs: each such cell is reported as its class mix, the
     plain findings there explained by it, and nothing within classes is found."""
     findings = decide(check_profile(mixed_differently(seed=seed)))
     plain = [f for f in findings if f.site == BROKEN and f.kind in ("location", "spread") and f.significant]
@@ -190,7 +190,6 @@ def test_without_classes_compared_nothing_is_a_class_mix():
     arrays = {name: value.astype(np.float64, copy=True) for name, value in profile.arrays.items()}
     for name in ("mean_by_class", "sd_by_class"):
         arrays[name][i] = np.nan
-    from fedcore.interpret.profile import Profile
     bare = Profile(profile.sites, profile.features, profile.kinds, profile.columns, profile.classes, arrays,
                    profile.units, {BROKEN: {"mean_by_class": "withheld", "sd_by_class": "withheld"}})
     findings = decide(check_profile(bare))
