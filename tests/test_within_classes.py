@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedcore.interpret.data_checks import Checks, check_profile, within_class_sd
-from fedcore.interpret.disclosure import DEFAULT_POLICY
-from fedcore.interpret.findings import decide
-from fedcore.interpret.profile import Profile, profile_federation
+from fedcore.interpret import checks
+from fedcore.interpret.data_checks import Checks, check_profile, tied_share, within_class_sd
+from fedcore.interpret.disclosure import DEFAULT_POLICY, block_starts, location
+from fedcore.interpret.findings import FDR, decide
+from fedcore.interpret.profile import PROBABILITIES, Profile, profile_federation
 
 SITES = [f"site {k}" for k in range(8)]
 BROKEN = "site 2"
@@ -197,3 +198,96 @@ def test_without_classes_compared_nothing_is_a_class_mix():
     assert mix and all(f.untestable == "withheld" and not f.significant for f in mix)  # visibly not testable
     assert [f for f in findings if f.site == BROKEN and f.kind in VALUE_KINDS and f.significant
             and f.explained_by is None]
+
+
+# -- point masses a class mix predicts (`Checks.mass_of_class_mix`, `data_checks.tied_share`) ------
+def test_tied_share_by_hand():
+    """As computed: quantiles at 0 from the 1 % to the 30 % one, the 35 % one above: between 29 %
+    and 35 %, so 32 %. Released from blocks: 100 values, 33 of them 0, in ten blocks of ten (the
+    default policy): the first three blocks' means are 0, the fourth holds the other three zeros;
+    the quantiles at 0 say blocks one to three (30 %) and perhaps part of the fourth (10 % more):
+    35 %. No quantile at the value: 0; none shared: NaN."""
+    quantiles = np.where(PROBABILITIES <= 0.30, 0.0, PROBABILITIES)
+    assert tied_share(quantiles, 0.0) == pytest.approx((0.29 + 0.35) / 2)
+    values = np.r_[np.zeros(33), np.linspace(1, 5, 67)][:, None]
+    _, _, released = location(values, PROBABILITIES, DEFAULT_POLICY)
+    starts = block_starts(100, DEFAULT_POLICY.min_count)
+    assert starts.tolist() == list(range(0, 101, 10))
+    assert tied_share(released[:, 0], 0.0, starts) == pytest.approx(0.30 + 0.10 / 2)
+    assert tied_share(released[:, 0], 0.5, starts) == 0.0
+    assert np.isnan(tied_share(np.full(len(PROBABILITIES), np.nan), 0.0))
+
+
+ZEROS_IN_A = 0.9  # class a leaves the feature at 0 in 90 % of its rows (a blank region of an image)
+
+
+def blank_in_class_a(mix: np.ndarray, rng: np.random.Generator, zeros: float = ZEROS_IN_A,
+                     n: int = 1200) -> tuple[np.ndarray, np.ndarray]:
+    """f1 > 0 in classes b and c, 0 in a share `zeros` of class a's rows; the other features as `rows`."""
+    x, y = rows(rng, mix, n)
+    x[:, 0] = np.abs(x[:, 0]) + 1.0
+    x[(y == 0) & (rng.random(n) < zeros), 0] = 0.0
+    return x, y
+
+
+def mostly_blank(problem=None, seed: int = 0, policy=DEFAULT_POLICY, mix=(0.5, 0.25, 0.25), zeros=ZEROS_IN_A):
+    """Seven sites with 10 % of class a (9 % of f1 at 0), site 2 with half (45 % at 0); `problem`
+    at site 2."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for name in SITES:
+        x, y = blank_in_class_a(np.array(mix) if name == BROKEN else np.array([0.1, 0.45, 0.45]), rng, zeros)
+        if name == BROKEN and problem is not None:
+            x, y = problem(x, y)
+        sites.append((name, x, y))
+    return profile_federation(sites, FEATURES, ["continuous"] * len(FEATURES), FEATURES, CLASSES, {}, policy)
+
+
+def zero_filled_in_b_and_c(x, y):
+    x = x.copy()
+    x[(y > 0) & (np.arange(len(y)) % 2 == 0), 0] = 0.0  # half of the other classes' rows
+    return x, y
+
+
+@pytest.mark.parametrize("policy", [None, DEFAULT_POLICY], ids=["as computed", "default"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_site_of_mostly_one_class_holds_that_classs_mass_not_a_recording_problem(seed, policy):
+    """Site 2's f1 is at its minimum five times as often as the other sites' (45 % against 9 %),
+    significant and material against them; it is half class a, whose f1 the other sites record at 0
+    in 90 % of its rows: its class mix predicts the mass (within the check's material excess), and
+    the cell is no finding, its message says so. Half of its other classes' rows zero-filled on top
+    (70 %): 25 points beyond what the mix predicts, a point mass at its minimum."""
+    findings = decide(check_profile(mostly_blank(seed=seed, policy=policy)))
+    (cell,) = [f for f in findings if f.site == BROKEN and f.kind == "point_mass" and f.feature == "f1"]
+    assert cell.q < FDR and cell.evidence["where"] == "min" and cell.evidence["share"] >= 3 * cell.evidence["others_share"]
+    assert not cell.material and not cell.significant
+    assert abs(cell.evidence["class_mix_share"] - cell.evidence["share"]) < checks.limit("point_mass", "excess")
+    assert "as its mix of classes predicts" in cell.message and "not a recording problem" in cell.message
+    assert not [f for f in findings if f.kind == "point_mass" and f.significant]
+
+    filled = decide(check_profile(mostly_blank(zero_filled_in_b_and_c, seed, policy)))
+    (cell,) = [f for f in filled if f.site == BROKEN and f.kind == "point_mass" and f.feature == "f1"]
+    assert cell.significant and cell.explained_by is None and "at its minimum" in cell.message
+    assert cell.evidence["share"] - cell.evidence["class_mix_share"] == pytest.approx(0.25, abs=0.07)
+
+
+@pytest.mark.parametrize("policy", [None, DEFAULT_POLICY], ids=["as computed", "default"])
+def test_a_column_at_one_value_where_the_class_mix_leaves_some_values_off_it_is_a_point_mass(policy):
+    """Site 2 of 97 % class a, whose f1 is 0 in every row: its mix leaves 3 % of its f1 values off 0
+    and it shows as many (no finding). Its f1 set to 0 in every row as well (a dead channel): 100 %
+    against the 97 % the mix predicts, under the excess, but none of the values the mix leaves off
+    the mass: material, reported."""
+    untouched = decide(check_profile(mostly_blank(mix=(0.97, 0.015, 0.015), zeros=1.0, policy=policy)))
+    (cell,) = [f for f in untouched if f.site == BROKEN and f.kind == "point_mass" and f.feature == "f1"]
+    assert cell.q < FDR and not cell.material and cell.evidence["class_mix_share"] > 0.95
+
+    def dead(x, y):
+        x = x.copy()
+        x[:, 0] = 0.0
+        return x, y
+
+    findings = decide(check_profile(mostly_blank(dead, mix=(0.97, 0.015, 0.015), zeros=1.0, policy=policy)))
+    (cell,) = [f for f in findings if f.site == BROKEN and f.kind == "point_mass" and f.feature == "f1"]
+    assert cell.material and cell.significant and cell.evidence["share"] - cell.evidence["class_mix_share"] < 0.05
+    assert [f for f in findings if f.site == BROKEN and f.feature == "f1" and f.significant and f.explained_by is None]
+

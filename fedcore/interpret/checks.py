@@ -225,7 +225,9 @@ CHECKS: tuple[Check, ...] = (
           "the one (a continuous column's extreme always holds 1/n)",
           "random effects: the share against the other sites' rate, on its binomial variance plus the "
           "variance between the others beyond theirs (t, others − 1 df); the smallest of the three × 3",
-          "≥ {excess:pt} more and {ratio} × the others'", "point_mass",
+          "≥ {excess:pt} more and {ratio} × the others', and ≥ {excess:pt} more than its class mix predicts (each "
+          "class's share at the value at the other sites, read off their quantiles of the class, in the site's "
+          "proportions: a site of mostly one class holds that class's mass)", "point_mass",
           ("top_share", "min_share", "max_share", "observed"), "continuous", "point_mass",
           limits=(("excess", 0.05), ("ratio", 3)), explains_here=EXPLAINS_VALUES),
     Check("category_codes", "categorical codes differ", "recording", DATA,

@@ -233,9 +233,8 @@ def _blocks(values: np.ndarray, n: int, probabilities: np.ndarray, policy: Polic
             noise: tuple[Noise, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, SD and quantiles of columns that each hold n sorted values, from blocks of at least
     `min_count` consecutive values."""
-    n_blocks = min(n // policy.min_count, MAX_BLOCKS)
-    sizes = np.full(n_blocks, n // n_blocks) + (np.arange(n_blocks) < n % n_blocks)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
+    starts = block_starts(n, policy.min_count)
+    sizes = np.diff(starts)
     centres = block_probabilities(starts, n)
     sd = sorted_sd(values, np.full(values.shape[1], n))
     if noise is None:
@@ -282,6 +281,14 @@ def rounding(n: np.ndarray | int) -> np.ndarray | float:
     """How many standard errors a statistic of n values is rounded to (ROUNDING; more for small n:
     DIFFERENCE_SD)."""
     return np.maximum(ROUNDING, DIFFERENCE_SD * np.sqrt(6 / np.maximum(n, 1)))
+
+
+def block_starts(n: int, min_count: int) -> np.ndarray:
+    """Where each block of a group's n sorted values starts, and n: as many blocks of at least
+    `min_count` values as fit (at most MAX_BLOCKS), the first n mod blocks one value larger."""
+    n_blocks = min(n // min_count, MAX_BLOCKS)
+    sizes = np.full(n_blocks, n // n_blocks) + (np.arange(n_blocks) < n % n_blocks)
+    return np.concatenate([[0], np.cumsum(sizes)])
 
 
 def block_probabilities(starts: np.ndarray, n: int) -> np.ndarray:
