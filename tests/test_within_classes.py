@@ -10,6 +10,9 @@ class mix predicts (`Checks.class_mix`), not to have shifted values."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -291,3 +294,25 @@ def test_a_column_at_one_value_where_the_class_mix_leaves_some_values_off_it_is_
     assert cell.material and cell.significant and cell.evidence["share"] - cell.evidence["class_mix_share"] < 0.05
     assert [f for f in findings if f.site == BROKEN and f.feature == "f1" and f.significant and f.explained_by is None]
 
+
+def test_mnist_split_by_label_shows_its_class_mix_not_recording_problems(shared_data):
+    """MNIST's test digits as a table of block grey levels, dealt to 8 sites by label skew (the
+    check-up suite's federation; default policy): nothing was recorded wrongly, so no block is a
+    point mass beyond its class mix (site 3, 61 % '1's, holds 37-62 % of four blocks at 0, as the
+    '1's leave them blank), and block r3c2 there, 26 times the others' tails with its median and
+    spread the others', is said to differ as its class mix predicts (its shape alone differs
+    materially: the class mix is tried there too)."""
+    if not (shared_data / "mnist").is_dir():
+        pytest.skip("the shared MNIST data")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "evidence"))
+    import corruptions
+
+    findings = decide(check_profile(corruptions.load_table("mnist").profile()))
+    shown = [f for f in findings if f.significant and f.explained_by is None]
+    assert not [f for f in shown if f.kind == "point_mass"]
+    # material against the other sites' share (so its class mix was asked), significant, and its mix
+    masses = [f for f in findings if f.kind == "point_mass" and f.site == "site3" and f.q < FDR
+              and "class_mix_share" in f.evidence]
+    assert len(masses) >= 4 and all("as its mix of classes predicts" in f.message for f in masses)
+    block = {f.kind for f in shown if f.site == "site3" and f.feature == "block r3c2"}
+    assert block == {"class_mix"}, block

@@ -290,13 +290,15 @@ CHECKS: tuple[Check, ...] = (
     # site's mean and SD are the others', those are its class mix (a site of mostly one class is skewed
     # and has far-out values by its classes' own)
     Check("class_mix", "differs as its class mix predicts", "values", DATA,
-          "tried where the location or spread differs materially: the site's mean and SD within its "
-          "classes against what its class mix predicts (the statistics of the checks within classes), and its mix "
-          "alone (every site's classes in the site's proportions) against the other sites' mixes",
-          "the smaller p of the material differences it names, × their number",
+          "tried where the location, spread, shape or far-out share differs materially: the site's mean and SD "
+          "within its classes against what its class mix predicts (the statistics of the checks within classes), "
+          "and its mix alone (every site's classes in the site's proportions) against the other sites' mixes",
+          "the smaller p of the material differences it names (the median's and the spread's where either is "
+          "material, else the shape's and the far-out share's), × their number",
           "within its classes below the material sizes of 'values shifted within classes' and 'different spread "
-          "within classes'; the mix alone moving the mean or the SD by the location's or the spread's material size, "
-          "each material difference the way the mix moves it", "class_means", (*QUANTILES, *CLASS_PROFILE),
+          "within classes'; the mix alone moving the mean or the SD by the location's or the spread's material size "
+          "(of those two, the one that differs materially, where either does), each material difference of the "
+          "median or the spread the way the mix moves it", "class_means", (*QUANTILES, *CLASS_PROFILE),
           "continuous", "class_mix", min_classes=2,
           classes="some", explains_here=EXPLAINS_SHIFT),
     Check("shape", "different shape", "values", DATA,

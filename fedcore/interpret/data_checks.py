@@ -557,8 +557,7 @@ class Checks:
                               untestable="" if self.robust_sd[i, j] != 0 else "its values do not vary at this site")
 
     def shape(self) -> Iterator[Finding]:
-        v = self._values
-        skew_limit, tail_limit = limit("shape", "skew"), limit("shape", "tails")
+        v, (skewed, tailed) = self._values, self._material_shapes
         for i, site in enumerate(self.sites):
             for c, j in enumerate(self.continuous):
                 name, evidence = self.profile.features[j], self._evidence(i, c)
@@ -567,7 +566,7 @@ class Checks:
                               f"{site}'s {name} is skewed differently from the other sites' (skew {v['skew'][i, c]:+.2f} "
                               f"against {v['others_skew'][i, c]:+.2f}: capped, logged or mixed values?)",
                               float(v["skew_p"][i, c]), float(v["skew_dev"][i, c]), "Bowley skew", evidence=evidence,
-                              material=bool(abs(v["skew_dev"][i, c]) >= skew_limit), untestable=flat)
+                              material=bool(skewed[i, c]), untestable=flat)
                 dev = v["tail_dev"][i, c]
                 ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
                 yield Finding(site, LENS, "shape", name,
@@ -575,7 +574,7 @@ class Checks:
                               f"sites' ({ratio:.2g} times their 5-95 % range for the same middle half: "
                               f"{'outliers or mixed units' if ratio > 1 else 'capped, binned or two groups'}?)",
                               float(v["tail_p"][i, c]), ratio, "tail ratio", evidence=evidence,
-                              material=bool(abs(dev) >= math.log(tail_limit)), untestable=flat)
+                              material=bool(tailed[i, c]), untestable=flat)
 
     # -- against related features ---------------------------------------------------------------
     @cached_property
@@ -756,16 +755,17 @@ class Checks:
     @cached_property
     def _explanations(self) -> dict[tuple[int, int], tuple[str, str, Any]]:
         """(site, continuous index) -> (kind, message, the conversion's match or the swap partner)
-        where a shifted or wider feature is explained: by its class mix wherever the difference is
-        material (its p is the differences' own), by a unit or a swap where it is also strong (p <
-        the unit check's `tried`: a conversion searched for in a weak difference fits by chance)."""
+        where a feature's values differ: by its class mix wherever a cell of the location, spread,
+        shape or far-out share is material (its p is those cells' own), by a unit or a swap where
+        the median or spread differs materially and strongly (p < the unit check's `tried`: a
+        conversion searched for in a weak difference fits by chance)."""
         v = self._values
         if self.n < 3:
             return {}
         shifted, widened = self._material_differences
-        strong = np.fmin(v["location_p"], v["spread_p"]) < limit("unit", "tried")
+        strong = (shifted | widened) & (np.fmin(v["location_p"], v["spread_p"]) < limit("unit", "tried"))
         out = {}
-        for i, c in zip(*np.nonzero(shifted | widened)):
+        for i, c in zip(*np.nonzero(self._material_values.any(0))):
             explained = self._explain(int(i), self.continuous[c], v["scale"][c], bool(strong[i, c]))
             if explained is not None:
                 out[(int(i), int(c))] = explained
@@ -779,6 +779,26 @@ class Checks:
         v = self._values
         return (np.abs(v["location_dev"]) >= limit("location", "shift"),
                 np.abs(v["spread_dev"]) >= math.log(limit("spread", "ratio")))
+
+    @cached_property
+    def _material_shapes(self) -> tuple[np.ndarray, np.ndarray]:
+        """[sites, continuous] twice: whether the skew, and the tails, differ by the shape check's
+        material sizes."""
+        v = self._values
+        return (np.abs(v["skew_dev"]) >= limit("shape", "skew"),
+                np.abs(v["tail_dev"]) >= math.log(limit("shape", "tails")))
+
+    @cached_property
+    def _material_values(self) -> np.ndarray:
+        """[5, sites, continuous]: whether the cells of the location, the spread, the skew, the
+        tails and the far-out share are material (what the class mix is asked to explain)."""
+        return np.stack([*self._material_differences, *self._material_shapes, self._far_out["material"]])
+
+    @cached_property
+    def _value_tests(self) -> np.ndarray:
+        """[5, sites, continuous]: the p of those cells, in the same order (the class mix's p)."""
+        v = self._values
+        return np.stack([v["location_p"], v["spread_p"], v["skew_p"], v["tail_p"], self._far_out["p"]])
 
     def _explain(self, i: int, j: int, scale: float, strong: bool) -> tuple[str, str, Any] | None:
         """Site i's class mix, else (where the difference is `strong`) a unit conversion, else
@@ -820,9 +840,10 @@ class Checks:
         return k, float(shares[i, k]), float(theirs[k])
 
     def _as_its_class_mix_predicts(self, i: int, j: int) -> bool:
-        """Whether site i's feature j, whose median or spread differs, is within its classes what
-        the other sites' are: its mean and its SD within classes against what its class mix
-        predicts (`_within_classes`) both below the checks within classes' material sizes. A site's
+        """Whether site i's feature j, whose median, spread, shape or far-out share differs, is
+        within its classes what the other sites' are: its mean and its SD within classes against
+        what its class mix predicts (`_within_classes`) both below the checks within classes'
+        material sizes. A site's
         values are a mixture of its classes'; where each class's are the others', what differs is
         the mixture (MNIST's sites by label: a block 15 grey levels against 0.6 at a site of
         digits 2-4). Not where classes are not compared (none, or their statistics withheld)."""
@@ -843,8 +864,11 @@ class Checks:
         moved = ((w["mix_shift"][i, c], v["location_dev"][i, c], limit("location", "shift"), shifted[i, c]),
                  (w["mix_log_ratio"][i, c], v["spread_dev"][i, c], math.log(limit("spread", "ratio")), widened[i, c]))
         seen = [(mix, dev, size) for mix, dev, size, differs in moved if differs]
+        # a shape or far-out share alone (a column mostly at 0, its middle half one value: a block
+        # of MNIST's digits 26 times the others' tails at a site of 61 % '1's): the mix moves either
+        movers = seen or [(mix, dev, size) for mix, dev, size, _ in moved]
         return (alike and all(np.isfinite(mix) and np.sign(mix) == np.sign(dev) for mix, dev, _ in seen)
-                and any(abs(mix) >= size for mix, _, size in seen))
+                and any(abs(mix) >= size for mix, _, size in movers))
 
     def _swapped_with(self, i: int, j: int) -> int | None:
         """A continuous feature k such that site i's values of j look like the others' of k and its
@@ -897,11 +921,16 @@ class Checks:
             elif kind == "swapped_columns":
                 evidence["other_feature"] = self.profile.features[detail]
             # a unit or a swap is read off the shift and the spread together (the smaller p, × 2); the
-            # class mix names what the material differences are (the smaller p of those, × their number)
+            # class mix names what the material cells are (the smaller p of those, × their number):
+            # the median's and the spread's where either is, else the shape's and the far-out share's
             tests = np.array([v["location_p"][i, c], v["spread_p"][i, c]])
-            differing = tests[[d[i, c] for d in self._material_differences]] if kind == "class_mix" else tests
+            if kind == "class_mix":
+                named = self._material_values[:, i, c].copy()
+                if named[:2].any():  # the median or the spread: those, not the shape they carry
+                    named[2:] = False
+                tests = self._value_tests[:, i, c][named]
             yield Finding(self.sites[i], LENS, kind, self.profile.features[j], message,
-                          min(1.0, len(differing) * float(np.nanmin(differing))),
+                          min(1.0, len(tests) * float(np.nanmin(tests))),
                           float(v["location_dev"][i, c]), "within-site SDs", evidence=evidence)
 
     def unit_conversions(self) -> Iterator[Finding]:
@@ -1310,13 +1339,24 @@ class Checks:
                                     "others_share": float(rate[i, 0])},
                           material=bool(share >= at_least and count[i, 0] >= fewest and share >= ratio * rate[i, 0]))
 
-    def implausible_values(self) -> Iterator[Finding]:
+    @cached_property
+    def _far_out(self) -> dict[str, np.ndarray]:
+        """[sites, continuous] each: the share of a site's values far out (`far_share`), its
+        one-sided p against the other sites' and their mean share, and whether it is material (the
+        range check's size)."""
         p, cols = self.profile, self.continuous
         observed = p.observed[:, cols].astype(np.float64)
         far = p.far_share[:, cols]
         p_more, rate = share_excess(far * observed, observed)
-        others_q99 = others_median(self.reference_quantiles[:, Q99, cols])
         at_least, fewest, ratio = (limit("range", k) for k in ("share", "count", "ratio"))
+        with np.errstate(invalid="ignore"):
+            material = (far >= at_least) & (far * observed >= fewest) & (far >= ratio * rate)
+        return {"share": far, "p": p_more, "rate": rate, "material": material}
+
+    def implausible_values(self) -> Iterator[Finding]:
+        p, cols, out = self.profile, self.continuous, self._far_out
+        far, p_more, rate = out["share"], out["p"], out["rate"]
+        others_q99 = others_median(self.reference_quantiles[:, Q99, cols])
         for i, site in enumerate(self.sites):
             for c, j in enumerate(cols):
                 name, share = p.features[j], float(far[i, c])
@@ -1326,8 +1366,7 @@ class Checks:
                               f"sites{self._q99_words(i, j, others_q99[i, c])}: implausible values (a unit slip "
                               "in some rows, spikes)?", float(p_more[i, c]), share, "share of values",
                               evidence=self._evidence(i, c) if np.isfinite(share) else {},
-                              material=bool(share >= at_least and share * observed[i, c] >= fewest
-                                            and share >= ratio * rate[i, c]))
+                              material=bool(out["material"][i, c]))
 
     def _q99_words(self, i: int, j: int, others: float) -> str:
         """'; its 99 % quantile is X against Y' where both are shared ('' where a disclosure policy

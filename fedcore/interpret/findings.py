@@ -4,7 +4,7 @@ Every check of the check-up (declared in `checks`, computed by `data_checks` and
 turns its statistics into findings with a p-value from a stated null; `decide` then controls the
 false discovery rate (Benjamini–Hochberg) within each family of checks at each site (`pool`; the
 families: `checks.FAMILIES`): one broken site's many true findings loosen no other site's
-threshold and no other family's, and each site's findings are a report of their own) and keeps, for
+threshold and no other family's, and each site's findings are a report of their own, and keeps, for
 each site and feature, the most specific explanation (the registry's rank: a unit conversion
 explains a shifted median and a wider spread; the shift is kept as its evidence, not listed
 again) of what its check declares it explains (more missing values explain no shift of the
