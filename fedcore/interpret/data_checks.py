@@ -53,7 +53,7 @@ from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, l
                                           smallest_reported)
 from fedcore.glossary import plain
 from fedcore.interpret.checks import BY_KIND, Check, limit
-from fedcore.interpret.disclosure import DEFAULT_MIN_COUNT, block_probabilities, block_starts
+from fedcore.interpret.disclosure import Policy, block_probabilities, block_starts
 from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
@@ -73,6 +73,8 @@ LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", 
                 "permuted_evidence", "labels_suspect")
 NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
               "patterns cancel, or their features do not relate to the label)")
+# what a difference that is a site's class mix is, and is not (the class mix's and a point mass's words)
+MIX_NOT_RECORDING = "a different mix of patients or labels, not a recording problem"
 COULD_NOT = "the other sites' statistics needed to compare it are missing or withheld"
 # the weakest relation to the labels `labels_weak` tests, as a share of the others' (its log bounded
 # below: a site whose features no longer relate to its labels, or the other way round, is as weak
@@ -809,14 +811,12 @@ class Checks:
         p, site, name = self.profile, self.sites[i], self.profile.features[j]
         if self._as_its_class_mix_predicts(i, j):
             w, c = self._within_classes, self.continuous.index(j)
-            k, mine, theirs = self._most_different_class(i)
             return "class_mix", (f"{site}'s {name} differs from the other sites' as its mix of classes predicts "
-                                 f"({mine:.0%} of its rows are '{p.classes[k]}' against {theirs:.0%} at the other sites): "
+                                 f"({self._mix_words(i)}): "
                                  f"within its classes its values are the other sites' (mean "
                                  f"{self.value(j, w['mean'][i, c])} against {self.value(j, w['predicted'][i, c])} from "
                                  f"every site's means of its classes, SD within them {self.value(j, w['sd'][i, c])} "
-                                 f"against {self.value(j, w['predicted_sd'][i, c])}): a different mix of patients or "
-                                 "labels, not a recording problem"), None
+                                 f"against {self.value(j, w['predicted_sd'][i, c])}): {MIX_NOT_RECORDING}"), None
         site_q, others = p.quantiles[i, :, j], self.others_quantiles[i, :, j]
         if not strong or not unit_readable(site_q, others, self.robust_sd[i, j]):
             return None
@@ -828,6 +828,12 @@ class Checks:
             return "swapped_columns", (f"{site}'s {name} and {p.features[swapped]} look swapped: each matches the "
                                        f"other sites' values of the other column (a mislabelled export?)"), swapped
         return ("unit", match.describe(site, name), match) if match is not None else None
+
+    def _mix_words(self, i: int) -> str:
+        """How site i's class mix differs, in words: its most different class's share of its rows
+        against the other sites' (`_most_different_class`)."""
+        k, mine, theirs = self._most_different_class(i)
+        return f"{mine:.0%} of its rows are '{self.profile.classes[k]}' against {theirs:.0%} at the other sites"
 
     def _most_different_class(self, i: int) -> tuple[int, float, float]:
         """The class whose share of site i's rows differs most from the other sites' (the median of
@@ -1211,7 +1217,7 @@ class Checks:
         tied = np.full((len(reference), len(p.classes)), np.nan)
         for r, s in enumerate(reference):
             policy = p.policies.get(self.sites[s])
-            fewest = int(policy.get("min_count") or DEFAULT_MIN_COUNT) if policy is not None else 0
+            fewest = Policy.from_settings(policy).min_count if policy is not None else 0
             for k in range(len(p.classes)):
                 n = p.observed_by_class[s, k, j]
                 # under a policy, a class of fewer values than its minimum shares no quantiles
@@ -1231,12 +1237,9 @@ class Checks:
         about = "about " if self.profile.policies.get(site) is not None else ""
         at = f" ({about}{self.value(j, value)})" if np.isfinite(value) else ""
         if mix is not None:
-            k, mine, theirs = self._most_different_class(i)
             return (f"{site}'s {name}: {share:.0%} of its values sit at its {'one value' if where == 'top' else where + 'imum'}"
                     f"{at} against {rate:.1%} at the other sites, as its mix of classes predicts ({mix:.0%} from the other "
-                    f"sites' share of each class there, in its proportions; {mine:.0%} of its rows are "
-                    f"'{self.profile.classes[k]}' against {theirs:.0%} at the other sites): a different mix of patients "
-                    "or labels, not a recording problem")
+                    f"sites' share of each class there, in its proportions; {self._mix_words(i)}): {MIX_NOT_RECORDING}")
         if where == "min":
             how = f"at its minimum{at}: clipped at the bottom, zero-filled, or dropouts?"
         elif where == "max":
