@@ -146,3 +146,87 @@ def test_compiled_prediction_equals_the_batched_forward(options):
     assert torch.allclose(kernels.predict(model, state, shared, torch.full((3,), 150)),
                           batched.forward(model, state, shared, torch.ones(3, 150, dtype=torch.bool), train=False),
                           atol=1e-5)
+
+
+def _one_model(dropout: float):
+    from fedcore.models import MLP
+
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(150, 6, generator=generator)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()
+    return MLP(6, 3, hidden=(9, 5), dropout=dropout, batch_norm=True), x, y
+
+
+def _trained_alone(model, x, y):
+    import copy
+
+    from fedcore.execution.compiled import train_alone
+
+    model = copy.deepcopy(model)
+    loss = train_alone(model, x, y, lr=0.05, batch_size=32, epochs=3, seed=7)
+    return model, loss
+
+
+def test_a_model_trained_alone_is_what_the_torch_loop_trains_without_dropout():
+    """FedHealth2's server model: one federation of one site, every epoch in one compiled call,
+    against the loop that defines a model's local update (150 rows: a last batch of 22 each epoch)."""
+    import copy
+
+    import torch.nn.functional as F
+
+    from fedcore.training import train_locally
+
+    model, x, y = _one_model(dropout=0.0)
+    ours, our_loss = _trained_alone(model, x, y)
+    theirs = copy.deepcopy(model)
+    their_loss = train_locally(theirs, torch.optim.SGD(theirs.parameters(), lr=0.05), x, y,
+                               lambda m, x, y: F.nll_loss(m(x), y), 32, 3, 7)
+    assert our_loss == pytest.approx(their_loss, rel=1e-5)
+    ours_state, theirs_state = ours.state_dict(), theirs.state_dict()
+    assert ours_state["body.2.num_batches_tracked"] == 15  # 5 batches a round, 3 epochs
+    for name, value in theirs_state.items():
+        assert torch.allclose(ours_state[name].double(), value.double(), atol=1e-5, rtol=1e-5), name
+    assert not torch.allclose(ours_state["body.1.weight"], model.state_dict()["body.1.weight"])  # it trained
+
+
+def test_a_model_trained_alone_without_the_compiled_round_gets_the_same_masks(monkeypatch):
+    """Where the C round cannot run, the batched executor's torch pass trains it, with the same
+    dropout stream: the same model on every machine, up to rounding."""
+    from fedcore.execution import compiled
+
+    model, x, y = _one_model(dropout=0.3)
+    in_c, c_loss = _trained_alone(model, x, y)
+    monkeypatch.setattr(compiled, "why_not_here", lambda device, state: "no compiler here")
+    in_torch, torch_loss = _trained_alone(model, x, y)
+    assert c_loss == pytest.approx(torch_loss, rel=1e-5)
+    for name, value in in_torch.state_dict().items():
+        assert torch.allclose(in_c.state_dict()[name].double(), value.double(), atol=1e-5, rtol=1e-5), name
+
+
+def test_fedhealth2_pretrains_its_server_model_as_a_federation_of_one_site(monkeypatch):
+    from fedcore.execution import compiled
+
+    calls = []
+    real = compiled.train_alone
+    monkeypatch.setattr(compiled, "train_alone", lambda *args: calls.append(args[3:]) or real(*args))
+    simulate("fedhealth2", "per-site", rounds=1)
+    assert calls == [(0.01, 32, 2, calls[0][3])]  # pretrain_lr, batch size, PARAMS' 2 epochs, its seed
+
+
+@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="the thread-local BLAS setting is MKL's")
+def test_the_compiled_round_runs_its_products_on_each_thread_alone_and_gives_the_thread_back():
+    """One site on a process of two threads: MKL would split each small product between threads that
+    wait on each other (about 10 times slower a step). The calling thread's own setting (which
+    torch.set_num_threads also writes) comes back."""
+    import ctypes
+
+    library, _ = kernels._library()
+    assert library.blas_threads is not None
+    setter = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(library.blas_threads)
+    model, x, y = _one_model(dropout=0.2)
+    previous = setter(3)
+    try:
+        _trained_alone(model, x, y)
+    finally:
+        assert setter(previous) == 3

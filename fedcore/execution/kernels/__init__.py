@@ -69,6 +69,8 @@ _ROUND_FIELDS = [
     ("keep_below", ctypes.c_int32, "int32_t"),  # a 16-bit draw under this keeps a unit
     ("class_weights", ctypes.c_void_p, "const float *"),  # [sites, classes]; NULL: every row weighs 1
     ("sgemm", ctypes.c_void_p, "sgemm_t"),
+    # MKL's MKL_Set_Num_Threads_Local, or NULL: each thread's products run on that thread alone
+    ("blas_threads", ctypes.c_void_p, "blas_threads_t"),
     ("layer", ctypes.c_void_p, "Layer *"),
 ]
 
@@ -108,7 +110,7 @@ def unavailable() -> str:
 def _library() -> tuple[ctypes.CDLL | None, str]:
     if not sys.platform.startswith("linux"):
         return None, "the compiled round is built for Linux only"
-    sgemm = _torch_sgemm()
+    sgemm, blas_threads = _torch_blas()
     if sgemm is None:
         return None, "this torch build exports no BLAS sgemm for the compiled round to call"
     compiler = shutil.which(os.environ.get("CC", "cc"))
@@ -122,20 +124,24 @@ def _library() -> tuple[ctypes.CDLL | None, str]:
     for function in (library.train_round, library.predict):
         function.argtypes = [ctypes.POINTER(_Round), ctypes.c_void_p]
         function.restype = ctypes.c_int
-    library.sgemm = sgemm
+    library.sgemm, library.blas_threads = sgemm, blas_threads
     return library, ""
 
 
-def _torch_sgemm() -> int | None:
-    """Address of the Fortran sgemm_ in torch's CPU library (MKL there), or None."""
+def _torch_blas() -> tuple[int | None, int | None]:
+    """Addresses of the Fortran sgemm_ in torch's CPU library (MKL there) and of MKL's
+    MKL_Set_Num_Threads_Local (None where the library has none), or (None, None)."""
     for name in ("libtorch_cpu.so", "libtorch.so"):
         path = Path(torch.__file__).parent / "lib" / name
         if path.exists():
             try:
-                return ctypes.cast(ctypes.CDLL(str(path)).sgemm_, ctypes.c_void_p).value
+                library = ctypes.CDLL(str(path))
+                sgemm = ctypes.cast(library.sgemm_, ctypes.c_void_p).value
             except (OSError, AttributeError):
                 continue
-    return None
+            setter = getattr(library, "MKL_Set_Num_Threads_Local", None)  # C: by value
+            return sgemm, None if setter is None else ctypes.cast(setter, ctypes.c_void_p).value
+    return None, None
 
 
 def _build(compiler: str) -> Path:
@@ -200,7 +206,7 @@ def _call(function: str, run: _Round, out: torch.Tensor) -> None:
     library, why = _library()
     if library is None:
         raise RuntimeError(why)
-    run.sgemm = library.sgemm
+    run.sgemm, run.blas_threads = library.sgemm, library.blas_threads
     if getattr(library, function)(ctypes.byref(run), out.data_ptr()) != 0:
         raise MemoryError("the compiled round could not allocate its workspace")
 

@@ -22,6 +22,10 @@
 typedef void (*sgemm_t)(const char *, const char *, const int *, const int *, const int *, const float *,
                         const float *, const int *, const float *, const int *, const float *, float *, const int *);
 
+/* MKL's MKL_Set_Num_Threads_Local: the calling thread's BLAS threads (0: the process's setting),
+   returning the previous value. */
+typedef int (*blas_threads_t)(int);
+
 /* The layer kinds and the Layer and Round structs: written at build time by
    fedcore/execution/kernels/__init__.py from the one Python description ctypes also reads, so the
    two sides cannot disagree on a field, its order or a constant. */
@@ -382,17 +386,22 @@ static void predict_site(const Round *r, Work *w, int site, float *log_prob) {
 }
 
 /* Runs site_work for every site, threads taking whole sites; 0, or -1 when a thread's workspace
-   could not be allocated (its sites left untouched). */
+   could not be allocated (its sites left untouched). Each thread's matrix products run on that
+   thread alone: they are small, and where the threads here are fewer than the process's (one
+   site: FedHealth2's server model, a federation's last site) MKL would otherwise split every
+   product among threads that then wait on each other, about ten times slower a step. */
 static int each_site(const Round *r, void (*site_work)(const Round *, Work *, int, float *), float *out) {
     int failed = 0;
 #pragma omp parallel num_threads(r->threads) reduction(| : failed)
     {
         Work w = {0};
+        int blas_before = r->blas_threads ? r->blas_threads(1) : 0;
         failed = work_alloc(&w, r) != 0;
 #pragma omp for schedule(dynamic, 1)
         for (int site = 0; site < r->sites; site++)
             if (!failed) site_work(r, &w, site, out);
         work_free(&w, r);
+        if (r->blas_threads) r->blas_threads(blas_before);
     }
     return failed ? -1 : 0;
 }
