@@ -229,6 +229,12 @@ class Simulation(FederatedModels):
             ys.append(y[rows])
         return torch.cat(xs), torch.cat(ys)
 
+    def train_at_server(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, batch_size: int,
+                        epochs: int, seed: int) -> float:
+        """`model` trained in place on rows the server holds (`server_share`): plain SGD on the mean
+        NLL, by the fastest path that computes it (`execution.train_alone`)."""
+        return execution.train_alone(model, x, y, lr, batch_size, epochs, seed)
+
     def model_for_site(self, site: int) -> nn.Module:
         """The model a site uses for prediction (the single pooled model for Centralized)."""
         return self.models[0 if self.algorithm.pooled else site]

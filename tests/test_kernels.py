@@ -161,7 +161,7 @@ def _one_model(dropout: float):
 def _trained_alone(model, x, y):
     import copy
 
-    from fedcore.execution.compiled import train_alone
+    from fedcore.execution import train_alone
 
     model = copy.deepcopy(model)
     loss = train_alone(model, x, y, lr=0.05, batch_size=32, epochs=3, seed=7)
@@ -208,8 +208,8 @@ def test_fedhealth2_pretrains_its_server_model_as_a_federation_of_one_site(monke
     from fedcore.execution import compiled
 
     calls = []
-    real = compiled.train_alone
-    monkeypatch.setattr(compiled, "train_alone", lambda *args: calls.append(args[3:]) or real(*args))
+    real = compiled.train_as_one_site
+    monkeypatch.setattr(compiled, "train_as_one_site", lambda *args: calls.append(args[3:]) or real(*args))
     simulate("fedhealth2", "per-site", rounds=1)
     assert calls == [(0.01, 32, 2, calls[0][3])]  # pretrain_lr, batch size, PARAMS' 2 epochs, its seed
 

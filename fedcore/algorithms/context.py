@@ -75,6 +75,9 @@ class Context(ServerContext, Protocol):
 
     def server_share(self, share: float, purpose: str) -> tuple[torch.Tensor, torch.Tensor]: ...
 
+    def train_at_server(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, batch_size: int,
+                        epochs: int, seed: int) -> float: ...
+
 
 def members(protocol: type) -> set[str]:
     """The attribute and method names a context protocol declares (its bases' included)."""

@@ -22,16 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from fedcore.algorithms.base import Algorithm, Records, param
 from fedcore.algorithms.context import Need
 from fedcore.records import SiteSimilarity
 from fedcore.algorithms.fedbn import is_batch_norm
-from fedcore.training import train_locally
 from fedcore.errors import SpecError
-from fedcore.execution import compiled, stacked
 from fedcore.interpret.similarity import Statistics, nearest_sites, site_distances, similarity_weights
 from fedcore.seeding import derive_seed
 
@@ -99,14 +96,7 @@ class FedHealth2(Algorithm):
         torch.manual_seed(seed)
         model = ctx.make_model().to(ctx.device)
         p = self.params
-        # The paper's MLP trains as a federation of one site (compiled where it can run): HAR's 150
-        # epochs take about 1.4 s there against 11 s in the torch loop, most of that per-step overhead.
-        if stacked.supports(model):
-            compiled.train_alone(model, x, y, p.pretrain_lr, p.pretrain_batch_size, p.pretrain_epochs, seed)
-        else:
-            optimizer = torch.optim.SGD(model.parameters(), lr=p.pretrain_lr)
-            train_locally(model, optimizer, x, y, lambda m, x, y: F.nll_loss(m(x), y), p.pretrain_batch_size,
-                          p.pretrain_epochs, seed)
+        ctx.train_at_server(model, x, y, p.pretrain_lr, p.pretrain_batch_size, p.pretrain_epochs, seed)
         return model.eval()
 
     def _set_weights(self, ctx, stats: list[Statistics]) -> None:

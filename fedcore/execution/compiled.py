@@ -55,7 +55,7 @@ class Compiled(Batched):
         return kernels.predict(self.template, self.own_tensors(n), x, valid.sum(1))
 
 
-def train_alone(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, batch_size: int, epochs: int,
+def train_as_one_site(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, batch_size: int, epochs: int,
                 seed: int) -> float:
     """`model` (one that `stacked.supports`) trained in place on its rows (x, y) by plain SGD on the
     mean NLL, as `fedcore.training.train_locally` trains it: the same batches (`batch_orders` of
