@@ -348,6 +348,69 @@ def test_a_constant_column_reads_not_measured_only_for_a_value_the_other_sites_r
     assert "not measured" not in found["vessels"].message and "a default" in found["vessels"].message
 
 
+def _marker_sites(site_two: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None = None,
+                  positives: float = 0.1, policy=None, seed: int = 3):
+    """Five sites of 400 rows whose binary marker is 1 in `positives` of each class's rows
+    (`site_two`: site 2's own rows instead), with one continuous feature beside it, released at
+    `policy`."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(5):
+        if k == 2 and site_two is not None:
+            x, y = site_two(rng)
+        else:
+            y = rng.integers(0, 2, ROWS)
+            x = np.column_stack([(rng.random(ROWS) < positives).astype(float), rng.normal(0, 1, ROWS) + y])
+        rows.append((f"site {k}", x, y))
+    return profile_federation(rows, ["marker", "f1"], ["binary", "continuous"], ["marker", "f1"], ["a", "b"], {},
+                              policy)
+
+
+def _never_recorded(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    y = rng.integers(0, 2, ROWS)
+    return np.column_stack([np.zeros(ROWS), rng.normal(0, 1, ROWS) + y]), y
+
+
+@pytest.mark.parametrize("policy", [None, DEFAULT_POLICY], ids=["as computed", "default"])
+def test_a_marker_the_others_record_in_10_percent_never_recorded_at_one_site_is_found(policy):
+    """The others' marker is 'no' in 90 % of their rows (above the check's 80 %): the site's none
+    of 400 is the measure, and it is found; where the others record it in 1 % (under the 5 % the
+    site may keep off one value) a site with none is no finding."""
+    def at_site_two(profile):
+        (cell,) = [f for f in decide(check_profile(profile)) if (f.site, f.kind, f.feature) == (BROKEN, "constant", "marker")]
+        return cell
+
+    never = at_site_two(_marker_sites(_never_recorded, policy=policy))
+    assert never.material and never.significant and never.explained_by is None
+    assert never.evidence["share"] == 1.0 and 0.85 < never.evidence["others_share"] < 0.95
+    assert "in 100% of its rows" in never.message
+    assert not at_site_two(_marker_sites(policy=policy)).material  # untouched: 90 % 'no' there too
+    rare = at_site_two(_marker_sites(_never_recorded, positives=0.01, policy=policy))
+    assert not rare.material
+
+
+def test_a_marker_at_one_value_as_the_sites_class_mix_predicts_is_no_finding():
+    """A site of 90 % class a, whose marker the others record in 30 % of class b and never in class
+    a: 97 % 'no' at the site is what its mix predicts (the others' 85 %), not a recording problem."""
+    def mostly_class_a(rng):
+        y = (rng.random(ROWS) < 0.1).astype(int)
+        return np.column_stack([((y == 1) & (rng.random(ROWS) < 0.3)).astype(float), rng.normal(0, 1, ROWS) + y]), y
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for k in range(5):
+        if k == 2:
+            x, y = mostly_class_a(rng)
+        else:
+            y = rng.integers(0, 2, ROWS)
+            x = np.column_stack([((y == 1) & (rng.random(ROWS) < 0.3)).astype(float), rng.normal(0, 1, ROWS) + y])
+        rows.append((f"site {k}", x, y))
+    profile = profile_federation(rows, ["marker", "f1"], ["binary", "continuous"], ["marker", "f1"], ["a", "b"])
+    (cell,) = [f for f in Checks(profile).constant() if (f.site, f.feature) == (BROKEN, "marker")]
+    assert cell.evidence["share"] >= 0.95 and cell.evidence["class_mix_share"] == pytest.approx(0.97, abs=0.015)
+    assert not cell.material and "as its mix of classes predicts" in cell.message
+
+
 def test_a_saturated_sensor_and_a_duplicated_export_each_give_their_finding():
     (saturation,) = [f for f in reported(federation(KNOWN_ANSWERS["point_mass"][0])) if f.site == BROKEN]
     assert "30% of its values sit at its maximum" in saturation.message and "saturated" in saturation.message

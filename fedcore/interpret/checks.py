@@ -180,9 +180,12 @@ EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "corre
 CHECKS: tuple[Check, ...] = (
     Check("constant", "the same value in (nearly) every row", "recording", DATA,
           "the share of the site's values at its most common value (a categorical column: its largest category)",
-          OVER_DISPERSED, "≥ {share:%} of its values and ≥ {count} values, where the others' is ≤ {others:%}",
+          OVER_DISPERSED, "≥ {share:%} of its values and ≥ {count} values, where the others' is ≤ {others:%}, or where their "
+          "values off it are as many as a site at {share:%} may keep off it and {fewer} × the site's (a marker the "
+          "others record in 10 % of their rows, never at the site); and beyond what the site's class mix predicts "
+          "(the point mass's rule)",
           "point_mass", ("top_share", "observed"), "feature", "constant", min_sites=2,
-          limits=(("share", 0.95), ("others", 0.8), ("count", 5)), explains_here=EXPLAINS_VALUES),
+          limits=(("share", 0.95), ("others", 0.8), ("count", 5), ("fewer", 3)), explains_here=EXPLAINS_VALUES),
     Check("copied_column", "a copy of another column", "columns", DATA,
           "of the feature's partners, the one the site shows closest to identical against the others: Fisher z of "
           "the site's absolute correlation minus that of the other sites' median; of the pair, the copy is the column whose "

@@ -1029,9 +1029,11 @@ class Checks:
     @cached_property
     def _one_value(self) -> dict[str, np.ndarray]:
         """Per site and feature-scope item: the share of its rows at its most common value (a
-        categorical column: its largest category), its observed rows, and whether that makes the
-        column one value at the site where the other sites' vary (the constant check's material
-        size)."""
+        categorical column: its largest category), its observed rows, whether that makes the column
+        one value at the site where the other sites' vary (`varies_there`: their most common value
+        holds at most the check's `others` share), and whether it is the constant check's material
+        size (that, or a column nearly one value at the others too whose values off it are `fewer`
+        times fewer at the site; the class mix is asked in `constant`)."""
         p = self.profile
         items = self.items("feature")
         share = np.full((self.n, len(items)), np.nan)
@@ -1046,10 +1048,16 @@ class Checks:
                 share[:, c] = p.top_share[:, j]
             observed[:, c] = p.observed[:, j]
         others_share = others_median(share)
-        at_least, others_at_most, fewest = (limit("constant", k) for k in ("share", "others", "count"))
+        at_least, others_at_most, fewest, fewer = (limit("constant", k) for k in ("share", "others", "count", "fewer"))
         with np.errstate(invalid="ignore"):
-            material = (share >= at_least) & (share * observed >= fewest) & (others_share <= others_at_most)
-        return {"share": share, "observed": observed, "others_share": others_share, "material": material}
+            one_value = (share >= at_least) & (share * observed >= fewest)
+            # where the others' column is nearly one value too (a binary marker, 90 % 'no'), the values
+            # off it are the measure: at least what the site may keep off it, `fewer` times the site's
+            off_others = 1 - others_share
+            nearly_one_there = (off_others >= 1 - at_least) & (off_others >= fewer * (1 - share))
+            varies_there = one_value & (others_share <= others_at_most)
+        return {"share": share, "observed": observed, "others_share": others_share, "varies_there": varies_there,
+                "material": varies_there | (one_value & nearly_one_there)}
 
     @cached_property
     def not_a_reference(self) -> np.ndarray:
@@ -1063,7 +1071,7 @@ class Checks:
         continuous = set(self.continuous)
         for c, item in enumerate(self.items("feature")):
             if len(item.members) == 1 and item.members[0] in continuous:
-                out[:, item.members[0]] = self._one_value["material"][:, c]
+                out[:, item.members[0]] = self._one_value["varies_there"][:, c]
         return out
 
     @cached_property
@@ -1120,14 +1128,24 @@ class Checks:
                 if not np.isfinite(share[i, c]):
                     continue
                 value, reading, number = self._constant_words(i, item, share[i, c])
+                material, mix = bool(one["material"][i, c]), float("nan")
+                if material:
+                    # a site of mostly one class holds that class's one value (MNIST's site of 61 % '1's:
+                    # a corner block blank in 97 % of its rows, 89 % at the others)
+                    mix = self.share_of_class_mix(i, item)
+                    material = not self.as_class_mix(float(share[i, c]), mix)
+                if np.isfinite(mix) and not material:
+                    reading = (f"as its mix of classes predicts ({mix:.0%} from the other sites' share of each "
+                               f"class there, in its proportions; {self._mix_words(i)}): {MIX_NOT_RECORDING}")
                 yield Finding(site, LENS, "constant", item.name,
                               f"{site}'s {item.name} {'is ' + value if value else 'has one value'} in "
                               f"{share[i, c]:.0%} of its rows, where the other sites' most common value holds "
                               f"{others_share[i, c]:.0%} of theirs: {reading}", float(p_more[i, c]),
                               float(share[i, c]), "share at one value",
                               evidence={"share": float(share[i, c]), "others_share": float(others_share[i, c]),
-                                        "value": value, "not_measured": number},
-                              material=bool(one["material"][i, c]))
+                                        "value": value, "not_measured": number,
+                                        **({"class_mix_share": mix} if np.isfinite(mix) else {})},
+                              material=material)
 
     def _constant_words(self, i: int, item: Item, share: float) -> tuple[str, str, float | None]:
         """Which value a (nearly) constant column holds, from statistics already shared (a
@@ -1183,7 +1201,7 @@ class Checks:
                 # the mix leaves (a block the mix leaves at 0 in 97 % of its rows, at 0 in every row:
                 # its other values are gone)
                 mix = self.mass_of_class_mix(i, j, where[k]) if material else float("nan")
-                as_mix = bool(np.isfinite(mix) and share - mix < excess and ratio * (1 - share) >= 1 - mix)
+                as_mix = self.as_class_mix(share, mix)
                 words = self._mass_words(i, j, where[k], share, rate, repeated[i, c], mix if as_mix else None)
                 yield Finding(site, LENS, "point_mass", p.features[j], words,
                               min(1.0, 3 * p_value), share - rate, "share of values",
@@ -1191,6 +1209,15 @@ class Checks:
                                         "shares": {w: float(s) for w, s in zip(where, shares[:, i, c])},
                                         **({"class_mix_share": mix} if np.isfinite(mix) else {})},
                               material=bool(material and not as_mix))
+
+    @staticmethod
+    def as_class_mix(share: float, mix: float) -> bool:
+        """Whether a site's `share` of values at one value is what its class mix predicts (`mix`,
+        `mass_of_class_mix`; NaN: unknown, so no): within the point mass's excess of it, and with the
+        values off it fewer than `ratio` times fewer than the mix leaves (a block the mix leaves at 0
+        in 97 % of its rows, at 0 in every row, is a dead channel)."""
+        excess, ratio = limit("point_mass", "excess"), limit("point_mass", "ratio")
+        return bool(np.isfinite(mix) and share - mix < excess and ratio * (1 - share) >= 1 - mix)
 
     def mass_of_class_mix(self, i: int, j: int, where: str) -> float:
         """The share of site i's values of feature j at its minimum, maximum or repeated value
@@ -1209,11 +1236,9 @@ class Checks:
             return float("nan")
         value = {"min": q[shared[0]], "max": q[shared[-1]],
                  "top": repeated_quantiles(q[None, :, None])[0, 0]}[where]
-        counts = np.nan_to_num(p.observed_by_class[i, :, j].astype(np.float64))
-        if not np.isfinite(value) or (counts > 0).sum() < 2:
+        if not np.isfinite(value):
             return float("nan")
-        reference = [s for s in range(self.n) if s != i and not self.not_a_reference[s, j]
-                     and not self.labels_suspect[s]]
+        reference = self._mix_reference(i, j)
         tied = np.full((len(reference), len(p.classes)), np.nan)
         for r, s in enumerate(reference):
             policy = p.policies.get(self.sites[s])
@@ -1223,9 +1248,42 @@ class Checks:
                 # under a policy, a class of fewer values than its minimum shares no quantiles
                 starts = block_starts(int(n), fewest) if policy is not None and n >= fewest else None
                 tied[r, k] = tied_share(p.quantiles_by_class[s, k, :, j], float(value), starts)
+        return self._in_its_proportions(i, j, tied)
+
+    def share_of_class_mix(self, i: int, item: Item) -> float:
+        """The share of site i's rows at a feature-scope item's most common value (a binary
+        column's value, a categorical column's largest category) that its mix of classes predicts:
+        each class's share of it at the other sites (their means by class) in the site's
+        proportions; a continuous feature's as `mass_of_class_mix`. NaN as there."""
+        p, j = self.profile, item.members[0]
+        if len(item.members) == 1 and p.kinds[j] == "continuous":
+            return self.mass_of_class_mix(i, j, "top")
+        if len(p.classes) < 2:
+            return float("nan")
+        members = list(item.members)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            each = np.nan_to_num(np.nanmedian(tied, axis=0)) if reference else np.zeros(len(p.classes))
+            if len(members) > 1 or p.kinds[j] == "categorical":
+                top = members[int(np.nanargmax(p.mean[i, members]))]
+                by_class = p.mean_by_class[:, :, top]
+            else:  # a binary column: its share at 1, or at 0
+                by_class = p.mean_by_class[:, :, j] if p.mean[i, j] >= 0.5 else 1 - p.mean_by_class[:, :, j]
+        return self._in_its_proportions(i, j, by_class[self._mix_reference(i, j)])
+
+    def _mix_reference(self, i: int, j: int) -> list[int]:
+        """The sites whose classes' statistics of feature j predict site i's from its class mix."""
+        return [s for s in range(self.n) if s != i and not self.not_a_reference[s, j] and not self.labels_suspect[s]]
+
+    def _in_its_proportions(self, i: int, j: int, by_class: np.ndarray) -> float:
+        """A share each class holds at the reference sites ([sites, classes]; the median over them,
+        a class none released counting as holding none), weighted by site i's own count of the
+        class's values of feature j; NaN where it has under two classes released."""
+        counts = np.nan_to_num(self.profile.observed_by_class[i, :, j].astype(np.float64))
+        if (counts > 0).sum() < 2:
+            return float("nan")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            each = np.nan_to_num(np.nanmedian(by_class, axis=0)) if len(by_class) else np.zeros(len(counts))
         return float((counts * each).sum() / counts.sum())
 
     def _mass_words(self, i: int, j: int, where: str, share: float, rate: float, value: float,
