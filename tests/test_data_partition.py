@@ -206,3 +206,43 @@ def test_the_stamp_marks_every_positive_image_of_one_site_and_records_its_box():
                            ["0", "1"])
     x = assemble(colour, inject=["stamp:a"]).sites[0].x_train.numpy()
     assert stamp_box(64, 64)["size"] == 13 and x[:, 2].max() == 0 and x[:, 0].max() == 1  # a yellow face
+
+
+def test_the_same_rows_give_the_same_profile_once_and_any_change_a_new_one():
+    """A check-up's runs profile the same rows again: the profile made for them is shared (and its
+    npz made once), but a changed value, label, site name, class name or policy is profiled anew,
+    and the shared one is what profiling them afresh gives."""
+    from data_adapters.assembly import assemble as assembly
+    from fedcore.interpret.disclosure import DEFAULT_POLICY
+    from fedcore.interpret.profile import profile_federation
+
+    raw = table_federation(seed=11)
+    first = assembly.profile_of(raw)
+    again = assembly.profile_of(table_federation(seed=11))  # equal rows in other arrays
+    assert again is first and first.to_npz() is again.to_npz()
+    fresh = profile_federation([(s.name, s.x, s.y) for s in raw.sites], raw.feature_names, raw.feature_kinds,
+                               raw.feature_columns, raw.class_names, {}, DEFAULT_POLICY)
+    assert fresh.to_npz() == first.to_npz()
+
+    def changed(edit):
+        other = table_federation(seed=11)
+        edit(other)
+        return assembly.profile_of(other)
+
+    def one_value(f):
+        f.sites[1].x[5, 0] += 1e-9
+
+    def one_label(f):
+        f.sites[2].y[0] = 1 - f.sites[2].y[0]
+
+    def a_site_name(f):
+        f.sites[0] = RawSite("renamed", f.sites[0].x, f.sites[0].y)
+
+    def a_class_name(f):
+        f.class_names[1] = "ja"
+
+    for edit in (one_value, one_label, a_site_name, a_class_name):
+        edited = changed(edit)
+        assert assembly.profile_of(raw) is not edited, edit.__name__  # the unchanged rows' own
+    assert assembly.profile_of(raw, None) is not first  # as computed, not at the default policy
+    assert assembly.profile_of(raw, None).policies["s0"] is None

@@ -360,10 +360,14 @@ class Profile:
         """The profile as one npz (arrays, and the names as a JSON string array): nothing pickled.
         Its numbers as released (float64): a stored check-up then answers as the Data page and
         `inspect` do from the same statistics, to the last cell (float32 moved shares by 1e-8 and
-        made cells on the false discovery line come and go)."""
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, meta=np.array(json.dumps(self.meta())), **self.arrays)
-        return buffer.getvalue()
+        made cells on the false discovery line come and go). Made once: a profile is not changed
+        after it is made (a check-up's runs share one, each storing it)."""
+        made = self.__dict__.get("_npz")
+        if made is None:
+            buffer = io.BytesIO()
+            np.savez_compressed(buffer, meta=np.array(json.dumps(self.meta())), **self.arrays)
+            made = self.__dict__["_npz"] = buffer.getvalue()
+        return made
 
     @classmethod
     def from_npz(cls, data: Mapping[str, np.ndarray]) -> Profile:
