@@ -894,8 +894,8 @@ class Checks:
 
     def _values_contradict(self, i: int, j: int, k: int, tolerance: float) -> bool:
         """Whether site i's values say features j and k are not exchanged: either lies farther from
-        the others' values of the other column than from its own column's, by more than
-        `tolerance` SD (NaN, nothing released: nothing said)."""
+        the others' values of the other column than from its own column's, and more than
+        `tolerance` SD from them (NaN, nothing released: nothing said)."""
         j_as_k, k_as_j, j_as_j, k_as_k = (float(v[0]) for v in self.values_as(i, j, np.array([k])))
         return bool(j_as_k > max(j_as_j, tolerance) or k_as_j > max(k_as_k, tolerance))
 
