@@ -380,32 +380,37 @@ class Estimate:
     basis: str
 
 
-def training_estimate(store: RunStore, kind: str, data: Any, replicates: int, rounds: int) -> Estimate | None:
-    """The training time of a check-up's runs (`runs_of`), one after another: for each algorithm
-    the median seconds per round of its finished runs in the store (those on the same data if any,
-    else on any data), else the benchmark's figure; None where neither has one. Starting each run
-    (a few seconds) is not counted."""
+def round_paces(store: RunStore, data: Any) -> dict[str, tuple[float, str]]:
+    """Each algorithm's seconds per round and what the figure rests on: the median of its finished
+    runs in the store (those on `data` if any, else on any data), else the benchmark's figure."""
     key = json.dumps(data, sort_keys=True, default=str)
-    paces: dict[str, list[tuple[bool, float]]] = {}
+    timed: dict[str, list[tuple[bool, float]]] = {}
     for run in store.runs():
         status = run.status
         rounds_done, start, end = status.round, status.started_at, status.heartbeat
         if status.state == "done" and rounds_done > 0 and start is not None and end is not None and end > start:
             spec = run.spec
             same = json.dumps(spec.data, sort_keys=True, default=str) == key
-            paces.setdefault(spec.algorithm, []).append((same, (end - start) / rounds_done))
+            timed.setdefault(spec.algorithm, []).append((same, (end - start) / rounds_done))
+    paces = {algorithm: (pace, "the benchmark's pace (HAR, 2 cores)")
+             for algorithm, pace in BENCHMARK_SECONDS_PER_ROUND.items()}
+    for algorithm, runs in timed.items():
+        same = [pace for on_same, pace in runs if on_same]
+        paces[algorithm] = (float(np.median(same or [pace for _, pace in runs])),
+                            f"the pace of finished runs of {'this' if same else 'other'} data in this store")
+    return paces
+
+
+def training_estimate(store: RunStore, kind: str, data: Any, replicates: int, rounds: int) -> Estimate | None:
+    """The training time of a check-up's runs (`runs_of`), one after another, at each algorithm's
+    `round_paces`; None where one has none. Starting each run (a few seconds) is not counted."""
+    paces = round_paces(store, data)
     seconds, bases = 0.0, set()
     for specs in runs_of(kind, data, replicates, rounds).values():
         algorithm = specs[0]["algorithm"]
-        timed = paces.get(algorithm, [])
-        same = [pace for on_same, pace in timed if on_same]
-        if same or timed:
-            pace = float(np.median(same or [pace for _, pace in timed]))
-            bases.add(f"the pace of finished runs of {'this' if same else 'other'} data in this store")
-        elif algorithm in BENCHMARK_SECONDS_PER_ROUND:
-            pace = BENCHMARK_SECONDS_PER_ROUND[algorithm]
-            bases.add("the benchmark's pace (HAR, 2 cores)")
-        else:
+        if algorithm not in paces:
             return None
+        pace, basis = paces[algorithm]
         seconds += len(specs) * rounds * pace
+        bases.add(basis)
     return Estimate(seconds, " and ".join(sorted(bases)))

@@ -651,3 +651,32 @@ def test_a_clinician_reads_the_words_first_and_runs_by_their_names(app):
     text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<script.*?</script>", " ", report)))
     assert technical_first(text) == [], technical_first(text)
     assert not [run_id for run_id in run_ids if run_id in text]
+
+
+def test_a_checkup_queues_its_slowest_runs_first_and_each_lens_keeps_its_own(tmp_path, monkeypatch):
+    """Six jobs on two slots start in the order they are queued: AdaFed (0.053 s a round in the
+    benchmark, the slowest) goes first, not fifth, so it does not run alone at the end; every lens
+    still reads the runs of its own algorithm. A store's own finished runs set the order instead."""
+    from application import checkup_jobs
+
+    store = RunStore(tmp_path / "runs")
+    submitted = []
+
+    def submit(store_, spec):
+        run = store_.create(spec)
+        submitted.append((spec["algorithm"], run.id))
+        return run
+
+    monkeypatch.setattr(checkup_jobs.jobs, "submit", submit)
+    plan = start_checkup(store, "demo", rounds=2)
+    assert [algorithm for algorithm, _ in submitted] == ["adafed", "fedavg", "fedhealth2", "ifedavg", "ifedavg",
+                                                        "ifedavg"]  # the benchmark's paces, ties as listed
+    ids = dict(plan.contents.runs)
+    assert [store.get(i).spec.algorithm for i in ids["contribution"]] == ["adafed"]
+    assert [store.get(i).spec.seed for i in ids["feature_shifts"]] == [0, 1, 2]
+    assert [store.get(i).spec.algorithm for i in ids["similarity"]] == ["fedhealth2"]
+
+    monkeypatch.setattr(checkup_jobs, "round_paces", lambda store_, data: {"ifedavg": (0.2, "")})
+    submitted.clear()
+    start_checkup(store, "demo", rounds=2)
+    assert [algorithm for algorithm, _ in submitted][:3] == ["ifedavg"] * 3
