@@ -59,12 +59,15 @@ def train_lenses(store: RunStore, plan: Plan, replicates: int = 3, rounds: int =
         # The queue starts jobs in the order they come, as many at once as there are slots: the
         # slowest first, so that it does not start last and run alone at the end (HAR's AdaFed,
         # twice an iFedAvg run's pace, last of six on two slots).
+        # (a stable sort: a lens's runs keep their order among themselves)
         paces = round_paces(store, contents.data)
         queued = sorted(((role, spec) for role, specs in by_role.items() for spec in specs),
                         key=lambda pair: -paces.get(pair[1]["algorithm"], (0.0, ""))[0])
-        ids = {id(spec): jobs.submit(store, spec).id for _, spec in queued}
-        for role, specs in by_role.items():
-            add_runs(plan, role, [ids[id(spec)] for spec in specs])
+        ids: dict[str, list[str]] = {role: [] for role in by_role}
+        for role, spec in queued:
+            ids[role].append(jobs.submit(store, spec).id)
+        for role, role_ids in ids.items():
+            add_runs(plan, role, role_ids)
         return plan
     for role, specs in by_role.items():
         runs = [store.create(spec) for spec in specs]

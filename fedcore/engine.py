@@ -37,6 +37,7 @@ from fedcore.metrics import LOWER_IS_BETTER, mean_and_worst
 from fedcore.models import MLP, ImageClassifier, build_backbone
 from fedcore.records import Record
 from fedcore.seeding import derive_seed
+from fedcore.training import tensor_state
 
 __all__ = ["FederatedModels", "Simulation", "TrainConfig", "resolve_device", "round_record"]
 
@@ -57,11 +58,6 @@ def mix_(stacked: dict[str, torch.Tensor], names: Iterable[str], mixing: torch.T
         value = stacked[name]
         weights = mixing[:1] if same_for_all else mixing
         value.copy_(torch.tensordot(weights.to(device=value.device, dtype=value.dtype), value, dims=1).expand_as(value))
-
-
-def tensor_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters and buffers by qualified name (live tensors, not copies)."""
-    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
 
 
 def owners(model: nn.Module) -> dict[str, nn.Module]:

@@ -42,9 +42,7 @@ import secrets
 import shutil
 import socket
 import tempfile
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
@@ -59,6 +57,7 @@ from fedcore.injected import STORED_KEYS as INJECTED_PROBLEM_KEYS
 from fedcore.injected import InjectedProblem
 from fedcore.original_units import Preprocessing, Scale, feature_scales, is_scale_pair
 from fedcore.errors import FedcoreError, RunNotFound, SpecError
+from fedcore.kept import Kept
 from fedcore.records import Record as AlgorithmRecord
 from fedcore.records import RECORDS, read_record
 from fedcore.shapes import (ANY, FLAG, NUMBER, SCALAR, TEXT, WHOLE, Damage, Either, Field, ListOf, MapOf, Nullable,
@@ -623,26 +622,14 @@ class _ByFileVersion:
     redraw, and a finished run never changes. Shared by the dashboard's threads."""
 
     def __init__(self, kept: int) -> None:
-        self._values: OrderedDict[tuple, Any] = OrderedDict()
-        self._kept = kept
-        self._lock = threading.Lock()
+        self._values = Kept(kept)
 
     def get(self, path: Path, compute: Callable[[], Any]) -> Any:
         try:
             info = path.stat()
         except OSError:
             return compute()
-        key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return self._values[key]
-        value = compute()
-        with self._lock:
-            self._values[key] = value
-            while len(self._values) > self._kept:
-                self._values.popitem(last=False)
-        return value
+        return self._values.get((str(path), info.st_ino, info.st_size, info.st_mtime_ns), compute)
 
 
 _VERDICTS = _ByFileVersion(kept=8192)  # tuples of Damage: small

@@ -12,6 +12,11 @@ from torch import nn
 from fedcore.models import min_batch_rows
 
 
+def tensor_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name (live tensors, not copies)."""
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+
 def batch_orders(n_rows: int, epochs: int, seed: int) -> list[torch.Tensor]:
     """A site's row order for each local epoch of one round (the same in every execution path)."""
     generator = torch.Generator().manual_seed(seed)

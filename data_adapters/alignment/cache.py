@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from data_adapters.alignment.align import Alignment
+from fedcore.kept import Kept
 
 KEPT = 2  # alignments kept (one data set's reference, and one more: a page comparing two)
 MAX_FOLDER_ENTRIES = 2000  # a folder with more entries than this is not fingerprinted: never kept
 
-_kept: OrderedDict[str, Alignment] = OrderedDict()
-_lock = threading.Lock()
+_kept = Kept(KEPT)
 
 
 def cached_alignment(options: Mapping[str, Any], files: Any, align: Callable[[], Alignment]) -> Alignment:
@@ -40,25 +38,12 @@ def cached_alignment(options: Mapping[str, Any], files: Any, align: Callable[[],
     reading and table options, a dictionary's content) over the same `files` on disk (the paths
     the reading opens: strings, in lists or mappings at any depth)."""
     key = _key(options, files)
-    if key is None:
-        return align()
-    with _lock:
-        if key in _kept:
-            _kept.move_to_end(key)
-            return _kept[key]
-    alignment = align()  # outside the lock: another thread's different data need not wait
-    with _lock:
-        _kept[key] = alignment
-        _kept.move_to_end(key)
-        while len(_kept) > KEPT:
-            _kept.popitem(last=False)
-    return alignment
+    return align() if key is None else _kept.get(key, align)
 
 
 def forget() -> None:
     """Drop every kept alignment (tests; a process that wants the memory back)."""
-    with _lock:
-        _kept.clear()
+    _kept.clear()
 
 
 def _key(options: Mapping[str, Any], files: Any) -> str | None:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,6 +37,7 @@ from fedcore.federation import Federation, holdout_indices, make_site
 from fedcore.injected import InjectedProblem
 from fedcore.interpret.disclosure import DEFAULT_POLICY, Policy, released_sums
 from fedcore.interpret.profile import Profile, profile_federation
+from fedcore.kept import Kept
 
 # How continuous features are standardised: 'site' (each site with the mean and SD of its own training
 # rows: the iFedAvg paper's setting, which removes every affine difference between sites), 'federated'
@@ -195,9 +194,7 @@ def pooled_from_sums(sums: np.ndarray, kinds: Sequence[str]) -> dict[int, tuple[
 # The last profiles made in this process, by a digest of everything they are made of: a check-up's
 # every run profiles the same rows again (HAR: 0.55 s a time, six runs). A profile is not changed
 # after it is made, so the one made is shared (its npz too, `Profile.to_npz`).
-_PROFILES: OrderedDict[str, Profile] = OrderedDict()
-PROFILES_KEPT = 2
-_profiles_lock = threading.Lock()
+_PROFILES = Kept(2)
 
 
 def profile_of(raw: RawFederation, disclosure: Policy | None = DEFAULT_POLICY) -> Profile | None:
@@ -207,17 +204,8 @@ def profile_of(raw: RawFederation, disclosure: Policy | None = DEFAULT_POLICY) -
         return None
     names = (raw.feature_names, raw.feature_kinds, raw.feature_columns or raw.feature_names, raw.class_names,
              raw.preprocessing.get("units") or {})
-    key = _content_key(raw, names, disclosure)
-    with _profiles_lock:
-        if key in _PROFILES:
-            _PROFILES.move_to_end(key)
-            return _PROFILES[key]
-    profile = profile_federation([(s.name, s.x, s.y) for s in raw.sites], *names, disclosure)
-    with _profiles_lock:
-        _PROFILES[key] = profile
-        while len(_PROFILES) > PROFILES_KEPT:
-            _PROFILES.popitem(last=False)
-    return profile
+    return _PROFILES.get(_content_key(raw, names, disclosure),
+                         lambda: profile_federation([(s.name, s.x, s.y) for s in raw.sites], *names, disclosure))
 
 
 def _content_key(raw: RawFederation, names: tuple, disclosure: Policy | None) -> str:

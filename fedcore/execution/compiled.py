@@ -13,7 +13,7 @@ from torch import nn
 from fedcore.execution import kernels, stacked
 from fedcore.execution.base import Trainee
 from fedcore.execution.batched import Batched, hand_written
-from fedcore.training import batch_orders
+from fedcore.training import batch_orders, tensor_state
 
 
 MLP_ONLY = "the compiled round computes the paper's MLP, with the layers its C code knows, only"
@@ -63,7 +63,7 @@ def train_as_one_site(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: fl
     site: the compiled round where it can run, else the batched executor's torch pass, both with
     one dropout stream seeded by `seed` (so every machine draws the same masks; they differ from
     the torch loop's but are distributed alike). Returns the mean loss per batch."""
-    state = {name: tensor.detach()[None].clone() for name, tensor in _state(model).items()}
+    state = {name: tensor.detach()[None].clone() for name, tensor in tensor_state(model).items()}
     trainable = {name: state[name] for name, parameter in model.named_parameters() if parameter.requires_grad}
     optimizer = stacked.SiteSGD(trainable, 0.0, 0.0)
     dropout = stacked.DropoutMasks(x.device, [seed])
@@ -79,10 +79,6 @@ def train_as_one_site(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: fl
     else:
         loss = kernels.train_round(model, state, optimizer, data, orders, None, "mean", dropout, batch_size, lr)
     with torch.no_grad():
-        for name, tensor in _state(model).items():
+        for name, tensor in tensor_state(model).items():
             tensor.copy_(state[name][0])
     return float(loss[0])
-
-
-def _state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {**dict(model.named_parameters()), **dict(model.named_buffers())}

@@ -38,7 +38,7 @@ from torch import nn
 from torch.optim.sgd import sgd
 
 from fedcore.models import MLP, Dropout, min_batch_rows, tanh_by_sigmoid
-from fedcore.training import weighted_nll
+from fedcore.training import tensor_state, weighted_nll
 
 def supports(model: nn.Module) -> bool:
     """Whether the hand-written pass computes this model: our MLP built of the layers it knows
@@ -76,7 +76,7 @@ def _computes_the_module(model: MLP) -> bool:
     probe = copy.deepcopy(model).double().cpu()  # where the model is (a GPU) does not change its math
     generator = torch.Generator().manual_seed(0)
     state = {}
-    for name, value in {**dict(probe.named_parameters()), **dict(probe.named_buffers())}.items():
+    for name, value in tensor_state(probe).items():
         if value.is_floating_point():
             noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
             value = noise.abs() + 0.5 if name.endswith("running_var") else 1 + 0.3 * noise if name.endswith(".w") else noise

@@ -1258,8 +1258,6 @@ class Checks:
         p, j = self.profile, item.members[0]
         if len(item.members) == 1 and p.kinds[j] == "continuous":
             return self.mass_of_class_mix(i, j, "top")
-        if len(p.classes) < 2:
-            return float("nan")
         members = list(item.members)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
