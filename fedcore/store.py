@@ -163,7 +163,7 @@ PROCESS_ID = Scalar("a process id (a whole number above 0)", lambda v: WHOLE.tes
 STATUS = Record({
     "state": required(OneOf(STATES)),
     "round": WHOLE, "total_rounds": WHOLE, "recorded_round": WHOLE, "processes": WHOLE, "pid": PROCESS_ID,
-    "started_at": NUMBER, "heartbeat": NUMBER, "launched": NUMBER,
+    "started_at": NUMBER, "heartbeat": NUMBER, "launched": NUMBER, "cancel_requested": NUMBER,
     "updated": TEXT, "started": TEXT, "finished": TEXT, "host": TEXT, "device": TEXT, "execution": TEXT,
     "execution_description": TEXT, "phase": TEXT, "error": Nullable(TEXT), "mean": METRIC_VALUES,
     "worst": METRIC_VALUES, "flower_run": Either(WHOLE, TEXT),
@@ -349,6 +349,7 @@ class Status:
     started_at: float | None = None  # time.time() at the start
     heartbeat: float | None = None
     launched: float | None = None
+    cancel_requested: float | None = None  # time.time() of a cancel (its worker may train other runs too)
     updated: str | None = None
     started: str | None = None  # ISO times
     finished: str | None = None

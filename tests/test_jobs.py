@@ -97,3 +97,31 @@ def test_a_failing_run_keeps_its_error_and_log(store):
     wait_for(lambda: run.status.state == "failed")
     assert "warmup_rounds" in run.status.error
     assert "warmup_rounds" in jobs.log_tail(run)
+
+
+def test_a_worker_trains_the_queued_runs_one_after_another_and_each_as_if_alone(store):
+    first = jobs.submit(store, QUICK)
+    second = jobs.submit(store, QUICK)  # the same spec: trained after another, it must come out the same
+    wait_for(lambda: second.status.state == "done", timeout=120)
+    assert second.raw_status().pid == first.raw_status().pid  # claimed by the first run's worker
+    assert second.raw_status().started_at >= first.raw_status().started_at
+    assert [r.mean for r in second.rounds()] == [r.mean for r in first.rounds()]
+    assert second.summary.sites == first.summary.sites
+    assert (second.path / "worker.log").exists()
+
+
+def test_a_cancel_that_arrives_after_its_run_finished_does_not_stop_the_next_one(store):
+    finished = jobs.submit(store, QUICK)
+    training = jobs.submit(store, LONG)
+    wait_for(lambda: len(training.rounds()) >= 2)
+    worker = training.raw_status().pid
+    assert worker == finished.raw_status().pid and finished.status.state == "done"
+    # what `cancel(finished)` does when it read 'running' a moment before the run ended
+    finished.update_status(cancel_requested=time.time())
+    os.kill(worker, signal.SIGTERM)
+    trained = len(training.rounds())
+    wait_for(lambda: len(training.rounds()) >= trained + 3)
+    assert training.status.state == "running" and finished.status.state == "done"
+    jobs.cancel(training)
+    wait_for(lambda: training.status.state == "cancelled")
+    assert "Stopped by the user" in training.status.error
