@@ -962,3 +962,44 @@ def test_the_reporting_threshold_is_one_more_rejection_beside_the_family_by_hand
     assert threshold[("s", "b")] == pytest.approx(0.05 * 3 / 5)
     assert threshold[("s", "a")] == pytest.approx(0.05 * 2 / 5)
     assert threshold[("t", "b")] == pytest.approx(0.05 * 3 / 3)
+
+
+# -- a missing code several sites use ---------------------------------------------------------------
+def coded_sites(zero_shares: dict[str, float], plausible_zero: bool = False, policy: Policy | None = None) -> Profile:
+    """The six sites with glucose (mean 100, SD 20) recorded as 0 in a share of the rows of the sites
+    named; `plausible_zero`: instead, every site's score is a half-normal from 0 with 20 % exactly
+    0 and the named sites' more (0 lies in the body: a measured nothing, not a code)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for name in SITES:
+        x, y = site_rows(rng)
+        if plausible_zero:
+            x[:, 4] = np.where(rng.random(len(x)) < 0.2 + zero_shares.get(name, 0.0), 0.0,
+                               np.abs(rng.normal(0, 2, len(x))))
+        elif name in zero_shares:
+            x[:, 2] = np.where(rng.random(len(x)) < zero_shares[name], 0.0, x[:, 2])
+        rows.append((name, x, y))
+    return profile_federation(rows, FEATURES, KINDS, COLUMNS, ["well", "ill"], {"temperature": "°C"}, policy)
+
+
+@pytest.mark.parametrize("policy", [None, DEFAULT_POLICY], ids=["as computed", "default policy"])
+def test_a_missing_code_most_sites_use_is_found_at_each_of_them(policy):
+    """Four of six sites record a missing glucose as 0 (35, 30, 25 and 20 % of their rows): judged
+    against the others' quantiles with their codes in, each site's 0 lay inside the 5-95 % range of
+    most others (theirs start at 0), and none was material. Each is a code now; a site is reported
+    where its share is above the others' (the check's null: their rate), so the two most."""
+    shares = {"site 2": 0.35, "site 3": 0.30, "site 4": 0.25, "site 5": 0.20}
+    cells = [f for f in decide(check_profile(coded_sites(shares, policy=policy))) if f.kind == "missing_code"]
+    assert {f.site for f in cells if f.feature == "glucose" and f.material} == set(shares), [f.message for f in cells]
+    assert {f.site for f in cells if f.material and f.significant} == {"site 2", "site 3"}
+
+
+def test_zeros_inside_every_sites_values_are_no_missing_code():
+    """Every site's score starts at 0 (20 % exactly 0); two sites have 30 % more zeros. Read as a code
+    in the first judgement, 0 is within the others' values without it, and back in their references."""
+    profile = coded_sites({"site 2": 0.3, "site 4": 0.3}, plausible_zero=True)
+    cells = decide(check_profile(profile))
+    assert not [f.message for f in cells if f.kind == "missing_code" and f.material]
+    lens, score = Checks(profile), FEATURES.index("score")
+    assert not lens.codes_read_as_missing[:, score].any()  # every site compared with the others' zeros in
+    np.testing.assert_array_equal(lens.reference_quantiles[:, :, score], profile.quantiles[:, :, score])
