@@ -219,7 +219,8 @@ CHECKS: tuple[Check, ...] = (
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
           "binomial against the others' rate",
           "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD (or below 0 where no other site "
-          "has a quantile below 0)",
+          "has a quantile below 0), the others' values taken without their own codes (judged again until that "
+          "no longer changes)",
           "missing_code", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
           limits=(("share", 0.02), ("count", 5)), explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("point_mass", "many values at one value", "recording", DATA,
