@@ -217,12 +217,12 @@ CHECKS: tuple[Check, ...] = (
           quantiles=QUARTILES, explains_here=EXPLAINS_SHIFT),
     Check("missing_code", "value used as a missing code", "recording", DATA,
           "a usual code (0, −1, 9, 99, 999, …) taking a share of the values, outside every other site's range",
-          "binomial against the others' rate",
+          "binomial against the value's rate at the other sites where it is no code",
           "≥ {share:%} and ≥ {count} values, outside the others' 5–95 % ± 2 SD (or below 0 where no other site "
-          "has a quantile below 0), the others' values taken without their own codes (judged again until that "
-          "no longer changes)",
+          "has a quantile below 0), the others' values taken without their codes (those material with every code "
+          "in, or {apart} SD or more from the site's other values; judged again until that no longer changes)",
           "missing_code", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
-          limits=(("share", 0.02), ("count", 5)), explains_here=(*EXPLAINS_VALUES, "missing values")),
+          limits=(("share", 0.02), ("count", 5), ("apart", 1.0)), explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("point_mass", "many values at one value", "recording", DATA,
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
           "clipping, zero-fill, dropouts, a code outside the usual list); tested: the values tied with it beyond "

@@ -1086,24 +1086,30 @@ class Checks:
         return self._codes[0]
 
     @cached_property
-    def _codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The reference quantiles, and per site and feature the share of its values at material
-        missing codes below its other values and above them.
+    def _codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The reference quantiles; per site and feature the share of its values at material
+        missing codes below its other values and above them; and [sites, codes, features] the codes
+        set aside.
 
         The codes are judged against references without the codes themselves: a code two sites use
         (0 for a missing cholesterol at two hospitals) puts each one's 5 % quantile at the code, and
-        each would make the other's look plausible. So the first judgement reads every tested code
-        (`_code_rule`) as one, in every reference; then each judgement is made against references
-        without the codes the one before found material, until it no longer changes (a code that
-        is a plausible value elsewhere, a CRP of 0, is found immaterial at the first step and is
-        back in the references at the next). Never-measured cells are in no reference."""
+        each would make the other's look plausible. A code is set aside from its site's reference
+        values where it is material against references with every code in (the one judgement of
+        before), or where it sits apart from the site's other values (`_apart`: VA's 0 against
+        cholesterols from about 150); each judgement is then made against references without those
+        the one before found material, until it no longer changes. A code at the edge of a site's
+        values (HAR's features at their normalised -1, a CRP of 0) is set aside only if found
+        material with every code in: set aside for a first look, such codes at a few sites narrow
+        the others' references until every site's is material. Never-measured cells are in no
+        reference."""
         quantiles = np.where(self.not_a_reference[:, None, :], np.nan, self.profile.quantiles)
         first = self._code_rule(quantiles)
-        shares, judged = np.nan_to_num(first["shares"]), first["tested"]  # [sites, codes, features]
+        shares = np.nan_to_num(first["shares"])  # [sites, codes, features]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             low = SENTINELS[None, :, None] < self.profile.quantiles[:, None, MEDIAN]  # below the site's median
-        seen = []
+        may = first["material"] | (first["tested"] & self._apart(quantiles, shares, low, first["tested"]))
+        judged, seen = may, []
         while True:
             below = np.where(judged & low, shares, 0.0).sum(1)  # [sites, features]
             above = np.where(judged & ~low, shares, 0.0).sum(1)
@@ -1111,17 +1117,33 @@ class Checks:
             for i, j in zip(*np.nonzero(((below + above) > 0) & ~self.not_a_reference)):
                 reference[i, :, j] = without_codes(quantiles[i, :, j], float(below[i, j]), float(above[i, j]),
                                                    self._blend(i, j))
-            material = self._code_rule(reference)["material"]
+            material = self._code_rule(reference, (below + above > 0).any(0))["material"] & may
             if any((material == earlier).all() for earlier in seen) or len(seen) >= MAX_CODE_PASSES:
-                return reference, below, above
+                return reference, below, above, judged
             seen.append(judged := material)
+
+    def _apart(self, quantiles: np.ndarray, shares: np.ndarray, low: np.ndarray, tested: np.ndarray) -> np.ndarray:
+        """[sites, codes, features]: a tested code at least "apart" robust SDs from the nearest of the
+        site's other values (its quantiles without the code, `without_codes`), in the SDs of those."""
+        apart = limit("missing_code", "apart")
+        out = np.zeros(tested.shape, dtype=bool)
+        for i, v, j in zip(*np.nonzero(tested)):
+            share, below = float(shares[i, v, j]), bool(low[i, v, j])
+            rest = without_codes(quantiles[i, :, j], share if below else 0.0, 0.0 if below else share, self._blend(i, j))
+            finite = rest[np.isfinite(rest)]
+            if finite.size < 2:
+                continue
+            spread = float(robust_sd(rest[None, :, None], np.array([[np.nan]]), some_widths=True)[0, 0])
+            nearest = finite.min() if below else finite.max()
+            out[i, v, j] = spread > 0 and abs(nearest - SENTINELS[v]) >= apart * spread
+        return out
 
     @cached_property
     def codes_read_as_missing(self) -> np.ndarray:
         """[sites, features]: a continuous feature with material missing codes at the site: in the
         other sites' references as its values without them (`reference_quantiles`). Not a column
         never measured there (its one value may be a code too): that is in no reference."""
-        _, below, above = self._codes
+        _, below, above, _ = self._codes
         return ((below + above) > 0) & ~self.not_a_reference
 
     def _blend(self, i: int, j: int) -> float:
@@ -1318,13 +1340,14 @@ class Checks:
             how = f"at one value inside its range{at}: a default, or a code for 'missing' outside the usual list?"
         return f"{site}'s {name}: {share:.0%} of its values sit {how} (the other sites: {rate:.1%})"
 
-    def _code_rule(self, reference: np.ndarray) -> dict[str, np.ndarray]:
+    def _code_rule(self, reference: np.ndarray, cleaned: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The missing-code check against the other sites' `reference` quantiles [sites,
         probabilities, features]: per site, usual code (SENTINELS) and feature, its share of the
         site's values, whether it is tested (a continuous feature, enough values at the code) and
         whether it is material — outside the values most other sites have (their typical 5-95 %
-        range, 2 SDs wider: the sites' median robust SD of the same references), or a negative code
-        where no other site has a quantile below 0."""
+        range, 2 SDs wider: the sites' median robust SD), or a negative code
+        where no other site has a quantile below 0. `cleaned` [features]: those whose references had
+        codes set aside, whose band's SD is read from the references (else the yardstick)."""
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed  # [sites, codes, features], [sites, features]
         lowest, highest = others_median(reference[:, Q05]), others_median(reference[:, Q95])  # [sites, features]
@@ -1343,8 +1366,10 @@ class Checks:
         # a hospital's rows: 139 against 51 without), and the SD they widen would take the code in
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            spread = robust_sd(reference, np.full(reference[:, 0].shape, np.nan), some_widths=True)
-            band = np.nanmedian(np.where(spread > 0, spread, np.nan), axis=0)  # [features]
+            band = self.yardstick
+            if cleaned is not None and cleaned.any():
+                spread = robust_sd(reference, np.full(reference[:, 0].shape, np.nan), some_widths=True)
+                band = np.where(cleaned, np.nanmedian(np.where(spread > 0, spread, np.nan), axis=0), band)
             tested = ((counts >= limit("missing_code", "count")) & (shares >= limit("missing_code", "share"))
                       & (continuous & (self.yardstick > 0))[None, None])
             outside = ((codes < (lowest - 2 * band)[:, None]) | (codes > (highest + 2 * band)[:, None]))
@@ -1354,9 +1379,12 @@ class Checks:
     def missing_codes(self) -> Iterator[Finding]:
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed
-        rule = self._code_rule(self.reference_quantiles)
+        rule = self._code_rule(self.reference_quantiles, self.codes_read_as_missing.any(0))
         lowest, highest = rule["lowest"], rule["highest"]
-        others_rate = others_median(rule["shares"])  # [sites, codes, features]
+        # the value's rate where it is no code: a site that writes the same code (or never measured
+        # the column) would make each other's share look usual
+        as_values = np.where(self._codes[3] | self.not_a_reference[:, None, :], np.nan, rule["shares"])
+        others_rate = others_median(as_values)  # [sites, codes, features]
         others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
         for i, v, j in zip(*np.nonzero(rule["tested"])):
             site, name, code = self.sites[i], p.features[j], SENTINELS[v]
