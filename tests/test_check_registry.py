@@ -1006,6 +1006,22 @@ def test_zeros_inside_every_sites_values_are_no_missing_code():
     np.testing.assert_array_equal(lens.reference_quantiles[:, :, score], profile.quantiles[:, :, score])
 
 
+def test_a_code_reported_is_a_code_read_as_missing_also_where_a_column_was_never_measured():
+    """Three sites record a missing glucose as 0 (35, 30, 25 %) and site 5 never measured it (0 in
+    every row). With the codes in, site 5's 0 lay inside most others' values (three of its five
+    references start at 0), so it was no code of the first judgement; against the references without
+    them it is reported as one. What the findings report and what the check-up reads as missing are
+    one judgement: site 5's 0 had been reported a code and left out of the codes judged."""
+    profile = coded_sites({"site 2": 0.35, "site 3": 0.30, "site 4": 0.25, "site 5": 1.0})
+    lens, glucose = Checks(profile), FEATURES.index("glucose")
+    assert lens.not_a_reference[:, glucose].tolist() == [False] * 5 + [True]
+    reported = {f.site for f in lens.missing_codes() if f.feature == "glucose" and f.material}
+    judged = {profile.sites[i] for i in np.nonzero(lens._codes.judged[:, :, glucose].any(1))[0]}
+    assert reported == judged == {"site 2", "site 3", "site 4", "site 5"}
+    # never measured, it is in no reference: nothing of it is set aside there
+    assert lens.codes_read_as_missing[:, glucose].tolist() == [False, False, True, True, True, False]
+
+
 HAR = SHARED / "uci_har" / "uci_har_time265_by_subject.csv.gz"
 
 

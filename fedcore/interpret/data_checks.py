@@ -319,6 +319,16 @@ def random_effects_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndar
     return np.where(finite & (m >= 2), p, np.nan), np.where(m >= 1, rate, np.nan)
 
 
+@dataclass(frozen=True)
+class MissingCodes:
+    """`Checks._codes`: the missing codes judged against references without them."""
+    reference: np.ndarray  # [sites, probabilities, features] the quantiles the other sites are compared with
+    below: np.ndarray  # [sites, features] the share of a site's values at judged codes below its other values
+    above: np.ndarray  # ... and above them
+    judged: np.ndarray  # [sites, codes, features] the codes judged material
+    rule: dict[str, np.ndarray]  # `Checks._code_rule` against `reference`, its material the judged codes
+
+
 class Checks:
     """The data lens over one profile: a method per check of the registry (`checks.CHECKS`,
     `function`), each yielding its findings; `run` adds the not-testable cells."""
@@ -1083,13 +1093,13 @@ class Checks:
         quantiles at 0 and pulls its median down: no unit factor maps another site's quantiles
         onto those, and every site's location is compared with a mean it lowers. The site itself
         is still tested on what it released, and its code reported."""
-        return self._codes[0]
+        return self._codes.reference
 
     @cached_property
-    def _codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The reference quantiles; per site and feature the share of its values at material
-        missing codes below its other values and above them; and [sites, codes, features] the codes
-        set aside.
+    def _codes(self) -> MissingCodes:
+        """The missing codes as judged at the fixed point (`MissingCodes`): the references without
+        them, each site's shares of them below and above its other values, the codes judged, and
+        the rule as it stands against those references, which the findings report.
 
         The codes are judged against references without the codes themselves: a code two sites use
         (0 for a missing cholesterol at two hospitals) puts each one's 5 % quantile at the code, and
@@ -1101,25 +1111,30 @@ class Checks:
         values (HAR's features at their normalised -1, a CRP of 0) is set aside only if found
         material with every code in: set aside for a first look, such codes at a few sites narrow
         the others' references until every site's is material. Never-measured cells are in no
-        reference."""
-        quantiles = np.where(self.not_a_reference[:, None, :], np.nan, self.profile.quantiles)
+        reference: their codes are judged (and reported) against the others' references as they
+        stand, and set nothing aside."""
+        unmeasured = self.not_a_reference
+        quantiles = np.where(unmeasured[:, None, :], np.nan, self.profile.quantiles)
         first = self._code_rule(quantiles)
         shares = np.nan_to_num(first["shares"])  # [sites, codes, features]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             low = SENTINELS[None, :, None] < self.profile.quantiles[:, None, MEDIAN]  # below the site's median
-        may = first["material"] | (first["tested"] & self._apart(quantiles, shares, low, first["tested"]))
+        may = (first["material"] | (first["tested"] & self._apart(quantiles, shares, low, first["tested"]))
+               | (first["tested"] & unmeasured[:, None, :]))
         judged, seen = may, []
         while True:
             below = np.where(judged & low, shares, 0.0).sum(1)  # [sites, features]
             above = np.where(judged & ~low, shares, 0.0).sum(1)
+            set_aside = ((below + above) > 0) & ~unmeasured
             reference = quantiles.copy()
-            for i, j in zip(*np.nonzero(((below + above) > 0) & ~self.not_a_reference)):
+            for i, j in zip(*np.nonzero(set_aside)):
                 reference[i, :, j] = without_codes(quantiles[i, :, j], float(below[i, j]), float(above[i, j]),
                                                    self._blend(i, j))
-            material = self._code_rule(reference, (below + above > 0).any(0))["material"] & may
+            rule = self._code_rule(reference, set_aside.any(0))
+            material = rule["material"] & may
             if any((material == earlier).all() for earlier in seen) or len(seen) >= MAX_CODE_PASSES:
-                return reference, below, above, judged
+                return MissingCodes(reference, below, above, judged, {**rule, "material": material})
             seen.append(judged := material)
 
     def _apart(self, quantiles: np.ndarray, shares: np.ndarray, low: np.ndarray, tested: np.ndarray) -> np.ndarray:
@@ -1143,8 +1158,8 @@ class Checks:
         """[sites, features]: a continuous feature with material missing codes at the site: in the
         other sites' references as its values without them (`reference_quantiles`). Not a column
         never measured there (its one value may be a code too): that is in no reference."""
-        _, below, above, _ = self._codes
-        return ((below + above) > 0) & ~self.not_a_reference
+        codes = self._codes
+        return ((codes.below + codes.above) > 0) & ~self.not_a_reference
 
     def _blend(self, i: int, j: int) -> float:
         """The share of site i's values of feature j around a released quantile that it may blend
@@ -1379,11 +1394,11 @@ class Checks:
     def missing_codes(self) -> Iterator[Finding]:
         p = self.profile
         counts, observed = p.sentinel_counts, p.observed
-        rule = self._code_rule(self.reference_quantiles, self.codes_read_as_missing.any(0))
+        rule = self._codes.rule
         lowest, highest = rule["lowest"], rule["highest"]
         # the value's rate where it is no code: a site that writes the same code (or never measured
         # the column) would make each other's share look usual
-        as_values = np.where(self._codes[3] | self.not_a_reference[:, None, :], np.nan, rule["shares"])
+        as_values = np.where(self._codes.judged | self.not_a_reference[:, None, :], np.nan, rule["shares"])
         others_rate = others_median(as_values)  # [sites, codes, features]
         others_rows = np.nansum(observed, 0, keepdims=True) - np.nan_to_num(observed)
         for i, v, j in zip(*np.nonzero(rule["tested"])):
