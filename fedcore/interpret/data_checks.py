@@ -1120,7 +1120,7 @@ class Checks:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             low = SENTINELS[None, :, None] < self.profile.quantiles[:, None, MEDIAN]  # below the site's median
-        may = (first["material"] | (first["tested"] & self._apart(quantiles, shares, low, first["tested"]))
+        may = (first["material"] | self._apart(quantiles, shares, low, first["tested"])
                | (first["tested"] & unmeasured[:, None, :]))
         judged, seen = may, []
         while True:
