@@ -39,7 +39,8 @@ seeds under each, so the difference is the policy's cost (RESULTS.md §6).
     .venv/bin/python benchmarks/evidence/checkup_families.py --lenses all     # + model lenses (slow)
     .venv/bin/python benchmarks/evidence/checkup_families.py --policy default none --lenses data --half held-out
                                                                               # the policy's cost (§6)
-    .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5, §6 and README
+    .venv/bin/python benchmarks/evidence/checkup_families.py --write          # RESULTS.md §5, §6 and README,
+                                                                              # from the record; runs nothing
     PYTHONPATH=../other-tree .venv/bin/python benchmarks/evidence/checkup_families.py --tag other
                                                                               # another detector's code
 Results are cached per case in results/checkup_families[-TAG].json.gz with the detector they
@@ -862,8 +863,18 @@ def _cli() -> None:
     parser.add_argument("--tag", default="", help="keep these results apart (results/checkup_families-TAG.json.gz), "
                         "e.g. for another branch's detector")
     parser.add_argument("--write", action="store_true",
-                        help="rewrite benchmarks/RESULTS.md (every part from its recorded runs) and the README's table")
+                        help="rewrite benchmarks/RESULTS.md (every part from its recorded runs) and the README's table; "
+                        "runs nothing (a run first would re-run every record a detector change left stale, every "
+                        "lens's included)")
     args = parser.parse_args()
+    if args.write:
+        if args.tag:
+            raise SystemExit("--write rewrites the report from the untagged results only; leave --tag out.")
+        from run import write_report
+
+        write_report()
+        update_readme(cached_results(PART, tasks(policies=tuple(POLICIES))))
+        return
     part = f"{PART}-{args.tag}" if args.tag else PART
     seeds = {"tuning": TUNING, "held-out": HELD_OUT, "both": SEEDS}[args.half]
     datasets = args.datasets
@@ -876,13 +887,6 @@ def _cli() -> None:
     print(section(shown))
     print(policy_section(shown, "held-out" if args.half != "tuning" else "tuning"))
     print(f"\n{len(results)} cases of this run; results in {results_path(part).relative_to(HERE)}", file=sys.stderr)
-    if args.write:
-        if args.tag:
-            raise SystemExit("--write rewrites the report from the untagged results only; leave --tag out.")
-        from run import write_report
-
-        write_report()
-        update_readme(cached_results(PART, tasks(policies=tuple(POLICIES))))
 
 
 if __name__ == "__main__":
