@@ -323,8 +323,7 @@ def random_effects_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndar
 class MissingCodes:
     """`Checks._codes`: the missing codes judged against references without them."""
     reference: np.ndarray  # [sites, probabilities, features] the quantiles the other sites are compared with
-    below: np.ndarray  # [sites, features] the share of a site's values at judged codes below its other values
-    above: np.ndarray  # ... and above them
+    set_aside: np.ndarray  # [sites, features] a measured column whose judged codes are out of its reference
     judged: np.ndarray  # [sites, codes, features] the codes judged material
     rule: dict[str, np.ndarray]  # `Checks._code_rule` against `reference`, its material the judged codes
 
@@ -1098,8 +1097,8 @@ class Checks:
     @cached_property
     def _codes(self) -> MissingCodes:
         """The missing codes as judged at the fixed point (`MissingCodes`): the references without
-        them, each site's shares of them below and above its other values, the codes judged, and
-        the rule as it stands against those references, which the findings report.
+        them, the columns they were set aside from, the codes judged, and the rule as it stands
+        against those references, which the findings report.
 
         The codes are judged against references without the codes themselves: a code two sites use
         (0 for a missing cholesterol at two hospitals) puts each one's 5 % quantile at the code, and
@@ -1134,7 +1133,7 @@ class Checks:
             rule = self._code_rule(reference, set_aside.any(0))
             material = rule["material"] & may
             if any((material == earlier).all() for earlier in seen) or len(seen) >= MAX_CODE_PASSES:
-                return MissingCodes(reference, below, above, judged, {**rule, "material": material})
+                return MissingCodes(reference, set_aside, judged, {**rule, "material": material})
             seen.append(judged := material)
 
     def _apart(self, quantiles: np.ndarray, shares: np.ndarray, low: np.ndarray, tested: np.ndarray) -> np.ndarray:
@@ -1158,8 +1157,7 @@ class Checks:
         """[sites, features]: a continuous feature with material missing codes at the site: in the
         other sites' references as its values without them (`reference_quantiles`). Not a column
         never measured there (its one value may be a code too): that is in no reference."""
-        codes = self._codes
-        return ((codes.below + codes.above) > 0) & ~self.not_a_reference
+        return self._codes.set_aside
 
     def _blend(self, i: int, j: int) -> float:
         """The share of site i's values of feature j around a released quantile that it may blend
