@@ -20,6 +20,7 @@ from fedcore.interpret.profile import Profile, profile_federation
 from tests import test_check_registry as registry
 from tests import test_checkup as planted
 from tests import test_exchanged_columns as exchanged
+from tests import test_precision as precision
 from tests import test_related_features as related
 from tests import test_within_classes as within
 
@@ -116,6 +117,9 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
                                                  "spread_within", "f2")
     # site 2 holding mostly one class of three, its values within each class the others'
     cases["class_mix"] = lambda: _data_case(within.mixed_differently(policy=policy), "class_mix", "f1")
+    # ages with decimals at site 2, where the others record whole years
+    cases["precision"] = lambda: _data_case(precision.federation(precision.age_from_birth_dates, policy=policy),
+                                            "precision", "age")
     out = {}
     for kind, case in cases.items():
         try:

@@ -283,6 +283,15 @@ def test_a_point_mass_and_repeated_rows_are_drawn_from_the_profiles_shares(data)
     assert view_name(case.finding) == "duplicates" and evidence_figure(case.finding, plain) is None
 
 
+def test_decimals_are_drawn_as_each_sites_share_of_values_not_whole_numbers(data):
+    case = data["precision"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("age")
+    assert np.allclose(drawn_values(figure), 1 - profile.arrays["integer_share"][:, j])
+    assert drawn_values(figure)[profile.sites.index(SITE)] == 1.0 and "age" in figure.layout.title.text
+
+
 def test_at_the_default_policy_every_view_draws_what_the_sites_released_and_names_what_they_did_not():
     """The same planted federations, every site releasing at the default disclosure policy: each data
     view draws; a line of quantiles holds only released ones (never the 1 or 99 %), no box rests on

@@ -418,6 +418,7 @@ EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
     "class_balance": views.outcome_balance_view,
     "point_mass": views.point_mass_view,
     "duplicates": views.duplicates_view,
+    "decimals": views.decimals_view,
     "feature_correction": views.feature_correction_view,
     "output_scale": partial(views.site_values_view, axis=f"{term('w_out')} each site's model learnt",
                             title="iFedAvg's output layer at each site", reference=0.0,

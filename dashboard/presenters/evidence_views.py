@@ -771,6 +771,20 @@ def duplicates_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                       percent=True)
 
 
+def decimals_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Recorded at another precision: each site's share of the feature's values that are not whole
+    numbers (the profile's `integer_share`, a share per site and feature)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None or "integer_share" not in profile.arrays:
+        return None
+    share = 1 - np.asarray(profile.integer_share[:, j], dtype=float)
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
+                      "share of the site's values with decimals (not whole numbers)",
+                      _title(f"{finding.feature}: values with decimals at each site ({finding.site} in colour)",
+                             _not_shared(profile.sites, share)), percent=True)
+
+
 # -- the model lenses -----------------------------------------------------------------------------
 def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title: str = "",
                      reference: float | str | None = None, reference_name: str = "",

@@ -75,6 +75,9 @@ FAMILIES = {
     # its own family: an exchange's p is tiny where it is one, and in the copies' family it made another
     # sensor's copy, tested just above the line untouched, reportable (vehicle, tuning seeds)
     "exchanges": "whether two columns were exchanged (their correlations with the other features)",
+    # its own family: where it applies, a site's p is tiny (the others' shares of decimals are near 0),
+    # and beside the recording checks' cells it would loosen their line at that site
+    "precision": "whether a site records a column at the other sites' precision (whole numbers)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",
@@ -97,6 +100,7 @@ EVIDENCE_VIEWS = {
     "label_pattern": "each site's class means over the informative features against the others' pattern",
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
+    "decimals": "each site's share of values with decimals",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
     "exchanged_correlations": "the feature's correlations with the others at the site against the other sites' of "
                               "the same feature and of the column it looks exchanged with",
@@ -172,7 +176,7 @@ OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion f
 # A change of the values explains their other descriptions, the related features' view of them and
 # iFedAvg's input correction (which then agrees with the data lens) — not how many are missing, nor
 # how they relate to the label or to the other features.
-EXPLAINS_SHIFT = ("values", "within classes", "related features", "feature shifts")
+EXPLAINS_SHIFT = ("values", "within classes", "related features", "feature shifts", "precision")
 # Values that are not the column's (one value, another column's, a code, a filled mass): everything
 # they show, their relation to the label and to the other features included.
 EXPLAINS_VALUES = (*EXPLAINS_SHIFT, "recording", "relation to the label", "correlations", "columns", "exchanges")
@@ -259,6 +263,16 @@ CHECKS: tuple[Check, ...] = (
           "exchanged_correlations", ("correlation",), "continuous", "exchanged_columns",
           limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),
+    # after the checks that say where other values came from (a unit, a code, a copy, an exchange),
+    # which explain it where both are found: decimals in a column of whole numbers are how a
+    # conversion, a correction or a computed value shows, not which
+    Check("precision", "recorded at another precision", "precision", DATA,
+          "the share of the site's values that are not whole numbers, where the other sites' is ≤ {others:%} (a "
+          "column they record in whole numbers; elsewhere no cell)", "random effects: the share against the "
+          "other sites' rate, on its binomial variance plus the variance between the others beyond theirs (t, "
+          "others − 1 df), one-sided", "≥ {share:%} and ≥ {count} values with decimals", "decimals",
+          ("integer_share", "observed"), "continuous", "precision",
+          limits=(("share", 0.1), ("count", 5), ("others", 0.02))),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
           "over the features the others show related to the label (a class difference of {informative} SD or "
           "more either way), over the classes the site released: how often renaming its classes (or one "

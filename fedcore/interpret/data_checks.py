@@ -1442,6 +1442,33 @@ class Checks:
     def _category(feature: str, column: str) -> str:
         return feature[len(column) + 1:] if feature.startswith(column + "=") else feature
 
+    def precision(self) -> Iterator[Finding]:
+        # a cell only where the other sites record the column in whole numbers: elsewhere whole and
+        # decimal values mix by nature (a 0-255 grey level's block means, an SD-scaled score), and
+        # their shares say nothing about how a site recorded its values
+        p, cols = self.profile, self.continuous
+        observed = p.observed[:, cols].astype(np.float64)
+        decimals = np.rint((1 - p.integer_share[:, cols]) * observed)  # NaN where withheld
+        p_more, _ = random_effects_excess(decimals, observed)
+        at_least, fewest, whole = (limit("precision", k) for k in ("share", "count", "others"))
+        known = np.isfinite(decimals)
+        counted, rows = np.where(known, decimals, 0.0), np.where(known, observed, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = decimals / observed
+            rate = (counted.sum(0) - counted) / (rows.sum(0) - rows)  # the other sites' share, pooled
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                if not rate[i, c] <= whole:
+                    continue
+                name, mine, others = p.features[j], float(share[i, c]), float(rate[i, c])
+                yield Finding(site, LENS, "precision", name,
+                              f"{mine:.0%} of {site}'s {name} values have decimals, where the other sites record "
+                              f"whole numbers ({f'{others:.1%}' if others > 0 else 'none'} with decimals): converted from another unit, corrected "
+                              "by a factor or an offset, or not the values as measured?",
+                              float(p_more[i, c]), mine - others, "share of values",
+                              evidence={"share": mine, "others_share": others},
+                              material=bool(mine >= at_least and decimals[i, c] >= fewest))
+
     def duplicates(self) -> Iterator[Finding]:
         p = self.profile
         count, rows = p.duplicate_rows.astype(np.float64)[:, None], p.rows.astype(np.float64)[:, None]
