@@ -243,12 +243,12 @@ def result(findings: list[str], columns: list[str] | None = ("dose",)) -> dict:
 
 def test_the_scorer_counts_a_planted_hit_with_its_column():
     scored = suite.score(result([finding("north", "spread", "dose", "dose"), *BASELINE["findings"]]), BASELINE)
-    assert scored == {"hit": True, "named": True, "others_flagged": 0, "others": 3}
+    assert scored == {"hit": True, "named": True, "others_flagged": 0, "others": 3, "kinds": ["spread"]}
 
 
 def test_a_finding_the_untouched_data_already_show_is_no_hit():
     scored = suite.score(result(list(BASELINE["findings"])), BASELINE)
-    assert scored == {"hit": False, "named": None, "others_flagged": 0, "others": 3}
+    assert scored == {"hit": False, "named": None, "others_flagged": 0, "others": 3, "kinds": []}
 
 
 def test_the_strongest_new_finding_decides_the_column_and_other_sites_count_once():
@@ -256,7 +256,22 @@ def test_the_strongest_new_finding_decides_the_column_and_other_sites_count_once
                 finding("south", "location", "age", "age"), finding("south", "spread", "age", "age"),
                 finding("east", "location", "age", "age")]  # east's is the baseline's: not new
     scored = suite.score(result(findings), BASELINE)
-    assert scored == {"hit": True, "named": False, "others_flagged": 1, "others": 3}
+    # the kinds new at the corrupted site, each once: what a case rests on (`found_alone`)
+    assert scored == {"hit": True, "named": False, "others_flagged": 1, "others": 3, "kinds": ["location", "spread"]}
+
+
+def test_a_case_one_check_alone_found_counts_for_that_check_and_the_recall_without_it():
+    rows = [{"seed": 10, "material": True, "family": "shift_all", "hit": True, "kinds": ["precision"]},
+            {"seed": 11, "material": True, "family": "shift_all", "hit": True, "kinds": ["location", "precision"]},
+            {"seed": 12, "material": True, "family": "noise_channel", "hit": True, "kinds": ["precision"]},
+            {"seed": 13, "material": True, "family": "unit", "hit": False, "kinds": []},
+            {"seed": 1, "material": True, "family": "unit", "hit": True, "kinds": ["precision"]}]  # tuning half
+    table = suite.found_alone(rows)
+    assert len(table) == 3  # its header, and one check: the case a shift found too counts for none
+    (line,) = [row for row in table if row.startswith("| recorded at another precision")]
+    # two held-out cases rest on it alone (not the one that a shift also found); 3 hits of 4 less those 2
+    assert line == ("| recorded at another precision | 2 | values shifted (every row) 1; channel replaced by noise "
+                    "(the site's mean and SD) 1 | 25 % (1/4) |")
 
 
 def test_a_categorical_finding_names_its_column_and_lenses_are_scored_apart():
