@@ -14,7 +14,7 @@ scores them as the suite does (a site counts as found by a finding the untouched
 not show there; the untouched federation's record and every other case's as recorded in
 benchmarks/evidence/results). It prints, per family and data set, the cases found as drawn and
 with whole numbers kept, on each half of the seeds, and the data lens's recall with the kept cases
-in place of the drawn ones. Data lens, default disclosure policy; about a minute on 2 cores:
+in place of the drawn ones. Data lens, default disclosure policy; 15 s on 2 cores:
 
     .venv/bin/python benchmarks/whole_number_corruptions.py
 """
@@ -54,8 +54,6 @@ def whole_numbers_kept(table, case: dict):
 
 
 def main() -> None:
-    from fedcore.checkup import check_up
-
     results = load_results(cf.PART)
     tasks = {k: json.loads(k) for k in results}
     chosen = {k: t for k, t in tasks.items() if t["lenses"] == "data" and t.get("policy") == "default"}
@@ -73,10 +71,8 @@ def main() -> None:
         federation = whole_numbers_kept(table, record["case"])
         if federation is None:
             continue
-        result = check_up(federation.profile(**cf.disclosure("default")), {})
-        seen = cf._untouched(task["dataset"], "default")
-        findings = [cf.compact(f, table) for f in result.reported]
-        findings = [f for f in findings if cf._key(cf.parse(f)) not in seen]
+        result, _ = cf._check_up(federation, "data", "default")
+        findings = cf.not_untouched([cf.compact(f, table) for f in result.reported], task["dataset"], "default")
         kept = cf.score({**record, "findings": findings}, baselines[task["dataset"]])
         kept_rows[(task["dataset"], task["family"], task["seed"])] = {**row, **kept}
         half = "tuning" if task["seed"] in cf.HALVES["tuning"] else "held-out"

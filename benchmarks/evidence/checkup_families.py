@@ -191,9 +191,8 @@ def evaluate(task: dict) -> dict[str, Any]:
     findings = [] if result is None else [compact(f, table) for f in result.reported]
     closest = {}
     if case is not None and task["lenses"] == "data":
-        seen = _untouched(task["dataset"], task["policy"])
-        findings = [f for f in findings if _key(parse(f)) not in seen]
-        closest = {"closest": closest_cells(result, case, table, seen)}
+        findings = not_untouched(findings, task["dataset"], task["policy"])
+        closest = {"closest": closest_cells(result, case, table, _untouched(task["dataset"], task["policy"]))}
     return {"case": case, "detector": fingerprint(task["lenses"]), "commit": commit(),
             "sites": list(table.sites), "lenses": [] if result is None else list(result.sources),
             "reported": 0 if result is None else len(result.reported), "findings": findings, "refused": refused,
@@ -288,6 +287,12 @@ def _untouched(dataset: str, policy: str) -> set:
         result, _ = _check_up(table, "data", policy)
         _UNTOUCHED[(dataset, policy)] = {_key(parse(compact(f, table))) for f in result.reported}
     return _UNTOUCHED[(dataset, policy)]
+
+
+def not_untouched(findings: Iterable[str], dataset: str, policy: str) -> list[str]:
+    """The compact findings the data lens does not report on the dataset as it is (`_untouched`)."""
+    seen = _untouched(dataset, policy)
+    return [f for f in findings if _key(parse(f)) not in seen]
 
 
 def _key(finding: dict) -> tuple:
@@ -626,9 +631,10 @@ def _alone(rows: list[dict], half: str = "held-out") -> dict[str, list[dict]]:
     return alone
 
 
-def _alone_line(rows: list[dict], kind: str, half: str = "held-out") -> tuple[str, str]:
-    """A check's lone cases' families ('values shifted 4; …') and the recall without them."""
-    chosen, found = _in(rows, half), _alone(rows, half).get(kind, [])
+def _alone_line(rows: list[dict], found: list[dict], half: str = "held-out") -> tuple[str, str]:
+    """A check's lone cases (`found`, of `_alone`): their families ('values shifted 4; …') and the
+    recall without them."""
+    chosen = _in(rows, half)
     titles = {f.name: f.title for f in FAMILIES.values()}
     families: dict[str, int] = {}
     for row in found:
@@ -645,7 +651,7 @@ def found_alone(rows: list[dict], half: str = "held-out") -> list[str]:
     from fedcore.interpret.checks import KINDS  # kind -> the check's title
     lines = ["| check | cases it alone found | of the families | recall without them |", "|---|---|---|---|"]
     for kind, found in sorted(_alone(rows, half).items(), key=lambda kv: -len(kv[1])):
-        named, without = _alone_line(rows, kind, half)
+        named, without = _alone_line(rows, found, half)
         lines.append(f"| {KINDS.get(kind, kind)} | {len(found)} | {named} | {without} |")
     return lines
 
@@ -839,7 +845,7 @@ def readme_table(results: dict[str, Any]) -> str:
               + "; ".join(recall_bounds(data, results)) + " (RESULTS.md §5)."]
     lone = _alone(data).get(PRECISION, [])
     if lone:
-        named, without = _alone_line(data, PRECISION)
+        named, without = _alone_line(data, lone)
         lines += ["", f"Of the data lens's held-out hits, {len(lone)} rest on *recorded at another precision* alone "
                   f"({named}): decimals the family's change wrote into a column the sites record in whole numbers. "
                   "A real change of those kinds (an older population, a device's offset, a noisy sensor read through "
