@@ -236,22 +236,36 @@ def test_correlations_are_drawn_from_the_sites_profiles(data):
     c = profile.continuous.index(profile.features.index(case.finding.feature))
     rest = [k for k in range(len(profile.continuous)) if k != c]
     mine = next(t for t in figure.data if t.name == SITE)
+    # the check compares rank correlations (Spearman's): those are what its view draws
+    assert np.allclose(mine.x, profile.rank_correlation[profile.sites.index(SITE), c, rest])
+    assert not np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
+    assert figure.layout.xaxis.title.text.endswith("(rank correlation)")
+
+
+def test_a_copy_is_drawn_with_the_correlations_of_values_its_check_reads(data):
+    case = data["copied_column"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    c = profile.continuous.index(profile.features.index(case.finding.feature))
+    rest = [k for k in range(len(profile.continuous)) if k != c]
+    mine = next(t for t in figure.data if t.name == SITE)
     assert np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
+    assert figure.layout.xaxis.title.text.endswith("(correlation r)")
 
 
 def test_the_correlations_view_says_the_features_partners_still_go_together_at_the_site(data):
     """The registry's federation: f1–f4 share one factor (r 0.8 by construction), f4 replaced by noise
     at the site. Its partners f1, f2, f3 still go together there: the title's second line gives their
-    r among themselves, the mean of the three pairs' Fisher z computed here by hand."""
+    rank correlation among themselves, the mean of the three pairs' Fisher z computed here by hand."""
     case = data["correlation"]
     profile = case.evidence.profile
     assert case.finding.feature == "f4"
     c = {name: profile.continuous.index(profile.features.index(name)) for name in ("f1", "f2", "f3")}
-    r = profile.correlation[profile.sites.index(SITE)]
+    r = profile.rank_correlation[profile.sites.index(SITE)]
     among = np.tanh(np.mean([np.arctanh(r[c[a], c[b]]) for a, b in (("f1", "f2"), ("f1", "f3"), ("f2", "f3"))]))
     assert abs(among - 0.8) < 0.1  # the factor's correlation, as built
     title = texts(evidence_figure(case.finding, case.evidence))[0]  # as read: tags out, lines joined
-    assert (f"At {SITE} the features f4 goes with at the other sites still go with each other (r {among:+.2f} among "
+    assert (f"At {SITE} the features f4 goes with at the other sites still go with each other ({among:+.2f} among "
             "them): only f4 lost its relations") in title
 
 

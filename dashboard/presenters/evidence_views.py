@@ -36,6 +36,7 @@ from plotly.subplots import make_subplots
 from dashboard.presenters.figures import CLASS_COLOURS, FONT
 from dashboard.presenters.safe_text import plot_text
 from fedcore.glossary import effect_unit, term
+from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.data_checks import Checks, relation_to_labels
 from fedcore.interpret.findings import Finding
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
@@ -579,11 +580,15 @@ def _pair_the_site_has(profile: Profile, i: int, renamed: int) -> tuple[tuple[in
 
 def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """How the feature varies with each other continuous feature at the site (its correlation)
-    against the other sites': a channel replaced by noise loses its correlations."""
+    against the other sites': a channel replaced by noise loses its correlations. The correlations
+    the finding's check read: of ranks for *relations between features differ*, of values for a copy."""
     profile = evidence.profile
     j = _feature_index(finding, profile)
     if j is None or j not in profile.continuous:
         return None
+    ranked = "rank_correlation" in BY_KIND[finding.kind].needs if finding.kind in BY_KIND else False
+    matrix = profile.rank_correlation if ranked else profile.correlation
+    what = "rank correlation" if ranked else "correlation r"
     c = profile.continuous.index(j)
     i = profile.sites.index(finding.site)
     rest = [k for k in range(len(profile.continuous)) if k != c]
@@ -591,22 +596,22 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     fig = go.Figure()
     for s, name in enumerate(profile.sites):
         if s != i:
-            fig.add_trace(go.Scatter(x=profile.correlation[s, c, rest], y=features, mode="markers",
+            fig.add_trace(go.Scatter(x=matrix[s, c, rest], y=features, mode="markers",
                                      name="another site", showlegend=s == (1 if i == 0 else 0),
                                      marker=dict(color=OTHERS, size=8, opacity=0.7),
-                                     hovertemplate=plot_text(name) + ": r = %{x:+.2f}<extra>%{y}</extra>"))
-    fig.add_trace(go.Scatter(x=profile.correlation[i, c, rest], y=features, mode="markers", name=plot_text(finding.site),
+                                     hovertemplate=plot_text(name) + ": %{x:+.2f}<extra>%{y}</extra>"))
+    fig.add_trace(go.Scatter(x=matrix[i, c, rest], y=features, mode="markers", name=plot_text(finding.site),
                              marker=dict(color=evidence.colour(finding.site), size=13, symbol="diamond"),
-                             hovertemplate=plot_text(finding.site) + ": r = %{x:+.2f}<extra>%{y}</extra>"))
+                             hovertemplate=plot_text(finding.site) + ": %{x:+.2f}<extra>%{y}</extra>"))
     fig.add_vline(x=0, line=dict(color=REFERENCE, width=1))
-    fig.update_xaxes(title_text=_axis_title(f"how {finding.feature} varies with each feature (correlation r)"),
+    fig.update_xaxes(title_text=_axis_title(f"how {finding.feature} varies with each feature ({what})"),
                      range=[-1.05, 1.05])
     fig.update_yaxes(autorange="reversed")
     # the check's second comparison: a channel that alone lost its relations, not a site whose
     # features all go together loosely (the partners' r among themselves, from the finding)
     among = float(finding.evidence.get("partners_r", np.nan))
     note = (f"At {finding.site} the features {finding.feature} goes with at the other sites still go with each other "
-            f"(r {among:+.2f} among them): only {finding.feature} lost its relations" if np.isfinite(among) else "")
+            f"({among:+.2f} among them): only {finding.feature} lost its relations" if np.isfinite(among) else "")
     fig.update_layout(title=_title(f"{finding.feature} against the other features at each site", note))
     return _styled(fig, max(320, 24 * len(rest) + 200))
 

@@ -403,14 +403,15 @@ CHECKS: tuple[Check, ...] = (
           "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
           "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("correlation", "relations between features differ", "correlations", DATA,
-          "the site's correlations of the feature with the others, projected on the other sites' median "
-          "correlations over the partners they correlate with (r of {informative} or more either way): 1 alike, "
+          "the site's rank correlations (Spearman's: a few rows far out do not move them) of the feature with the "
+          "others, projected on the other sites' median rank correlations over the partners they correlate with "
+          "(of {informative} or more either way): 1 alike, "
           "0 vanished, < 0 reversed; and the feature's mean Fisher z with those partners at the site less the "
           "partners' among themselves there (a channel that alone lost its relations, not a site whose features "
           "all go together loosely)",
           LOO + ", one-sided (lower), of each; the smaller p × 2",
           "projection ≤ {projection} and the correlations {gap} apart on average",
-          "correlations", ("correlation",), "continuous", "correlation",
+          "correlations", ("rank_correlation",), "continuous", "correlation",
           limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
