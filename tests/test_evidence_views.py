@@ -229,27 +229,29 @@ def test_values_within_classes_are_drawn_as_each_sites_class_statistic(data, kin
     assert figure.layout.xaxis.title.text.startswith(f"{word} of") and f"{word} per outcome" in figure.layout.title.text
 
 
-def test_correlations_are_drawn_from_the_sites_profiles(data):
-    case = data["correlation"]
+def _site_correlations(case) -> tuple:
+    """The correlations view of a case: its figure, the site's dots, and the site's row of the
+    profile's correlations and rank correlations with every other continuous feature."""
     figure = evidence_figure(case.finding, case.evidence)
     profile = case.evidence.profile
     c = profile.continuous.index(profile.features.index(case.finding.feature))
     rest = [k for k in range(len(profile.continuous)) if k != c]
+    i = profile.sites.index(SITE)
     mine = next(t for t in figure.data if t.name == SITE)
+    return figure, mine.x, profile.correlation[i, c, rest], profile.rank_correlation[i, c, rest]
+
+
+def test_correlations_are_drawn_from_the_sites_profiles(data):
+    figure, drawn, pearson, ranks = _site_correlations(data["correlation"])
     # the check compares rank correlations (Spearman's): those are what its view draws
-    assert np.allclose(mine.x, profile.rank_correlation[profile.sites.index(SITE), c, rest])
-    assert not np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
+    assert np.allclose(drawn, ranks)
+    assert not np.allclose(drawn, pearson)
     assert figure.layout.xaxis.title.text.endswith("(rank correlation)")
 
 
 def test_a_copy_is_drawn_with_the_correlations_of_values_its_check_reads(data):
-    case = data["copied_column"]
-    figure = evidence_figure(case.finding, case.evidence)
-    profile = case.evidence.profile
-    c = profile.continuous.index(profile.features.index(case.finding.feature))
-    rest = [k for k in range(len(profile.continuous)) if k != c]
-    mine = next(t for t in figure.data if t.name == SITE)
-    assert np.allclose(mine.x, profile.correlation[profile.sites.index(SITE), c, rest])
+    figure, drawn, pearson, _ = _site_correlations(data["copied_column"])
+    assert np.allclose(drawn, pearson)
     assert figure.layout.xaxis.title.text.endswith("(correlation r)")
 
 

@@ -586,7 +586,7 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     j = _feature_index(finding, profile)
     if j is None or j not in profile.continuous:
         return None
-    ranked = "rank_correlation" in BY_KIND[finding.kind].needs if finding.kind in BY_KIND else False
+    ranked = finding.kind in BY_KIND and "rank_correlation" in BY_KIND[finding.kind].needs
     matrix = profile.rank_correlation if ranked else profile.correlation
     what = "rank correlation" if ranked else "correlation r"
     c = profile.continuous.index(j)
