@@ -23,11 +23,13 @@ def rebuilt(tmp_path_factory) -> str:
 
 def test_results_md_rebuilds_from_the_recorded_runs(rebuilt):
     headings = re.findall(r"^## (\d)\. ", rebuilt, flags=re.M)
-    assert headings == ["1", "2", "3", "4", "5", "6", "7"]  # 5 and 6: the check-up suite (under each policy); 7: mapping
+    # 5 and 6: the check-up suite (under each policy); 7: mapping; 8: the data lens where no site differs
+    assert headings == ["1", "2", "3", "4", "5", "6", "7", "8"]
     sys.path.insert(0, str(EVIDENCE))
     from common import load_results
 
-    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping"):
+    for part in ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping",
+                 "random_split_null"):
         recorded = len(load_results(part))
         assert re.search(rf"_Runs recorded: {recorded} of \d+ planned\._", rebuilt), part
 

@@ -16,6 +16,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "benchmarks"),
 import random_split_null as null  # noqa: E402
 from test_checkup_families import small_table  # noqa: E402
 
+from fedcore.checkup import check_up  # noqa: E402
+
 
 def _rows(table) -> list[tuple]:
     """Every row with its label, as a sortable tuple (NaN as inf)."""
@@ -40,21 +42,50 @@ def test_a_seed_deals_the_same_rows_and_another_seed_others():
 
 
 def test_the_report_gives_each_checks_share_of_p_values_below_each_level():
-    checks = {"location": {"p": [0.0005, 0.005, 0.02, 0.5], "reported": 1},
-              "spread": {"p": [0.2, 0.3], "reported": 0}}
-    federations = [{"data set": "small", "sites": 4, "rows": 95, "flagged": 3, "comparing": 2, "of": 40,
-                    "kinds": Counter({"location": 1, "missing_by_class": 2})}]
-    text = null.report(federations, checks, 10)
-    assert "| small | 4 | 95 | 7.5 % (3/40) | 5.0 % (2/40) | missingness depends on the class 2, values shifted 1 |" in text
+    checks = {"location": {"cells": 4, "below": [3, 2, 1], "reported": 1},  # p 0.0005, 0.005, 0.02, 0.5
+              "spread": {"cells": 2, "below": [0, 0, 0], "reported": 0}}
+    federations = [{"data set": "small", "sites": 4, "deals": 10, "rows": 95, "flagged": 3, "comparing": 2, "of": 40,
+                    "kinds": Counter({"location": 1, "missing_by_class": 2})},
+                   {"data set": "small", "sites": 8, "deals": 10, "rows": 60, "flagged": 1, "comparing": 0, "of": 80,
+                    "kinds": Counter({"missing_by_class": 1})}]
+    text = null.report(federations, checks)
+    assert "| small | 4 | 10 | 95 | 7.5 % (3/40) | 5.0 % (2/40) | missingness depends on the class 2, values shifted 1 |" in text
+    assert "| **all** | | | | 3.3 % (4/120) | 1.7 % (2/120) | |" in text
     # 1 of 4 below 0.001 (250 × nominal), 2 below 0.01, 3 below 0.05
     assert "| values shifted | 4 | 75.00 % | 50.00 % | 25.00 % | 250.0 | 1 |" in text
     assert "| different spread | 2 | 0.00 % | 0.00 % | 0.00 % | 0.0 | 0 |" in text
     assert text.index("values shifted |") < text.index("different spread |")  # the worst first
 
 
-def test_a_run_on_a_small_table_counts_every_site_of_every_repeat():
-    federations, checks = null.run([small_table()], repeats=2)
-    assert [(f["sites"], f["rows"], f["of"]) for f in federations] == [(4, 95, 8)]  # 8 sites: < 60 rows each
-    assert 0 <= federations[0]["comparing"] <= federations[0]["flagged"] <= 8
-    assert all(0 <= p <= 1 for c in checks.values() for p in c["p"])
-    assert sum(c["reported"] for c in checks.values()) == sum(federations[0]["kinds"].values())
+def test_deals_are_summed_per_data_set_and_k_and_per_check():
+    """Two deals of one (data set, K) and one of another, by hand; a K with too few rows is left out."""
+    def deal(flagged, comparing, reported, cells):
+        return {"rows": 95, "of": 4, "flagged": flagged, "comparing": comparing, "reported": reported, "cells": cells}
+
+    deals = [({"dataset": "a", "sites": 4, "seed": 10}, deal(1, 1, {"location": 2}, {"location": [10, 2, 1, 0]})),
+             ({"dataset": "a", "sites": 4, "seed": 11}, deal(2, 1, {"missing_by_class": 1},
+                                                             {"location": [10, 1, 0, 0], "spread": [5, 0, 0, 0]})),
+             ({"dataset": "b", "sites": 4, "seed": 10}, deal(0, 0, {}, {"spread": [5, 1, 1, 1]})),
+             ({"dataset": "b", "sites": 16, "seed": 10}, {"rows": 23, "too_few_rows": True})]
+    federations, checks = null.aggregate(deals)
+    assert [(f["data set"], f["sites"], f["deals"], f["flagged"], f["comparing"], f["of"]) for f in federations] == \
+        [("a", 4, 2, 3, 2, 8), ("b", 4, 1, 0, 0, 4)]
+    assert federations[0]["kinds"] == Counter({"location": 2, "missing_by_class": 1})
+    assert checks["location"] == {"cells": 20, "below": [3, 1, 0], "reported": 2}
+    assert checks["spread"] == {"cells": 10, "below": [1, 1, 1], "reported": 0}
+    assert checks["missing_by_class"] == {"cells": 0, "below": [0, 0, 0], "reported": 1}
+
+
+def test_a_deal_of_a_small_table_counts_its_sites_and_every_tested_cell():
+    table = small_table()  # 380 rows: 4 sites of 95; 8 sites would hold fewer than 60 rows each
+    assert null.deal_checked(table, 8, 0) == {"rows": 47, "too_few_rows": True}
+    result = null.deal_checked(table, 4, 0)
+    assert (result["rows"], result["of"]) == (95, 4)
+    assert 0 <= result["comparing"] <= result["flagged"] <= 4
+    checked = check_up(null.dealt(table, 4, 0).profile(), {})
+    tested = Counter(f.kind for f in checked.findings if np.isfinite(f.p))
+    assert {kind: counts[0] for kind, counts in result["cells"].items()} == dict(tested)
+    for k, level in enumerate((0.05, 0.01, 0.001), 1):
+        below = Counter(f.kind for f in checked.findings if f.p < level)
+        assert {kind: counts[k] for kind, counts in result["cells"].items() if counts[k]} == dict(below), level
+    assert sum(result["reported"].values()) == len(checked.reported)

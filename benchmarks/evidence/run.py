@@ -20,10 +20,11 @@ from datetime import date
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parents[1])]  # HERE.parent: random_split_null
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping")
+PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping",
+         "random_split_null")
 OUTPUT = HERE.parent / "RESULTS.md"
 
 
