@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,25 +49,29 @@ def mix_predicted_quantiles(profile) -> np.ndarray:
     """[sites, probabilities, continuous]: each site's quantiles as the mixture, in its class
     proportions, of the sites' median quantiles of each class (a class no site released: left out)."""
     cols = profile.continuous
-    curves = np.nanmedian(profile.quantiles_by_class[:, :, :, cols], axis=0)  # [classes, P, continuous]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a level no site released (the extremes)
+        curves = np.nanmedian(profile.quantiles_by_class[:, :, :, cols], axis=0)  # [classes, P, continuous]
     counts = profile.class_counts.astype(np.float64)
     weights = counts / np.nansum(counts, axis=1, keepdims=True)
     out = np.full((len(profile.sites), len(PROBABILITIES), len(cols)), np.nan)
     for c in range(len(cols)):
         # a class's released levels (a disclosure policy releases blocks of them, not the extremes):
-        # its CDF through those, flat beyond them
+        # its CDF through those, the mass beyond them at its outermost released quantiles
         released = {k: np.isfinite(curves[k, :, c]) for k in range(curves.shape[0])}
         known = [k for k, r in released.items() if r.sum() >= 3 and np.all(np.diff(curves[k, r, c]) >= 0)]
         if not known:
             continue
         grid = np.unique(np.concatenate([curves[k, released[k], c] for k in known]))
-        cdf = np.stack([np.interp(grid, curves[k, released[k], c], PROBABILITIES[released[k]]) for k in known])
+        cdf = np.stack([np.interp(grid, curves[k, released[k], c], PROBABILITIES[released[k]], left=0.0, right=1.0)
+                        for k in known])
         for i in range(len(profile.sites)):
             w = np.nan_to_num(weights[i, known])
             if w.sum() <= 0:
                 continue
             mixed = np.maximum.accumulate((w / w.sum()) @ cdf)
-            out[i, :, c] = np.interp(PROBABILITIES, mixed, grid)
+            rising = np.r_[True, np.diff(mixed) > 0]  # a level's quantile: where the CDF first reaches it
+            out[i, :, c] = np.interp(PROBABILITIES, mixed[rising], grid[rising])
     return out
 
 
