@@ -133,6 +133,14 @@ def test_resolve_spec_rejects_unknown_keys_and_parameters():
 LONG_RUN = 20_000
 
 
+def _as_at_a_terminal() -> None:
+    """The child's Ctrl-C as at a terminal: SIGINT handled. A suite started in the background by a
+    non-interactive shell (`make test &`, a CI runner's `cmd &`) inherits SIGINT ignored, and an
+    ignored signal stays ignored across exec: the run trained on through the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @contextlib.contextmanager
 def _running_cli(store):
     """`fedcore run` of LONG_RUN rounds in a subprocess, killed when the test leaves (a run the
@@ -142,6 +150,7 @@ def _running_cli(store):
         [sys.executable, "-m", "fedcore", "run", "--store", str(store), "-a", "ifedavg",
          "--rounds", str(LONG_RUN), "--eval-every", "1", "-q"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_as_at_a_terminal,
     )
     try:
         yield process
