@@ -25,7 +25,6 @@ Measured 2026-12-02 (RESULTS: benchmarks/README.md, *Tried and not adopted*).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import warnings
@@ -42,6 +41,7 @@ from random_split_null import dealt  # noqa: E402
 from fedcore.interpret.calibration import benjamini_hochberg, leave_one_out  # noqa: E402
 from fedcore.interpret.checks import limit  # noqa: E402
 from fedcore.interpret.data_checks import _shape  # noqa: E402
+from fedcore.interpret.findings import FDR  # noqa: E402
 from fedcore.interpret.profile import PROBABILITIES  # noqa: E402
 
 
@@ -89,7 +89,7 @@ def shape_sites(profile, residual: bool) -> set[int]:
         material = np.concatenate([np.abs(skew_dev[i]) >= limit("shape", "skew"),
                                    np.abs(tail_dev[i]) >= math.log(limit("shape", "tails"))])
         q = benjamini_hochberg(p)
-        if np.any(material & (q < 0.05)):
+        if np.any(material & (q < FDR)):
             flagged.add(i)
     return flagged
 
@@ -110,16 +110,17 @@ def cases(dataset: str) -> None:
     """The suite's recorded data-lens cases (default policy) whose corrupted site the product reports
     with a new *different shape* finding: does the residual test still report a shape cell there?"""
     import checkup_families as cf
-    from common import load_results
+    from common import load_results, task_key
 
     table = load_table(dataset)
-    rows = [r for r in cf.scored(load_results(cf.PART), "data", None, "default") if r["dataset"] == dataset]
+    records = load_results(cf.PART)
+    rows = [r for r in cf.scored(records, "data", None, "default") if r["dataset"] == dataset]
     kept = total = 0
     for row in rows:
         task = {key: row[key] for key in ("dataset", "family", "lenses", "policy", "seed")}
-        record = load_results(cf.PART)[json.dumps(task, sort_keys=True)]
+        record = records[task_key(task)]
         site = record["case"]["truth"]["site"]
-        if not any(f.split("\t")[0] == site and f.split("\t")[2] == "shape" for f in record["findings"]):
+        if not any(f["site"] == site and f["kind"] == "shape" for f in map(cf.parse, record["findings"])):
             continue
         profile = corrupt(table, cf.case_of(task)).profile(**cf.disclosure("default"))
         i = profile.sites.index(site)

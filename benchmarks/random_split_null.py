@@ -43,6 +43,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE / "evidence"), str(HERE.parent)]
 
+from checkup_families import HALVES, fingerprint  # noqa: E402  (the suite's halves: seeds 0-9 and 10-19)
 from common import cached_results, run_tasks  # noqa: E402
 from corruptions import LOADERS, Table, load_table  # noqa: E402
 
@@ -53,7 +54,6 @@ PART = "random_split_null"
 LEVELS = (0.05, 0.01, 0.001)
 SITE_COUNTS = (4, 8, 16)
 MIN_ROWS = 60  # a K is tried where every site gets this many rows
-HALVES = {"tuning": range(0, 10), "held-out": range(10, 20)}
 # checks whose null is within the site (no comparison with the other sites): on pooled rows they
 # report what is true of every share of them
 WITHIN_SITE = ("missing_by_class",)
@@ -95,15 +95,11 @@ def deal_checked(table: Table, sites: int, seed: int) -> dict[str, Any]:
 
 def evaluate(task: dict) -> dict[str, Any]:
     """A task's deal checked up, with the hash of the data lens's code it measured."""
-    from checkup_families import fingerprint
-
     return {**deal_checked(load_table(task["dataset"]), task["sites"], task["seed"]),
             "detector": fingerprint("data")}
 
 
 def still_holds(task: dict, result: Any) -> bool:
-    from checkup_families import fingerprint
-
     return isinstance(result, dict) and result.get("detector") == fingerprint("data")
 
 
@@ -111,6 +107,10 @@ def aggregate(deals: Iterable[tuple[dict, dict]]) -> tuple[list[dict], dict[str,
     """(task, result) pairs summed per (data set, K), in the order first met, and per check."""
     federations: dict[tuple, dict] = {}
     checks: dict[str, dict] = {}
+
+    def check(kind: str) -> dict:
+        return checks.setdefault(kind, {"cells": 0, "below": [0] * len(LEVELS), "reported": 0})
+
     for task, result in deals:
         if result.get("too_few_rows"):
             continue
@@ -122,11 +122,11 @@ def aggregate(deals: Iterable[tuple[dict, dict]]) -> tuple[list[dict], dict[str,
             row[name] += result[name]
         row["kinds"].update(result["reported"])
         for kind, counts in result["cells"].items():
-            check = checks.setdefault(kind, {"cells": 0, "below": [0] * len(LEVELS), "reported": 0})
-            check["cells"] += counts[0]
-            check["below"] = [a + b for a, b in zip(check["below"], counts[1:])]
+            summed = check(kind)
+            summed["cells"] += counts[0]
+            summed["below"] = [a + b for a, b in zip(summed["below"], counts[1:])]
         for kind, n in result["reported"].items():
-            checks.setdefault(kind, {"cells": 0, "below": [0] * len(LEVELS), "reported": 0})["reported"] += n
+            check(kind)["reported"] += n
     return list(federations.values()), checks
 
 
@@ -168,7 +168,8 @@ def report(federations: list[dict], checks: dict[str, dict]) -> str:
 def _half_report(results: dict[str, Any], half: str) -> str:
     import json
 
-    deals = [(json.loads(key), value) for key, value in results.items() if json.loads(key)["seed"] in HALVES[half]]
+    deals = [(task, value) for task, value in ((json.loads(key), value) for key, value in results.items())
+             if task["seed"] in HALVES[half]]
     return report(*aggregate(deals)) if deals else "No deal of this half is recorded."
 
 
