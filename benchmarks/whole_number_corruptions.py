@@ -32,10 +32,9 @@ sys.path[:0] = [str(HERE / "evidence"), str(HERE.parent)]
 
 import checkup_families as cf  # noqa: E402
 from common import load_results  # noqa: E402
-from corruptions import FAMILIES, corrupt  # noqa: E402
+from corruptions import FAMILIES, corrupt, whole_numbers  # noqa: E402
 
 VALUE_FAMILIES = ("shift_all", "shift_class", "gain_offset", "noise_channel")
-WHOLE = 0.98  # the site recorded the column in whole numbers: this share of its values or more
 
 
 def whole_numbers_kept(table, case: dict):
@@ -43,9 +42,7 @@ def whole_numbers_kept(table, case: dict):
     numbers (None: the column was not whole numbers there, so nothing differs from the drawn case)."""
     site = table.sites.index(case["site"])
     j = table.features_of(case["column"])[0]
-    before = table.x[site][:, j]
-    observed = before[~np.isnan(before)]
-    if not observed.size or np.mean(observed == np.round(observed)) < WHOLE:
+    if not whole_numbers(table.x[site][:, j]):
         return None
     changed = corrupt(table, case)
     x = changed.x[site].copy()

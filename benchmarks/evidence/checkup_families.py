@@ -71,7 +71,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from common import cached_results, load_results, results_path, run_tasks  # noqa: E402
-from corruptions import FAMILIES, corrupt, describe, draw_case, load_table, measured, strength_of  # noqa: E402
+from corruptions import (FAMILIES, Family, corrupt, describe, draw_case, family_of, load_table, measured,  # noqa: E402
+                         strength_of)
 
 PART = "checkup_families"
 DATASETS = ("har", "vehicle", "heart", "demo", "mnist")
@@ -176,7 +177,7 @@ def case_of(task: dict) -> dict | None:
     if task["family"] == "none":
         return None
     table = load_table(task["dataset"])
-    return measured(table, draw_case(table, FAMILIES[task["family"]], task["seed"]))
+    return measured(table, draw_case(table, family_of(task["family"]), task["seed"]))
 
 
 # -- one case -----------------------------------------------------------------------------------
@@ -402,7 +403,7 @@ def scored(results: dict[str, Any], lens_set: str, lens: str | None, policy: str
         if task["family"] == "none" or task["dataset"] not in baselines:
             continue
         result = results[key]
-        case, family = result["case"], FAMILIES[task["family"]]
+        case, family = result["case"], family_of(task["family"])
         rows.append({**task, "strength": strength_of(case), "material": family.material(case),
                      "refused": result.get("refused"), **score(result, baselines[task["dataset"]], lens)})
     return rows
@@ -458,11 +459,11 @@ def headline(rows: list[dict], half: str = "held-out") -> list[str]:
     return lines
 
 
-def per_family(rows: list[dict], half: str = "held-out") -> list[str]:
+def per_family(rows: list[dict], half: str = "held-out", families: dict[str, Family] = FAMILIES) -> list[str]:
     datasets = [d for d in DATASETS if _in(rows, half, dataset=d)]
     lines = ["| group | family | material from " + HEAD + " " + " | ".join(datasets) + " |",
              "|---|---|---|---|---|---|" + "---|" * len(datasets)]
-    for family in FAMILIES.values():
+    for family in families.values():
         chosen = _in(rows, half, family=family.name)
         if not chosen:
             continue
@@ -487,10 +488,10 @@ def per_family_on(rows: list[dict], dataset: str, half: str = "held-out") -> lis
 BINS = ((0.0, 0.5), (0.5, 1.0), (1.0, 2.0), (2.0, np.inf))  # strength / material
 
 
-def against_strength(rows: list[dict], half: str = "held-out") -> list[str]:
+def against_strength(rows: list[dict], half: str = "held-out", families: dict[str, Family] = FAMILIES) -> list[str]:
     labels = ["< ½ ×", "½–1 ×", "1–2 ×", "≥ 2 ×"]
     lines = ["| family | " + " | ".join(f"{b} material" for b in labels) + " |", "|---|" + "---|" * len(labels)]
-    for family in FAMILIES.values():
+    for family in families.values():
         if family.strength is None:
             continue
         chosen = _in(rows, half, material=None, family=family.name)
@@ -511,11 +512,12 @@ def data_cases(results: dict[str, Any], policy: str | None = None) -> dict[tuple
             if t["lenses"] == "data" and t["family"] != "none" and policy in (None, t.get("policy"))}
 
 
-def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", per_family: int = 3) -> list[str]:
+def missed(rows: list[dict], results: dict[str, Any], half: str = "held-out", per_family: int = 3,
+           families: dict[str, Family] = FAMILIES) -> list[str]:
     """What was put in where the data lens found nothing: the cases to look at first."""
     cases = {key: r["case"] for key, r in data_cases(results).items()}
     lines = []
-    for family in FAMILIES.values():
+    for family in families.values():
         chosen = _in(rows, half, family=family.name)
         misses = [r for r in chosen if not r["hit"]]
         if misses:
@@ -561,7 +563,8 @@ def other_sites_table(results: dict[str, Any], half: str = "held-out", policy: s
     return lines
 
 
-def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out") -> list[str]:
+def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out",
+              families: dict[str, Family] = FAMILIES) -> list[str]:
     """Per family, why the data lens missed what it missed (`why_missed`), with the median q and
     p of the material cells that were not significant (how far from reportable the closest test
     was, with and without the other cells of its family) and how many of those have p ≥ 5 %: not
@@ -570,7 +573,7 @@ def why_table(rows: list[dict], results: dict[str, Any], half: str = "held-out")
     lines = ["| family | missed | " + " | ".join(WHY) + " | median q of those material cells | their median p "
              "| of them, p ≥ 5 % |", "|---|---|" + "---|" * len(WHY) + "---|---|---|"]
     totals, beyond = [0] * len(WHY), 0
-    for family in FAMILIES.values():
+    for family in families.values():
         misses = [recorded[(r["dataset"], r["family"], r["seed"])] for r in _in(rows, half, family=family.name)
                   if not r["hit"]]
         reasons = [why_missed(result) for result in misses]
