@@ -26,7 +26,7 @@ SHARED = ROOT.parent / "shared" / "data"
 RESULTS_DIR = HERE / "results"
 # Parts whose results are thousands of small, repetitive entries (one per drawn case, under each
 # disclosure policy) are kept gzip-compressed: the check-up suite's 1.5 MB of JSON is 40 KB so.
-COMPRESSED = ("checkup_families", "random_split_null")
+COMPRESSED = ("checkup_families", "random_split_null", "unseen_families")
 
 # The iFedAvg paper's seeds (appendix A.3): hold-out split, initialisation and batch order.
 PAPER_SEEDS = (2934384, 10231938, 8273, 2019231, 62739)

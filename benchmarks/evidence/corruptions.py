@@ -580,10 +580,24 @@ def round_step(size: float) -> float:
     return min(steps, key=lambda step: abs(math.log(step / size)))
 
 
+STEPS = [m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)]  # the 1-2-5 ladder, ascending
+
+
+def coarser_step(values: np.ndarray, size: float) -> float:
+    """The step a coarser device rounds `values` (a site's column) to: the 1-2-5 step nearest `size`,
+    and at least the ladder's next step above the site's own resolution (the largest step its values
+    lie on, WHOLE of them): rounding to a step the site already records at changes nothing."""
+    observed = values[~np.isnan(values)]
+    on = [step for step in STEPS if np.mean(np.isclose(observed / step, np.round(observed / step))) >= WHOLE]
+    finest = STEPS[STEPS.index(max(on)) + 1] if on else STEPS[0]
+    return max(round_step(size), finest)
+
+
 def _coarsened(case, x, y, table, rng):
-    """Values recorded at a coarser resolution: rounded to a round step near `strength` SDs."""
+    """Values recorded at a coarser resolution: rounded to a round step near `strength` SDs, coarser
+    than the site's own (`coarser_step`)."""
     j = table.features_of(case["column"])[0]
-    step = round_step(case["strength"] * _pooled_sd(table, j))
+    step = coarser_step(x[:, j], case["strength"] * _pooled_sd(table, j))
     x[:, j] = np.round(x[:, j] / step) * step
     return x, y
 
@@ -610,10 +624,11 @@ def _selected(case, x, y, table, rng):
     """A selected population: the site holds only the rows above (or below) a cut on one column,
     `strength` of its rows left out (a referral clinic sees the severe cases only)."""
     j = table.features_of(case["column"])[0]
-    values = x[:, j]
-    observed = ~np.isnan(values)
-    cut = np.quantile(values[observed], case["strength"] if case["kept"] == "above" else 1 - case["strength"])
-    keep = ~observed | (values >= cut if case["kept"] == "above" else values <= cut)
+    shuffled = rng.permutation(_observed_rows(x, j))
+    ascending = shuffled[np.argsort(x[shuffled, j], kind="stable")]  # rows that tie in random order
+    count = int(round(case["strength"] * len(ascending)))
+    left_out = ascending[:count] if case["kept"] == "above" else ascending[len(ascending) - count:]
+    keep = np.setdiff1d(np.arange(len(x)), left_out)  # rows without the column are no part of the cut
     return x[keep], y[keep]
 
 
