@@ -111,6 +111,8 @@ def test_a_coarser_step_is_coarser_than_the_sites_own_resolution():
     assert corruptions.coarser_step(whole_years, 4.5) == 5.0
     assert corruptions.coarser_step(np.array([40.0, 50.0, 70.0]), 4.0) == 20.0  # already in tens
     assert corruptions.coarser_step(np.array([0.1234, 0.5678]), 0.2) == 0.2
+    mostly_blank = np.r_[np.zeros(99), 0.37]  # on every step of the ladder: its top, not beyond it
+    assert corruptions.coarser_step(mostly_blank, 0.5) == corruptions.STEPS[-1]
 
 
 def test_coarsened_values_are_multiples_of_the_step(table):
@@ -226,3 +228,21 @@ def test_the_report_scores_unseen_cases_as_the_suite_does():
               and line.startswith("| export")]
     assert "| 50 % (1/2) | 100 % (1/1) | 0.0 % (0/6) |" in row
     assert "No case of this half is recorded." in unseen_families.half_report(results, "tuning")
+
+
+def test_a_fresh_run_of_some_tasks_keeps_the_parts_other_records(tmp_path, monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    first = common.run_tasks("toy", [{"n": 1}, {"n": 2}], _doubled, jobs=1)
+    again = common.run_tasks("toy", [{"n": 2}], _tripled, jobs=1, fresh=True)
+    assert first == {'{"n": 1}': 2, '{"n": 2}': 4} and again == {'{"n": 2}': 6}
+    assert common.load_results("toy") == {'{"n": 1}': 2, '{"n": 2}': 6}
+
+
+def _doubled(task: dict) -> int:
+    return 2 * task["n"]
+
+
+def _tripled(task: dict) -> int:
+    return 3 * task["n"]

@@ -120,9 +120,12 @@ def run_tasks(part: str, tasks: Iterable[dict], worker: Callable[[dict], Any], j
               reuse: Callable[[dict, Any], bool] | None = None) -> dict[str, Any]:
     """Results of every task (cached ones read back, the others computed in `jobs` processes and
     saved as each finishes); returns {task_key: result}. `reuse(task, cached)`: whether a cached
-    result still holds (False: computed again, e.g. when the code it measured has changed)."""
-    results = {} if fresh else load_results(part)
+    result still holds (False: computed again, e.g. when the code it measured has changed).
+    `fresh`: every one of `tasks` is computed again; the part's records of other tasks are kept."""
+    results = load_results(part)
     tasks = list(tasks)
+    if fresh:  # these tasks run again; the part's other records stay (a fresh run of one family kept none)
+        results = {key: value for key, value in results.items() if key not in {task_key(t) for t in tasks}}
     if reuse is not None:
         results = {key: value for key, value in results.items() if reuse(json.loads(key), value)}
     todo = sorted((t for t in tasks if task_key(t) not in results),

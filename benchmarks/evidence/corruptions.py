@@ -589,7 +589,7 @@ def coarser_step(values: np.ndarray, size: float) -> float:
     lie on, WHOLE of them): rounding to a step the site already records at changes nothing."""
     observed = values[~np.isnan(values)]
     on = [step for step in STEPS if np.mean(np.isclose(observed / step, np.round(observed / step))) >= WHOLE]
-    finest = STEPS[STEPS.index(max(on)) + 1] if on else STEPS[0]
+    finest = STEPS[min(STEPS.index(max(on)) + 1, len(STEPS) - 1)] if on else STEPS[0]  # (mostly zeros: on every step)
     return max(round_step(size), finest)
 
 

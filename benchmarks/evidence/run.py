@@ -20,11 +20,11 @@ from datetime import date
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parents[1])]  # HERE.parent: random_split_null
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parents[1])]  # HERE.parent: random_split_null, unseen_families
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 PARTS = ("paper_tables", "adafed_sims", "fedhealth2_skew", "detection", "checkup_families", "mapping",
-         "random_split_null")
+         "random_split_null", "unseen_families")
 OUTPUT = HERE.parent / "RESULTS.md"
 
 
