@@ -97,7 +97,8 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
         "class_shift": lambda: _data_case(planted.four_class_federation(1.5, policy=policy), "class_shift", "x3"),
     }
     # the kinds of the check registry (issue 23), each from its known-answer federation
-    for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation", "copied_column"):
+    for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation", "copied_column",
+                 "category_share"):
         problem, feature = registry.KNOWN_ANSWERS[kind]
         cases[kind] = lambda problem=problem, kind=kind, feature=feature: _data_case(
             registry.federation(problem, policy=policy), kind, feature)

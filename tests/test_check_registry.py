@@ -125,6 +125,10 @@ def duplicated(x, y, rng):
     return np.vstack([x, x[:100]]), np.concatenate([y, y[:100]])  # 100 rows exported twice
 
 
+def reversed_yes_no(values, y, rng):
+    return 1.0 - values  # smoker exported the other way round: 1 for a non-smoker
+
+
 def fewer_ill(x, y, rng):
     keep = (y == 0) | (rng.random(len(y)) < 0.2)
     return x[keep], y[keep]
@@ -200,6 +204,7 @@ KNOWN_ANSWERS: dict[str, tuple[Callable, str | None]] = {
     "missing_code": (column(2, lambda v, y, rng: np.where(rng.random(len(v)) < 0.2, 999.0, v)), "glucose"),
     "point_mass": (column(4, saturated), "score"),
     "category_codes": (recoded_ward, "ward"),
+    "category_share": (column(9, reversed_yes_no), "smoker"),
     "swapped_columns": (swapped, "age"),
     "copied_column": (copied, "age"),
     "labels_permuted": (flipped, None),

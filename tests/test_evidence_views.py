@@ -182,6 +182,18 @@ def test_categories_only_one_site_uses_are_hatched(data):
     assert np.allclose(shares[profile.sites.index(SITE)][-3:].sum(), 1.0)
 
 
+def test_a_yes_no_columns_shares_are_drawn_at_one_and_at_zero_the_site_marked(data):
+    case = data["category_share"]  # smoker exported the other way round at site 2
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("smoker")
+    yes, no = (t for t in figure.data if t.type == "bar")
+    assert (yes.name, no.name) == ("smoker = 1", "smoker = 0")
+    assert np.allclose(yes.x, profile.mean[:, j]) and np.allclose(np.asarray(yes.x) + np.asarray(no.x), 1.0)
+    assert [name for name in yes.y if name.startswith("▶")] == [f"▶ {SITE}"]
+    assert "share of each value" in figure.layout.title.text
+
+
 def test_labels_are_drawn_as_each_features_relation_to_the_outcome(data):
     case = data["labels_permuted"]
     figure = evidence_figure(case.finding, case.evidence)

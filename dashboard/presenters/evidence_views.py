@@ -429,32 +429,37 @@ def missing_by_outcome_view(finding: Finding, evidence: Evidence) -> go.Figure |
 
 
 def category_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
-    """A categorical column: each site's share of rows in each category, stacked; the categories
-    only the finding's site uses named as such in the legend."""
+    """A yes/no or categorical column: each site's share of rows in each category (a yes/no
+    column: at 1 and at 0), stacked; the categories only the finding's site uses named as such in
+    the legend, and for a comparison of the shares the finding's site marked."""
     profile = evidence.profile
     if profile is None or finding.site not in profile.sites:
         return None
     column = finding.feature or ""
     members = [j for j, (kind, c) in enumerate(zip(profile.kinds, profile.columns)) if c == column
-               and kind == "categorical"]
+               and kind in ("categorical", "binary")]
     if not members:
         return None
+    if profile.kinds[members[0]] == "binary":  # its two values, from its share of 1
+        shares = [(f"{column} = 1", profile.mean[:, members[0]]), (f"{column} = 0", 1 - profile.mean[:, members[0]])]
+    else:
+        shares = [(profile.features[j][len(column) + 1:] if profile.features[j].startswith(column + "=")
+                   else profile.features[j], profile.mean[:, j]) for j in members]
     own = set(map(str, finding.evidence.get("site_codes", [])))
-    names = [_label(s) for s in profile.sites]
+    names = [f"▶ {_label(s)}" if s == finding.site else _label(s) for s in profile.sites]
     fig = go.Figure()
-    for n, j in enumerate(members):
-        category = profile.features[j][len(column) + 1:] if profile.features[j].startswith(column + "=") \
-            else profile.features[j]
+    for n, (category, values) in enumerate(shares):
         label = f"{category} (only at {finding.site})" if category in own else category
-        fig.add_trace(go.Bar(y=names, x=profile.mean[:, j], orientation="h", name=plot_text(label),
+        fig.add_trace(go.Bar(y=names, x=values, orientation="h", name=plot_text(label),
                              marker_color=CLASS_COLOURS[n % len(CLASS_COLOURS)],
                              marker_pattern_shape="/" if category in own else "",
                              hovertemplate="%{y}: %{x:.0%}<extra>" + plot_text(category) + "</extra>"))
     fig.update_xaxes(title_text="share of the site's rows", tickformat=".0%", range=[0, 1.0001])
     fig.update_yaxes(autorange="reversed")
+    heading = (f"{column}: the categories each site uses ({finding.site}'s own hatched)" if own or
+               finding.kind != "category_share" else f"{column}: each site's share of each value ({finding.site} ▶)")
     fig.update_layout(barmode="stack", legend=dict(title_text=plot_text(column)),
-                      title=_title(f"{column}: the categories each site uses ({finding.site}'s own hatched)",
-                                   _not_shared(profile.sites, profile.mean[:, members])))
+                      title=_title(heading, _not_shared(profile.sites, profile.mean[:, members])))
     return _styled(fig, _site_height(profile.sites))
 
 

@@ -51,6 +51,7 @@ SCOPES = {
     "continuous": "a continuous feature at a site",
     "feature": "a feature at a site (a categorical column's one-hot parts together, as the column)",
     "column": "a categorical column at a site",
+    "discrete": "a yes/no or categorical column at a site (a categorical column's one-hot parts together)",
     "site": "the site as a whole",
 }
 
@@ -94,7 +95,7 @@ EVIDENCE_VIEWS = {
     "point_mass": "each site's share of values at its most common value, its minimum and its maximum",
     "missing_share": "each site's share of missing values",
     "missing_by_class": "each site's share of missing values, per class",
-    "categories": "each site's share of rows per category",
+    "categories": "each site's share of rows per category (a yes/no column: of yes and of no)",
     "class_means": "each site's mean of the feature per class",
     "class_sds": "each site's SD of the feature per class",
     "label_pattern": "each site's class means over the informative features against the others' pattern",
@@ -242,6 +243,16 @@ CHECKS: tuple[Check, ...] = (
           "the share of rows in categories no other site uses", "binomial against half a row in all the others' rows",
           "≥ {share:%}", "categories", ("mean", "observed"), "column", "category_codes", min_sites=2,
           limits=(("share", 0.05),), explains_here=EXPLAINS_VALUES),
+    # after the codes no other site uses (which change every share, and explain it) and the constant
+    # column: the shares of a yes/no or categorical column are its values, compared as a median is
+    Check("category_share", "categories in other proportions", "values", DATA,
+          "the share of the site's values in each category (a yes/no column: its share of yes)",
+          "leave-one-out t over sites on the logit of the share (its binomial variance at the site added), moderated "
+          "across the columns' categories; a categorical column's categories together (the smallest p, × categories)",
+          "with k categories, one 2/k × {gap:pt} and {odds} × the odds away from the others' mean ({gap:pt} with "
+          "two), and as far from what its class mix predicts (each class's share at the other sites, in the site's "
+          "proportions: a site of mostly one class holds that class's share)",
+          "categories", ("mean", "observed"), "discrete", "category_shares", limits=(("gap", 0.15), ("odds", 2))),
     Check("swapped_columns", "columns swapped", "values", DATA,
           "the site's values of two features fit the others' of each other", "the shift's or spread's p, × 2",
           "both fit within {fit} SD, {closer} × closer than to their own column", "swapped_columns", QUANTILES,

@@ -404,6 +404,7 @@ class Checks:
                 features.append(Item(column, tuple(by_column[column])))
         return {"continuous": [Item(p.features[j], (j,)) for j in self.continuous], "feature": features,
                 "column": [Item(column, tuple(members)) for column, members in by_column.items()],
+                "discrete": [item for item in features if p.kinds[item.members[0]] != "continuous"],
                 "site": [Item(None, ())]}
 
     def _available(self, name: str, quantiles: Sequence[float] = (), some_classes: bool = False) -> np.ndarray:
@@ -1468,6 +1469,70 @@ class Checks:
                               f"other site uses; they use {', '.join(map(repr, theirs))}", p_value, mass,
                               "share of rows", evidence={"site_codes": mine, "other_codes": theirs},
                               material=mass >= at_least)
+
+    def category_shares(self) -> Iterator[Finding]:
+        """Each yes/no or categorical column's shares against the other sites' (a reversed coding,
+        categories mapped differently, another population): the logit of each tested share, its
+        binomial variance at the site added (a category no site uses much ties the others near 0),
+        leave-one-out over the sites and moderated across every tested category; a column's
+        smallest p × its categories tested (a yes/no column's share of yes says both)."""
+        p = self.profile
+        items = self.items("discrete")
+        tested = [list(item.members) if len(item.members) > 2 else [item.members[-1]] for item in items]
+        cols = [j for members in tested for j in members]
+        if not cols:
+            return
+        share = p.mean[:, cols].astype(np.float64)
+        n = p.observed[:, cols].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            count = share * n
+            logit = np.log((count + 0.5) / (n - count + 0.5))
+            own = 1 / (count + 0.5) + 1 / (n - count + 0.5)
+        _, _, p_two = leave_one_out(logit, own_variance=own)
+        others = others_mean(share)
+        gap, odds_limit = limit("category_share", "gap"), limit("category_share", "odds")
+        start = 0
+        for item, members in zip(items, tested):
+            cells = list(range(start, start + len(members)))
+            start += len(members)
+            k = max(len(item.members), 2)  # a yes/no column: two values
+            for i, site in enumerate(self.sites):
+                p_cells = p_two[i, cells]
+                if not np.isfinite(p_cells).any():
+                    yield Finding(site, LENS, "category_share", item.name, "", float("nan"),
+                                  untestable="its shares are not released here, or at too few other sites")
+                    continue
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    apart = np.abs(share[i, cells] - others[i, cells])
+                    odds = np.exp(np.abs(logit[i, cells] - np.log(others[i, cells] / (1 - others[i, cells]))))
+                far = np.nan_to_num(apart) >= gap * 2 / k
+                c = int(np.nanargmax(np.where(np.isfinite(apart), apart, -1)))
+                j = cols[cells[c]]
+                mix = self._in_its_proportions(i, j, p.mean_by_class[self._mix_reference(i, j), :, j])
+                apart_enough = bool(np.any(far & (np.nan_to_num(odds) >= odds_limit)))
+                as_mix = apart_enough and bool(np.isfinite(mix) and abs(share[i, cells[c]] - mix) < gap * 2 / k)
+                material = apart_enough and not as_mix
+                category = self._value_name(item, j)
+                reading = (f"as its mix of classes predicts ({mix:.0%} from the other sites' share in each class, in "
+                           f"its proportions; {self._mix_words(i)}): {MIX_NOT_RECORDING}" if as_mix else
+                           "another population, or a coding that differs (a yes/no reversed, categories mapped "
+                           "otherwise)?")
+                yield Finding(site, LENS, "category_share", item.name,
+                              f"{site}'s {item.name}: {category} in {share[i, cells[c]]:.0%} of its rows, against "
+                              f"{others[i, cells[c]]:.0%} at the other sites (on average): {reading}",
+                              min(1.0, float(np.nanmin(p_cells)) * int(np.isfinite(p_cells).sum())),
+                              float(share[i, cells[c]] - others[i, cells[c]]), f"share of {category}",
+                              evidence={"category": category, "share": float(share[i, cells[c]]),
+                                        "others_share": float(others[i, cells[c]]),
+                                        **({"class_mix_share": mix} if np.isfinite(mix) else {})},
+                              material=material)
+
+    def _value_name(self, item: Item, j: int) -> str:
+        """How a finding names the value of a discrete column that feature j holds: a category
+        ('asymptomatic'), or a yes/no column's 1 ('sex = 1')."""
+        if self.profile.kinds[j] == "categorical":
+            return repr(self._category(self.profile.features[j], item.name or ""))
+        return f"'{item.name} = 1'"
 
     @staticmethod
     def _category(feature: str, column: str) -> str:
