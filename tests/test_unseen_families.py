@@ -240,6 +240,16 @@ def test_a_fresh_run_of_some_tasks_keeps_the_parts_other_records(tmp_path, monke
     assert common.load_results("toy") == {'{"n": 1}': 2, '{"n": 2}': 6}
 
 
+def test_a_run_of_some_tasks_leaves_the_other_tasks_records_as_they_are(tmp_path, monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    common.run_tasks("toy", [{"n": 1}, {"n": 2}], _doubled, jobs=1)
+    # the code both measured has changed, but only n = 2 is asked for: n = 1's record stays as it was
+    again = common.run_tasks("toy", [{"n": 2}], _tripled, jobs=1, reuse=lambda task, result: False)
+    assert again == {'{"n": 2}': 6} and common.load_results("toy") == {'{"n": 1}': 2, '{"n": 2}': 6}
+
+
 def _doubled(task: dict) -> int:
     return 2 * task["n"]
 

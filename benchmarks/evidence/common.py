@@ -121,13 +121,18 @@ def run_tasks(part: str, tasks: Iterable[dict], worker: Callable[[dict], Any], j
     """Results of every task (cached ones read back, the others computed in `jobs` processes and
     saved as each finishes); returns {task_key: result}. `reuse(task, cached)`: whether a cached
     result still holds (False: computed again, e.g. when the code it measured has changed).
-    `fresh`: every one of `tasks` is computed again; the part's records of other tasks are kept."""
+    `fresh`: every one of `tasks` is computed again. The part's records of other tasks are kept
+    as they are, whether or not they still hold."""
     results = load_results(part)
     tasks = list(tasks)
-    if fresh:  # these tasks run again; the part's other records stay (a fresh run of one family kept none)
-        results = {key: value for key, value in results.items() if key not in {task_key(t) for t in tasks}}
+    asked = {task_key(t) for t in tasks}
+    # the records of other tasks stay as recorded (a run of one family, or of the data lens, kept
+    # none of the others', or dropped every lens's records when the engine's code had changed)
+    if fresh:
+        results = {key: value for key, value in results.items() if key not in asked}
     if reuse is not None:
-        results = {key: value for key, value in results.items() if reuse(json.loads(key), value)}
+        results = {key: value for key, value in results.items()
+                   if key not in asked or reuse(json.loads(key), value)}
     todo = sorted((t for t in tasks if task_key(t) not in results),
                   key=lambda t: DATASET_COST.get(t.get("dataset", t.get("data")), 0))
     print(f"[{part}] {len(tasks) - len(todo)} of {len(tasks)} tasks cached, {len(todo)} to run", file=sys.stderr)
