@@ -573,14 +573,12 @@ def _mixed_units(case, x, y, table, rng):
     return x, y
 
 
-def round_step(size: float) -> float:
-    """The 1, 2 or 5 × 10^k nearest (on a log scale) to `size` > 0: the steps devices round to."""
-    exponent = math.floor(math.log10(size))
-    steps = [m * 10.0**e for e in (exponent, exponent + 1) for m in (1, 2, 5)]
-    return min(steps, key=lambda step: abs(math.log(step / size)))
-
-
 STEPS = [m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)]  # the 1-2-5 ladder, ascending
+
+
+def round_step(size: float) -> float:
+    """The step of the 1-2-5 ladder nearest (on a log scale) to `size` > 0: the steps devices round to."""
+    return min(STEPS, key=lambda step: abs(math.log(step / size)))
 
 
 def coarser_step(values: np.ndarray, size: float) -> float:
