@@ -98,7 +98,7 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
     }
     # the kinds of the check registry (issue 23), each from its known-answer federation
     for kind in ("constant", "point_mass", "duplicates", "class_balance", "range", "correlation", "copied_column",
-                 "category_share"):
+                 "category_share", "row_order"):
         problem, feature = registry.KNOWN_ANSWERS[kind]
         cases[kind] = lambda problem=problem, kind=kind, feature=feature: _data_case(
             registry.federation(problem, policy=policy), kind, feature)

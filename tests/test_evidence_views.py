@@ -320,6 +320,19 @@ def test_decimals_are_drawn_as_each_sites_share_of_values_not_whole_numbers(data
     assert drawn_values(figure)[profile.sites.index(SITE)] == 1.0 and "age" in figure.layout.title.text
 
 
+def test_values_along_the_rows_are_drawn_as_each_sites_rank_correlation_with_the_rows_order(data):
+    case = data["row_order"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("glucose")
+    assert view_name(case.finding) == "row_order"
+    assert np.allclose(drawn_values(figure), profile.arrays["order_correlation"][:, j])
+    # the drifting site's bar stands out: a straight drift over 2 SD is a rank correlation near 0.5
+    assert drawn_values(figure)[profile.sites.index(SITE)] > 0.4 > max(
+        abs(v) for s, v in zip(profile.sites, drawn_values(figure)) if s != SITE)
+    assert "glucose" in figure.layout.title.text
+
+
 def test_at_the_default_policy_every_view_draws_what_the_sites_released_and_names_what_they_did_not():
     """The same planted federations, every site releasing at the default disclosure policy: each data
     view draws; a line of quantiles holds only released ones (never the 1 or 99 %), no box rests on

@@ -505,8 +505,9 @@ def test_a_site_at_the_strictest_disclosure_policy_takes_part_and_says_what_it_w
     result = check_up(profile, {})
     cells = [f for f in result.findings if f.site == "Alder General"]
     # the checks that read correlations (the registry says which) give the correlations' reason
-    reads_correlations = {c.kind for c in checks.CHECKS if {"correlation", "rank_correlation"} & set(c.needs)}
-    assert reads_correlations >= {"correlation", "copied_column"}
+    correlations = {name for name, declared in STATISTICS.items() if declared.kind == "correlation"}
+    reads_correlations = {c.kind for c in checks.CHECKS if correlations & set(c.needs)}
+    assert reads_correlations >= {"correlation", "copied_column", "row_order"}
     # a check that needs more sites than the federation's 4 says that first (at every site)
     needs_more = {c.kind: c.min_sites for c in checks.CHECKS if c.min_sites > len(profile.sites)}
     assert needs_more == {"location_related": 6, "spread_related": 6}

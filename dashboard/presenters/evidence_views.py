@@ -795,6 +795,21 @@ def decimals_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
                              _not_shared(profile.sites, share)), percent=True)
 
 
+def row_order_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Values change along the rows: each site's rank correlation of the feature with the order of
+    its rows, within classes (the profile's `order_correlation`, one per site and feature)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    if j is None or "order_correlation" not in profile.arrays:
+        return None
+    r = np.asarray(profile.order_correlation[:, j], dtype=float)
+    return _site_bars(r, profile.sites, finding.site, evidence.colour(finding.site),
+                      "rank correlation with the order of the site's rows (0: no trend; ±1: sorted)",
+                      _title(f"{finding.feature}: values along the order of the rows at each site ({finding.site} "
+                             "in colour)", _not_shared(profile.sites, r)), reference=0.0,
+                      reference_name="0: no trend along the rows")
+
+
 # -- the model lenses -----------------------------------------------------------------------------
 def site_values_view(finding: Finding, evidence: Evidence, axis: str = "", title: str = "",
                      reference: float | str | None = None, reference_name: str = "",

@@ -79,6 +79,9 @@ FAMILIES = {
     # its own family: where it applies, a site's p is tiny (the others' shares of decimals are near 0),
     # and beside the recording checks' cells it would loosen their line at that site
     "precision": "whether a site records a column at the other sites' precision (whole numbers)",
+    # its own family: its cells are one per continuous feature, tested against the other sites' own
+    # orders of rows, and a drifting column is a fault of its own, not one of how the values lie
+    "recording order": "whether a feature's values change along the order of the site's rows (a drifting device)",
     "feature shifts": "iFedAvg's learned input corrections",
     "model labels": "iFedAvg's output layer and a shared model's scores at each site",
     "contribution": "AdaFed's weights",
@@ -102,6 +105,7 @@ EVIDENCE_VIEWS = {
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
     "decimals": "each site's share of values with decimals",
+    "row_order": "each site's rank correlation of the feature with the order of its rows, within classes",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
     "exchanged_correlations": "the feature's correlations with the others at the site against the other sites' of "
                               "the same feature and of the column it looks exchanged with",
@@ -424,6 +428,14 @@ CHECKS: tuple[Check, ...] = (
           "projection ≤ {projection} and the correlations {gap} apart on average",
           "correlations", ("rank_correlation",), "continuous", "correlation",
           limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),
+    Check("row_order", "values change along the rows", "recording order", DATA,
+          "Spearman's correlation of the feature's values with their row's place in the site's file, within each "
+          "class (pooled on Fisher's z: a file sorted by its label is no drift), on Fisher's z",
+          LOO + ", the correlation's own sampling error (1.06 / (n − 3)) added",
+          "a straight trend's change from the first row to the last, √12 × the correlation beyond the others' "
+          "mean, ≥ {change} SD of the values",
+          "row_order", ("order_correlation", "observed"), "continuous", "row_order",
+          limits=(("change", 1.0),)),
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
           "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",

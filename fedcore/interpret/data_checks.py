@@ -58,6 +58,7 @@ from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
+SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
 LENS = checks.DATA
 LOWER, MEDIAN, UPPER = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.25, 0.5, 0.75))
 Q05, Q95, Q99 = (int(np.flatnonzero(np.isclose(PROBABILITIES, p))[0]) for p in (0.05, 0.95, 0.99))
@@ -1564,6 +1565,35 @@ class Checks:
                               float(p_more[i, c]), mine - others, "share of values",
                               evidence={"share": mine, "others_share": others},
                               material=bool(mine >= at_least and decimals[i, c] >= fewest))
+
+    def row_order(self) -> Iterator[Finding]:
+        # the statistic is a rank correlation with the rows' place, so its sampling error is known
+        # from the site's count alone (Spearman's on Fisher's z: about 1.06 / (n - 3), Fieller et al.
+        # 1957; n less 3 per class, as pooled); the other sites' own orders (a file kept by date,
+        # by ward) are the spread the site is compared with
+        p, cols = self.profile, self.continuous
+        r = p.order_correlation[:, cols]
+        z = fisher_z(r)
+        classes = np.where(np.isfinite(p.class_counts), p.class_counts >= 4, True).sum(1)[:, None]
+        count = p.observed[:, cols].astype(np.float64) - 3 * classes
+        own = np.where(count > 0, SPEARMAN_Z_VARIANCE / np.maximum(count, 1), np.nan)
+        _, _, p_value = leave_one_out(np.where(count > 0, z, np.nan), own_variance=np.nan_to_num(own))
+        others = np.tanh(others_mean(z))
+        change = (r - others) * math.sqrt(12)  # a straight trend's change over the rows, in SDs of the values
+        at_least = limit("row_order", "change")
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                name, mine, theirs = p.features[j], float(r[i, c]), float(others[i, c])
+                moved = float(change[i, c])
+                yield Finding(site, LENS, "row_order", name,
+                              f"{site}'s {name} {'rises' if moved > 0 else 'falls'} along the order of its rows "
+                              f"(rank correlation with the row's place {mine:+.2f} within its classes, against "
+                              f"{theirs:+.2f} at the other sites): about {abs(moved):.1f} SD from its first row to "
+                              "its last. If the rows are in the order they were recorded, a device drifting or a "
+                              "change partway through; if the file was sorted by this column, nothing is wrong",
+                              float(p_value[i, c]), moved, "SDs over the rows",
+                              evidence={"value": mine, "others": theirs},
+                              material=bool(abs(moved) >= at_least))
 
     def duplicates(self) -> Iterator[Finding]:
         p = self.profile

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.interpret.calibration import fisher_z
 from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy, Statistic, describe_policy,
                                           dp_noise, location, release, sorted_sd)
 
@@ -78,6 +79,10 @@ STATISTICS: dict[str, Statistic] = {
                            "ranges (how many are far out, not which or where)"),
     "duplicate_rows": Statistic("site", "cell_count", (),
                                 "how many rows repeat an earlier row exactly (features and label), not which"),
+    "order_correlation": Statistic("feature", "correlation", FEATURE,
+                                   "how a continuous feature's values rise or fall along the order of the site's rows "
+                                   "(Spearman's correlation with the row's place, within each class, pooled): whether "
+                                   "they drift over the recording, not any row's value or place"),
 }
 ARRAYS = tuple(STATISTICS)
 NOT_RECORDED = "not in this profile (recorded before this statistic was shared)"
@@ -195,6 +200,7 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
     out["correlation"], pairs = _correlation(x[:, list(continuous)])
     out["rank_correlation"], _ = _correlation(_ranks(x[:, list(continuous)]))
     out["duplicate_rows"] = np.array(_duplicate_rows(x, y))
+    out["order_correlation"] = _order_correlation(x, y, n_classes, continuous)
     return out, pairs
 
 
@@ -258,6 +264,41 @@ def _duplicate_rows(x: np.ndarray, y: np.ndarray) -> int:
     rows = np.column_stack([np.where(np.isnan(x), np.inf, x + 0.0), y.astype(np.float64)])  # + 0.0: -0 is 0
     keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
     return int(len(keys) - len(np.unique(keys)))
+
+
+def _order_correlation(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> np.ndarray:
+    """[features]: each continuous feature's Spearman correlation with the order of the rows, within
+    each class (a class's observed values against their places among its rows), pooled over the
+    classes of 4 values or more on Fisher's z weighted by n - 3 (NaN elsewhere). Within classes:
+    a file sorted by its label (the ill patients last) moves every feature that goes with the label
+    along the rows, and says nothing about how the values were recorded."""
+    out = np.full(x.shape[1], np.nan)
+    columns = list(continuous)
+    if not columns or not len(x):
+        return out
+    pooled, weight = np.zeros(len(columns)), np.zeros(len(columns))
+    for k in range(n_classes):
+        values = x[y == k][:, columns]
+        observed = ~np.isnan(values)
+        place = np.where(observed, np.cumsum(observed, axis=0), np.nan)  # its place among the observed values
+        r = _paired_correlation(place, _ranks(values))
+        count = observed.sum(0)
+        usable = (count >= 4) & np.isfinite(r)
+        pooled += np.where(usable, (count - 3) * fisher_z(np.where(usable, r, 0.0)), 0.0)
+        weight += np.where(usable, count - 3, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[columns] = np.where(weight > 0, np.tanh(pooled / weight), np.nan)
+    return out
+
+
+def _paired_correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per column, the Pearson correlation of a's column with b's over the rows both hold (NaN at
+    the same places in both; NaN where a column has no spread)."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an empty column: NaN is the answer
+        a, b = a - np.nanmean(a, axis=0), b - np.nanmean(b, axis=0)
+        products, squares = np.nansum(a * b, axis=0), np.nansum(a**2, axis=0) * np.nansum(b**2, axis=0)
+        return np.where(squares > 1e-12, products / np.sqrt(squares), np.nan)
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
