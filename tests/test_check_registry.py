@@ -129,10 +129,12 @@ def reversed_yes_no(values, y, rng):
     return 1.0 - values  # smoker exported the other way round: 1 for a non-smoker
 
 
-def drifting(values, y, rng):
-    # a glucose meter drifting over the recording, from 1 SD low at the first row to 1 SD high at the
-    # last: its mean and (nearly) its spread as before, only their order along the rows tells
-    return values + SDS[2] * np.linspace(-1.0, 1.0, len(values))
+def drifting(change: float) -> Callable:
+    """Glucose drifting over the recording by `change` SDs from its first row to its last, centred:
+    its mean and (nearly) its spread as before, only their order along the rows tells."""
+    def drift(values, y, rng):
+        return values + SDS[2] * change * np.linspace(-0.5, 0.5, len(values))
+    return drift
 
 
 def fewer_ill(x, y, rng):
@@ -225,7 +227,7 @@ KNOWN_ANSWERS: dict[str, tuple[Callable, str | None]] = {
     "spread": (wider, "f1"),
     "location": (shifted, "age"),
     "correlation": (column(8, noise_channel), "f4"),
-    "row_order": (column(2, drifting), "glucose"),
+    "row_order": (column(2, drifting(2.0)), "glucose"),  # a glucose meter 1 SD low at first, 1 SD high at last
 }
 
 

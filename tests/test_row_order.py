@@ -47,9 +47,7 @@ def test_a_file_sorted_by_its_label_shows_no_trend_within_its_classes():
 def drifting_federation(change: float, policy: Policy | None = None):
     """The registry's six sites, site 2's glucose drifting by `change` SDs from its first row to its
     last, centred (its mean kept)."""
-    def drift(values, y, rng):
-        return values + registry.SDS[2] * change * np.linspace(-0.5, 0.5, len(values))
-    return registry.federation(registry.column(2, drift), policy=policy)
+    return registry.federation(registry.column(2, registry.drifting(change)), policy=policy)
 
 
 def test_a_straight_drift_is_found_at_its_site_and_column_with_the_change_it_put_in():
