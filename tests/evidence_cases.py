@@ -21,6 +21,7 @@ from tests import test_check_registry as registry
 from tests import test_checkup as planted
 from tests import test_exchanged_columns as exchanged
 from tests import test_precision as precision
+from tests import test_resolution as resolution
 from tests import test_related_features as related
 from tests import test_within_classes as within
 
@@ -121,6 +122,9 @@ def data_cases(policy: Policy | None = None) -> dict[str, Case]:
     # ages with decimals at site 2, where the others record whole years
     cases["precision"] = lambda: _data_case(precision.federation(precision.age_from_birth_dates, policy=policy),
                                             "precision", "age")
+    # systolic pressures read to 10 mmHg at site 2, where the others record them to 1
+    cases["resolution"] = lambda: _data_case(precision.federation(resolution.rounded(1, 10.0), policy=policy),
+                                             "resolution", "systolic")
     out = {}
     for kind, case in cases.items():
         try:

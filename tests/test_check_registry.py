@@ -248,7 +248,9 @@ def test_every_data_check_has_a_known_answer_and_a_function():
                         # one site holding mostly one class of three: tests/test_within_classes.py
                         "class_mix": "test_a_site_of_another_class_mix_differs_as_its_mix_predicts_not_in_its_values",
                         # columns recorded in whole numbers (this module's are not): tests/test_precision.py
-                        "precision": "test_decimals_where_the_others_record_whole_numbers_are_found_at_that_site_and_column"}
+                        "precision": "test_decimals_where_the_others_record_whole_numbers_are_found_at_that_site_and_column",
+                        # columns recorded at a step (this module's are measured decimals): tests/test_resolution.py
+                        "resolution": "test_a_site_reading_blood_pressure_to_ten_is_found_with_its_step"}
     assert set(DATA_KINDS) == set(KNOWN_ANSWERS) | set(tested_elsewhere)
     functions = {c.function for c in checks.of_lens(checks.DATA)}
     assert all(callable(getattr(Checks, name, None)) for name in functions)

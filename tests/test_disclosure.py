@@ -19,7 +19,8 @@ from fedcore.interpret import disclosure
 from fedcore.interpret.disclosure import (DEFAULT_POLICY, ROUNDING, Groups, Policy, Statistic, location,
                                           released_sums, suppressed)
 from fedcore.interpret.findings import decide
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile, profile_federation, site_profile
+from fedcore.interpret.profile import (PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, Profile, profile_federation,
+                                      site_profile)
 
 HEART = Path("/work/shared/data/heart_disease/canonical")
 K = DEFAULT_POLICY.min_count
@@ -155,7 +156,8 @@ def test_every_profile_statistic_is_declared_with_a_known_group_kind_and_what_it
     released = site_profile(rng.normal(size=(40, 3)), rng.integers(0, 2, 40), 2, [0, 1, 2])
     computed = site_profile(rng.normal(size=(40, 3)), rng.integers(0, 2, 40), 2, [0, 1, 2], None)
     assert set(released.arrays) == set(computed.arrays) == set(STATISTICS)
-    axes = {"class": 2, "probability": len(PROBABILITIES), "code": len(SENTINELS), "feature": 3, "continuous": 3}
+    axes = {"class": 2, "probability": len(PROBABILITIES), "code": len(SENTINELS), "step": 2 + len(RESOLUTION_STEPS),
+            "feature": 3, "continuous": 3}
     for name, declared in STATISTICS.items():
         assert declared.kind in disclosure.KINDS and declared.group in disclosure.GROUPS and declared.reveals, name
         assert np.shape(computed.arrays[name]) == tuple(axes[a] for a in declared.axes), name  # its axes, as declared
@@ -380,7 +382,8 @@ def test_noise_is_laplace_at_the_stated_scale():
     assert (low[0], high[0]) == (4.5, 195.0)
     epsilon_share = 50.0 / (disclosure.DP_SHARES * 1)
     block_scale = (high[0] - low[0]) / (10 * epsilon_share)
-    medians, shares = [], []
+    medians, shares, halves = [], [], []
+    half = 2 + list(RESOLUTION_STEPS).index(0.5)  # the bin of the values whose step is 0.5: 100.5 ... 199.5
     # The noise is drawn afresh at every release, as at a site. A Laplace sample's SD has a relative
     # standard error of about sqrt(5 / (4 n)): with 400 releases the 15 % tolerance was 2.7 of them and
     # failed about once in a hundred runs; with 1600 it is 5.4 (a scale 25 % off still fails).
@@ -388,10 +391,13 @@ def test_noise_is_laplace_at_the_stated_scale():
         released = site_profile(x, np.zeros(200, int), 1, [0], policy)
         medians.append(released.arrays["quantiles"][10, 0])
         shares.append(released.arrays["integer_share"][0])
+        halves.append(released.arrays["step_shares"][half, 0])
     # the median is read halfway between the two middle blocks (94.5 and 105.0): Laplace(b) averaged
     # pairwise has SD b
     assert np.std(np.asarray(medians) - (94.5 + 105.0) / 2) == pytest.approx(block_scale, rel=0.15)
     assert np.std(np.asarray(shares) - 0.5) == pytest.approx(math.sqrt(2) / (200 * epsilon_share), rel=0.15)
+    # each bin of the steps' histogram is a share with the same noise (the budget counts it twice)
+    assert np.std(np.asarray(halves) - 0.5) == pytest.approx(math.sqrt(2) / (200 * epsilon_share), rel=0.15)
     assert np.isnan(released.arrays["correlation"]).all()  # no correlation under noise
 
 

@@ -18,7 +18,7 @@ from fedcore.glossary import technical_first
 from fedcore.interpret.data_checks import relation_to_labels
 from fedcore.interpret.disclosure import DEFAULT_POLICY
 from fedcore.interpret.findings import KINDS, LENSES
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS
+from fedcore.interpret.profile import PROBABILITIES, RESOLUTION_STEPS, SENTINELS
 from tests.evidence_cases import MODEL_SITES, SITE, STANDS_OUT, data_cases, model_cases
 
 MEDIAN = list(np.round(PROBABILITIES, 2)).index(0.5)
@@ -318,6 +318,20 @@ def test_decimals_are_drawn_as_each_sites_share_of_values_not_whole_numbers(data
     j = profile.features.index("age")
     assert np.allclose(drawn_values(figure), 1 - profile.arrays["integer_share"][:, j])
     assert drawn_values(figure)[profile.sites.index(SITE)] == 1.0 and "age" in figure.layout.title.text
+
+
+def test_a_coarser_step_is_drawn_as_each_sites_share_of_values_on_that_step(data):
+    case = data["resolution"]
+    figure = evidence_figure(case.finding, case.evidence)
+    profile = case.evidence.profile
+    j = profile.features.index("systolic")
+    assert view_name(case.finding) == "resolution" and "10" in figure.layout.title.text
+    # by hand from the histogram: the values whose own step is a multiple of 10, of those not 0
+    tens = [k + 2 for k, step in enumerate(RESOLUTION_STEPS) if step >= 10 and round(step / 10) == step / 10]
+    shares = profile.arrays["step_shares"][:, :, j]
+    assert np.allclose(drawn_values(figure), shares[:, tens].sum(1) / (1 - shares[:, 0]))
+    assert drawn_values(figure)[profile.sites.index(SITE)] == pytest.approx(1.0)
+    assert max(v for s, v in zip(profile.sites, drawn_values(figure)) if s != SITE) < 0.2
 
 
 def test_values_along_the_rows_are_drawn_as_each_sites_rank_correlation_with_the_rows_order(data):

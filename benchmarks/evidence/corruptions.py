@@ -137,6 +137,11 @@ SHARE_TOLERANCE = 0.02  # every statistic named '*_share'
 # order): the same rows, in another order. The statistics of their order are the table's own (the
 # suite's "recording order"), not the loader's of the file, and are not compared.
 ORDER_STATISTICS = ("order_correlation",)
+# A value's step (`profile.RESOLUTION_STEPS`) at its last digits is float32's, not the file's: the
+# vehicle sensors' 0.982752 is on 2e-6 as written, its float32 (0.98275202...) on no step. The
+# table's histograms of steps are its own (its coarsened sites are compared with them); the share
+# of whole numbers read from the same histograms is still compared.
+FLOAT32_STEPS = ("step_shares",)
 
 
 def _check_same_profile(table: Table, expected) -> None:
@@ -146,7 +151,7 @@ def _check_same_profile(table: Table, expected) -> None:
     value) agree to 2 %, code counts to 1, and correlations (of ranks, which ties change) to 0.001."""
     got = table.profile(policy=None)
     for key, value in expected.arrays.items():
-        if key in ORDER_STATISTICS:
+        if key in ORDER_STATISTICS or key in FLOAT32_STEPS:
             continue
         mine = got.arrays[key]
         atol = SHARE_TOLERANCE if key.endswith("_share") else FLOAT32_TOLERANCE.get(key, 1e-6)

@@ -419,6 +419,7 @@ EVIDENCE_VIEWS: dict[str, Callable[[Finding, Evidence], go.Figure | None]] = {
     "point_mass": views.point_mass_view,
     "duplicates": views.duplicates_view,
     "decimals": views.decimals_view,
+    "resolution": views.resolution_view,
     "row_order": views.row_order_view,
     "feature_correction": views.feature_correction_view,
     "output_scale": partial(views.site_values_view, axis=f"{term('w_out')} each site's model learnt",

@@ -39,7 +39,7 @@ from fedcore.glossary import effect_unit, term
 from fedcore.interpret.checks import BY_KIND
 from fedcore.interpret.data_checks import Checks, relation_to_labels
 from fedcore.interpret.findings import Finding
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS, Profile
+from fedcore.interpret.profile import PROBABILITIES, RESOLUTION_STEPS, SENTINELS, Profile, on_steps
 
 OTHERS = "#9aa5b1"  # every other site
 OTHERS_FILL = "rgba(154,165,177,0.35)"
@@ -792,6 +792,22 @@ def decimals_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
                       "share of the site's values with decimals (not whole numbers)",
                       _title(f"{finding.feature}: values with decimals at each site ({finding.site} in colour)",
+                             _not_shared(profile.sites, share)), percent=True)
+
+
+def resolution_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
+    """Recorded at a coarser step: each site's share of its values not 0 that are multiples of the
+    step the finding's site records the feature at (the profile's `step_shares`)."""
+    profile = evidence.profile
+    j = _feature_index(finding, profile)
+    step = finding.evidence.get("step")
+    if j is None or step is None or "step_shares" not in profile.arrays:
+        return None
+    k = int(np.argmin(np.abs(np.log(RESOLUTION_STEPS / step))))
+    share = on_steps(np.asarray(profile.step_shares, dtype=float)[:, :, j:j + 1])[0][:, k, 0]
+    return _site_bars(share, profile.sites, finding.site, evidence.colour(finding.site),
+                      f"share of the site's values (those not 0) that are multiples of {step:g}",
+                      _title(f"{finding.feature}: values on a step of {step:g} at each site ({finding.site} in colour)",
                              _not_shared(profile.sites, share)), percent=True)
 
 

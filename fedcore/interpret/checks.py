@@ -78,7 +78,8 @@ FAMILIES = {
     "exchanges": "whether two columns were exchanged (their correlations with the other features)",
     # its own family: where it applies, a site's p is tiny (the others' shares of decimals are near 0),
     # and beside the recording checks' cells it would loosen their line at that site
-    "precision": "whether a site records a column at the other sites' precision (whole numbers)",
+    "precision": "whether a site records a column at the other sites' precision: decimals where they record whole "
+                 "numbers, or a coarser step than theirs",
     # its own family: its cells are one per continuous feature, tested against the other sites' own
     # orders of rows, and a drifting column is a fault of its own, not one of how the values lie
     "recording order": "whether a feature's values change along the order of the site's rows (a drifting device)",
@@ -105,6 +106,7 @@ EVIDENCE_VIEWS = {
     "class_balance": "each site's share of rows per class",
     "duplicates": "each site's share of rows repeated exactly",
     "decimals": "each site's share of values with decimals",
+    "resolution": "each site's share of its values not 0 on the step the site records the feature at",
     "row_order": "each site's rank correlation of the feature with the order of its rows, within classes",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
     "exchanged_correlations": "the feature's correlations with the others at the site against the other sites' of "
@@ -232,6 +234,19 @@ CHECKS: tuple[Check, ...] = (
           "in, or {apart} SD or more from the site's other values; judged again until that no longer changes)",
           "missing_code", ("sentinel_counts", "quantiles", "observed"), "continuous", "missing_codes", min_sites=2,
           limits=(("share", 0.02), ("count", 5), ("apart", 1.0)), explains_here=(*EXPLAINS_VALUES, "missing values")),
+    # in the precision family (a step coarser than the other sites' is its question the other way round:
+    # whole numbers, or tens, where they record decimals or units), and before the point mass, which it
+    # explains: values rounded to a coarse step pile up on its multiples, and a point mass says that
+    # they do, not why. After the checks that say what the values are (one value, a copy, a unit, a code)
+    Check("resolution", "recorded at a coarser step", "precision", DATA,
+          "the site's step: the coarsest of 1, 2, 5 × a power of ten that ≥ {whole:%} of its values not 0 are a "
+          "multiple of, within the release's rounding (≥ {count} such values; elsewhere no cell); the share of its "
+          "values on that step",
+          "random effects: the share against the other sites' rate on the same step, on its binomial variance plus "
+          "the variance between the others beyond theirs (t, others − 1 df), one-sided",
+          "the others' share on the step ≤ {others:%} and the step ≥ {step} within-site SD", "resolution",
+          ("step_shares", "observed"), "continuous", "resolution",
+          limits=(("whole", 0.98), ("count", 20), ("others", 0.5), ("step", 0.2)), explains_here=("recording",)),
     Check("point_mass", "many values at one value", "recording", DATA,
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
           "clipping, zero-fill, dropouts, a code outside the usual list); tested: the values tied with it beyond "

@@ -53,9 +53,10 @@ from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, l
                                           smallest_reported)
 from fedcore.glossary import plain
 from fedcore.interpret.checks import BY_KIND, Check, limit
-from fedcore.interpret.disclosure import Policy, block_probabilities, block_starts
+from fedcore.interpret.disclosure import ROUNDING, Policy, block_probabilities, block_starts
 from fedcore.interpret.findings import FDR, Finding, pool
-from fedcore.interpret.profile import PROBABILITIES, SENTINELS, STATISTICS, Profile
+from fedcore.interpret.profile import (FINER, ON_STEP, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO,
+                                      Profile, on_steps)
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -1565,6 +1566,50 @@ class Checks:
                               float(p_more[i, c]), mine - others, "share of values",
                               evidence={"share": mine, "others_share": others},
                               material=bool(mine >= at_least and decimals[i, c] >= fewest))
+
+    def resolution(self) -> Iterator[Finding]:
+        # a site's step: the coarsest of the 1-2-5 ladder holding `whole` of its values that are not
+        # 0 (zeros lie on every step and say nothing of it); its count on that step against the other
+        # sites' counts on the same step. A cell only where the site has such a step (values measured
+        # to more digits than the ladder's finest have none) and enough values off 0 to tell it
+        p, cols = self.profile, self.continuous
+        shares, observed = p.step_shares[:, :, cols], p.observed[:, cols].astype(np.float64)
+        share_on, share_off_zero = on_steps(shares)  # NaN where withheld
+        off_zero = observed * share_off_zero  # [sites, cols]: values not 0
+        on = share_on * off_zero[:, None]  # [sites, steps, cols]: of them on each step
+        whole, others_at_most, step_sd, fewest = (limit("resolution", k) for k in ("whole", "others", "step", "count"))
+        enough = np.isfinite(off_zero) & (off_zero >= fewest)
+        # within what a release's rounding may hide (each bin off by up to half its rounding step, in
+        # values): a column mostly 0 has few values off it, and a bin rounded to the column's count
+        # could otherwise move a step that holds them all below `whole`
+        slack = ROUNDING / 2 * np.sqrt(np.clip(shares * (1 - shares), 0, None) * observed[:, None])
+        on_slack = np.einsum("sbc,bk->skc", slack[:, FINER + 1:], ON_STEP.astype(np.float64))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            held = enough[:, None] & (on + on_slack >= whole * (off_zero - slack[:, ZERO])[:, None] - 1e-9)
+        has_step = held.any(1)
+        step = np.where(has_step, len(RESOLUTION_STEPS) - 1 - np.argmax(held[:, ::-1], axis=1), 0)  # the coarsest
+        # every step's test at once ([sites, steps × cols]), each site then read at its own step
+        sites, steps = len(self.sites), len(RESOLUTION_STEPS)
+        tested = np.where(enough[:, None], on, np.nan).reshape(sites, -1)
+        totals = np.broadcast_to(np.where(enough, off_zero, np.nan)[:, None], on.shape).reshape(sites, -1)
+        p_all, rate_all = (a.reshape(sites, steps, -1) for a in random_effects_excess(tested, totals))
+        at = step[:, None]
+        p_more, others = (np.take_along_axis(a, at, axis=1)[:, 0] for a in (p_all, rate_all))
+        mine = np.take_along_axis(on, at, axis=1)[:, 0]
+        for i, site in enumerate(self.sites):
+            for c, j in enumerate(cols):
+                if not has_step[i, c]:
+                    continue
+                name, size = p.features[j], float(RESOLUTION_STEPS[step[i, c]])
+                share, rate = min(float(mine[i, c] / off_zero[i, c]), 1.0), float(others[i, c])
+                in_sd = size / self.yardstick[j] if self.yardstick[j] > 0 else float("nan")
+                yield Finding(site, LENS, "resolution", name,
+                              f"{share:.0%} of {site}'s {name} values (those not 0) are multiples of "
+                              f"{self.value(j, size)}, against {rate:.0%} at the other sites: rounded, read from a "
+                              "coarser scale or device, or converted from another unit?",
+                              float(p_more[i, c]), share - rate, "share of values on the step",
+                              evidence={"step": size, "share": share, "others_share": rate, "step_sd": in_sd},
+                              material=bool(rate <= others_at_most and in_sd >= step_sd))
 
     def row_order(self) -> Iterator[Finding]:
         # the statistic is a rank correlation with the rows' place, so its sampling error is known

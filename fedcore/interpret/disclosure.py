@@ -80,9 +80,11 @@ NORMAL_IQR = 2 * float(special.ndtri(0.75))  # a normal distribution's interquar
 MAX_BLOCKS = 20
 # How the value statistics' privacy budget is split per feature under differential privacy: the
 # overall quantile blocks and SD, the per-class ones (classes are disjoint rows: one share for all),
-# and the five shares (whole numbers; at the most common value, the minimum, the maximum; far out).
+# the five shares (whole numbers; at the most common value, the minimum, the maximum; far out), and
+# the histogram of the values' steps as two (its bins are disjoint: one row replaced moves two of
+# them by one each, twice a share's sensitivity, whatever the number of bins).
 # Counts are released under the minimum count; correlations not at all.
-DP_SHARES = 9
+DP_SHARES = 11
 
 # How the policy releases a statistic of each kind:
 KINDS = {
@@ -105,9 +107,9 @@ GROUPS = {
 }
 GROUP_AXES = {"site": (), "class": ("class",), "feature": ("feature",), "feature × class": ("class", "feature"),
               "feature pairs": ("continuous", "continuous")}
-# The axes of a site's statistic: its classes, the profile's probabilities or missing-value codes,
-# its features, its continuous features (a correlation's two axes).
-AXES = ("class", "probability", "code", "feature", "continuous")
+# The axes of a site's statistic: its classes, the profile's probabilities or missing-value codes
+# or steps (`profile.RESOLUTION_STEPS`' histogram bins), its features, its continuous features (a correlation's two axes).
+AXES = ("class", "probability", "code", "step", "feature", "continuous")
 
 
 @dataclass(frozen=True)

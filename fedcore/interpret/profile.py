@@ -37,9 +37,25 @@ from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy
 PROBABILITIES = np.array([0.01, *np.round(np.arange(0.05, 0.951, 0.05), 2), 0.99])
 SENTINELS = np.array([-999.0, -99.0, -9.0, -1.0, 0.0, 9.0, 99.0, 999.0, 9999.0])
 FAR_OUT_IQRS = 3.0  # Tukey's "far out": beyond the quartiles by 3 interquartile ranges
+# The steps a value may be recorded at (1, 2 and 5 times a power of ten, ascending). A value's
+# *step* is the coarsest of them it is a multiple of: 120 is on 20 (and so on 10, 5, 2, 1), 0.35 on
+# 0.05. Any two steps' least common multiple is a step again, so a value on a step is exactly one
+# whose own step is a multiple of it (`ON_STEP`), and each site's histogram of its values' own steps
+# says how many lie on every step. Its bins: zero (on every step), finer than the first step, the steps.
+RESOLUTION_STEPS = np.array([m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)])
+ZERO, FINER = 0, 1
+ON_STEP = np.isclose(np.round(RESOLUTION_STEPS[:, None] / RESOLUTION_STEPS[None, :]),
+                     RESOLUTION_STEPS[:, None] / RESOLUTION_STEPS[None, :], rtol=0, atol=1e-9) \
+    & (RESOLUTION_STEPS[:, None] >= RESOLUTION_STEPS[None, :])  # [own step, step]: a value on the first lies on the second
+# A value is on a step within 4 single-precision rounding errors (a value stored as float32 is still
+# on its step) where the step is at least 2^-18 of it (16 of those errors); below, only where it is
+# a multiple to double precision (a large whole number, a value written with many digits).
+STEP_TOLERANCE = 2.0**-22
+FINEST_RATIO = 2.0**18
+EXACT = 2.0**-50  # 4 double-precision rounding errors
 
-__all__ = ["ARRAYS", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "SENTINELS", "STATISTICS", "Profile", "SiteProfile",
-           "profile_federation", "site_profile"]
+__all__ = ["ARRAYS", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "RESOLUTION_STEPS", "SENTINELS", "STATISTICS", "Profile",
+           "SiteProfile", "on_steps", "profile_federation", "site_profile"]
 
 FEATURE, BY_CLASS = ("feature",), ("class", "feature")
 # Every array of a profile, declared once. `disclosure.release` applies a site's policy to exactly
@@ -61,6 +77,10 @@ STATISTICS: dict[str, Statistic] = {
     "quantiles_by_class": Statistic("feature × class", "location", ("class", "probability", "feature"),
                                     "the same within each class"),
     "integer_share": Statistic("feature", "share", FEATURE, "the share of a feature's values that are whole numbers"),
+    "step_shares": Statistic("feature", "share", ("step", "feature"),
+                             "how finely a feature is recorded: the share of its values whose step (the coarsest of "
+                             "1, 2, 5 × a power of ten they are a multiple of) is each step, of those that are 0 and "
+                             "of those finer than 1e-6 (how round the values are, not which values)"),
     "sentinel_counts": Statistic("feature", "cell_count", ("code", "feature"),
                                  "how many of a feature's values are exactly each usual missing-value code (SENTINELS)"),
     "correlation": Statistic("feature pairs", "correlation", ("continuous", "continuous"),
@@ -193,8 +213,11 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
     per_class = [_summary(x[y == k], shares=False) for k in range(n_classes)]
     for name in ("mean", "sd", "quantiles"):
         out[f"{name}_by_class"] = np.stack([summary[name] for summary in per_class])
+    steps = _steps(x)
     with np.errstate(invalid="ignore"):
-        whole = np.where(observed, np.isclose(x, np.round(x)), False).sum(0)
+        out["step_shares"] = np.where(out["observed"] > 0, steps / np.maximum(out["observed"], 1), np.nan)
+        # whole numbers: the values on step 1 (zeros among them), from the same histogram
+        whole = steps[ZERO] + steps[2:][ON_STEP[:, RESOLUTION_STEPS == 1][:, 0]].sum(0)
         out["integer_share"] = np.where(out["observed"] > 0, whole / np.maximum(out["observed"], 1), np.nan)
     out["sentinel_counts"] = np.stack([(x == value).sum(0) for value in SENTINELS])
     out["correlation"], pairs = _correlation(x[:, list(continuous)])
@@ -202,6 +225,47 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
     out["duplicate_rows"] = np.array(_duplicate_rows(x, y))
     out["order_correlation"] = _order_correlation(x, y, n_classes, continuous)
     return out, pairs
+
+
+def _steps(x: np.ndarray) -> np.ndarray:
+    """[bins, features]: how many of each column's values have each step (`RESOLUTION_STEPS`; bins
+    ZERO, FINER, then the steps). Each decade keeps only the values on its power of ten (or too
+    large for it to be told), so a column of measured decimals is read once."""
+    n_bins = 2 + len(RESOLUTION_STEPS)
+    columns = np.broadcast_to(np.arange(x.shape[1]), x.shape)
+    recorded = ~np.isnan(x) & np.isfinite(x)
+    counts = np.zeros((n_bins, x.shape[1]), dtype=np.int64)
+    counts[ZERO] = (recorded & (x == 0)).sum(0)
+    values, where = x[recorded & (x != 0)], columns[recorded & (x != 0)]
+    bins = np.full(values.shape, FINER)
+    alive = np.arange(values.size)
+    for decade in range(len(RESOLUTION_STEPS) // 3):
+        power = RESOLUTION_STEPS[3 * decade]
+        ratio = values[alive] / power
+        told = np.abs(ratio) < FINEST_RATIO
+        tolerance = np.where(told, STEP_TOLERANCE, EXACT)
+        on = _whole(ratio, tolerance)
+        # on this power of ten: its step is here (1, 2 or 5 of it) unless it is on the next power too
+        ratio, tolerance = ratio[on], tolerance[on]
+        bins[alive[on]] = 2 + 3 * decade + np.where(_whole(ratio / 5, tolerance), 2,
+                                                    np.where(_whole(ratio / 2, tolerance), 1, 0))
+        alive = alive[on | ~told]
+    counts += np.bincount(bins * x.shape[1] + where, minlength=n_bins * x.shape[1]).reshape(n_bins, x.shape[1])
+    return counts
+
+
+def on_steps(step_shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """From step histograms [..., bins, features] (`step_shares`): the share of the values not 0
+    that lie on each step [..., steps, features], and the share of values not 0 [..., features]."""
+    shares = np.asarray(step_shares, dtype=np.float64)
+    off_zero = 1 - shares[..., ZERO, :]
+    on = np.einsum("...bf,bk->...kf", shares[..., FINER + 1:, :], ON_STEP.astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return on / off_zero[..., None, :], off_zero
+
+
+def _whole(ratio: np.ndarray, tolerance: np.ndarray | float) -> np.ndarray:
+    return np.abs(ratio - np.round(ratio)) <= tolerance * np.maximum(1.0, np.abs(ratio))
 
 
 def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
