@@ -1587,6 +1587,12 @@ class Checks:
         with np.errstate(invalid="ignore", divide="ignore"):
             held = enough[:, None] & (on + on_slack >= whole * (off_zero - slack[:, ZERO])[:, None] - 1e-9)
         has_step = held.any(1)
+        # only the columns where some site has a step are tested (none where every site measures finer)
+        some = has_step.any(0)
+        if not some.any():
+            return
+        has_step, held, on = has_step[:, some], held[:, :, some], on[:, :, some]
+        enough, off_zero, cols = enough[:, some], off_zero[:, some], np.asarray(cols)[some]
         step = np.where(has_step, len(RESOLUTION_STEPS) - 1 - np.argmax(held[:, ::-1], axis=1), 0)  # the coarsest
         # every step's test at once ([sites, steps × cols]), each site then read at its own step
         sites, steps = len(self.sites), len(RESOLUTION_STEPS)
