@@ -40,7 +40,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from statistics import NormalDist
 from typing import Any
@@ -53,9 +53,10 @@ from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, l
                                           smallest_reported)
 from fedcore.glossary import plain
 from fedcore.interpret.checks import BY_KIND, Check, limit
-from fedcore.interpret.disclosure import ROUNDING, Policy, block_probabilities, block_starts
+from fedcore.interpret.disclosure import (ROUNDING, Policy, block_probabilities, block_starts, epsilon_share,
+                                          share_noise_scale)
 from fedcore.interpret.findings import FDR, Finding, pool
-from fedcore.interpret.profile import (FINER, ON_STEP, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO,
+from fedcore.interpret.profile import (FEATURE, FINER, ON_STEP, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO,
                                       Profile, on_steps)
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
@@ -343,11 +344,52 @@ class MissingCodes:
     rule: dict[str, np.ndarray]  # `Checks._code_rule` against `reference`, its material the judged codes
 
 
+# Under differential privacy a share is tested only where its noise's SD is at most this many of
+# its binomial standard errors (the tests count the binomial variance alone: it then grows by at most
+# a quarter); set with the rule, not fitted.
+NOISE_AT_MOST = ROUNDING
+NOISY = ("not tested: under differential privacy (ε = {epsilon:g} per release) the noise on this share is "
+         "larger than half its sampling error, so a difference would be the noise's")
+
+
+def beyond_noise(profile: Profile) -> Profile:
+    """`profile` with every share a site released under differential privacy set aside (NaN, its
+    reason in `withheld`) where the noise added to it is larger than the tests allow for
+    (NOISE_AT_MOST): shares near 0 or 1, and those of any but very large groups. Post-processing of
+    what was released (its size and the policy, both public), so it reveals nothing more. The
+    profile itself where no site added noise."""
+    noisy = [i for i, site in enumerate(profile.sites) if (profile.policies.get(site) or {}).get("dp_epsilon")]
+    if not noisy:
+        return profile
+    arrays, withheld = dict(profile.arrays), {site: dict(r) for site, r in profile.withheld.items()}
+    for name, declared in STATISTICS.items():
+        if declared.kind != "share":
+            continue
+        values = arrays[name] = np.array(arrays[name], dtype=np.float64)
+        for i in noisy:
+            epsilon = float(profile.policies[profile.sites[i]]["dp_epsilon"])
+            n = np.maximum(profile.observed[i].astype(np.float64), 1)  # every share's group is a feature's values
+            scale = share_noise_scale(n, epsilon_share(epsilon, len(profile.features)))
+            share = np.clip(values[i], 1 / n, 1 - 1 / n)  # a share of 0 or 1 is tested as one of a single row
+            with np.errstate(invalid="ignore"):
+                drop = np.isfinite(values[i]) & (math.sqrt(2) * scale > NOISE_AT_MOST * np.sqrt(share * (1 - share) / n))
+            if declared.axes != FEATURE:  # a histogram (steps × features) is read whole per feature
+                drop = np.broadcast_to(drop.any(tuple(range(drop.ndim - 1)), keepdims=True), drop.shape)
+            if drop.any():
+                values[i][drop] = np.nan
+                reason = NOISY.format(epsilon=epsilon)
+                site = withheld.setdefault(profile.sites[i], {})
+                site[name] = f"{site[name]}; or {reason}" if name in site else reason
+    return replace(profile, arrays=arrays, withheld=withheld)
+
+
 class Checks:
     """The data lens over one profile: a method per check of the registry (`checks.CHECKS`,
-    `function`), each yielding its findings; `run` adds the not-testable cells."""
+    `function`), each yielding its findings; `run` adds the not-testable cells. Shares too noisy to
+    test are set aside first (`beyond_noise`)."""
 
     def __init__(self, profile: Profile) -> None:
+        profile = beyond_noise(profile)
         self.profile = profile
         self.sites = profile.sites
         self.index = {site: i for i, site in enumerate(profile.sites)}

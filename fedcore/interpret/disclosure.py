@@ -349,7 +349,18 @@ def dp_noise(x: np.ndarray, policy: Policy) -> Noise | None:
     if not policy.dp_epsilon:
         return None
     low, high = outer_blocks(x, policy)
-    return Noise(policy.dp_epsilon / (DP_SHARES * max(x.shape[1], 1)), low, high, np.random.default_rng())
+    return Noise(epsilon_share(policy.dp_epsilon, x.shape[1]), low, high, np.random.default_rng())
+
+
+def epsilon_share(epsilon: float, n_features: int) -> float:
+    """The ε of one statistic of one feature: a release's budget split evenly (DP_SHARES per feature)."""
+    return epsilon / (DP_SHARES * max(n_features, 1))
+
+
+def share_noise_scale(n: np.ndarray, epsilon_of_share: float) -> np.ndarray:
+    """The Laplace scale of the noise on a share of n rows (replacing one row moves its count by at
+    most 1); its SD is √2 times this."""
+    return 1 / (np.maximum(np.asarray(n, dtype=np.float64), 1) * epsilon_of_share)
 
 
 def outer_blocks(x: np.ndarray, policy: Policy) -> tuple[np.ndarray, np.ndarray]:
@@ -472,7 +483,7 @@ def release(arrays: Mapping[str, np.ndarray], declarations: Mapping[str, Statist
 
 def _noisy_share(share: np.ndarray, n: np.ndarray, noise: Noise) -> np.ndarray:
     """A share of n rows with Laplace noise: replacing one row moves its count by at most 1."""
-    noisy = share + noise.laplace(1 / (np.maximum(n, 1) * noise.epsilon_share))
+    noisy = share + noise.laplace(share_noise_scale(n, noise.epsilon_share))
     return np.where(np.isfinite(share), np.clip(noisy, 0, 1), share)
 
 

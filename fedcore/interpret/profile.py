@@ -54,7 +54,7 @@ STEP_TOLERANCE = 2.0**-22
 FINEST_RATIO = 2.0**18
 EXACT = 2.0**-50  # 4 double-precision rounding errors
 
-__all__ = ["ARRAYS", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "RESOLUTION_STEPS", "SENTINELS", "STATISTICS", "Profile",
+__all__ = ["ARRAYS", "FEATURE", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "RESOLUTION_STEPS", "SENTINELS", "STATISTICS", "Profile",
            "SiteProfile", "on_steps", "profile_federation", "site_profile"]
 
 FEATURE, BY_CLASS = ("feature",), ("class", "feature")
