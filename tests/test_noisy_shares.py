@@ -94,3 +94,10 @@ def test_under_noise_no_share_check_reports_what_the_noise_made():
     assert not [f for f in findings if f.significant and f.kind in SHARE_CHECKS]
     cell = next(f for f in findings if f.kind == "point_mass" and f.site == BROKEN and f.feature == "score")
     assert cell.untestable == NOISY.format(epsilon=1.0)
+
+
+def test_the_check_up_says_what_the_noise_leaves_untested():
+    from dashboard.presenters.checkup_view import sharing_note
+    note = sharing_note(federation(policy=Policy(dp_epsilon=1.0)))
+    assert "5 site(s) added noise" in note and "too noisy to test are not testable" in note
+    assert "added noise" not in sharing_note(federation(policy=DEFAULT_POLICY))

@@ -393,8 +393,9 @@ def sharing_note(profile: Profile | None) -> str:
     what = (f"{len(withheld)} of the {len(profile.sites)} sites withheld some statistics of small groups; their "
             "cells say which tests were not testable and why." if withheld else "No site withheld a statistic.")
     noisy = [site for site in profile.sites if (profile.policies.get(site) or {}).get("dp_epsilon")]
-    noise = (f" {len(noisy)} site(s) added noise (differential privacy): the check-up's null does not include it, so "
-             "a finding there may be the noise (README, Disclosure control)." if noisy else "")
+    noise = (f" {len(noisy)} site(s) added noise (differential privacy): their shares too noisy to test are not "
+             "testable cells; the checks of values do not count the noise, so a finding there may be the noise "
+             "(README, Disclosure control)." if noisy else "")
     return f"Disclosure control: the sites released {' / '.join(texts)}. {what}{noise}"
 
 
