@@ -56,8 +56,8 @@ from fedcore.interpret.checks import BY_KIND, Check, limit
 from fedcore.interpret.disclosure import (ROUNDING, Policy, block_probabilities, block_starts, epsilon_share,
                                           share_noise_scale)
 from fedcore.interpret.findings import FDR, Finding, pool
-from fedcore.interpret.profile import (FEATURE, FINER, ON_STEP, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO,
-                                      Profile, on_steps)
+from fedcore.interpret.profile import (FEATURE, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO, Profile,
+                                      on_steps, summed_on_steps)
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -358,29 +358,28 @@ def beyond_noise(profile: Profile) -> Profile:
     (NOISE_AT_MOST): shares near 0 or 1, and those of any but very large groups. Post-processing of
     what was released (its size and the policy, both public), so it reveals nothing more. The
     profile itself where no site added noise."""
-    noisy = [i for i, site in enumerate(profile.sites) if (profile.policies.get(site) or {}).get("dp_epsilon")]
-    if not noisy:
+    epsilons = {i: float(policy["dp_epsilon"]) for i, policy in
+                enumerate(profile.policies.get(site) or {} for site in profile.sites) if policy.get("dp_epsilon")}
+    if not epsilons:
         return profile
-    arrays, withheld = dict(profile.arrays), {site: dict(r) for site, r in profile.withheld.items()}
-    for name, declared in STATISTICS.items():
-        if declared.kind != "share":
-            continue
-        values = arrays[name] = np.array(arrays[name], dtype=np.float64)
-        for i in noisy:
-            epsilon = float(profile.policies[profile.sites[i]]["dp_epsilon"])
-            n = np.maximum(profile.observed[i].astype(np.float64), 1)  # every share's group is a feature's values
-            scale = share_noise_scale(n, epsilon_share(epsilon, len(profile.features)))
-            share = np.clip(values[i], 1 / n, 1 - 1 / n)  # a share of 0 or 1 is tested as one of a single row
+    shares = [name for name, declared in STATISTICS.items() if declared.kind == "share"]
+    arrays = {**profile.arrays, **{name: np.array(profile.arrays[name], dtype=np.float64) for name in shares}}
+    withheld = {site: dict(r) for site, r in profile.withheld.items()}
+    for i, epsilon in epsilons.items():
+        n = np.maximum(profile.observed[i].astype(np.float64), 1)  # every share's group is a feature's values
+        noise_sd = math.sqrt(2) * share_noise_scale(n, epsilon_share(epsilon, len(profile.features)))
+        reason, reasons = NOISY.format(epsilon=epsilon), withheld.setdefault(profile.sites[i], {})
+        for name in shares:
+            values = arrays[name][i]
+            share = np.clip(values, 1 / n, 1 - 1 / n)  # a share of 0 or 1 is tested as one of a single row
             with np.errstate(invalid="ignore"):
-                drop = np.isfinite(values[i]) & (math.sqrt(2) * scale > NOISE_AT_MOST * np.sqrt(share * (1 - share) / n))
-            if declared.axes != FEATURE:  # a histogram (steps × features) is read whole per feature
+                drop = np.isfinite(values) & (noise_sd > NOISE_AT_MOST * np.sqrt(share * (1 - share) / n))
+            if STATISTICS[name].axes != FEATURE:  # a histogram (steps × features) is read whole per feature
                 drop = np.broadcast_to(drop.any(tuple(range(drop.ndim - 1)), keepdims=True), drop.shape)
             if drop.any():
-                values[i][drop] = np.nan
-                reason = NOISY.format(epsilon=epsilon)
-                site = withheld.setdefault(profile.sites[i], {})
-                site[name] = f"{site[name]}; or {reason}" if name in site else reason
-    return replace(profile, arrays=arrays, withheld=withheld)
+                values[drop] = np.nan
+                reasons[name] = f"{reasons[name]}; or {reason}" if name in reasons else reason
+    return replace(profile, arrays=arrays, withheld={site: r for site, r in withheld.items() if r})
 
 
 class Checks:
@@ -1625,7 +1624,7 @@ class Checks:
         # values): a column mostly 0 has few values off it, and a bin rounded to the column's count
         # could otherwise move a step that holds them all below `whole`
         slack = ROUNDING / 2 * np.sqrt(np.clip(shares * (1 - shares), 0, None) * observed[:, None])
-        on_slack = np.einsum("sbc,bk->skc", slack[:, FINER + 1:], ON_STEP.astype(np.float64))
+        on_slack = summed_on_steps(slack)
         with np.errstate(invalid="ignore", divide="ignore"):
             held = enough[:, None] & (on + on_slack >= whole * (off_zero - slack[:, ZERO])[:, None] - 1e-9)
         has_step = held.any(1)

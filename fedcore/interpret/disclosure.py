@@ -108,7 +108,8 @@ GROUPS = {
 GROUP_AXES = {"site": (), "class": ("class",), "feature": ("feature",), "feature × class": ("class", "feature"),
               "feature pairs": ("continuous", "continuous")}
 # The axes of a site's statistic: its classes, the profile's probabilities or missing-value codes
-# or steps (`profile.RESOLUTION_STEPS`' histogram bins), its features, its continuous features (a correlation's two axes).
+# or steps (`profile.RESOLUTION_STEPS`' histogram bins), its features, its continuous features (a
+# correlation's two axes).
 AXES = ("class", "probability", "code", "step", "feature", "continuous")
 
 

@@ -44,9 +44,10 @@ FAR_OUT_IQRS = 3.0  # Tukey's "far out": beyond the quartiles by 3 interquartile
 # says how many lie on every step. Its bins: zero (on every step), finer than the first step, the steps.
 RESOLUTION_STEPS = np.array([m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)])
 ZERO, FINER = 0, 1
+# [own step, step]: a value whose own step is the first lies on the second
 ON_STEP = np.isclose(np.round(RESOLUTION_STEPS[:, None] / RESOLUTION_STEPS[None, :]),
                      RESOLUTION_STEPS[:, None] / RESOLUTION_STEPS[None, :], rtol=0, atol=1e-9) \
-    & (RESOLUTION_STEPS[:, None] >= RESOLUTION_STEPS[None, :])  # [own step, step]: a value on the first lies on the second
+    & (RESOLUTION_STEPS[:, None] >= RESOLUTION_STEPS[None, :])
 # A value is on a step within 4 single-precision rounding errors (a value stored as float32 is still
 # on its step) where the step is at least 2^-18 of it (16 of those errors); below, only where it is
 # a multiple to double precision (a large whole number, a value written with many digits).
@@ -54,8 +55,8 @@ STEP_TOLERANCE = 2.0**-22
 FINEST_RATIO = 2.0**18
 EXACT = 2.0**-50  # 4 double-precision rounding errors
 
-__all__ = ["ARRAYS", "FEATURE", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "RESOLUTION_STEPS", "SENTINELS", "STATISTICS", "Profile",
-           "SiteProfile", "on_steps", "profile_federation", "site_profile"]
+__all__ = ["ARRAYS", "FEATURE", "GROUPS", "NOT_RECORDED", "PROBABILITIES", "RESOLUTION_STEPS", "SENTINELS",
+           "STATISTICS", "Profile", "SiteProfile", "on_steps", "profile_federation", "site_profile", "summed_on_steps"]
 
 FEATURE, BY_CLASS = ("feature",), ("class", "feature")
 # Every array of a profile, declared once. `disclosure.release` applies a site's policy to exactly
@@ -217,7 +218,7 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
     with np.errstate(invalid="ignore"):
         out["step_shares"] = np.where(out["observed"] > 0, steps / np.maximum(out["observed"], 1), np.nan)
         # whole numbers: the values on step 1 (zeros among them), from the same histogram
-        whole = steps[ZERO] + steps[2:][ON_STEP[:, RESOLUTION_STEPS == 1][:, 0]].sum(0)
+        whole = steps[ZERO] + summed_on_steps(steps)[RESOLUTION_STEPS == 1][0]
         out["integer_share"] = np.where(out["observed"] > 0, whole / np.maximum(out["observed"], 1), np.nan)
     out["sentinel_counts"] = np.stack([(x == value).sum(0) for value in SENTINELS])
     out["correlation"], pairs = _correlation(x[:, list(continuous)])
@@ -233,7 +234,7 @@ def _steps(x: np.ndarray) -> np.ndarray:
     large for it to be told), so a column of measured decimals is read once."""
     n_bins = 2 + len(RESOLUTION_STEPS)
     columns = np.broadcast_to(np.arange(x.shape[1]), x.shape)
-    recorded = ~np.isnan(x) & np.isfinite(x)
+    recorded = np.isfinite(x)
     counts = np.zeros((n_bins, x.shape[1]), dtype=np.int64)
     counts[ZERO] = (recorded & (x == 0)).sum(0)
     values, where = x[recorded & (x != 0)], columns[recorded & (x != 0)]
@@ -259,9 +260,15 @@ def on_steps(step_shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     that lie on each step [..., steps, features], and the share of values not 0 [..., features]."""
     shares = np.asarray(step_shares, dtype=np.float64)
     off_zero = 1 - shares[..., ZERO, :]
-    on = np.einsum("...bf,bk->...kf", shares[..., FINER + 1:, :], ON_STEP.astype(np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return on / off_zero[..., None, :], off_zero
+        return summed_on_steps(shares) / off_zero[..., None, :], off_zero
+
+
+def summed_on_steps(per_bin: np.ndarray) -> np.ndarray:
+    """[..., steps, features]: per step, the sum over the histogram's bins [..., bins, features] whose
+    own step lies on it (`ON_STEP`), of a count, a share or anything else kept per bin."""
+    return np.einsum("...bf,bk->...kf", np.asarray(per_bin, dtype=np.float64)[..., FINER + 1:, :],
+                     ON_STEP.astype(np.float64))
 
 
 def _whole(ratio: np.ndarray, tolerance: np.ndarray | float) -> np.ndarray:
