@@ -18,7 +18,19 @@ from fedcore.interpret.profile import profile_federation, site_profile
 from tests import test_check_registry as registry
 
 
-def test_the_statistic_is_spearmans_within_each_class_pooled_on_fishers_z_by_hand():
+def pooled_by_hand(x: np.ndarray, y: np.ndarray, j: int) -> float:
+    """Places and ranks centred within each class, one correlation over the classes."""
+    products = places = ranks = 0.0
+    for k in np.unique(y):
+        values = x[y == k, j]
+        values = values[~np.isnan(values)]
+        place = np.arange(len(values)) - (len(values) - 1) / 2
+        rank = stats.rankdata(values) - (len(values) + 1) / 2
+        products, places, ranks = products + place @ rank, places + place @ place, ranks + rank @ rank
+    return products / math.sqrt(places * ranks)
+
+
+def test_the_statistic_is_spearmans_within_each_class_pooled_as_one_correlation_by_hand():
     rng = np.random.default_rng(3)
     x = rng.normal(0, 1, (120, 2))
     y = np.repeat([0, 1, 0, 1], 30)
@@ -26,13 +38,24 @@ def test_the_statistic_is_spearmans_within_each_class_pooled_on_fishers_z_by_han
     x[[4, 50, 77], 0] = np.nan  # rows without the value: places among the class's observed values
     got = site_profile(x, y, 2, [0, 1], policy=None).arrays["order_correlation"]
     for j in range(2):
-        z, weights = [], []
-        for k in (0, 1):
-            values = x[y == k, j]
-            values = values[~np.isnan(values)]
-            z.append(math.atanh(stats.spearmanr(np.arange(len(values)), values)[0]))
-            weights.append(len(values) - 3)
-        assert abs(got[j] - math.tanh(np.average(z, weights=weights))) < 1e-12
+        assert abs(got[j] - pooled_by_hand(x, y, j)) < 1e-12
+    assert got[0] > 0.5 and abs(got[1]) < 0.2  # the trend is found, the column without one shows none
+
+
+def test_a_small_class_in_perfect_order_by_chance_does_not_take_the_site():
+    # vehicle's rows dealt to its sensors at random: a site of 15 rows whose class of 5 happened to
+    # fall in order (once in 60) was released as -0.92 when the classes were pooled on Fisher's z
+    # (r = -1 is a z of -7); as one correlation it weighs as its 5 rows
+    rng = np.random.default_rng(8)
+    y = np.array([1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0])
+    x = rng.normal(0, 1, (15, 1))
+    x[y == 1, 0] = [0.5, 0.1, -0.05, -0.07, -1.2]  # in perfect (falling) order
+    got = site_profile(x, y, 2, [0], policy=None).arrays["order_correlation"][0]
+    assert abs(got - pooled_by_hand(x, y, 0)) < 1e-12
+    on_fishers_z = [(np.sum(y == k) - 3, math.atanh(np.clip(stats.spearmanr(np.arange(np.sum(y == k)), x[y == k, 0])[0],
+                                                            -0.999999, 0.999999))) for k in (0, 1)]
+    old = math.tanh(sum(w * z for w, z in on_fishers_z) / sum(w for w, _ in on_fishers_z))
+    assert old < -0.8 and abs(got) < 0.5  # the old pooling let 5 rows outweigh the other 10
 
 
 def test_a_file_sorted_by_its_label_shows_no_trend_within_its_classes():

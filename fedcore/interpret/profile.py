@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from fedcore.interpret.calibration import fisher_z
 from fedcore.interpret.disclosure import (DEFAULT_POLICY, GROUPS, Groups, Policy, Statistic, describe_policy,
                                           dp_noise, location, release, sorted_sd)
 
@@ -339,26 +338,32 @@ def _duplicate_rows(x: np.ndarray, y: np.ndarray) -> int:
 
 def _order_correlation(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequence[int]) -> np.ndarray:
     """[features]: each continuous feature's Spearman correlation with the order of the rows, within
-    each class (a class's observed values against their places among its rows), pooled over the
-    classes of 4 values or more on Fisher's z weighted by n - 3 (NaN elsewhere). Within classes:
-    a file sorted by its label (the ill patients last) moves every feature that goes with the label
-    along the rows, and says nothing about how the values were recorded."""
+    each class (a class's observed values ranked, against their places among its rows), pooled
+    over the classes of 4 values or more as one correlation of the places and ranks each centred
+    within its class (NaN elsewhere). Within classes: a file sorted by its label (the ill patients
+    last) moves every feature that goes with the label along the rows, and says nothing about how
+    the values were recorded. Pooled as one correlation, not on Fisher's z per class: a class of 5
+    values is in perfect order once in 60 by chance, and its z of ±7 (r = ±1) then took the pooled
+    correlation of a site of 15 rows to −0.92 where its rows were dealt at random."""
     out = np.full(x.shape[1], np.nan)
     columns = list(continuous)
     if not columns or not len(x):
         return out
-    pooled, weight = np.zeros(len(columns)), np.zeros(len(columns))
+    products, place_squares, rank_squares = (np.zeros(len(columns)) for _ in range(3))
     for k in range(n_classes):
         values = x[y == k][:, columns]
         observed = ~np.isnan(values)
+        usable = observed.sum(0) >= 4
         place = np.where(observed, np.cumsum(observed, axis=0), np.nan)  # its place among the observed values
-        r = _paired_correlation(place, _ranks(values))
-        count = observed.sum(0)
-        usable = (count >= 4) & np.isfinite(r)
-        pooled += np.where(usable, (count - 3) * fisher_z(np.where(usable, r, 0.0)), 0.0)
-        weight += np.where(usable, count - 3, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a column with no values in the class
+            a, b = (v - np.nanmean(v, axis=0) for v in (place, _ranks(values)))
+        products += np.where(usable, np.nansum(a * b, axis=0), 0.0)
+        place_squares += np.where(usable, np.nansum(a**2, axis=0), 0.0)
+        rank_squares += np.where(usable, np.nansum(b**2, axis=0), 0.0)
+    squares = place_squares * rank_squares
     with np.errstate(invalid="ignore", divide="ignore"):
-        out[columns] = np.where(weight > 0, np.tanh(pooled / weight), np.nan)
+        out[columns] = np.where(squares > 1e-12, products / np.sqrt(squares), np.nan)
     return out
 
 
