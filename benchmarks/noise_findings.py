@@ -1,11 +1,11 @@
 """What the check-up's data lens reports on the untouched federations when the sites add noise
 (differential privacy, `dp-epsilon`): per data set and ε, the reported findings by kind, and how
 many of them are of a check that reads a share (those `data_checks.beyond_noise` sets aside where
-the noise is too large to test) or of one that reads values (quantile blocks, means and SDs,
-whose noise no test counts yet). Without noise as the reference. A finding on an untouched
-federation under noise that it does not show without noise is one the noise may have made.
+the noise is too large to test), and how many the same federation does not show without noise
+(same site, kind and feature): on untouched data, those are what the noise made. The checks of
+values add the noise's variance to their own (`fedcore/interpret/release_noise.py`).
 
-    .venv/bin/python benchmarks/noise_findings.py [--datasets vehicle demo heart] [--epsilons 1 10 100] [--repeats 3]
+    .venv/bin/python benchmarks/noise_findings.py [--datasets vehicle demo heart] [--epsilons 1 10 100] [--repeats 5]
 
 Each repeat is a fresh release (noise from the operating system's entropy): the counts are the
 repeats' medians (the kinds: their mean count per repeat). The sites release at the default
@@ -33,40 +33,92 @@ DATA = {
 
 
 def main() -> None:
-    from fedcore.checkup import check_up
     from fedcore.interpret import checks
-    from fedcore.interpret.disclosure import Policy
     from fedcore.interpret.profile import STATISTICS
-    from data_adapters import check_reference, load_federation
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="*", default=list(DATA), choices=list(DATA))
     parser.add_argument("--epsilons", nargs="*", type=float, default=[1.0, 10.0, 100.0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     share_kinds = {c.kind for c in checks.of_lens(checks.DATA)
                    if any(n in STATISTICS and STATISTICS[n].kind == "share" for n in c.needs)}
-    print("| data | ε | findings | of share checks | of other checks | kinds most reported (per repeat, mean) |")
-    print("|---|---|---|---|---|---|")
-    for name in args.datasets:
-        reference = check_reference(DATA[name])
-        for epsilon in [None, *args.epsilons]:
-            repeats = 1 if epsilon is None else args.repeats
-            totals, shares, kinds = [], [], Counter()
-            for _ in range(repeats):
-                policy = Policy(dp_epsilon=epsilon)
-                federation = load_federation(reference, 0, disclosure=policy)
-                result = check_up(federation.profile, {})
-                reported = [f.kind for f in result.reported]
-                totals.append(len(reported))
-                shares.append(sum(kind in share_kinds for kind in reported))
-                kinds.update(reported)
-            total, share = statistics.median(totals), statistics.median(shares)
-            top = ", ".join(f"{kind} {count / repeats:g}" for kind, count in kinds.most_common(5)) or "none"
-            print(f"| {name} | {'no noise' if epsilon is None else f'{epsilon:g}'} | {total:g} | {share:g} | "
-                  f"{total - share:g} | {top} |", flush=True)
+    untouched(args.datasets, args.epsilons, args.repeats, share_kinds)
+    print()
+    dealt_at_random(args.datasets, args.epsilons, args.repeats)
 
+
+def untouched(datasets: list[str], epsilons: list[float], repeats: int, share_kinds: set[str]) -> None:
+    """The federations as they are: findings under noise that they do not show without it."""
+    from fedcore.checkup import check_up
+    from fedcore.interpret.disclosure import Policy
+    from data_adapters import check_reference, load_federation
+
+    print("| data | ε | findings | of share checks | not shown without noise | their kinds (per repeat, mean) |")
+    print("|---|---|---|---|---|---|")
+    for name in datasets:
+        reference = check_reference(DATA[name])
+        without: set[tuple] = set()
+        for epsilon in [None, *epsilons]:
+            times = 1 if epsilon is None else repeats
+            totals, shares, new, kinds = [], [], [], Counter()
+            for _ in range(times):
+                federation = load_federation(reference, 0, disclosure=Policy(dp_epsilon=epsilon))
+                reported = check_up(federation.profile, {}).reported
+                cells = {(f.site, f.kind, f.feature) for f in reported}
+                if epsilon is None:
+                    without = cells
+                made = [f.kind for f in reported if (f.site, f.kind, f.feature) not in without]
+                totals.append(len(reported))
+                shares.append(sum(f.kind in share_kinds for f in reported))
+                new.append(len(made))
+                kinds.update(made)
+            top = ", ".join(f"{kind} {count / times:g}" for kind, count in kinds.most_common(6)) or "none"
+            print(f"| {name} | {'no noise' if epsilon is None else f'{epsilon:g}'} | {statistics.median(totals):g} | "
+                  f"{statistics.median(shares):g} | {statistics.median(new):g} | {top} |", flush=True)
+
+
+def dealt_at_random(datasets: list[str], epsilons: list[float], repeats: int) -> None:
+    """Data made so the answer is known: each federation's rows pooled and dealt back to its sites
+    at random, each site keeping its own number of rows (so a small site stays small, and its
+    release noisier than a large one's), nothing differing between them but chance. Every finding
+    of a check comparing the sites is a false one; per repeat, a fresh deal checked up without noise
+    and at each ε."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from fedcore.checkup import check_up
+    from fedcore.interpret.disclosure import Policy
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "evidence"))
+    from corruptions import load_table
+    from random_split_null import WITHIN_SITE
+
+    print("Rows dealt back to the sites at random, each keeping its size (nothing differs):")
+    print()
+    print("| data | ε | sites with a finding comparing sites (median of deals) | findings | their kinds (per deal, mean) |")
+    print("|---|---|---|---|---|")
+    for name in datasets:
+        table = load_table(name)
+        sizes = np.cumsum([len(y) for y in table.y])[:-1]
+        x, y = np.concatenate(table.x), np.concatenate(table.y)
+        counted: dict[float | None, tuple[list, list, Counter]] = {e: ([], [], Counter()) for e in [None, *epsilons]}
+        for deal in range(repeats):
+            order = np.random.default_rng([deal, 23]).permutation(len(y))
+            dealt = replace(table, x=np.split(x[order], sizes), y=np.split(y[order], sizes))
+            for epsilon, (flagged, totals, kinds) in counted.items():
+                comparing = [f for f in check_up(dealt.profile(policy=Policy(dp_epsilon=epsilon)), {}).reported
+                             if f.kind not in WITHIN_SITE]
+                flagged.append(len({f.site for f in comparing}))
+                totals.append(len(comparing))
+                kinds.update(f.kind for f in comparing)
+        for epsilon, (flagged, totals, kinds) in counted.items():
+            top = ", ".join(f"{kind} {count / repeats:g}" for kind, count in kinds.most_common(5)) or "none"
+            print(f"| {name} | {'no noise' if epsilon is None else f'{epsilon:g}'} | "
+                  f"{statistics.median(flagged):g} of {len(table.sites)} | {statistics.median(totals):g} | {top} |",
+                  flush=True)
 
 if __name__ == "__main__":
     main()

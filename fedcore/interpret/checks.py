@@ -175,8 +175,14 @@ QUANTILES = ("quantiles", "observed")
 QUARTILES = (0.25, 0.5, 0.75)
 CLASS_PROFILE = ("mean_by_class", "sd_by_class", "observed_by_class", "class_counts")
 LOO = "leave-one-out t over sites, moderated across features"
+# what a test of a site's value statistic adds to the others' spread: the variance its size and its
+# release's noise give it beyond theirs (`Checks.excess_variance`)
+OWN_EXCESS = ", the site's own variance (sampling at its size; noise under differential privacy) beyond the others' added"
 SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
              "moderated across features, one-sided")
+RANDOM_EFFECTS = ("random effects: the share against the other sites' rate, on its binomial variance plus the variance "
+                  "between the others beyond theirs (t, others − 1 df; the count's exact beta-binomial tail where "
+                  "larger: a few values at a small site)")
 OVER_DISPERSED = "over-dispersed binomial against the others' rate (dispersion from every site and item), one-sided"
 
 # What a finding explains at its own site and feature (`Check.explains_here`), beyond its family.
@@ -242,8 +248,7 @@ CHECKS: tuple[Check, ...] = (
           "the site's step: the coarsest of 1, 2, 5 × a power of ten that ≥ {whole:%} of its values not 0 are a "
           "multiple of, within the release's rounding (≥ {count} such values; elsewhere no cell); the share of its "
           "values on that step",
-          "random effects: the share against the other sites' rate on the same step, on its binomial variance plus "
-          "the variance between the others beyond theirs (t, others − 1 df), one-sided",
+          RANDOM_EFFECTS + ", on the same step, one-sided",
           "the others' share on the step ≤ {others:%} and the step ≥ {step} within-site SD", "resolution",
           ("step_shares", "observed"), "continuous", "resolution",
           limits=(("whole", 0.98), ("count", 20), ("others", 0.5), ("step", 0.2)), explains_here=("recording",)),
@@ -251,8 +256,7 @@ CHECKS: tuple[Check, ...] = (
           "the shares of the site's values at its most common value, at its minimum and at its maximum (saturation, "
           "clipping, zero-fill, dropouts, a code outside the usual list); tested: the values tied with it beyond "
           "the one (a continuous column's extreme always holds 1/n)",
-          "random effects: the share against the other sites' rate, on its binomial variance plus the "
-          "variance between the others beyond theirs (t, others − 1 df); the smallest of the three × 3",
+          RANDOM_EFFECTS + "; the smallest of the three × 3",
           "≥ {excess:pt} more and {ratio} × the others', and ≥ {excess:pt} more than its class mix predicts (each "
           "class's share at the value at the other sites, read off their quantiles of the class, in the site's "
           "proportions: a site of mostly one class holds that class's mass)", "point_mass",
@@ -298,9 +302,7 @@ CHECKS: tuple[Check, ...] = (
     # conversion, a correction or a computed value shows, not which
     Check("precision", "recorded at another precision", "precision", DATA,
           "the share of the site's values that are not whole numbers, where the other sites' is ≤ {others:%} (a "
-          "column they record in whole numbers; elsewhere no cell)", "random effects: the share against the "
-          "other sites' rate, on its binomial variance plus the variance between the others beyond theirs (t, "
-          "others − 1 df), one-sided", "≥ {share:%} and ≥ {count} values with decimals", "decimals",
+          "column they record in whole numbers; elsewhere no cell)", RANDOM_EFFECTS + ", one-sided", "≥ {share:%} and ≥ {count} values with decimals", "decimals",
           ("integer_share", "observed"), "continuous", "precision",
           limits=(("share", 0.1), ("count", 5), ("others", 0.02))),
     Check("labels_permuted", "labels look wrong", "labels", DATA,
@@ -328,7 +330,8 @@ CHECKS: tuple[Check, ...] = (
           explains=("label_relation", "class_shift", "class_balance", "location_within", "spread_within"),
           limits=(("ratio", 0.5),), classes="some"),
     Check("class_balance", "another class balance", "labels", DATA,
-          "the logit of each class's share of the site's rows", "leave-one-out t over sites (each class, × classes)",
+          "the logit of each class's share of the site's rows",
+          "leave-one-out t over sites, its binomial variance beyond the others' added (each class, × classes)",
           "with k classes, a class 2/k × {gap:pt} and {odds} × the odds away from the others' mean ({gap:pt} "
           "with two)",
           "class_balance",
@@ -350,7 +353,7 @@ CHECKS: tuple[Check, ...] = (
           "continuous", "class_mix", min_classes=2,
           classes="some", explains_here=EXPLAINS_SHIFT),
     Check("shape", "different shape", "values", DATA,
-          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO,
+          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO + OWN_EXCESS,
           "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
           limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95), explains_here=EXPLAINS_SHIFT),
     # before the checks of spread: a few far-out values (a unit slip in 3 % of the rows) widen a site's
@@ -362,7 +365,7 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.01), ("count", 5), ("ratio", 4)), explains_here=EXPLAINS_SHIFT),
     Check("spread", "different spread", "values", DATA,
           "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
-          "disclosure policy released too few quantiles for them)", LOO,
+          "disclosure policy released too few quantiles for them)", LOO + OWN_EXCESS,
           "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
           limits=(("ratio", 1.25),), explains_here=(*EXPLAINS_SHIFT, "relation to the label")),
     # the spreads before the relations to the label: those are in within-class SDs, so a site whose
@@ -405,7 +408,7 @@ CHECKS: tuple[Check, ...] = (
           "site",
           "duplicates", min_sites=2, limits=(("share", 0.02), ("count", 5), ("ratio", 3))),
     Check("location", "values shifted", "values", DATA,
-          "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO,
+          "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO + OWN_EXCESS,
           "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
           limits=(("shift", 0.25),), explains_here=EXPLAINS_SHIFT),
     # after the plain location, which explains it where both are found: this is for the sites whose
@@ -423,14 +426,16 @@ CHECKS: tuple[Check, ...] = (
           "{related} or more either way, at most {partners} and n − 5; a related feature that stands out at the site "
           "beyond doubt, p < 10⁻⁴, is left out of its prediction and of the fits)",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features", "≥ {shift} SD from the prediction", "related_features", (*QUANTILES, "correlation"),
+          "moderated across features" + OWN_EXCESS + " (its related features' too, through the coefficients)",
+          "≥ {shift} SD from the prediction", "related_features", (*QUANTILES, "correlation"),
           "continuous", "location_related", min_sites=6,
           limits=(("shift", 0.25), ("related", 0.3), ("partners", 3)), explains_here=EXPLAINS_SHIFT),
     Check("spread_related", "spread differs against related features", "related features", DATA,
           "the log of the site's robust SD less what the other sites' least-squares relation of it to the log SDs "
           "of the same related features predicts",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features", "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
+          "moderated across features" + OWN_EXCESS + " (its related features' too, through the coefficients)",
+          "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
           "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("correlation", "relations between features differ", "correlations", DATA,
           "the site's rank correlations (Spearman's: a few rows far out do not move them) of the feature with the "
@@ -439,13 +444,14 @@ CHECKS: tuple[Check, ...] = (
           "0 vanished, < 0 reversed; and the feature's mean Fisher z with those partners at the site less the "
           "partners' among themselves there (a channel that alone lost its relations, not a site whose features "
           "all go together loosely)",
-          LOO + ", one-sided (lower), of each; the smaller p × 2",
+          LOO + OWN_EXCESS + ", one-sided (lower), of each; the smaller p × 2",
           "projection ≤ {projection} and the correlations {gap} apart on average",
           "correlations", ("rank_correlation",), "continuous", "correlation",
           limits=(("informative", 0.3), ("partners", 2), ("projection", 0.5), ("gap", 0.25))),
     Check("row_order", "values change along the rows", "recording order", DATA,
           "Spearman's correlation of the feature's values with their row's place in the site's file, within each "
-          "class (pooled on Fisher's z: a file sorted by its label is no drift), on Fisher's z",
+          "class (pooled as one correlation of places and ranks centred within their class: a file sorted by its label "
+          "is no drift), on Fisher's z",
           LOO + ", the correlation's own sampling error (1.06 / (n − 3)) added",
           "a straight trend's change from the first row to the last, √12 × the correlation beyond the others' "
           "mean, ≥ {change} SD of the values",
@@ -453,7 +459,7 @@ CHECKS: tuple[Check, ...] = (
           limits=(("change", 1.0),)),
     Check("distribution", "differs in distribution", "values", DATA,
           "the mean distance between the site's quantiles and the others' mean quantiles, in within-site SDs (a "
-          "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided", "≥ {distance} SD",
+          "Wasserstein distance on the quantiles)", LOO + ", on its log, one-sided; noise under differential privacy beyond the others' added", "≥ {distance} SD",
           "quantiles", QUANTILES, "continuous", "distribution", limits=(("distance", 0.25),), quantiles=QUARTILES,
           explains_here=EXPLAINS_SHIFT),
     Check("feature_shift", "learned input correction stands out", "feature shifts", "feature shifts",

@@ -39,14 +39,14 @@ import itertools
 import math
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from fedcore.interpret import checks
 from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided,
@@ -58,6 +58,7 @@ from fedcore.interpret.disclosure import (ROUNDING, Policy, block_probabilities,
 from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import (FEATURE, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO, Profile,
                                       on_steps, summed_on_steps)
+from fedcore.interpret.release_noise import MOVE, class_noise, noisy_sites, quantile_variance
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -72,8 +73,8 @@ IQR_TO_SD = 1.349  # the IQR of a normal distribution in SDs
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of the mean (normal)
 MAX_SUSPECTS = 4  # sites whose renaming is tried as the explanation of the others' (`_likely_relabelled`)
 # the cached statistics built from the class profiles (recomputed when a site's classes are renamed)
-LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_compared", "_labels",
-                "permuted_evidence", "labels_suspect")
+LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_relation_weights", "relation_noise",
+                "_compared", "_labels", "permuted_evidence", "labels_suspect")
 NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
               "patterns cancel, or their features do not relate to the label)")
 # what a difference that is a site's class mix is, and is not (the class mix's and a point mass's words)
@@ -315,7 +316,12 @@ def random_effects_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndar
     variance plus τ² and the rate's, t with the others' count − 1 degrees of freedom. Unlike a
     dispersion factor, τ² does not grow with a site's rows: a large site that differs as much as
     the others do is not singled out, and none of the others' zeros make a site's excess look
-    ordinary."""
+    ordinary.
+
+    A count is whole and a small site's is a few: of a rate of 0.1 %, one tie among a site's 9
+    values is a share of 11 %, 10 binomial SEs above it (t: p < 10⁻⁹), while such a tie comes by
+    chance once in 110. The p-value is the larger of the t's and the exact tail of the count,
+    beta-binomial with the same mean and variance (binomial where the others show no τ²)."""
     count, total = np.asarray(count, dtype=np.float64), np.asarray(total, dtype=np.float64)
     finite = np.isfinite(count) & np.isfinite(total) & (total > 0)
     c, n = np.where(finite, count, 0.0), np.where(finite, total, 0.0)
@@ -331,8 +337,20 @@ def random_effects_excess(count: np.ndarray, total: np.ndarray) -> tuple[np.ndar
         variance = rate * (1 - rate) / np.maximum(n, 1) + tau2 * (1 + 1 / m) \
             + rate * (1 - rate) / (n.sum(0, keepdims=True) - n + 1.0)
         t = (share - rate) / np.sqrt(variance)
-        p = stats.t.sf(t, np.maximum(m - 1, 1))
+        p = np.fmax(stats.t.sf(t, np.maximum(m - 1, 1)), _count_tail(c, n, rate, variance))
     return np.where(finite & (m >= 2), p, np.nan), np.where(m >= 1, rate, np.nan)
+
+
+def _count_tail(count: np.ndarray, total: np.ndarray, rate: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """P(a count of `total` at least `count`) for a share of mean `rate` and variance `variance`
+    (≥ the binomial's): beta-binomial, its intra-class correlation the variance beyond the
+    binomial's as a share of rate·(1 − rate). NaN where undefined."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.clip(rate, 1e-12, 1 - 1e-12)
+        spread = rate * (1 - rate)
+        rho = np.clip((variance - spread / np.maximum(total, 1)) / spread, 1e-9, 1 - 1e-9)
+        size = 1 / rho - 1
+        return stats.betabinom.sf(np.rint(count) - 1, np.rint(total).astype(np.int64), rate * size, (1 - rate) * size)
 
 
 @dataclass(frozen=True)
@@ -557,12 +575,32 @@ class Checks:
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
                "others_median": reference(rq[:, MEDIAN]), "others_sd": np.exp(reference(ref_log_sd)),
                "others_skew": reference(ref_skew), "location_compared": (location[0], left_out, location[1])}
+        # each statistic's own variance at each site: by sampling, at the site's count of values
+        # (`SAMPLING`: a site of 10 rows has a median three times as uncertain as one of 90's), and by
+        # the noise its release adds (`release_noise`; 0 without), each a function of its quantiles
+        sd, count = self.profile.sd[:, cols], self.profile.observed[:, cols].astype(np.float64)
+        of_quantiles = {"location": lambda q, rows: q[:, MEDIAN] / scale,
+                        "spread": lambda q, rows: np.log(np.where(tied[rows], np.nan, robust_sd(q, sd[rows]))),
+                        "skew": lambda q, rows: _shape(q)[0], "tail": lambda q, rows: _shape(q)[1]}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for name in of_quantiles:  # the location in the yardstick's SDs: its sampling differs by size alone
+                own = SAMPLING[name] / np.where(count > 0, count, np.nan)
+                out[f"{name}_own"] = self.excess_variance(own + quantile_variance(self.profile, of_quantiles[name], cols))
         for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
-                values, suspect=left_out, reference=references)
+                values, suspect=left_out, reference=references, own_variance=out[f"{name}_own"])
         return out
+
+    @staticmethod
+    def excess_variance(variance: np.ndarray) -> np.ndarray:
+        """[sites, ...] how much more own variance (by sampling, by noise) a site's statistic has than
+        the other sites' on average (0 where less): what a leave-one-out test adds to its variance.
+        The spread of the other sites' statistics holds their own variance already, so adding a
+        site's whole own variance would count it twice where every site has the same; a small site
+        among large ones has more, which that spread does not hold."""
+        return np.nan_to_num(np.maximum(variance - others_mean(variance), 0.0))
 
     def _others_mean(self, values: np.ndarray) -> np.ndarray:
         """[sites, continuous]: the other sites' mean of a statistic of the continuous features,
@@ -680,8 +718,10 @@ class Checks:
         """Location and spread (as `_values`) of every site against what the other sites' relation
         to the related features predicts: (deleted residual, t, p)."""
         v, left_out = self._values, self.not_a_reference[:, self.continuous]
-        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related, suspect=left_out),
-                "spread": leave_one_out_predicted(v["log_sd"], self.related, suspect=left_out)}
+        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related, suspect=left_out,
+                                                    own_variance=v["location_own"]),
+                "spread": leave_one_out_predicted(v["log_sd"], self.related, suspect=left_out,
+                                                  own_variance=v["spread_own"])}
 
     @cached_property
     def related_names(self) -> list[str]:
@@ -741,7 +781,14 @@ class Checks:
             distance = np.nanmean(np.abs(q[:, :, cols] - reference), axis=1) / self.yardstick[cols]
             log_distance = np.log(np.where(distance > 0, distance, np.nan))
         left_out = self.not_a_reference[:, cols]
-        dev, t, p2 = leave_one_out(log_distance, suspect=left_out)
+
+        def log_distance_of(quantiles: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.log(np.nanmean(np.abs(quantiles - reference[rows]), axis=1) / self.yardstick[cols])
+
+        noise = self.excess_variance(quantile_variance(self.profile, log_distance_of, cols))
+        dev, t, p2 = leave_one_out(log_distance, suspect=left_out, own_variance=noise)
         p = one_sided(t, p2, +1)
         typical = np.exp(self._others_mean(log_distance))
         at_least = limit("distribution", "distance")
@@ -798,12 +845,16 @@ class Checks:
             mix_sd = np.sqrt((weight * np.nan_to_num(class_variance + class_mean**2)[None]).sum(1) / rows - predicted**2)
             mix_shift = (predicted - others_median(predicted)) / self.yardstick[cols][None]
             mix_log_ratio = np.log(mix_sd / others_median(mix_sd))
+            # what the noise of a release adds: to the weighted class means, and to the pooled variance's log
+            mean_noise, variance_noise = (a[:, :, cols] for a in class_noise(p))
+            location_noise = (weight**2 * mean_noise).sum(1) / rows**2 / yardstick**2
+            spread_noise = 0.25 * (freedom**2 * variance_noise).sum(1) / degrees**2 / pooled**2
         out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled),
                "shift": location, "log_ratio": log_ratio, "mix_shift": mix_shift, "mix_log_ratio": mix_log_ratio}
-        for name, values, own in (("location", location, location_variance),
-                                  ("spread", log_ratio, 1 / (2 * np.maximum(degrees, 1)))):
-            out[f"{name}_dev"], _, out[f"{name}_p"] = leave_one_out(values, own_variance=np.nan_to_num(own),
-                                                                    suspect=suspect)
+        for name, values, own, noise in (("location", location, location_variance, location_noise),
+                                         ("spread", log_ratio, 1 / (2 * np.maximum(degrees, 1)), spread_noise)):
+            out[f"{name}_dev"], _, out[f"{name}_p"] = leave_one_out(
+                values, own_variance=np.nan_to_num(own) + self.excess_variance(noise), suspect=suspect)
         return out
 
     def location_within(self) -> Iterator[Finding]:
@@ -1035,7 +1086,10 @@ class Checks:
         swapped = {(i, self.continuous[c]) for (i, c), (kind, _, _) in self._explanations.items()
                    if kind == "swapped_columns"}  # its values are another column's: no unit to compare
         fewest = limit("unit_pair", "values")
-        for j in self.continuous:
+        # a pair is tested on its own standard errors, not against the other sites' spread: the noise
+        # of each release adds its whole variance (`release_noise`)
+        median_noise = quantile_variance(p, lambda quantiles, rows: quantiles[:, MEDIAN], self.continuous)
+        for c, j in enumerate(self.continuous):
             if j in named:
                 continue
             median, iqr, count = q[:, MEDIAN, j], q[:, UPPER, j] - q[:, LOWER, j], p.observed[:, j]
@@ -1048,7 +1102,8 @@ class Checks:
                 continue
             name, factors = p.features[j], column_factors(p.features[j])
             with np.errstate(divide="ignore", invalid="ignore"):
-                log_se = MEDIAN_EFFICIENCY * (iqr / IQR_TO_SD) / (median * np.sqrt(count))
+                log_se = np.hypot(MEDIAN_EFFICIENCY * (iqr / IQR_TO_SD) / (median * np.sqrt(count)),
+                                  np.sqrt(median_noise[:, c]) / median)
             pairs: dict[int, list[dict[str, Any]]] = {}
             for a, b in itertools.combinations(usable, 2):
                 if (a, j) in swapped or (b, j) in swapped:
@@ -1839,18 +1894,34 @@ class Checks:
         """[sites, features]: the sampling variance of each site's `relation`, a standardised
         difference of class means: Σ w²/n over its classes (w: the class's weight in the relation)
         plus relation² / 2N. A site of 8 rows shows a class difference of several SDs by chance."""
-        p = self.profile
-        counts = p.observed_by_class.astype(np.float64)  # [sites, classes, features]
-        if counts.shape[1] == 2:
-            weights = np.ones_like(counts)
-        else:
-            consensus = self.consensus
-            with np.errstate(invalid="ignore", divide="ignore"):
-                weights = consensus / np.sqrt(np.nansum(consensus**2, axis=1, keepdims=True))
+        counts = self.profile.observed_by_class.astype(np.float64)  # [sites, classes, features]
         with np.errstate(invalid="ignore", divide="ignore"):
-            per_class = np.where(counts > 0, np.nan_to_num(weights) ** 2 / counts, 0.0)
+            per_class = np.where(counts > 0, self._relation_weights**2 / counts, 0.0)
             total = counts.sum(1)
             variance = per_class.sum(1) + self.relation**2 / (2 * np.maximum(total, 1))
+        return np.where(np.isfinite(variance), variance, 0.0)
+
+    @cached_property
+    def _relation_weights(self) -> np.ndarray:
+        """[sites, classes, features] each class mean's weight in the site's `relation` (two classes:
+        1 each; more: the others' pattern, of unit length)."""
+        counts = self.profile.observed_by_class
+        if counts.shape[1] == 2:
+            return np.ones(counts.shape)
+        consensus = self.consensus
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.nan_to_num(consensus / np.sqrt(np.nansum(consensus**2, axis=1, keepdims=True)))
+
+    @cached_property
+    def relation_noise(self) -> np.ndarray:
+        """[sites, features] the variance the noise of a site's release adds to its `relation`: its
+        class means' (`release_noise.class_mean_variance`) in its within-class SDs, weighted as the
+        relation weighs them. 0 without noise."""
+        if not noisy_sites(self.profile):
+            return np.zeros(self.relation.shape)
+        within = within_class_sd(self.profile)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            variance = (self._relation_weights**2 * class_noise(self.profile)[0]).sum(1) / within**2
         return np.where(np.isfinite(variance), variance, 0.0)
 
     def label_relations(self) -> Iterator[Finding]:
@@ -1858,7 +1929,8 @@ class Checks:
         if len(p.classes) < 2:
             return
         relation = self.relation
-        deviation, t, p2 = leave_one_out(relation, own_variance=self.relation_variance, suspect=self.labels_suspect)
+        own = self.relation_variance + self.excess_variance(self.relation_noise)
+        deviation, t, p2 = leave_one_out(relation, own_variance=own, suspect=self.labels_suspect)
         others_relation = others_mean(relation)
         first, last = p.classes[0], p.classes[-1]
         gap, informative, share = (limit("label_relation", k) for k in ("gap", "informative", "share"))
@@ -2170,8 +2242,9 @@ class Checks:
         with np.errstate(invalid="ignore", divide="ignore"):
             share = counts / rows
             logit = np.log((counts + 0.5) / (rows - counts + 0.5))
+            sampling = 1 / (counts + 0.5) + 1 / (rows - counts + 0.5)  # the logit's binomial variance at the site
         tested = [n_classes - 1] if n_classes == 2 else list(range(n_classes))  # two classes: one share says both
-        deviation, _, p2 = leave_one_out(logit[:, tested])
+        deviation, _, p2 = leave_one_out(logit[:, tested], own_variance=self.excess_variance(sampling[:, tested]))
         others_share = others_mean(share)
         # the gap for two classes; with k classes a class's share is about 1/k, so its gap scales with
         # 2/k (HAR's six activities at about 17 % each: leaving out 80 % of one class moved its share
@@ -2315,8 +2388,17 @@ class Checks:
         enough = used.sum(2) >= partners
         projection = np.where(enough, projection, np.nan)
         own, among = against_partners(r, reference, used)
-        p_projection = one_sided(*leave_one_out(projection)[1:], -1)
-        p_alone = one_sided(*leave_one_out(np.where(enough, own - among, np.nan))[1:], -1)
+        # sampling at the site's count: a rank correlation's Fisher z varies by about 1.06 / (n − 3); the
+        # partners' correlations are taken as varying together (they go with one another), the
+        # projection's on r's scale, the difference of two means of z's as two independent ones
+        count = p.observed[:, cols].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z_variance = np.where(count > 3, SPEARMAN_Z_VARIANCE / (count - 3), np.nan)
+            slope = (np.abs(weight) * (1 - np.where(used, r, 0.0) ** 2)).sum(2) / (weight**2).sum(2)
+        p_projection = one_sided(*leave_one_out(projection, own_variance=self.excess_variance(
+            np.where(enough, z_variance * slope**2, np.nan)))[1:], -1)
+        p_alone = one_sided(*leave_one_out(np.where(enough, own - among, np.nan), own_variance=self.excess_variance(
+            np.where(enough, 2 * z_variance, np.nan)))[1:], -1)
         p_lower = either_test(p_projection, p_alone)
         at_most, apart = limit("correlation", "projection"), limit("correlation", "gap")
         for i, site in enumerate(self.sites):
@@ -2645,6 +2727,31 @@ def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         skew = (high + low - 2 * median) / iqr
         tails = np.log((q95 - q05) / iqr)
     return skew, np.where(np.isfinite(tails), tails, np.nan)
+
+
+def _normal_theory(statistic: Callable[[np.ndarray], np.ndarray]) -> float:
+    """n times the sampling variance of a statistic of a site's quantiles (a function of quantiles
+    [sites, PROBABILITIES, features]) for normal values of unit SD, to first order: the sample
+    quantiles' covariance is (min(p, r) − p·r) / (n·f(q_p)·f(q_r)) (Mosteller 1946), f the density,
+    and the statistic's change with each quantile is read by a small move of it."""
+    scores = special.ndtri(PROBABILITIES)
+    q = scores[None, :, None]
+    slope = math.sqrt(2 * math.pi) * np.exp(scores**2 / 2)  # dQ/dp = 1 / f(Q(p))
+    base = statistic(q)[0, 0]
+    change = np.zeros(len(PROBABILITIES))
+    for k in range(len(PROBABILITIES)):
+        moved = q.copy()
+        moved[0, k, 0] += MOVE * slope[k]
+        change[k] = (statistic(moved)[0, 0] - base) / MOVE
+    covariance = np.minimum.outer(PROBABILITIES, PROBABILITIES) - np.outer(PROBABILITIES, PROBABILITIES)
+    return float(change @ covariance @ change)
+
+
+# n times each value statistic's sampling variance (normal values; the location per within-site SD²):
+# the median's is π/2, the others' follow from the quantiles they are read from
+SAMPLING = {"location": _normal_theory(lambda q: q[:, MEDIAN]),
+            "spread": _normal_theory(lambda q: np.log(robust_sd(q, np.full(q[:, 0].shape, np.nan)))),
+            "skew": _normal_theory(lambda q: _shape(q)[0]), "tail": _normal_theory(lambda q: _shape(q)[1])}
 
 
 def _conversion(match: Match) -> dict:

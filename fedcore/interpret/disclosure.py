@@ -314,10 +314,11 @@ def _noisy_blocks(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray, noi
     width = high - low
     clipped = np.clip(values, low, high)
     means = np.add.reduceat(clipped, starts[:-1], axis=0) / sizes[:, None]
-    means = means + noise.laplace(np.broadcast_to(width / (sizes.min() * noise.epsilon_share), means.shape))
+    means = means + noise.laplace(np.broadcast_to(block_noise_scale(width, int(sizes.min()), noise.epsilon_share),
+                                                  means.shape))
     n = len(values)
     middle = (low + high) / 2
-    squares = ((clipped - middle) ** 2).sum(0) + noise.laplace(width**2 / 4 / noise.epsilon_share)
+    squares = ((clipped - middle) ** 2).sum(0) + noise.laplace(squares_noise_scale(width, noise.epsilon_share))
     mean = (np.clip(means, low, high) * sizes[:, None]).sum(0) / n
     variance = (squares - n * (mean - middle) ** 2) / (n - 1)
     return np.clip(means, low, high), np.sqrt(np.clip(variance, 0, (width / 2) ** 2 * n / (n - 1)))
@@ -327,18 +328,44 @@ def _read_off(centres: np.ndarray, means: np.ndarray, probabilities: np.ndarray)
     """[P, columns] the line through (centre, block mean) at each probability (in normal scores);
     NaN beyond the outermost centres (nothing there rests on a whole block)."""
     out = np.full((len(probabilities), means.shape[1]), np.nan)
-    inside = (probabilities >= centres[0] - 1e-12) & (probabilities <= centres[-1] + 1e-12)
+    inside, position, weight = _read_off_places(centres, probabilities)
     if len(centres) == 1:
         out[inside] = means[0]
         return out
-    # linear in the normal score of the probability: exact for normal values, where a line in p bends
-    at, scores = special.ndtri(centres), special.ndtri(probabilities[inside])
-    position = np.clip(np.searchsorted(at, scores, side="right") - 1, 0, len(centres) - 2)
-    weight = np.clip((scores - at[position]) / (at[position + 1] - at[position]), 0, 1)
     # from the lower block's mean towards the next: between two equal means exactly their value (the
     # weighted sum of both leaves a few ulps, and a middle half of one value then has an IQR of 1e-16)
     lower, upper = means[position], means[position + 1]
     out[inside] = lower + (upper - lower) * weight[:, None]
+    return out
+
+
+def _read_off_places(centres: np.ndarray, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where `_read_off` reads each probability: whether it lies within the blocks' centres, and for
+    those that do, the lower of the two blocks it lies between and its weight on the upper one."""
+    inside = (probabilities >= centres[0] - 1e-12) & (probabilities <= centres[-1] + 1e-12)
+    if len(centres) == 1:
+        return inside, np.zeros(int(inside.sum()), dtype=int), np.zeros(int(inside.sum()))
+    # linear in the normal score of the probability: exact for normal values, where a line in p bends
+    at, scores = special.ndtri(centres), special.ndtri(probabilities[inside])
+    position = np.clip(np.searchsorted(at, scores, side="right") - 1, 0, len(centres) - 2)
+    weight = np.clip((scores - at[position]) / (at[position + 1] - at[position]), 0, 1)
+    return inside, position, weight
+
+
+def read_off_weights(starts: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """[probabilities, blocks] how much each block's mean weighs in each quantile `_read_off` reads
+    from blocks starting at `starts` (`block_starts`): its quantiles are this matrix times the block
+    means (a row of 0 where nothing is read). What lets a reader follow the noise on each block into
+    the quantiles."""
+    centres = block_probabilities(starts, int(starts[-1]))
+    inside, position, weight = _read_off_places(centres, probabilities)
+    out = np.zeros((len(probabilities), len(centres)))
+    rows = np.flatnonzero(inside)
+    if len(centres) == 1:
+        out[rows, 0] = 1.0
+        return out
+    out[rows, position] = 1.0 - weight
+    out[rows, position + 1] += weight
     return out
 
 
@@ -356,6 +383,20 @@ def dp_noise(x: np.ndarray, policy: Policy) -> Noise | None:
 def epsilon_share(epsilon: float, n_features: int) -> float:
     """The ε of one statistic of one feature: a release's budget split evenly (DP_SHARES per feature)."""
     return epsilon / (DP_SHARES * max(n_features, 1))
+
+
+def block_noise_scale(width: np.ndarray, smallest_block: int, epsilon_of_share: float) -> np.ndarray:
+    """The Laplace scale of the noise on each block mean of a group whose values are clipped to a
+    range `width` wide and cut into blocks of at least `smallest_block` values (replacing one value
+    moves the sorted values by at most the width in total, a block's mean by at most width / its
+    size); its SD is √2 times this."""
+    return np.asarray(width, dtype=np.float64) / (max(smallest_block, 1) * epsilon_of_share)
+
+
+def squares_noise_scale(width: np.ndarray, epsilon_of_share: float) -> np.ndarray:
+    """The Laplace scale of the noise on a group's sum of squares about the middle of its clipping
+    range (`width` wide: one value's square moves it by at most width² / 4)."""
+    return np.asarray(width, dtype=np.float64) ** 2 / 4 / epsilon_of_share
 
 
 def share_noise_scale(n: np.ndarray, epsilon_of_share: float) -> np.ndarray:

@@ -1,0 +1,158 @@
+"""What a release's differential-privacy noise adds to the statistics the data lens reads from it.
+
+Under `dp_epsilon` a site adds Laplace noise to each mean of its quantile blocks, of scale
+width / (smallest block · ε′) (`disclosure.block_noise_scale`): width the range its values are
+clipped to, about what its outermost blocks span. A site of 60 rows has blocks of 10 and a
+site of 600 blocks of 30: the small site's quantiles carry three times the noise. The tests
+compare each site with the spread of the other sites' statistics, which holds the others' noise
+already; what it does not hold is how much *more* noise one site's statistic carries than theirs.
+That excess is what each test adds to its variance (`Checks.excess_variance`), so that a small site
+under noise is not reported for what the noise made.
+
+Everything here is read from what was released and the site's policy, both public to the reader
+of the profile: each group's size (its count of values), the blocks the policy cuts it into
+(`disclosure.block_starts`), and the clipping width, taken as the span of the released quantiles
+extrapolated to the outermost blocks' centres (linear in normal scores). It is post-processing of
+the release and reveals nothing more. Without noise every variance here is 0, and the tests are
+as they were.
+
+The variance of a statistic of the quantiles is to first order: the sum, over the site's blocks, of
+(the statistic's change with the block's mean × that mean's noise SD)², its change taken by a small
+move of the block's mean through the quantiles it weighs in (`disclosure.read_off_weights`). The
+noise on the variance's own inputs (the clipping width read from noisy quantiles) and the sorting
+and clipping of noisy means are left out: both are second order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+from scipy import special
+
+from fedcore.interpret.disclosure import (Policy, block_noise_scale, block_probabilities, block_starts, epsilon_share,
+                                          read_off_weights, squares_noise_scale)
+from fedcore.interpret.profile import PROBABILITIES, Profile
+
+# how far a block's mean is moved, in its noise's SDs, to read a statistic's change with it
+MOVE = 1e-3
+
+
+def noisy_sites(profile: Profile) -> dict[int, tuple[float, Policy]]:
+    """Site index → (ε of one statistic of one feature, its policy) for every site that released
+    under `dp_epsilon`."""
+    out = {}
+    for i, site in enumerate(profile.sites):
+        settings = profile.policies.get(site)
+        if settings and settings.get("dp_epsilon"):
+            policy = Policy.from_settings(settings)
+            out[i] = (epsilon_share(float(policy.dp_epsilon), len(profile.features)), policy)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _blocks(n: int, min_count: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A group of n values under a minimum count: its quantiles' weights on its block means
+    [PROBABILITIES, blocks], the blocks' sizes and the smallest."""
+    starts = block_starts(n, min_count)
+    sizes = np.diff(starts)
+    return read_off_weights(starts, PROBABILITIES), sizes, int(sizes.min())
+
+
+def clipping_width(quantiles: np.ndarray, n: int, min_count: int) -> np.ndarray:
+    """[columns] the range a site's values were clipped to, read from its released quantiles
+    [PROBABILITIES, columns] of n values each: the line through the two outermost released
+    quantiles on each side (in normal scores), at the outermost blocks' centres (NaN where fewer
+    than two quantiles are released)."""
+    centres = block_probabilities(block_starts(n, min_count), n)
+    scores, ends = special.ndtri(PROBABILITIES), special.ndtri(centres[[0, -1]])
+    width = np.full(quantiles.shape[1], np.nan)
+    for c in range(quantiles.shape[1]):
+        finite = np.flatnonzero(np.isfinite(quantiles[:, c]))
+        if finite.size < 2:
+            continue
+        (a, b), (y, z) = finite[[0, 1]], finite[[-1, -2]]
+        q = quantiles[:, c]
+        low = q[a] + (q[b] - q[a]) * (ends[0] - scores[a]) / (scores[b] - scores[a])
+        high = q[y] + (q[y] - q[z]) * (ends[1] - scores[y]) / (scores[y] - scores[z])
+        width[c] = max(high - low, q[y] - q[a])  # extrapolation never narrower than what is released
+    return width
+
+
+def _block_noise_sd(width: np.ndarray, smallest: int, epsilon: float) -> np.ndarray:
+    return math.sqrt(2) * block_noise_scale(width, smallest, epsilon)
+
+
+def quantile_variance(profile: Profile, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                      columns: np.ndarray) -> np.ndarray:
+    """[sites, columns] the variance the noise of each site's release adds to `statistic`, a
+    function of quantiles [some sites, PROBABILITIES, columns] and those sites' indices to
+    [some sites, columns] (the sites' rows alone: what the others show is fixed). 0 at a site
+    without noise; NaN where the statistic is."""
+    columns = np.asarray(columns, dtype=int)
+    q = profile.quantiles[:, :, columns]
+    out = np.zeros((len(profile.sites), len(columns)))
+    noisy = noisy_sites(profile)
+    if not noisy:
+        return out
+    rows = np.array(sorted(noisy))
+    directions = _directions(profile, rows, columns)  # [blocks, rows, P, columns]
+    base = statistic(q[rows], rows)
+    total = np.zeros(base.shape)
+    with np.errstate(invalid="ignore"):
+        for direction in directions:
+            change = (statistic(q[rows] + MOVE * direction, rows) - base) / MOVE
+            total += np.where(np.isfinite(change), change, 0.0) ** 2
+    out[rows] = np.where(np.isfinite(base), total, np.nan)
+    return out
+
+
+def _widths(profile: Profile, i: int, min_count: int, columns: np.ndarray) -> np.ndarray:
+    """[columns] site i's clipping widths (`clipping_width`, each at the column's own count of
+    values; NaN where too few to release quantiles)."""
+    counts = profile.observed[i, columns].astype(int)
+    out = np.full(len(columns), np.nan)
+    for n in np.unique(counts[counts >= min_count]):
+        at = np.flatnonzero(counts == n)
+        out[at] = clipping_width(profile.quantiles[i][:, columns[at]], int(n), min_count)
+    return out
+
+
+def _directions(profile: Profile, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """[blocks, rows, PROBABILITIES, columns] each block mean's noise SD as it moves the quantiles
+    (a block a group does not have: 0)."""
+    noisy = noisy_sites(profile)
+    counts = profile.observed[np.ix_(rows, columns)].astype(int)
+    groups = [(r, int(n), np.flatnonzero(counts[r] == n)) for r, i in enumerate(rows)
+              for n in np.unique(counts[r]) if n >= noisy[i][1].min_count]
+    most = max((_blocks(n, noisy[rows[r]][1].min_count)[0].shape[1] for r, n, _ in groups), default=0)
+    out = np.zeros((most, len(rows), len(PROBABILITIES), len(columns)))
+    widths = {r: _widths(profile, int(i), noisy[i][1].min_count, columns) for r, i in enumerate(rows)}
+    for r, n, at in groups:
+        epsilon, policy = noisy[rows[r]]
+        weights, _, smallest = _blocks(n, policy.min_count)
+        sd = np.nan_to_num(_block_noise_sd(widths[r][at], smallest, epsilon))
+        out[:weights.shape[1], r][:, :, at] = weights.T[:, :, None] * sd[None, None, :]
+    return out
+
+
+def class_noise(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """[sites, classes, features] twice: the variance the noise adds to each class's mean at a site
+    (its blocks' noise, each weighted by its share of the class's values) and to its variance (the
+    noise on its sum of squares over n − 1). The clipping width is the feature's, read from its
+    overall quantiles: a site clips every class to one range. 0 without noise."""
+    means, variances = np.zeros(profile.mean_by_class.shape), np.zeros(profile.mean_by_class.shape)
+    every = np.arange(len(profile.features))
+    for i, (epsilon, policy) in noisy_sites(profile).items():
+        width = _widths(profile, i, policy.min_count, every)
+        for k in range(len(profile.classes)):
+            counts = profile.observed_by_class[i, k].astype(int)
+            for n in np.unique(counts[counts >= max(policy.min_count, 2)]):
+                at = counts == n
+                _, sizes, smallest = _blocks(int(n), policy.min_count)
+                sd = _block_noise_sd(width[at], smallest, epsilon)
+                means[i, k, at] = np.nan_to_num(sd) ** 2 * float((sizes**2).sum()) / n**2
+                variances[i, k, at] = 2 * np.nan_to_num(squares_noise_scale(width[at], epsilon)) ** 2 / (n - 1) ** 2
+    return means, variances
