@@ -53,12 +53,11 @@ from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, l
                                           smallest_reported)
 from fedcore.glossary import plain
 from fedcore.interpret.checks import BY_KIND, Check, limit
-from fedcore.interpret.disclosure import (ROUNDING, Policy, block_probabilities, block_starts, epsilon_share,
-                                          share_noise_scale)
+from fedcore.interpret.disclosure import ROUNDING, Policy, block_probabilities, block_starts, share_noise_scale
 from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import (FEATURE, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO, Profile,
                                       on_steps, summed_on_steps)
-from fedcore.interpret.release_noise import MOVE, class_noise, noisy_sites, quantile_variance
+from fedcore.interpret.release_noise import MOVE, BlockNoise, block_noise, class_noise, noisy_sites, quantile_variance
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -74,7 +73,7 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median over that of
 MAX_SUSPECTS = 4  # sites whose renaming is tried as the explanation of the others' (`_likely_relabelled`)
 # the cached statistics built from the class profiles (recomputed when a site's classes are renamed)
 LABEL_CACHES = ("class_profiles", "consensus", "relation", "relation_variance", "_relation_weights", "relation_noise",
-                "_compared", "_labels", "permuted_evidence", "labels_suspect")
+                "_class_noise", "_compared", "_labels", "permuted_evidence", "labels_suspect")
 NO_PATTERN = ("fewer than 3 features tell its classes apart in the other sites' pattern (the others' class "
               "patterns cancel, or their features do not relate to the label)")
 # what a difference that is a site's class mix is, and is not (the class mix's and a point mass's words)
@@ -376,17 +375,16 @@ def beyond_noise(profile: Profile) -> Profile:
     (NOISE_AT_MOST): shares near 0 or 1, and those of any but very large groups. Post-processing of
     what was released (its size and the policy, both public), so it reveals nothing more. The
     profile itself where no site added noise."""
-    epsilons = {i: float(policy["dp_epsilon"]) for i, policy in
-                enumerate(profile.policies.get(site) or {} for site in profile.sites) if policy.get("dp_epsilon")}
-    if not epsilons:
+    noisy = noisy_sites(profile)
+    if not noisy:
         return profile
     shares = [name for name, declared in STATISTICS.items() if declared.kind == "share"]
     arrays = {**profile.arrays, **{name: np.array(profile.arrays[name], dtype=np.float64) for name in shares}}
     withheld = {site: dict(r) for site, r in profile.withheld.items()}
-    for i, epsilon in epsilons.items():
+    for i, (epsilon_of_share, policy) in noisy.items():
         n = np.maximum(profile.observed[i].astype(np.float64), 1)  # every share's group is a feature's values
-        noise_sd = math.sqrt(2) * share_noise_scale(n, epsilon_share(epsilon, len(profile.features)))
-        reason, reasons = NOISY.format(epsilon=epsilon), withheld.setdefault(profile.sites[i], {})
+        noise_sd = math.sqrt(2) * share_noise_scale(n, epsilon_of_share)
+        reason, reasons = NOISY.format(epsilon=policy.dp_epsilon), withheld.setdefault(profile.sites[i], {})
         for name in shares:
             values = arrays[name][i]
             share = np.clip(values, 1 / n, 1 - 1 / n)  # a share of 0 or 1 is tested as one of a single row
@@ -585,13 +583,25 @@ class Checks:
         with np.errstate(invalid="ignore", divide="ignore"):
             for name in of_quantiles:  # the location in the yardstick's SDs: its sampling differs by size alone
                 own = SAMPLING[name] / np.where(count > 0, count, np.nan)
-                out[f"{name}_own"] = self.excess_variance(own + quantile_variance(self.profile, of_quantiles[name], cols))
+                noise = quantile_variance(self.profile, of_quantiles[name], cols, self._block_noise)
+                out[f"{name}_own"] = self.excess_variance(own + noise)
         for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
                 values, suspect=left_out, reference=references, own_variance=out[f"{name}_own"])
         return out
+
+    @cached_property
+    def _block_noise(self) -> BlockNoise | None:
+        """The noise on the continuous features' block means (`release_noise.block_noise`; None
+        without), read once for every statistic of their quantiles."""
+        return block_noise(self.profile, self.continuous)
+
+    @cached_property
+    def _class_noise(self) -> tuple[np.ndarray, np.ndarray]:
+        """`release_noise.class_noise`: what the noise adds to each class's mean and variance."""
+        return class_noise(self.profile)
 
     @staticmethod
     def excess_variance(variance: np.ndarray) -> np.ndarray:
@@ -787,7 +797,7 @@ class Checks:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return np.log(np.nanmean(np.abs(quantiles - reference[rows]), axis=1) / self.yardstick[cols])
 
-        noise = self.excess_variance(quantile_variance(self.profile, log_distance_of, cols))
+        noise = self.excess_variance(quantile_variance(self.profile, log_distance_of, cols, self._block_noise))
         dev, t, p2 = leave_one_out(log_distance, suspect=left_out, own_variance=noise)
         p = one_sided(t, p2, +1)
         typical = np.exp(self._others_mean(log_distance))
@@ -846,7 +856,7 @@ class Checks:
             mix_shift = (predicted - others_median(predicted)) / self.yardstick[cols][None]
             mix_log_ratio = np.log(mix_sd / others_median(mix_sd))
             # what the noise of a release adds: to the weighted class means, and to the pooled variance's log
-            mean_noise, variance_noise = (a[:, :, cols] for a in class_noise(p))
+            mean_noise, variance_noise = (a[:, :, cols] for a in self._class_noise)
             location_noise = (weight**2 * mean_noise).sum(1) / rows**2 / yardstick**2
             spread_noise = 0.25 * (freedom**2 * variance_noise).sum(1) / degrees**2 / pooled**2
         out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled),
@@ -1088,7 +1098,8 @@ class Checks:
         fewest = limit("unit_pair", "values")
         # a pair is tested on its own standard errors, not against the other sites' spread: the noise
         # of each release adds its whole variance (`release_noise`)
-        median_noise = quantile_variance(p, lambda quantiles, rows: quantiles[:, MEDIAN], self.continuous)
+        median_noise = quantile_variance(p, lambda quantiles, rows: quantiles[:, MEDIAN], self.continuous,
+                                         self._block_noise)
         for c, j in enumerate(self.continuous):
             if j in named:
                 continue
@@ -1915,13 +1926,13 @@ class Checks:
     @cached_property
     def relation_noise(self) -> np.ndarray:
         """[sites, features] the variance the noise of a site's release adds to its `relation`: its
-        class means' (`release_noise.class_mean_variance`) in its within-class SDs, weighted as the
-        relation weighs them. 0 without noise."""
+        class means' (`release_noise.class_noise`) in its within-class SDs, weighted as the relation
+        weighs them. 0 without noise."""
         if not noisy_sites(self.profile):
             return np.zeros(self.relation.shape)
         within = within_class_sd(self.profile)
         with np.errstate(invalid="ignore", divide="ignore"):
-            variance = (self._relation_weights**2 * class_noise(self.profile)[0]).sum(1) / within**2
+            variance = (self._relation_weights**2 * self._class_noise[0]).sum(1) / within**2
         return np.where(np.isfinite(variance), variance, 0.0)
 
     def label_relations(self) -> Iterator[Finding]:

@@ -367,16 +367,6 @@ def _order_correlation(x: np.ndarray, y: np.ndarray, n_classes: int, continuous:
     return out
 
 
-def _paired_correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per column, the Pearson correlation of a's column with b's over the rows both hold (NaN at
-    the same places in both; NaN where a column has no spread)."""
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an empty column: NaN is the answer
-        a, b = a - np.nanmean(a, axis=0), b - np.nanmean(b, axis=0)
-        products, squares = np.nansum(a * b, axis=0), np.nansum(a**2, axis=0) * np.nansum(b**2, axis=0)
-        return np.where(squares > 1e-12, products / np.sqrt(squares), np.nan)
-
-
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Each column's values as their ranks among its observed values (ties: their mean rank; NaN
     stays NaN), for Spearman's correlations: one row far out moves a Pearson correlation of a

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -85,25 +86,46 @@ def _block_noise_sd(width: np.ndarray, smallest: int, epsilon: float) -> np.ndar
     return math.sqrt(2) * block_noise_scale(width, smallest, epsilon)
 
 
+@dataclass(frozen=True)
+class BlockNoise:
+    """The noise on the block means of some columns at the sites that added noise: `directions`
+    [blocks, rows, PROBABILITIES, columns], each block mean's noise SD as it moves those sites'
+    quantiles (a block a group does not have: 0). Read once per profile and set of columns, for
+    every statistic of their quantiles (`quantile_variance`)."""
+
+    rows: np.ndarray  # the noisy sites' indices
+    columns: np.ndarray
+    directions: np.ndarray
+
+
+def block_noise(profile: Profile, columns: np.ndarray) -> BlockNoise | None:
+    """`BlockNoise` of `columns` (None where no site added noise)."""
+    noisy = noisy_sites(profile)
+    if not noisy:
+        return None
+    rows, columns = np.array(sorted(noisy)), np.asarray(columns, dtype=int)
+    return BlockNoise(rows, columns, _directions(profile, noisy, rows, columns))
+
+
 def quantile_variance(profile: Profile, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                      columns: np.ndarray) -> np.ndarray:
+                      columns: np.ndarray, noise: BlockNoise | None = None) -> np.ndarray:
     """[sites, columns] the variance the noise of each site's release adds to `statistic`, a
     function of quantiles [some sites, PROBABILITIES, columns] and those sites' indices to
     [some sites, columns] (the sites' rows alone: what the others show is fixed). 0 at a site
-    without noise; NaN where the statistic is."""
+    without noise; NaN where the statistic is. `noise`: the columns' `block_noise`, where a caller
+    reads several statistics of them (None: read here)."""
     columns = np.asarray(columns, dtype=int)
-    q = profile.quantiles[:, :, columns]
     out = np.zeros((len(profile.sites), len(columns)))
-    noisy = noisy_sites(profile)
-    if not noisy:
+    noise = block_noise(profile, columns) if noise is None else noise
+    if noise is None:
         return out
-    rows = np.array(sorted(noisy))
-    directions = _directions(profile, rows, columns)  # [blocks, rows, P, columns]
-    base = statistic(q[rows], rows)
+    rows = noise.rows
+    q = profile.quantiles[rows][:, :, columns]
+    base = statistic(q, rows)
     total = np.zeros(base.shape)
     with np.errstate(invalid="ignore"):
-        for direction in directions:
-            change = (statistic(q[rows] + MOVE * direction, rows) - base) / MOVE
+        for direction in noise.directions:
+            change = (statistic(q + MOVE * direction, rows) - base) / MOVE
             total += np.where(np.isfinite(change), change, 0.0) ** 2
     out[rows] = np.where(np.isfinite(base), total, np.nan)
     return out
@@ -120,10 +142,9 @@ def _widths(profile: Profile, i: int, min_count: int, columns: np.ndarray) -> np
     return out
 
 
-def _directions(profile: Profile, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """[blocks, rows, PROBABILITIES, columns] each block mean's noise SD as it moves the quantiles
-    (a block a group does not have: 0)."""
-    noisy = noisy_sites(profile)
+def _directions(profile: Profile, noisy: dict[int, tuple[float, Policy]], rows: np.ndarray, columns: np.ndarray
+                ) -> np.ndarray:
+    """`BlockNoise.directions` of the `noisy` sites (`noisy_sites`) at `rows`."""
     counts = profile.observed[np.ix_(rows, columns)].astype(int)
     groups = [(r, int(n), np.flatnonzero(counts[r] == n)) for r, i in enumerate(rows)
               for n in np.unique(counts[r]) if n >= noisy[i][1].min_count]
