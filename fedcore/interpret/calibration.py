@@ -29,7 +29,10 @@ differential privacy, their noise), on average over them; a site of 10 rows amon
 carries far more. Its test adds what it carries beyond their average (`own_variance`, as the
 checks give it: `data_checks.Checks.excess_variance`), nothing where it carries less. Without
 this, the rows of vehicle's 23 sensors (7 to 534 rows) dealt back to them at random left 48 % of
-the sensors with a finding where none differs.
+the sensors with a finding where none differs. Where those variances are known (the statistics of
+released quantiles, drawn at each size: `sampling`), the others' spread is also taken as no less
+than their mean (`least_variance`): a few small sites whose statistics happen to agree do not
+hold a site to a closeness its own rows could not give it.
 
 Many cells are tested at once (sites × features × checks), so findings are reported by their
 Benjamini–Hochberg q-value (the false discovery rate at which the cell would just be a finding),
@@ -108,8 +111,8 @@ def _prior_of_moments(mean: np.ndarray, variance: np.ndarray, df: float) -> tupl
 
 
 def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.ndarray | None = None,
-                  suspect: np.ndarray | None = None, reference: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  suspect: np.ndarray | None = None, reference: np.ndarray | None = None,
+                  least_variance: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For a sites × items matrix: every cell's deviation from the other sites' mean, its
     predictive t and two-sided p-value (see the module's docstring). NaN cells (an item a site
     lacks) are left out of the others' statistics and get NaN.
@@ -131,13 +134,20 @@ def leave_one_out(values: np.ndarray, moderate: bool = True, own_variance: np.nd
     `reference` (same shape): what each cell counts as in the other sites' references, where that
     differs from what it is tested as (a column's statistic without a site's missing codes: the
     site is tested on what it released, the others compared with its values); NaN: in no
-    reference. By default `values`."""
+    reference. By default `values`.
+
+    `least_variance` (same shape): the least variance the other sites' values have around their
+    mean where nothing differs: the mean of their own variances (by sampling at their sizes, by
+    the noise of their releases), where those are known. Their spread is taken as no smaller: a
+    spread below it is chance (a handful of sites whose statistics happen to agree), and the
+    test would otherwise hold a site to a closeness its own rows could not give it."""
     t = np.asarray(values, dtype=np.float64)
     if t.ndim == 1:
         t = t[:, None]
     r = t if reference is None else np.asarray(reference, dtype=np.float64).reshape(t.shape)
     own = np.zeros(t.shape) if own_variance is None else np.asarray(own_variance, dtype=np.float64).reshape(t.shape)
-    return _two_passes(t, moderate, _left_out(suspect, t.shape), own, r)[0]
+    least = np.zeros(t.shape) if least_variance is None else np.asarray(least_variance, dtype=np.float64).reshape(t.shape)
+    return _two_passes(t, moderate, _left_out(suspect, t.shape), own, r, least)[0]
 
 
 def _left_out(suspect: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
@@ -149,15 +159,15 @@ def _left_out(suspect: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
     return left_out
 
 
-def _two_passes(t: np.ndarray, moderate: bool, left_out: np.ndarray, own: np.ndarray, r: np.ndarray
-                ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def _two_passes(t: np.ndarray, moderate: bool, left_out: np.ndarray, own: np.ndarray, r: np.ndarray,
+                least: np.ndarray | None = None) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """`leave_one_out`'s (deviation, t, p), and the cells its last pass kept out of the other
     sites' references (the suspects, and the first pass's outliers)."""
-    first = _leave_one_out(t, moderate, left_out, own, r)
+    first = _leave_one_out(t, moderate, left_out, own, r, least)
     outliers = (first[2] < OUTLIER_P) | left_out
     if not (outliers & ~left_out).any():
         return first, outliers
-    deviation, score, p = _leave_one_out(t, moderate, outliers, own, r)
+    deviation, score, p = _leave_one_out(t, moderate, outliers, own, r, least)
     # an outlier itself keeps its first-pass statistics (its reference never held it anyway)
     return (np.where(outliers, first[0], deviation), np.where(outliers, first[1], score),
             np.where(outliers, first[2], p)), outliers
@@ -167,8 +177,8 @@ OUTLIER_P = 1e-4  # a first-pass p-value this small leaves the cell out of the o
 ROUNDING = 1e-9  # relative size below which a difference of sums is rounding, not a difference
 
 
-def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray, r: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.ndarray, r: np.ndarray,
+                   least: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One pass of `leave_one_out`; `excluded` cells count in no other site's reference; `r`: what
     the cells count as there."""
     n_sites, n_items = t.shape
@@ -185,6 +195,8 @@ def _leave_one_out(t: np.ndarray, moderate: bool, excluded: np.ndarray, own: np.
             full = np.nanvar(kept, axis=0, ddof=1) if n_sites > 1 else np.full(n_items, np.nan)
         prior = _prior(full[count > 1], float(np.median(count[count > 1]) - 1) if (count > 1).any() else 0.0)
     moderated, total_df = _moderated(variance, df, prior)
+    if least is not None:
+        moderated = np.where(np.isfinite(moderated), np.fmax(moderated, least), moderated)
     with np.errstate(invalid="ignore", divide="ignore"):
         spread = moderated * (1 + 1 / others) + own
         usable = present & (others >= 1) & (total_df > 0) & ((moderated + own > 0) | (deviation == 0))

@@ -178,6 +178,12 @@ LOO = "leave-one-out t over sites, moderated across features"
 # what a test of a site's value statistic adds to the others' spread: the variance its size and its
 # release's noise give it beyond theirs (`Checks.excess_variance`)
 OWN_EXCESS = ", the site's own variance (sampling at its size; noise under differential privacy) beyond the others' added"
+# a statistic of a site's released quantiles: what it reads at the site's size where nothing differs
+# and how much it varies there are drawn (`sampling`), its noise under DP followed (`release_noise`)
+DRAWN = (", its offset and variance at the site's size where nothing differs drawn from the sites' common "
+         "distribution as the site's policy releases that many values: the offset subtracted, the variance (and "
+         "the noise's under differential privacy) beyond the others' added")
+AT_LEAST_OWN = ", the others' spread taken as no less than their own variances' mean"
 SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
              "moderated across features, one-sided")
 RANDOM_EFFECTS = ("random effects: the share against the other sites' rate, on its binomial variance plus the variance "
@@ -353,7 +359,7 @@ CHECKS: tuple[Check, ...] = (
           "continuous", "class_mix", min_classes=2,
           classes="some", explains_here=EXPLAINS_SHIFT),
     Check("shape", "different shape", "values", DATA,
-          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO + OWN_EXCESS,
+          "Bowley skew (q75 + q25 − 2 q50)/(q75 − q25); log tail ratio (q95 − q05)/(q75 − q25)", LOO + DRAWN + AT_LEAST_OWN,
           "skew ± {skew}, tails × {tails}", "quantiles", QUANTILES, "continuous", "shape",
           limits=(("skew", 0.15), ("tails", 1.3)), quantiles=(0.05, *QUARTILES, 0.95), explains_here=EXPLAINS_SHIFT),
     # before the checks of spread: a few far-out values (a unit slip in 3 % of the rows) widen a site's
@@ -365,7 +371,7 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.01), ("count", 5), ("ratio", 4)), explains_here=EXPLAINS_SHIFT),
     Check("spread", "different spread", "values", DATA,
           "log of the site's robust SD (mean of the normal-scaled widths of its central 50–80 %; its SD where its "
-          "disclosure policy released too few quantiles for them)", LOO + OWN_EXCESS,
+          "disclosure policy released too few quantiles for them)", LOO + DRAWN + AT_LEAST_OWN,
           "ratio ≥ {ratio} or ≤ 1/{ratio}", "quantiles", QUANTILES, "continuous", "spread",
           limits=(("ratio", 1.25),), explains_here=(*EXPLAINS_SHIFT, "relation to the label")),
     # the spreads before the relations to the label: those are in within-class SDs, so a site whose
@@ -408,7 +414,7 @@ CHECKS: tuple[Check, ...] = (
           "site",
           "duplicates", min_sites=2, limits=(("share", 0.02), ("count", 5), ("ratio", 3))),
     Check("location", "values shifted", "values", DATA,
-          "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO + OWN_EXCESS,
+          "the site's median in within-site SDs (the median over sites of each site's robust SD)", LOO + DRAWN + AT_LEAST_OWN,
           "≥ {shift} SD from the others", "quantiles", QUANTILES, "continuous", "location",
           limits=(("shift", 0.25),), explains_here=EXPLAINS_SHIFT),
     # after the plain location, which explains it where both are found: this is for the sites whose
@@ -426,7 +432,7 @@ CHECKS: tuple[Check, ...] = (
           "{related} or more either way, at most {partners} and n − 5; a related feature that stands out at the site "
           "beyond doubt, p < 10⁻⁴, is left out of its prediction and of the fits)",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features" + OWN_EXCESS + " (its related features' too, through the coefficients)",
+          "moderated across features" + DRAWN + " (its related features' too, through the coefficients)",
           "≥ {shift} SD from the prediction", "related_features", (*QUANTILES, "correlation"),
           "continuous", "location_related", min_sites=6,
           limits=(("shift", 0.25), ("related", 0.3), ("partners", 3)), explains_here=EXPLAINS_SHIFT),
@@ -434,7 +440,7 @@ CHECKS: tuple[Check, ...] = (
           "the log of the site's robust SD less what the other sites' least-squares relation of it to the log SDs "
           "of the same related features predicts",
           "externally studentized residual of that regression over sites (t with n − m − 2 df), residual variances "
-          "moderated across features" + OWN_EXCESS + " (its related features' too, through the coefficients)",
+          "moderated across features" + DRAWN + " (its related features' too, through the coefficients)",
           "ratio ≥ {ratio} or ≤ 1/{ratio}", "related_features", (*QUANTILES, "correlation"),
           "continuous", "spread_related", min_sites=6, limits=(("ratio", 1.25),), explains_here=EXPLAINS_SHIFT),
     Check("correlation", "relations between features differ", "correlations", DATA,

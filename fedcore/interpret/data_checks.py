@@ -46,7 +46,7 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from fedcore.interpret import checks
 from fedcore.interpret.calibration import (OUTLIER_P, fisher_z, leave_one_out, leave_one_out_predicted, one_sided,
@@ -57,7 +57,8 @@ from fedcore.interpret.disclosure import ROUNDING, Policy, block_probabilities, 
 from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import (FEATURE, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO, Profile,
                                       on_steps, summed_on_steps)
-from fedcore.interpret.release_noise import MOVE, BlockNoise, block_noise, class_noise, noisy_sites, quantile_variance
+from fedcore.interpret.release_noise import BlockNoise, block_noise, class_noise, noisy_sites, quantile_variance
+from fedcore.interpret.sampling import sampling_moments
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -573,23 +574,30 @@ class Checks:
         out = {"scale": scale, "median": median, "log_sd": log_sd, "skew": skew, "tails": tails,
                "others_median": reference(rq[:, MEDIAN]), "others_sd": np.exp(reference(ref_log_sd)),
                "others_skew": reference(ref_skew), "location_compared": (location[0], left_out, location[1])}
-        # each statistic's own variance at each site: by sampling, at the site's count of values
-        # (`SAMPLING`: a site of 10 rows has a median three times as uncertain as one of 90's), and by
-        # the noise its release adds (`release_noise`; 0 without), each a function of its quantiles
+        # each statistic at each site: what it reads at the site's count of values where nothing
+        # differs, against what it reads at a large site (a site of 10 to 19 rows releases one block,
+        # its mean as its median), and its own variance: by sampling at that count, both drawn
+        # (`sampling`), and by the noise its release adds (`release_noise`; 0 without). The others'
+        # spread holds their own variances already, so a test adds the site's beyond their mean
+        # (`excess_variance`) and takes their spread as no less than that mean
         sd, count = self.profile.sd[:, cols], self.profile.observed[:, cols].astype(np.float64)
         of_quantiles = {"location": lambda q, rows: q[:, MEDIAN] / scale,
                         "spread": lambda q, rows: np.log(np.where(tied[rows], np.nan, robust_sd(q, sd[rows]))),
                         "skew": lambda q, rows: _shape(q)[0], "tail": lambda q, rows: _shape(q)[1]}
+        sampled = sampling_moments(self.profile, cols, scale, rq, QUANTILE_STATISTICS)
         with np.errstate(invalid="ignore", divide="ignore"):
-            for name in of_quantiles:  # the location in the yardstick's SDs: its sampling differs by size alone
-                own = SAMPLING[name] / np.where(count > 0, count, np.nan)
+            for name in of_quantiles:
                 noise = quantile_variance(self.profile, of_quantiles[name], cols, self._block_noise)
-                out[f"{name}_own"] = self.excess_variance(own + noise)
+                out[f"{name}_offset"] = sampled[name][0]
+                out[f"{name}_own"] = self.excess_variance(sampled[name][1] + noise)
+                out[f"{name}_least"] = np.nan_to_num(others_mean(sampled[name][1] + noise))
         for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
+            offset = out[f"{name}_offset"]
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
-                values, suspect=left_out, reference=references, own_variance=out[f"{name}_own"])
+                values - offset, suspect=left_out, reference=references - offset, own_variance=out[f"{name}_own"],
+                least_variance=out[f"{name}_least"])
         return out
 
     @cached_property
@@ -728,9 +736,9 @@ class Checks:
         """Location and spread (as `_values`) of every site against what the other sites' relation
         to the related features predicts: (deleted residual, t, p)."""
         v, left_out = self._values, self.not_a_reference[:, self.continuous]
-        return {"location": leave_one_out_predicted(v["median"] / v["scale"], self.related, suspect=left_out,
-                                                    own_variance=v["location_own"]),
-                "spread": leave_one_out_predicted(v["log_sd"], self.related, suspect=left_out,
+        return {"location": leave_one_out_predicted(v["median"] / v["scale"] - v["location_offset"], self.related,
+                                                    suspect=left_out, own_variance=v["location_own"]),
+                "spread": leave_one_out_predicted(v["log_sd"] - v["spread_offset"], self.related, suspect=left_out,
                                                   own_variance=v["spread_own"])}
 
     @cached_property
@@ -2740,29 +2748,12 @@ def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return skew, np.where(np.isfinite(tails), tails, np.nan)
 
 
-def _normal_theory(statistic: Callable[[np.ndarray], np.ndarray]) -> float:
-    """n times the sampling variance of a statistic of a site's quantiles (a function of quantiles
-    [sites, PROBABILITIES, features]) for normal values of unit SD, to first order: the sample
-    quantiles' covariance is (min(p, r) − p·r) / (n·f(q_p)·f(q_r)) (Mosteller 1946), f the density,
-    and the statistic's change with each quantile is read by a small move of it."""
-    scores = special.ndtri(PROBABILITIES)
-    q = scores[None, :, None]
-    slope = math.sqrt(2 * math.pi) * np.exp(scores**2 / 2)  # dQ/dp = 1 / f(Q(p))
-    base = statistic(q)[0, 0]
-    change = np.zeros(len(PROBABILITIES))
-    for k in range(len(PROBABILITIES)):
-        moved = q.copy()
-        moved[0, k, 0] += MOVE * slope[k]
-        change[k] = (statistic(moved)[0, 0] - base) / MOVE
-    covariance = np.minimum.outer(PROBABILITIES, PROBABILITIES) - np.outer(PROBABILITIES, PROBABILITIES)
-    return float(change @ covariance @ change)
-
-
-# n times each value statistic's sampling variance (normal values; the location per within-site SD²):
-# the median's is π/2, the others' follow from the quantiles they are read from
-SAMPLING = {"location": _normal_theory(lambda q: q[:, MEDIAN]),
-            "spread": _normal_theory(lambda q: np.log(robust_sd(q, np.full(q[:, 0].shape, np.nan)))),
-            "skew": _normal_theory(lambda q: _shape(q)[0]), "tail": _normal_theory(lambda q: _shape(q)[1])}
+# each value statistic of a site's released quantiles [sites, PROBABILITIES, features] and SDs
+# [sites, features], the location in the yardstick's units: what `sampling` draws the moments of
+QUANTILE_STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "location": lambda q, sd: q[:, MEDIAN],
+    "spread": lambda q, sd: np.log(np.where(tied_middle(q), np.nan, robust_sd(q, sd))),
+    "skew": lambda q, sd: _shape(q)[0], "tail": lambda q, sd: _shape(q)[1]}
 
 
 def _conversion(match: Match) -> dict:

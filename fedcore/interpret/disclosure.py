@@ -80,11 +80,11 @@ NORMAL_IQR = 2 * float(special.ndtri(0.75))  # a normal distribution's interquar
 MAX_BLOCKS = 20
 # How the value statistics' privacy budget is split per feature under differential privacy: the
 # overall quantile blocks and SD, the per-class ones (classes are disjoint rows: one share for all),
-# the five shares (whole numbers; at the most common value, the minimum, the maximum; far out), and
-# the histogram of the values' steps as two (its bins are disjoint: one row replaced moves two of
-# them by one each, twice a share's sensitivity, whatever the number of bins).
+# the six shares (whole numbers; at the most common value, the minimum, the maximum; far out, far
+# out above), and the histogram of the values' steps as two (its bins are disjoint: one row
+# replaced moves two of them by one each, twice a share's sensitivity, whatever the number of bins).
 # Counts are released under the minimum count; correlations not at all.
-DP_SHARES = 11
+DP_SHARES = 12
 
 # How the policy releases a statistic of each kind:
 KINDS = {

@@ -97,6 +97,9 @@ STATISTICS: dict[str, Statistic] = {
     "far_share": Statistic("feature", "share", FEATURE,
                            f"the share of a feature's values beyond its quartiles by {FAR_OUT_IQRS:g} interquartile "
                            "ranges (how many are far out, not which or where)"),
+    "far_above_share": Statistic("feature", "share", FEATURE,
+                                 "the share of a feature's values above its upper far-out fence (of those far out, "
+                                 "how many lie above rather than below: not which, nor how far)"),
     "duplicate_rows": Statistic("site", "cell_count", (),
                                 "how many rows repeat an earlier row exactly (features and label), not which"),
     "order_correlation": Statistic("feature", "correlation", FEATURE,
@@ -209,7 +212,7 @@ def _site_profile(x: np.ndarray, y: np.ndarray, n_classes: int, continuous: Sequ
     }
     overall = _summary(x)
     out.update((name, overall[name]) for name in ("mean", "sd", "quantiles", "top_share", "min_share", "max_share",
-                                                    "far_share"))
+                                                    "far_share", "far_above_share"))
     per_class = [_summary(x[y == k], shares=False) for k in range(n_classes)]
     for name in ("mean", "sd", "quantiles"):
         out[f"{name}_by_class"] = np.stack([summary[name] for summary in per_class])
@@ -305,6 +308,9 @@ def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
             far = ((x < low) | (x > high)).sum(0)
             out["far_share"] = np.where((counts > 0) & np.isfinite(low), far / np.maximum(counts, 1),
                                         np.where(counts > 0, 0.0, np.nan))
+            above = (x > high).sum(0)
+            out["far_above_share"] = np.where((counts > 0) & np.isfinite(high), above / np.maximum(counts, 1),
+                                              np.where(counts > 0, 0.0, np.nan))
     return out
 
 

@@ -1,0 +1,143 @@
+"""What a site's size does to the statistics of its released quantiles (`fedcore.interpret.sampling`):
+drawn from the sites' common distribution, released as the site's policy releases that many values.
+Known answers: the common quantiles by hand, the draws' mean and SD, normal theory's sampling
+variances at a large unprotected site (the median's π/2, Bowley skew's 1.84), a site of one block
+reading its mean (variance 1/n, log SD 1/(2(n − 1))), a skewed population's small-site offset and
+a far-out tail's variance against the product's own release of rows drawn so, and the floor on the
+others' spread by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from fedcore.interpret import sampling
+from fedcore.interpret.calibration import leave_one_out
+from fedcore.interpret.data_checks import MEDIAN, QUANTILE_STATISTICS, Checks
+from fedcore.interpret.disclosure import DEFAULT_POLICY
+from fedcore.interpret.profile import PROBABILITIES, profile_federation
+
+SCORES = special.ndtri(PROBABILITIES)
+
+
+def moments(rows: list[tuple[str, np.ndarray, np.ndarray]], policy=DEFAULT_POLICY) -> tuple[Checks, dict]:
+    features = [f"x{k}" for k in range(rows[0][1].shape[1])]
+    profile = profile_federation(rows, features, ["continuous"] * len(features), features, ["no", "yes"],
+                                 policy=policy)
+    checks = Checks(profile)
+    cols = np.asarray(checks.continuous)
+    return checks, sampling.sampling_moments(profile, cols, checks.yardstick[cols],
+                                             checks.reference_quantiles[:, :, cols], QUANTILE_STATISTICS)
+
+
+def sites(sizes: list[int], features: int, values=lambda rng, n, k: rng.normal(0, 1, (n, k)), seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(f"site {i}", values(rng, n, features), rng.integers(0, 2, n)) for i, n in enumerate(sizes)]
+
+
+def test_the_common_quantiles_are_the_median_over_sites_continued_in_normal_scores_by_hand():
+    # three sites on parallel lines a + 2z; the 1 % quantile released by none: on the line through
+    # the two nearest released (the middle site's 5 % and 10 %)
+    lines = [(0.0, 2.0), (1.0, 2.0), (5.0, 2.0)]
+    quantiles = np.stack([(a + b * SCORES)[:, None] for a, b in lines])
+    quantiles[:, 0] = np.nan
+    common = sampling.common_quantiles(quantiles)
+    assert common[1:, 0] == pytest.approx(1.0 + 2.0 * SCORES[1:])  # the median site's, quantile by quantile
+    assert common[0, 0] == pytest.approx(1.0 + 2.0 * SCORES[0])
+    # a quantile that would decrease is held at the one below it
+    bent = quantiles.copy()
+    bent[:, 5] = -100.0
+    assert np.all(np.diff(sampling.common_quantiles(bent)[:, 0]) >= 0)
+
+
+def test_the_draws_follow_the_common_distribution_and_its_far_share():
+    common = (1.0 + 2.0 * SCORES)[:, None]
+    x = sampling.draw(common, 2000, np.random.default_rng(1))
+    assert x.mean() == pytest.approx(1.0, abs=0.02)
+    assert x.std() == pytest.approx(2.0, rel=0.02)
+    far = sampling.draw(common, 2000, np.random.default_rng(1), np.array([[0.01], [0.06]]))
+    assert (far == sampling.FAR).mean() == pytest.approx(0.06, abs=0.003)
+    assert (far == -sampling.FAR).mean() == pytest.approx(0.01, abs=0.002)
+
+
+def test_a_large_unprotected_site_has_normal_theorys_sampling_variances():
+    checks, drawn = moments(sites([400] * 6, 40), policy=None)
+    n = 400
+    location, skew = (n * drawn[name][1] for name in ("location", "skew"))
+    scale = checks.yardstick[checks.continuous]  # the location is in the yardstick's SDs (1 here, nearly)
+    assert np.mean(location * scale**2) == pytest.approx(math.pi / 2, rel=0.1)  # the sample median's
+    assert np.mean(skew) == pytest.approx(1.839, rel=0.12)  # Bowley's quartile skewness
+    # the log of a robust SD from central widths: less efficient than the plain SD's 1/2, more than the IQR's
+    iqr = 2 * stats.norm.ppf(0.75)
+    log_iqr = (2 * 0.25 * 0.75 - 2 * 0.25 * 0.25) / (stats.norm.pdf(stats.norm.ppf(0.75)) ** 2) / iqr**2
+    assert 0.5 < np.mean(n * drawn["spread"][1]) < log_iqr
+    for name in drawn:  # every site at the largest size drawn: no offset
+        assert np.all(drawn[name][0] == 0)
+
+
+def test_a_site_of_one_block_reads_its_mean_and_its_plain_sd():
+    # a site of 15 rows releases one block (`disclosure`): its median is its mean, variance 1/15 for
+    # unit-SD values, and its spread the log of its plain SD, variance about 1/(2·14)
+    checks, drawn = moments(sites([15] + [300] * 5, 40))
+    scale = checks.yardstick[checks.continuous]
+    assert np.mean(drawn["location"][1][0] * scale**2) == pytest.approx(1 / 15, rel=0.1)
+    assert np.mean(drawn["spread"][1][0]) == pytest.approx(1 / 28, rel=0.15)
+    assert np.mean(np.abs(drawn["location"][0][0])) < 0.05  # symmetric values: no offset to speak of
+
+
+def skewed(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """Lognormal values (σ 1): 2 to 4 % of them beyond the far-out fences of a site of 300."""
+    return np.exp(rng.normal(0, 1.0, (n, k)))
+
+
+def released_location(n: int, repeats: int, seed: int) -> np.ndarray:
+    """The product's own release of `repeats` groups of n skewed rows: each group's median (row)."""
+    rows = sites([n] * repeats, 1, skewed, seed)
+    profile = profile_federation(rows, ["x0"], ["continuous"], ["x0"], ["no", "yes"])
+    return profile.quantiles[:, MEDIAN, 0]
+
+
+def robust(values: np.ndarray) -> tuple[float, float]:
+    """The mean and the squared half-width of the middle 68 % (`sampling.ROBUST`)."""
+    low, high = np.percentile(values, sampling.ROBUST)
+    return float(values[(values >= low) & (values <= high)].mean()), float(((high - low) / 2) ** 2)
+
+
+def test_a_small_site_of_a_skewed_population_is_drawn_as_the_site_releases_it(monkeypatch):
+    # known by construction: 17-row groups drawn from the population and released by the product
+    checks, drawn = moments(sites([17] + [300] * 8, 1, skewed, seed=3))
+    scale = checks.yardstick[checks.continuous][0]
+    small, spread = robust(released_location(17, 400, seed=4) / scale)
+    large, _ = robust(released_location(300, 60, seed=5) / scale)
+    assert drawn["location"][1][0, 0] == pytest.approx(spread, rel=0.25)
+    # its median is the mean of its fenced values, well above the median a large site reads
+    assert drawn["location"][0][0, 0] == pytest.approx(small - large, rel=0.2)
+    assert drawn["location"][0][0, 0] > 0.3
+    # without the far share the draws stop at the large sites' fences, where a small site's own
+    # fences (from its own quartiles) often reach further: a third of the variance is missed
+    monkeypatch.setattr(sampling, "far_shares", lambda share, above: np.zeros((2, share.shape[1])))
+    _, without = moments(sites([17] + [300] * 8, 1, skewed, seed=3))
+    assert without["location"][1][0, 0] < 0.8 * spread
+
+
+def test_the_other_sites_spread_is_taken_as_no_less_than_their_own_by_hand():
+    values = np.array([0.0, 0.0, 0.0, 0.0, 1.0])[:, None]
+    least = np.full((5, 1), 0.25)
+    _, t, _ = leave_one_out(values, moderate=False, least_variance=least)
+    # the four others agree exactly: their spread 0, taken as 0.25; t = 1 / √(0.25 · (1 + 1/4))
+    assert t[4, 0] == pytest.approx(1 / math.sqrt(0.25 * 1.25))
+    _, t_without, _ = leave_one_out(values + np.array([[0.1], [-0.1], [0.1], [-0.1], [0.0]]), moderate=False)
+    _, t_with, _ = leave_one_out(values + np.array([[0.1], [-0.1], [0.1], [-0.1], [0.0]]), moderate=False,
+                                 least_variance=least)
+    assert abs(t_with[4, 0]) < abs(t_without[4, 0])  # 0.013 of their own spread: 0.25 instead
+
+
+def test_the_far_shares_are_the_sites_median_on_each_side_by_hand():
+    share, above = np.array([[0.1], [0.2], [0.3]]), np.array([[0.1], [0.0], [0.3]])
+    # above: median of 0.1, 0, 0.3; below: median of 0, 0.2, 0
+    assert sampling.far_shares(share, above) == pytest.approx(np.array([[0.0], [0.1]]))
+    # a profile recorded before the side was shared: half of the median share on each side
+    assert sampling.far_shares(share, np.full((3, 1), np.nan)) == pytest.approx(np.array([[0.1], [0.1]]))
