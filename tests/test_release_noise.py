@@ -1,7 +1,8 @@
 """What a release's differential-privacy noise adds to the statistics the data lens reads
 (`fedcore/interpret/release_noise.py`). Known answers: the read-off weights against the release's
-own read-off, the clipping width of normal values, and the variance of a released median and of
-class means against many releases of the same rows; without noise every variance is 0."""
+own read-off, the clipping width of normal values, the variance of a released median and of
+class means against many releases of the same rows, and a group's variance against the product's
+own noisy blocks; without noise every variance is 0."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from fedcore.interpret.data_checks import MEDIAN
 from fedcore.interpret.disclosure import DP_SHARES, Policy
 from fedcore.interpret import profile as profile_module
 from fedcore.interpret.profile import PROBABILITIES, profile_federation
-from fedcore.interpret.release_noise import class_noise, clipping_width, quantile_variance
+from fedcore.interpret.release_noise import class_noise, clipping_width, group_noise, quantile_variance
 
 FEATURES = ["a", "b"]
 
@@ -85,3 +86,26 @@ def test_a_median_and_class_means_vary_across_releases_as_predicted(monkeypatch)
     assert means[:2, :, 0] == pytest.approx(measured[:2], rel=0.4)
     assert (0.5 < means[2, :, 0] / measured[2]).all() and (means[2, :, 0] / measured[2] < 2).all()
     assert (means[2, :, 0] > means[0, :, 0]).all()  # the small site's classes carry more
+    # a class's variance, with its range's middle read off noisy quantiles (a few hundredths off,
+    # where a class mean 0.05 from it weighs the mean's noise): within a factor of 2.5
+    _, variances = class_noise(profiles[0])
+    measured = np.var([p.sd_by_class[:, :, 0] ** 2 for p in profiles], axis=0)
+    assert (0.4 < variances[:2, :, 0] / measured[:2]).all() and (variances[:2, :, 0] / measured[:2] < 2.5).all()
+
+
+@pytest.mark.parametrize("centre", [0.0, 0.3, 0.6])
+def test_a_groups_variance_varies_across_releases_as_predicted(centre):
+    # known answer: 108 values clipped to ±1.8, released 4000 times by the product's own noisy
+    # blocks; the variance (S − n (m − c)²) / (n − 1) carries the sum of squares' Laplace noise,
+    # 2 b² / (n − 1)², and the mean's through 2 n (m − c) / (n − 1)
+    x = np.sort(np.random.default_rng(0).normal(centre, 1, (108, 1)), axis=0)
+    low, high, epsilon = np.array([-1.8]), np.array([1.8]), 8.0
+    starts = disclosure.block_starts(108, 10)
+    generator = np.random.default_rng(1)
+    released = [disclosure._noisy_blocks(x, starts, np.diff(starts), disclosure.Noise(epsilon, low, high, generator),
+                                         np.array([0])) for _ in range(4000)]
+    mean, variance = group_noise(high - low, np.clip(x, low, high).mean(0), 108, 10, epsilon)
+    sizes = np.diff(starts)
+    assert mean[0] == pytest.approx(np.var([(np.clip(m[:, 0], low, high) * sizes).sum() / 108 for m, _ in released]),
+                                    rel=0.1)
+    assert variance[0] == pytest.approx(np.var([sd[0] ** 2 for _, sd in released]), rel=0.1)

@@ -141,3 +141,25 @@ def test_the_far_shares_are_the_sites_median_on_each_side_by_hand():
     assert sampling.far_shares(share, above) == pytest.approx(np.array([[0.0], [0.1]]))
     # a profile recorded before the side was shared: half of the median share on each side
     assert sampling.far_shares(share, np.full((3, 1), np.nan)) == pytest.approx(np.array([[0.1], [0.1]]))
+
+
+def test_small_sites_are_compared_on_what_they_read_at_their_size(monkeypatch):
+    # sites of 15 rows release their mean as their median: of lognormal values, 0.4 within-site
+    # SDs above a large site's median. Eight such among eight of 300, nothing differing: with the
+    # offset each group's deviations centre on 0; without it the small sites sit high, the large low
+    def mean_deviation(seed: int) -> tuple[float, float]:
+        rows = sites([15] * 8 + [300] * 8, 6, skewed, seed)
+        features = [f"x{k}" for k in range(6)]
+        profile = profile_federation(rows, features, ["continuous"] * 6, features, ["no", "yes"])
+        deviation = Checks(profile)._values["location_dev"]
+        return float(np.nanmean(deviation[:8])), float(np.nanmean(deviation[8:]))
+
+    for seed in range(3):
+        small, large = mean_deviation(seed)
+        assert abs(small) < 0.1 and abs(large) < 0.1
+    drawn = sampling.sampling_moments
+    monkeypatch.setattr("fedcore.interpret.data_checks.sampling_moments", lambda *args: {
+        name: (np.zeros_like(offset), variance) for name, (offset, variance) in drawn(*args).items()})
+    for seed in range(3):
+        small, large = mean_deviation(seed)
+        assert small > 0.15 and large < -0.15

@@ -18,9 +18,11 @@ as they were.
 
 The variance of a statistic of the quantiles is to first order: the sum, over the site's blocks, of
 (the statistic's change with the block's mean × that mean's noise SD)², its change taken by a small
-move of the block's mean through the quantiles it weighs in (`disclosure.read_off_weights`). The
-noise on the variance's own inputs (the clipping width read from noisy quantiles) and the sorting
-and clipping of noisy means are left out: both are second order.
+move of the block's mean through the quantiles it weighs in (`disclosure.read_off_weights`). A
+group's variance carries its sum of squares' noise and, through how far its mean lies from the
+clipping range's middle, its mean's (`group_noise`). The noise on the variance's own inputs (the
+clipping range read from noisy quantiles) and the sorting and clipping of noisy means are left
+out: both are second order.
 """
 
 from __future__ import annotations
@@ -62,24 +64,29 @@ def _blocks(n: int, min_count: int) -> tuple[np.ndarray, np.ndarray, int]:
     return read_off_weights(starts, PROBABILITIES), sizes, int(sizes.min())
 
 
-def clipping_width(quantiles: np.ndarray, n: int, min_count: int) -> np.ndarray:
-    """[columns] the range a site's values were clipped to, read from its released quantiles
-    [PROBABILITIES, columns] of n values each: the line through the two outermost released
-    quantiles on each side (in normal scores), at the outermost blocks' centres (NaN where fewer
-    than two quantiles are released)."""
+def clipping_range(quantiles: np.ndarray, n: int, min_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """[columns] each: the range (low, high) a site's values were clipped to, read from its
+    released quantiles [PROBABILITIES, columns] of n values each: the line through the two
+    outermost released quantiles on each side (in normal scores), at the outermost blocks' centres,
+    never narrower than what is released (NaN where fewer than two quantiles are)."""
     centres = block_probabilities(block_starts(n, min_count), n)
     scores, ends = special.ndtri(PROBABILITIES), special.ndtri(centres[[0, -1]])
-    width = np.full(quantiles.shape[1], np.nan)
+    low, high = np.full(quantiles.shape[1], np.nan), np.full(quantiles.shape[1], np.nan)
     for c in range(quantiles.shape[1]):
         finite = np.flatnonzero(np.isfinite(quantiles[:, c]))
         if finite.size < 2:
             continue
         (a, b), (y, z) = finite[[0, 1]], finite[[-1, -2]]
         q = quantiles[:, c]
-        low = q[a] + (q[b] - q[a]) * (ends[0] - scores[a]) / (scores[b] - scores[a])
-        high = q[y] + (q[y] - q[z]) * (ends[1] - scores[y]) / (scores[y] - scores[z])
-        width[c] = max(high - low, q[y] - q[a])  # extrapolation never narrower than what is released
-    return width
+        low[c] = min(q[a] + (q[b] - q[a]) * (ends[0] - scores[a]) / (scores[b] - scores[a]), q[a])
+        high[c] = max(q[y] + (q[y] - q[z]) * (ends[1] - scores[y]) / (scores[y] - scores[z]), q[y])
+    return low, high
+
+
+def clipping_width(quantiles: np.ndarray, n: int, min_count: int) -> np.ndarray:
+    """[columns] the width of `clipping_range`."""
+    low, high = clipping_range(quantiles, n, min_count)
+    return high - low
 
 
 def _block_noise_sd(width: np.ndarray, smallest: int, epsilon: float) -> np.ndarray:
@@ -134,12 +141,19 @@ def quantile_variance(profile: Profile, statistic: Callable[[np.ndarray, np.ndar
 def _widths(profile: Profile, i: int, min_count: int, columns: np.ndarray) -> np.ndarray:
     """[columns] site i's clipping widths (`clipping_width`, each at the column's own count of
     values; NaN where too few to release quantiles)."""
+    low, high = _ranges(profile, i, min_count, columns)
+    return high - low
+
+
+def _ranges(profile: Profile, i: int, min_count: int, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[columns] each: site i's clipping range (`clipping_range`, each at the column's own count of
+    values; NaN where too few to release quantiles)."""
     counts = profile.observed[i, columns].astype(int)
-    out = np.full(len(columns), np.nan)
+    low, high = np.full(len(columns), np.nan), np.full(len(columns), np.nan)
     for n in np.unique(counts[counts >= min_count]):
         at = np.flatnonzero(counts == n)
-        out[at] = clipping_width(profile.quantiles[i][:, columns[at]], int(n), min_count)
-    return out
+        low[at], high[at] = clipping_range(profile.quantiles[i][:, columns[at]], int(n), min_count)
+    return low, high
 
 
 def _directions(profile: Profile, noisy: dict[int, tuple[float, Policy]], rows: np.ndarray, columns: np.ndarray
@@ -161,19 +175,31 @@ def _directions(profile: Profile, noisy: dict[int, tuple[float, Policy]], rows: 
 
 def class_noise(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     """[sites, classes, features] twice: the variance the noise adds to each class's mean at a site
-    (its blocks' noise, each weighted by its share of the class's values) and to its variance (the
-    noise on its sum of squares over n − 1). The clipping width is the feature's, read from its
-    overall quantiles: a site clips every class to one range. 0 without noise."""
+    (its blocks' noise, each weighted by its share of the class's values) and to its variance. The
+    release's variance is (S − n (m − c)²) / (n − 1), S the noisy sum of squares about the
+    clipping range's middle c and m the noisy mean: the noise on S over n − 1, and the mean's
+    through 2 n (m − c) / (n − 1). The clipping range is the feature's, read from its overall
+    quantiles: a site clips every class to one range. 0 without noise."""
     means, variances = np.zeros(profile.mean_by_class.shape), np.zeros(profile.mean_by_class.shape)
     every = np.arange(len(profile.features))
     for i, (epsilon, policy) in noisy_sites(profile).items():
-        width = _widths(profile, i, policy.min_count, every)
+        low, high = _ranges(profile, i, policy.min_count, every)
+        width, middle = high - low, (low + high) / 2
         for k in range(len(profile.classes)):
             counts = profile.observed_by_class[i, k].astype(int)
             for n in np.unique(counts[counts >= max(policy.min_count, 2)]):
                 at = counts == n
-                _, sizes, smallest = _blocks(int(n), policy.min_count)
-                sd = _block_noise_sd(width[at], smallest, epsilon)
-                means[i, k, at] = np.nan_to_num(sd) ** 2 * float((sizes**2).sum()) / n**2
-                variances[i, k, at] = 2 * np.nan_to_num(squares_noise_scale(width[at], epsilon)) ** 2 / (n - 1) ** 2
+                means[i, k, at], variances[i, k, at] = group_noise(
+                    width[at], profile.mean_by_class[i, k, at] - middle[at], int(n), policy.min_count, epsilon)
     return means, variances
+
+
+def group_noise(width: np.ndarray, from_middle: np.ndarray, n: int, min_count: int, epsilon: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """[columns] twice: the variance the noise adds to the mean and to the variance of a group of
+    n values clipped to a range `width` wide, whose mean lies `from_middle` from the range's
+    middle (`class_noise`); 0 where unknown."""
+    _, sizes, smallest = _blocks(n, min_count)
+    mean = np.nan_to_num(_block_noise_sd(width, smallest, epsilon)) ** 2 * float((sizes**2).sum()) / n**2
+    squares = 2 * np.nan_to_num(squares_noise_scale(width, epsilon)) ** 2 / (n - 1) ** 2
+    return mean, squares + np.nan_to_num((2 * n * from_middle / (n - 1)) ** 2) * mean
