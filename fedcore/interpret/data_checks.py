@@ -645,7 +645,8 @@ class Checks:
                               f"{site}'s {name}: median {self.value(j, v['median'][i, c])} against "
                               f"{self.value(j, v['others_median'][i, c])} at the other sites, "
                               f"{abs(dev):.2f} {plain('within-site SDs')} {'higher' if dev > 0 else 'lower'} "
-                              f"({dev:+.2f} within-site SDs)", float(v["location_p"][i, c]), float(dev),
+                              f"({dev:+.2f} within-site SDs{self._at_its_size(i, c, 'location')})",
+                              float(v["location_p"][i, c]), float(dev),
                               "within-site SDs", evidence=self._evidence(i, c), material=bool(shifted[i, c]))
 
     def location_reach(self, findings: Sequence[Finding]) -> list[Reach]:
@@ -678,10 +679,23 @@ class Checks:
                 ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
                 yield Finding(site, LENS, "spread", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much as at the other sites "
-                              f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, v['others_sd'][i, c])})",
+                              f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, v['others_sd'][i, c])}"
+                              f"{self._at_its_size(i, c, 'spread')})",
                               float(v["spread_p"][i, c]), ratio, "SD ratio", evidence=self._evidence(i, c),
                               material=bool(widened[i, c]),
                               untestable=self._spread_untestable(i, j))
+
+    def _at_its_size(self, i: int, c: int, name: str) -> str:
+        """What a finding's message adds where site i's size alone moves its statistic `name` of
+        continuous feature c (`sampling`'s offset, counted in the deviation): "" where it does not
+        by a twentieth of an SD, or 5 % of the spread."""
+        offset, rows = self._values[f"{name}_offset"][i, c], int(self.profile.observed[i, self.continuous[c]])
+        if name == "location" and abs(offset) >= 0.05:
+            return f"; where nothing differs a site of {rows} values reads {offset:+.2f} SDs from a large one's, counted"
+        if name == "spread" and abs(offset) >= math.log(1.05):
+            return (f"; where nothing differs a site of {rows} values reads {math.exp(offset):.2g} times a large "
+                    f"one's spread, counted")
+        return ""
 
     def _spread_untestable(self, i: int, j: int) -> str:
         """Why site i's spread of feature j cannot be compared ("" where it can)."""
