@@ -676,7 +676,7 @@ class Checks:
         for i, site in enumerate(self.sites):
             for c, j in enumerate(self.continuous):
                 name, dev = self.profile.features[j], v["spread_dev"][i, c]
-                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
+                ratio = as_ratio(dev)
                 yield Finding(site, LENS, "spread", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much as at the other sites "
                               f"(SD {self.value(j, self.robust_sd[i, j])} against {self.value(j, v['others_sd'][i, c])}"
@@ -718,7 +718,7 @@ class Checks:
                               float(v["skew_p"][i, c]), float(v["skew_dev"][i, c]), "Bowley skew", evidence=evidence,
                               material=bool(skewed[i, c]), untestable=flat)
                 dev = v["tail_dev"][i, c]
-                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
+                ratio = as_ratio(dev)
                 yield Finding(site, LENS, "shape", name,
                               f"{site}'s {name} has {'heavier' if ratio > 1 else 'lighter'} tails than the other "
                               f"sites' ({ratio:.2g} times their 5-95 % range for the same middle half: "
@@ -791,8 +791,8 @@ class Checks:
                 if not self.related[c]:
                     continue
                 name, dev = self.profile.features[j], residual[i, c]
-                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
-                predicted = self.robust_sd[i, j] / ratio if np.isfinite(dev) else float("nan")
+                ratio = as_ratio(dev)
+                predicted = self.robust_sd[i, j] / ratio if ratio > 0 else float("nan" if np.isnan(ratio) else "inf")
                 yield Finding(site, LENS, "spread_related", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much as the other sites' relation to its "
                               f"related features ({self.related_names[c]}) predicts (SD "
@@ -907,7 +907,7 @@ class Checks:
         for i, site in enumerate(self.sites):
             for c, j in enumerate(self.continuous):
                 name, dev = self.profile.features[j], w["spread_dev"][i, c]
-                ratio = math.exp(dev) if np.isfinite(dev) else float("nan")
+                ratio = as_ratio(dev)
                 yield Finding(site, LENS, "spread_within", name,
                               f"{site}'s {name} varies {ratio:.2g} times as much within its classes as at the other "
                               f"sites (SD within its classes {self.value(j, w['sd'][i, c])} against "
@@ -2749,6 +2749,14 @@ def repeated_quantiles(q: np.ndarray) -> np.ndarray:
     first = np.argmax(same, axis=1)  # [sites, features]
     value = np.take_along_axis(q[:, 1:], first[:, None], axis=1)[:, 0]
     return np.where(same.any(1), value, np.nan)
+
+
+def as_ratio(log_ratio: float) -> float:
+    """A log ratio as the ratio a message says (NaN for NaN; inf beyond what a float holds: a
+    regression's residual of 10³ on log SDs is a ratio, not an overflow)."""
+    if not np.isfinite(log_ratio):
+        return float("nan")
+    return math.exp(log_ratio) if log_ratio < 700 else float("inf")
 
 
 def _shape(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
