@@ -16,7 +16,7 @@ from scipy import special, stats
 
 from fedcore.interpret import sampling
 from fedcore.interpret.calibration import leave_one_out
-from fedcore.interpret.data_checks import MEDIAN, QUANTILE_STATISTICS, Checks
+from fedcore.interpret.data_checks import MEDIAN, QUANTILE_STATISTICS, Checks, as_ratio
 from fedcore.interpret.disclosure import DEFAULT_POLICY
 from fedcore.interpret.profile import PROBABILITIES, profile_federation
 
@@ -163,3 +163,26 @@ def test_small_sites_are_compared_on_what_they_read_at_their_size(monkeypatch):
     for seed in range(3):
         small, large = mean_deviation(seed)
         assert small > 0.15 and large < -0.15
+
+
+def test_a_statistic_some_draws_cannot_give_is_left_out_of_them():
+    # a log of the median above a line that a small group's median falls below now and then (−inf
+    # there) and a large group's never: the draws that cannot give it are left out, not averaged
+    # into an offset of −inf (which nan_to_num had made −1.8e308, and a message's exp overflow)
+    def statistics(q: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(q[:, MEDIAN] + 0.3, 0.0))
+
+    checks, _ = moments(sites([12] * 4 + [300] * 6, 3))
+    cols = np.asarray(checks.continuous)
+    drawn = sampling.sampling_moments(checks.profile, cols, checks.yardstick[cols],
+                                      checks.reference_quantiles[:, :, cols], {"log": statistics})
+    offset, variance = drawn["log"]
+    assert np.all(np.isfinite(offset)) and np.all(np.abs(offset[:4]) < 1)
+    assert np.all(np.isfinite(variance[:4]))
+
+
+def test_a_log_ratio_beyond_what_a_float_holds_is_an_infinite_ratio():
+    assert as_ratio(math.log(2)) == pytest.approx(2)
+    assert as_ratio(1000.0) == math.inf and as_ratio(-1000.0) == 0.0
+    assert math.isnan(as_ratio(float("nan")))
