@@ -186,3 +186,11 @@ def test_a_log_ratio_beyond_what_a_float_holds_is_an_infinite_ratio():
     assert as_ratio(math.log(2)) == pytest.approx(2)
     assert as_ratio(1000.0) == math.inf and as_ratio(-1000.0) == 0.0
     assert math.isnan(as_ratio(float("nan")))
+
+
+def test_a_count_the_site_withheld_gives_a_message_without_its_size():
+    checks, _ = moments(sites([15] + [300] * 5, 2, skewed))
+    checks.profile.arrays["observed"] = checks.profile.observed.astype(float)
+    checks.profile.arrays["observed"][0, 0] = np.nan
+    assert checks._at_its_size(0, 0, "location") == ""
+    assert "a site of 15 values" in checks._at_its_size(0, 1, "location")

@@ -689,7 +689,10 @@ class Checks:
         """What a finding's message adds where site i's size alone moves its statistic `name` of
         continuous feature c (`sampling`'s offset, counted in the deviation): "" where it does not
         by a twentieth of an SD, or 5 % of the spread."""
-        offset, rows = self._values[f"{name}_offset"][i, c], int(self.profile.observed[i, self.continuous[c]])
+        offset, count = self._values[f"{name}_offset"][i, c], self.profile.observed[i, self.continuous[c]]
+        if not np.isfinite(count) or not np.isfinite(offset):  # a count the site withheld: no offset drawn
+            return ""
+        rows = int(count)
         if name == "location" and abs(offset) >= 0.05:
             return f"; where nothing differs a site of {rows} values reads {offset:+.2f} SDs from a large one's, counted"
         if name == "spread" and abs(offset) >= math.log(1.05):
