@@ -580,7 +580,7 @@ class Checks:
         # (`sampling`), and by the noise its release adds (`release_noise`; 0 without). The others'
         # spread holds their own variances already, so a test adds the site's beyond their mean
         # (`excess_variance`) and takes their spread as no less than that mean
-        sd, count = self.profile.sd[:, cols], self.profile.observed[:, cols].astype(np.float64)
+        sd = self.profile.sd[:, cols]
         of_quantiles = {"location": lambda q, rows: q[:, MEDIAN] / scale,
                         "spread": lambda q, rows: np.log(np.where(tied[rows], np.nan, robust_sd(q, sd[rows]))),
                         "skew": lambda q, rows: _shape(q)[0], "tail": lambda q, rows: _shape(q)[1]}

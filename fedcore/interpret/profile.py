@@ -305,12 +305,10 @@ def _summary(x: np.ndarray, shares: bool = True) -> dict[str, np.ndarray]:
         out.update(_point_shares(ordered, counts))
         low, high = _fences(quantiles)
         with np.errstate(invalid="ignore"):
-            far = ((x < low) | (x > high)).sum(0)
-            out["far_share"] = np.where((counts > 0) & np.isfinite(low), far / np.maximum(counts, 1),
-                                        np.where(counts > 0, 0.0, np.nan))
-            above = (x > high).sum(0)
-            out["far_above_share"] = np.where((counts > 0) & np.isfinite(high), above / np.maximum(counts, 1),
-                                              np.where(counts > 0, 0.0, np.nan))
+            above = x > high
+            for name, beyond in (("far_share", (x < low) | above), ("far_above_share", above)):
+                out[name] = np.where((counts > 0) & np.isfinite(low), beyond.sum(0) / np.maximum(counts, 1),
+                                     np.where(counts > 0, 0.0, np.nan))
     return out
 
 

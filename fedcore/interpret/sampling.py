@@ -141,18 +141,19 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
     common = common_quantiles(quantiles) / scale
     far = far_shares(profile.far_share[:, columns], profile.far_above_share[:, columns])
     counts = profile.observed[:, columns]
-    least = np.array([_min_count(profile, site) or 2 for site in profile.sites])[:, None]
-    minimum = {_min_count(profile, site) for site in profile.sites}
+    minimums = [_min_count(profile, site) for site in profile.sites]
+    least = np.array([m or 2 for m in minimums])[:, None]
     drawn_at = np.minimum(counts, LARGEST)
-    sizes = {(m, int(n)) for m in minimum for n in [*np.unique(drawn_at), LARGEST] if n >= (m or 2)}
+    sizes = {(m, int(n)) for m in set(minimums) for n in [*np.unique(drawn_at), LARGEST] if n >= (m or 2)}
+    # [sites, columns] per size drawn: the cells it stands for
+    held = {(m, n): (drawn_at == n) & (counts >= least) & np.array([own == m for own in minimums])[:, None]
+            for m, n in sizes}
     means = {key: {name: np.full(len(columns), np.nan) for name in statistics} for key in sizes}
     variances = {key: {name: np.full(len(columns), np.nan) for name in statistics} for key in sizes}
     usable = np.isfinite(common).all(0)
     rng = np.random.default_rng(SEED)
     for min_count, n in sorted(sizes, key=lambda key: (key[0] or 0, key[1])):
-        held = (drawn_at == n) & (counts >= least) & np.array([_min_count(profile, site) == min_count
-                                                               for site in profile.sites])[:, None]
-        drawn = np.flatnonzero(usable & (held.any(0) | (n == LARGEST)))
+        drawn = np.flatnonzero(usable & (held[(min_count, n)].any(0) | (n == LARGEST)))
         if not drawn.size:
             continue
         x = draw(common[:, drawn], n, rng, None if min_count is None else far[:, drawn])
@@ -174,9 +175,7 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
     for name in statistics:
         offset, variance = np.zeros(counts.shape), np.full(counts.shape, np.nan)
         for min_count, n in sizes:
-            held = (drawn_at == n) & (counts >= least) & np.array([_min_count(profile, site) == min_count
-                                                                   for site in profile.sites])[:, None]
-            rows, cells = np.nonzero(held)
+            rows, cells = np.nonzero(held[(min_count, n)])
             with np.errstate(invalid="ignore", divide="ignore"):
                 variance[rows, cells] = variances[(min_count, n)][name][cells] * n / counts[rows, cells]
             shift = means[(min_count, n)][name][cells] - means[(min_count, LARGEST)][name][cells]
