@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import re
 
+from playwright.sync_api import expect
+
 from tests.test_bad_inputs import clinic, table
 from tests.browser_helpers import ARTIFACTS, open_page
 
@@ -29,7 +31,9 @@ def test_a_refused_upload_is_named_kept_nowhere_and_left_out_only_on_request(das
         page.get_by_text("east_clinic.csv.gz looks gzip-compressed but cannot be decompressed").wait_for(
             timeout=60_000)
         page.get_by_text("Training stays blocked until you fix or remove them").wait_for()
-        assert page.get_by_role("button", name="Use this data for training").count() == 0
+        # the run that shows the refusal removes the button the runs before it drew (with fewer
+        # files chosen) only when it ends: wait for that end, then the button must be gone
+        expect(page.get_by_role("button", name="Use this data for training")).to_have_count(0, timeout=30_000)
         # (the browser sends the files one by one, and the page re-runs on each: accepted ones may be kept already)
         assert not list(store.root.rglob("east_clinic*"))  # the refused file is never written
         page.screenshot(path=str(ARTIFACTS / f"upload_refused_{width}.png"), full_page=True)
