@@ -123,6 +123,28 @@ def test_no_conversion_is_named_where_none_happened_or_none_fits():
     assert seven.conversion is None and seven.a == pytest.approx(1 / 6.5, rel=0.05)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_column_shifted_from_others_centred_on_zero_is_shifted_not_in_other_units(seed):
+    # a standardised sensor, most of its values near 0 and a wide tail: a 25-row site's column moved
+    # up by 9 lands on the others' middle ÷ 100, its spread a hundredth of theirs — a shift, no unit
+    # (vehicle, a 25-row sensor: "÷ 100 makes it match")
+    names = ["f000", "f001", "f002"]
+
+    def first_site(change) -> list[str]:  # site 0's findings of f000 that no other explains
+        rng = np.random.default_rng(seed)
+        rows = []
+        for k, n in enumerate([25] + [300] * 8):
+            x = rng.normal(0, np.where(rng.random((n, 3)) < 0.7, 0.3, 2.0))
+            if k == 0:
+                x[:, 0] = change(x[:, 0])
+            rows.append((f"site {k}", x, rng.integers(0, 2, n)))
+        profile = profile_federation(rows, names, ["continuous"] * 3, names, ["no", "yes"])
+        return [f.kind for f in decide(check_profile(profile)) if f.site == "site 0" and f.feature == "f000"
+                and f.significant and not f.explained_by]  # what the site's cell says, the rest explained by it
+
+    assert first_site(lambda x: x + 9) == ["location"]
+
+
 # -- the data lens, problem by problem ---------------------------------------------------------------
 SITES = [f"site {k}" for k in range(6)]
 CONTINUOUS = ["temperature", "age", "glucose", "marker", "score"]

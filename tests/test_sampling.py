@@ -3,8 +3,9 @@ drawn from the sites' common distribution, released as the site's policy release
 Known answers: the common quantiles by hand, the draws' mean and SD, normal theory's sampling
 variances at a large unprotected site (the median's π/2, Bowley skew's 1.84), a site of one block
 reading its mean (variance 1/n, log SD 1/(2(n − 1))), a skewed population's small-site offset and
-a far-out tail's variance against the product's own release of rows drawn so, and the floor on the
-others' spread by hand."""
+a far-out tail's variance against the product's own release of rows drawn so, the floor on the
+others' spread by hand, a skewed statistic's two sides, and the kurtosis of a fenced distribution
+by integration."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import integrate, special, stats
 
 from fedcore.interpret import sampling
 from fedcore.interpret.calibration import leave_one_out
@@ -159,7 +160,7 @@ def test_small_sites_are_compared_on_what_they_read_at_their_size(monkeypatch):
         assert abs(small) < 0.1 and abs(large) < 0.1
     drawn = sampling.sampling_moments
     monkeypatch.setattr("fedcore.interpret.data_checks.sampling_moments", lambda *args: {
-        name: (np.zeros_like(offset), variance) for name, (offset, variance) in drawn(*args).items()})
+        name: moments._replace(offset=np.zeros_like(moments.offset)) for name, moments in drawn(*args).items()})
     for seed in range(3):
         small, large = mean_deviation(seed)
         assert small > 0.15 and large < -0.15
@@ -177,7 +178,7 @@ def test_a_statistic_some_draws_cannot_give_is_left_out_of_them():
     cols = np.asarray(checks.continuous)
     drawn = sampling.sampling_moments(checks.profile, cols, checks.yardstick[cols],
                                       checks.reference_quantiles[:, :, cols], {"log": statistics})
-    offset, variance = drawn["log"]
+    offset, variance = drawn["log"].offset, drawn["log"].variance
     assert np.all(np.isfinite(offset)) and np.all(np.abs(offset[:4]) < 1)
     assert np.all(np.isfinite(variance[:4]))
 
@@ -194,3 +195,59 @@ def test_a_count_the_site_withheld_gives_a_message_without_its_size():
     checks.profile.arrays["observed"][0, 0] = np.nan
     assert checks._at_its_size(0, 0, "location") == ""
     assert "a site of 15 values" in checks._at_its_size(0, 1, "location")
+
+
+def test_the_fenced_kurtosis_by_hand():
+    # normal: 3; uniform: 9/5; Laplace (b = 1) held at its far-out fences, the quartiles ± ln 2 less and
+    # plus 3 interquartile ranges (± 7 ln 2): E x⁴ / (E x²)² of the held values, by integration
+    def at(quantile) -> np.ndarray:
+        return np.asarray(quantile(PROBABILITIES), dtype=float)[:, None]
+
+    assert sampling.fenced_kurtosis(at(stats.norm.ppf))[0] == pytest.approx(3.0, abs=0.02)
+    assert sampling.fenced_kurtosis(at(stats.uniform.ppf))[0] == pytest.approx(1.8, abs=0.03)
+    fence = 7 * math.log(2)
+    beyond = math.exp(-fence)  # the share of values beyond either fence
+    second = integrate.quad(lambda x: x**2 * math.exp(-x), 0, fence)[0] + fence**2 * beyond
+    fourth = integrate.quad(lambda x: x**4 * math.exp(-x), 0, fence)[0] + fence**4 * beyond
+    laplace = sampling.fenced_kurtosis(at(stats.laplace.ppf))[0]
+    assert laplace == pytest.approx(fourth / second**2, rel=0.03)  # the quantiles' lines between them
+    assert laplace < 5.0  # the fences hold it well below the unfenced 6
+    assert math.isnan(sampling.fenced_kurtosis(np.zeros((len(PROBABILITIES), 1)))[0])  # no spread
+
+
+def test_each_side_of_a_statistics_mean_has_its_own_variance():
+    # by construction the two sides' variances average to the variance; a median of normal values is
+    # symmetric; e^(3 × median) of 13 normal values is skewed to the right, its negative to the left
+    checks, drawn = moments(sites([13] + [300] * 6, 8))
+    cols = np.asarray(checks.continuous)
+    skewed_both_ways = sampling.sampling_moments(
+        checks.profile, cols, checks.yardstick[cols], checks.reference_quantiles[:, :, cols],
+        {"right": lambda q, sd: np.exp(3 * q[:, MEDIAN]), "left": lambda q, sd: -np.exp(3 * q[:, MEDIAN])})
+    for moments_of in (*drawn.values(), *skewed_both_ways.values()):
+        finite = np.isfinite(moments_of.variance)
+        assert ((moments_of.below + moments_of.above) / 2)[finite] == pytest.approx(moments_of.variance[finite])
+    location = drawn["location"]
+    assert 0.7 < np.mean(location.below[0] / location.above[0]) < 1.4
+    right, left = skewed_both_ways["right"], skewed_both_ways["left"]
+    assert np.all(right.above[0] > 1.5 * right.below[0]) and np.all(left.below[0] > 1.5 * left.above[0])
+
+
+def test_a_site_is_tested_on_the_side_of_the_others_it_lies_on(monkeypatch):
+    # the drawn variances set by hand: every site's below 4 and above 1, its variance 2.5; a site
+    # lying below the others' mean adds 4 − 2.5, one above them nothing (1 < 2.5)
+    drawn = sampling.sampling_moments
+
+    def set_by_hand(*args):
+        out = {}
+        for name, moments_of in drawn(*args).items():
+            full = np.ones_like(moments_of.variance)
+            out[name] = sampling.Moments(np.zeros_like(full), 2.5 * full, 4.0 * full, 1.0 * full)
+        return out
+
+    monkeypatch.setattr("fedcore.interpret.data_checks.sampling_moments", set_by_hand)
+    checks, _ = moments(sites([300] * 6, 3))
+    v = checks._values
+    below = v["log_sd"] < np.array([[np.mean(np.delete(v["log_sd"][:, c], i)) for c in range(3)] for i in range(6)])
+    assert below.any() and (~below).any()
+    assert v["spread_own"] == pytest.approx(np.where(below, 4.0 - 2.5, 0.0))  # (the default policy adds no noise)
+    assert v["spread_least"] == pytest.approx(np.full((6, 3), 2.5))

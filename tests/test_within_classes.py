@@ -6,7 +6,9 @@ shift and a wider spread at one site of a label-skewed federation found there an
 where the plain location and spread cannot set it apart; nothing in the same federation untouched;
 a site whose labels are swapped is said to have wrong labels, not shifted values. And a site whose
 values within each class are the others' but whose mix of classes differs is said to differ as its
-class mix predicts (`Checks.class_mix`), not to have shifted values."""
+class mix predicts (`Checks.class_mix`), not to have shifted values. The spread within classes
+varies by the classes' tails: by hand for normal classes, against draws of Laplace classes, and
+small sites of lognormal classes are not reported for it."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 from fedcore.interpret import checks
-from fedcore.interpret.data_checks import Checks, check_profile, tied_share, within_class_sd
+from fedcore.interpret.data_checks import Checks, check_profile, pooled_log_sd_variance, tied_share, within_class_sd
 from fedcore.interpret.disclosure import DEFAULT_POLICY, block_starts, location
 from fedcore.interpret.findings import FDR, decide
 from fedcore.interpret.profile import PROBABILITIES, Profile, profile_federation
@@ -316,3 +318,43 @@ def test_mnist_split_by_label_shows_its_class_mix_not_recording_problems(shared_
     assert len(masses) >= 4 and all("as its mix of classes predicts" in f.message for f in masses)
     block = {f.kind for f in shown if f.site == "site3" and f.feature == "block r3c2"}
     assert block == {"class_mix"}, block
+
+
+def test_the_pooled_log_sd_varies_by_its_classes_tails():
+    # normal classes of equal variance: 1 / (2 Σ (n − 1)), by hand; Laplace classes (kurtosis 6) of
+    # 11 and 16 values: the variance of half the log of their pooled variance over 20,000 draws
+    freedom = np.array([[[10.0], [15.0]]])
+    variance = np.ones((1, 2, 1))
+    assert pooled_log_sd_variance(freedom, variance, np.full((1, 2, 1), 3.0))[0, 0] == pytest.approx(1 / 50)
+    assert pooled_log_sd_variance(freedom, variance, np.full((1, 2, 1), np.nan))[0, 0] == pytest.approx(1 / 50)
+    rng = np.random.default_rng(0)
+    a, b = rng.laplace(0, 1, (20_000, 11)), rng.laplace(0, 1, (20_000, 16))
+    pooled = (10 * a.var(1, ddof=1) + 15 * b.var(1, ddof=1)) / 25
+    drawn = np.var(0.5 * np.log(pooled))
+    predicted = pooled_log_sd_variance(freedom, 2 * variance, np.full((1, 2, 1), 6.0))[0, 0]
+    assert predicted == pytest.approx(drawn, rel=0.15)
+    assert predicted > 1.8 / 50  # nearly twice the normal classes'
+
+
+def heavy_tailed(seed: int) -> Profile:
+    """8 sites of 22 rows (11 per class) and 8 of 400, every class lognormal (σ 1) and the classes
+    1.5 apart: nothing differs between the sites but chance."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k, n in enumerate([22] * 8 + [400] * 8):
+        y = np.arange(n) % 2
+        rows.append((f"site {k}", rng.lognormal(0, 1.0, (n, 8)) + 1.5 * y[:, None], y))
+    names = [f"x{k}" for k in range(8)]
+    return profile_federation(rows, names, ["continuous"] * 8, names, ["no", "yes"])
+
+
+def test_small_sites_of_heavy_tailed_classes_are_not_reported_for_their_spread_within_classes(monkeypatch):
+    def small_sites_below(level: float) -> float:
+        p = np.concatenate([Checks(heavy_tailed(seed))._within_classes["spread_p"][:8].ravel() for seed in range(12)])
+        return float(np.mean(p < level))
+
+    with_tails = small_sites_below(0.05)
+    assert with_tails < 0.09  # of 768 cells where none differs (7 %: lognormal classes' tails run longer still)
+    # normal theory's variance (every class's kurtosis 3): half as many again
+    monkeypatch.setattr("fedcore.interpret.data_checks.fenced_kurtosis", lambda common: np.full(common.shape[1], 3.0))
+    assert small_sites_below(0.05) > with_tails + 0.025

@@ -58,7 +58,7 @@ from fedcore.interpret.findings import FDR, Finding, pool
 from fedcore.interpret.profile import (FEATURE, PROBABILITIES, RESOLUTION_STEPS, SENTINELS, STATISTICS, ZERO, Profile,
                                       on_steps, summed_on_steps)
 from fedcore.interpret.release_noise import BlockNoise, block_noise, class_noise, noisy_sites, quantile_variance
-from fedcore.interpret.sampling import sampling_moments
+from fedcore.interpret.sampling import common_quantiles, fenced_kurtosis, median_along_first, sampling_moments
 from fedcore.interpret.unit_conversions import Match, column_factors, discrepancy, fits_between, match_conversion
 
 SPEARMAN_Z_VARIANCE = 1.06  # n - 3 times the variance of Fisher's z of a Spearman correlation (Fieller et al. 1957)
@@ -247,17 +247,6 @@ def others_mean(values: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (filled.sum(0, keepdims=True) - filled) / (finite.sum(0, keepdims=True) - finite)
     return np.where(np.isfinite(out), out, np.nan)
-
-
-def median_along_first(values: np.ndarray) -> np.ndarray:
-    """np.nanmedian(values, axis=0) from one sort: numpy takes a masked array's median for an axis
-    shorter than 600, which was an eighth of HAR's check-up (the quantile distances of every pair of
-    columns a shifted cell is compared over)."""
-    ordered = np.sort(values, axis=0)  # NaN last
-    count = (~np.isnan(values)).sum(0, keepdims=True)
-    low, high = (np.take_along_axis(ordered, np.maximum(position, 0), axis=0)[0]
-                 for position in ((count - 1) // 2, count // 2))
-    return np.where(count[0] > 0, (low + high) / 2, np.nan)
 
 
 def others_median(values: np.ndarray) -> np.ndarray:
@@ -584,17 +573,19 @@ class Checks:
         of_quantiles = {"location": lambda q, rows: q[:, MEDIAN] / scale,
                         "spread": lambda q, rows: np.log(np.where(tied[rows], np.nan, robust_sd(q, sd[rows]))),
                         "skew": lambda q, rows: _shape(q)[0], "tail": lambda q, rows: _shape(q)[1]}
+        # (a site's statistic on the side of its mean it lies on: below it, a small site's log SD
+        # of heavy-tailed values varies more than above)
         sampled = sampling_moments(self.profile, cols, scale, rq, QUANTILE_STATISTICS)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for name in of_quantiles:
-                noise = quantile_variance(self.profile, of_quantiles[name], cols, self._block_noise)
-                out[f"{name}_offset"] = sampled[name][0]
-                out[f"{name}_own"] = self.excess_variance(sampled[name][1] + noise)
-                out[f"{name}_least"] = np.nan_to_num(others_mean(sampled[name][1] + noise))
         for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
                                           ("tail", tails, ref_tails)):
-            offset = out[f"{name}_offset"]
+            drawn = sampled[name]
+            offset = out[f"{name}_offset"] = drawn.offset
+            with np.errstate(invalid="ignore", divide="ignore"):
+                noise = quantile_variance(self.profile, of_quantiles[name], cols, self._block_noise)
+                side = np.where(values - offset < self._others_mean(references - offset), drawn.below, drawn.above)
+                out[f"{name}_own"] = self.excess_variance(side + noise, drawn.variance + noise)
+                out[f"{name}_least"] = np.nan_to_num(others_mean(drawn.variance + noise))
             out[f"{name}_dev"], out[f"{name}_t"], out[f"{name}_p"] = leave_one_out(
                 values - offset, suspect=left_out, reference=references - offset, own_variance=out[f"{name}_own"],
                 least_variance=out[f"{name}_least"])
@@ -612,13 +603,14 @@ class Checks:
         return class_noise(self.profile)
 
     @staticmethod
-    def excess_variance(variance: np.ndarray) -> np.ndarray:
+    def excess_variance(variance: np.ndarray, others: np.ndarray | None = None) -> np.ndarray:
         """[sites, ...] how much more own variance (by sampling, by noise) a site's statistic has than
         the other sites' on average (0 where less): what a leave-one-out test adds to its variance.
         The spread of the other sites' statistics holds their own variance already, so adding a
         site's whole own variance would count it twice where every site has the same; a small site
-        among large ones has more, which that spread does not hold."""
-        return np.nan_to_num(np.maximum(variance - others_mean(variance), 0.0))
+        among large ones has more, which that spread does not hold. `others`: the variances the
+        other sites' spread holds, where the site's is another (one side's of a skewed statistic)."""
+        return np.nan_to_num(np.maximum(variance - others_mean(variance if others is None else others), 0.0))
 
     def _others_mean(self, values: np.ndarray) -> np.ndarray:
         """[sites, continuous]: the other sites' mean of a statistic of the continuous features,
@@ -847,7 +839,8 @@ class Checks:
         (the median over the sites of each class's variance, pooled with its own class counts).
         Sites of one population that differ in their class mix — label skew, a hospital with more
         patients ill — differ in their medians and spreads; in these they do not. Each is tested
-        leave-one-out, its own sampling variance added; a column never measured at a site
+        leave-one-out, its own sampling variance added (the spread's with its classes' tails:
+        `pooled_log_sd_variance`); a column never measured at a site
         (`not_a_reference`) and a site whose labels look wrong are in no other site's reference."""
         p, cols = self.profile, list(self.continuous)
         means, sds = p.mean_by_class[:, :, cols].astype(np.float64), p.sd_by_class[:, :, cols].astype(np.float64)
@@ -871,6 +864,16 @@ class Checks:
             pooled = pooled_variance(sds**2, freedom)
             predicted_pooled = pooled_variance(np.broadcast_to(class_variance, sds.shape), freedom)
             log_ratio = 0.5 * np.log(pooled / predicted_pooled)
+            # the pooled log SD's own variance, with each class's tails (a heavy-tailed class's SD of
+            # 10 values often misses its tail: vehicle's rows dealt to its sensors, a 21-row sensor's
+            # SDs within classes were 0.3 to 0.5 times the others' in 28 features at once, where
+            # normal theory's variance was used): each class's kurtosis that of the class's common
+            # distribution (the median over the sites of its released quantiles), as fenced
+            class_quantiles = np.where(suspect[:, None, None, :], np.nan, p.quantiles_by_class[:, :, :, cols])
+            kurtosis = np.stack([fenced_kurtosis(common_quantiles(class_quantiles[:, k]))
+                                 for k in range(class_quantiles.shape[1])])  # [classes, continuous]
+            spread_variance = pooled_log_sd_variance(freedom, np.broadcast_to(class_variance, sds.shape),
+                                                     np.broadcast_to(kurtosis, sds.shape))
             testable = (rows > 0) & (degrees > 0) & np.isfinite(yardstick)[None]
             location = np.where(testable & np.isfinite(location), location, np.nan)
             # a column mostly at one value has no spread to compare (`tied_middle`), within its classes either
@@ -887,7 +890,7 @@ class Checks:
         out = {"mean": mean, "predicted": predicted, "sd": np.sqrt(pooled), "predicted_sd": np.sqrt(predicted_pooled),
                "shift": location, "log_ratio": log_ratio, "mix_shift": mix_shift, "mix_log_ratio": mix_log_ratio}
         for name, values, own, noise in (("location", location, location_variance, location_noise),
-                                         ("spread", log_ratio, 1 / (2 * np.maximum(degrees, 1)), spread_noise)):
+                                         ("spread", log_ratio, spread_variance, spread_noise)):
             out[f"{name}_dev"], _, out[f"{name}_p"] = leave_one_out(
                 values, own_variance=np.nan_to_num(own) + self.excess_variance(noise), suspect=suspect)
         return out
@@ -2670,6 +2673,19 @@ def within_class_sd(profile: Profile) -> np.ndarray:
     sd = profile.sd_by_class.astype(np.float64)
     freedom = np.where(np.isfinite(sd), np.maximum(profile.observed_by_class.astype(np.float64) - 1, 0), 0.0)
     return np.sqrt(pooled_variance(sd**2, freedom))
+
+
+def pooled_log_sd_variance(freedom: np.ndarray, variance: np.ndarray, kurtosis: np.ndarray) -> np.ndarray:
+    """[sites, features]: the sampling variance of the log of an SD pooled over classes (`pooled_variance`)
+    whose degrees of freedom are `freedom` (each class's n - 1), variances `variance` and kurtosis
+    `kurtosis` [sites, classes, features] (NaN: normal, 3): each class's variance varies by
+    var(s²)/σ⁴ = 2/(n - 1) + (kurtosis - 3)/n, each weighted by its part of the pooled variance, a
+    quarter of it for the log SD (normal classes of equal variance: 1 / (2 Σ (n - 1)))."""
+    kurtosis = np.where(np.isfinite(kurtosis), kurtosis, 3.0)
+    part = freedom * np.nan_to_num(variance)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = np.where(freedom > 0, 2 / np.maximum(freedom, 1) + (kurtosis - 3) / (freedom + 1), 0.0)
+        return 0.25 * (part**2 * relative).sum(1) / part.sum(1) ** 2
 
 
 def pooled_variance(variance: np.ndarray, freedom: np.ndarray) -> np.ndarray:

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
 from fedcore.interpret.disclosure import Policy, location
-from fedcore.interpret.profile import PROBABILITIES, Profile, _fenced, _summary
+from fedcore.interpret.profile import PROBABILITIES, Profile, _fenced, _fences, _summary
 
 DRAWS = 64  # groups drawn per size: the variance's own relative error is about sqrt(2 / DRAWS), 18 %
 LARGEST = 200  # the largest size drawn; beyond it the blocks are at their most (MAX_BLOCKS of 10)
@@ -64,24 +65,43 @@ WINSOR = 5.0
 Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+def median_along_first(values: np.ndarray) -> np.ndarray:
+    """np.nanmedian(values, axis=0) from one sort: numpy takes a masked array's median for an axis
+    shorter than 600, which was an eighth of HAR's check-up (the quantile distances of every pair of
+    columns a shifted cell is compared over)."""
+    ordered = np.sort(values, axis=0)  # NaN last
+    count = (~np.isnan(values)).sum(0, keepdims=True)
+    low, high = (np.take_along_axis(ordered, np.maximum(position, 0), axis=0)[0]
+                 for position in ((count - 1) // 2, count // 2))
+    return np.where(count[0] > 0, (low + high) / 2, np.nan)
+
+
 def common_quantiles(quantiles: np.ndarray) -> np.ndarray:
     """[PROBABILITIES, columns] the median over sites of each released quantile [sites,
     PROBABILITIES, columns], made non-decreasing; one no site released (the 1 % quantile rests on
     no block of 10 below 500 values) continued along the line in normal scores through the two
     nearest released (NaN in a column with fewer than two)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a quantile no site released: NaN
-        middle = np.nanmedian(quantiles, axis=0)
-    grid = special.ndtri(PROBABILITIES)
-    for c in range(middle.shape[1]):
-        finite = np.flatnonzero(np.isfinite(middle[:, c]))
-        if finite.size < 2 or finite.size == len(grid):
-            continue
-        known, at = middle[finite, c], grid[finite]
-        inside = np.interp(grid, at, known)
-        low = known[0] + (grid - at[0]) * (known[1] - known[0]) / (at[1] - at[0])
-        high = known[-1] + (grid - at[-1]) * (known[-1] - known[-2]) / (at[-1] - at[-2])
-        middle[:, c] = np.where(grid < at[0], low, np.where(grid > at[-1], high, inside))
+    middle = median_along_first(quantiles)  # a quantile no site released: NaN
+    grid = special.ndtri(PROBABILITIES)[:, None]
+    released = np.isfinite(middle)
+    index = np.arange(len(grid))[:, None]
+    # each probability's two released neighbours (below the first or above the last released: the
+    # two outermost released on its side); a released one is its own, twice
+    before = np.maximum.accumulate(np.where(released, index, -1), axis=0)
+    after = np.flip(np.minimum.accumulate(np.flip(np.where(released, index, len(grid)), 0), axis=0), 0)
+    columns = np.arange(middle.shape[1])
+    first, last = after[0], before[-1]
+    second = after[np.minimum(first + 1, len(grid) - 1), columns]
+    next_to_last = before[np.maximum(last - 1, 0), columns]
+    a = np.where(before < 0, first, np.where(after >= len(grid), next_to_last, before))
+    b = np.where(before < 0, second, np.where(after >= len(grid), last, after))
+    a, b = np.clip(a, 0, len(grid) - 1), np.clip(b, 0, len(grid) - 1)
+    low, high = middle[a, columns], middle[b, columns]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where(a == b, 0.0, (high - low) / (grid[b, 0] - grid[a, 0]))
+        line = low + (grid - grid[a, 0]) * slope
+    enough = released.sum(0) >= 2  # a column with fewer than two released: as it is
+    middle = np.where(enough & ~released, line, middle)
     return np.fmax.accumulate(middle, axis=0)
 
 
@@ -90,18 +110,45 @@ def draw(common: np.ndarray, n: int, rng: np.random.Generator, far: np.ndarray |
     `common` [PROBABILITIES, columns]: linear in normal scores between them and beyond the
     outermost two; with `far` [2, columns], the shares of values far out below and above, those
     beyond every fence instead (FAR)."""
-    grid = special.ndtri(PROBABILITIES)
     scores = rng.standard_normal((n, DRAWS, common.shape[1]))
-    place = np.clip(np.searchsorted(grid, scores) - 1, 0, len(grid) - 2)
-    weight = (scores - grid[place]) / (grid[place + 1] - grid[place])
-    column = np.arange(common.shape[1])
-    lower, upper = common[place, column], common[place + 1, column]
-    values = lower + (upper - lower) * weight
+    values = at_scores(common, scores)
     if far is None:
         return values
     with np.errstate(divide="ignore"):
         below, above = special.ndtri(far[0]), special.ndtri(1 - far[1])
     return np.where(scores < below, -FAR, np.where(scores > above, FAR, values))
+
+
+def at_scores(common: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """[..., columns] the values at normal `scores` [..., columns] of the distribution whose
+    quantiles at PROBABILITIES are `common` [PROBABILITIES, columns]: linear in normal scores
+    between them and beyond the outermost two."""
+    grid = special.ndtri(PROBABILITIES)
+    place = np.clip(np.searchsorted(grid, scores) - 1, 0, len(grid) - 2)
+    weight = (scores - grid[place]) / (grid[place + 1] - grid[place])
+    column = np.arange(common.shape[1])
+    lower, upper = common[place, column], common[place + 1, column]
+    return lower + (upper - lower) * weight
+
+
+# normal scores at which a distribution's kurtosis is read, and each one's weight (its density)
+KURTOSIS_SCORES = np.linspace(-8.0, 8.0, 321)
+KURTOSIS_WEIGHTS = special.softmax(-KURTOSIS_SCORES**2 / 2)  # the normal density, summing to 1
+
+
+def fenced_kurtosis(common: np.ndarray) -> np.ndarray:
+    """[columns] the kurtosis (normal: 3) of the distribution whose quantiles at PROBABILITIES are
+    `common` [PROBABILITIES, columns] (as `draw` draws from it), its values held within its own
+    far-out fences as a release holds a class's (`profile._fenced`): what the SD of a group drawn
+    from it varies by, var(s²)/σ⁴ = 2/(n − 1) + (kurtosis − 3)/n (NaN where not released)."""
+    scores = np.broadcast_to(KURTOSIS_SCORES[:, None], (len(KURTOSIS_SCORES), common.shape[1]))
+    weights = KURTOSIS_WEIGHTS[:, None]
+    with np.errstate(invalid="ignore"):
+        low, high = _fences(common)
+        values = np.clip(at_scores(common, scores), low, high)
+        centred = values - (weights * values).sum(0)
+        variance = (weights * centred**2).sum(0)
+        return np.where(variance > 0, (weights * centred**4).sum(0) / variance**2, np.nan)
 
 
 def released(x: np.ndarray, min_count: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -129,11 +176,23 @@ def far_shares(far_share: np.ndarray, far_above_share: np.ndarray) -> np.ndarray
     return np.stack([np.where(unsided, either / 2, np.nan_to_num(below)), np.where(unsided, either / 2, above)])
 
 
+class Moments(NamedTuple):
+    """A statistic's sampling moments at each site's size, each [sites, columns]."""
+
+    offset: np.ndarray  # its expected value less its expected value at LARGEST
+    variance: np.ndarray  # its sampling variance
+    below: np.ndarray  # the variance of a two-piece normal below its mean, and above it: at 13
+    above: np.ndarray  # values, heavy tails' log SD is skewed to the left (a group missing the tail)
+
+
+SIDES = ("variance", "below", "above")
+
+
 def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, quantiles: np.ndarray,
-                     statistics: Mapping[str, Statistic]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Name → (offset, variance), each [sites, columns]: each statistic's expected value at each
-    site's count of values of each of `columns` less its expected value at LARGEST, and its
-    sampling variance there, where nothing differs (module docstring): drawn from the common
+                     statistics: Mapping[str, Statistic]) -> dict[str, Moments]:
+    """Name → Moments, each [sites, columns]: each statistic's expected value at each site's count
+    of values of each of `columns` less its expected value at LARGEST, and its sampling variance
+    there, as a whole and on each side of its mean, where nothing differs (module docstring): drawn from the common
     distribution of the sites' `quantiles` [sites, PROBABILITIES, columns] in units of `scale`
     [columns] (the location's yardstick), released at the site's minimum count. The variance is
     NaN and the offset 0 where a site has too few values for a release, or the common
@@ -149,7 +208,8 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
     held = {(m, n): (drawn_at == n) & (counts >= least) & np.array([own == m for own in minimums])[:, None]
             for m, n in sizes}
     means = {key: {name: np.full(len(columns), np.nan) for name in statistics} for key in sizes}
-    variances = {key: {name: np.full(len(columns), np.nan) for name in statistics} for key in sizes}
+    variances = {key: {name: {side: np.full(len(columns), np.nan) for side in SIDES} for name in statistics}
+                 for key in sizes}
     usable = np.isfinite(common).all(0)
     rng = np.random.default_rng(SEED)
     for min_count, n in sorted(sizes, key=lambda key: (key[0] or 0, key[1])):
@@ -169,18 +229,27 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
                 low, high = np.nanpercentile(values, ROBUST, axis=0)
                 centre, half = (low + high) / 2, (high - low) / 2
                 held_in = np.clip(values, centre - WINSOR * half, centre + WINSOR * half)
-                variances[(min_count, n)][name][drawn] = np.where(enough, np.nanvar(held_in, axis=0, ddof=1), np.nan)
-                means[(min_count, n)][name][drawn] = np.where(enough, np.nanmean(held_in, axis=0), np.nan)
+                mean = np.nanmean(held_in, axis=0)
+                # the variance, and each side's (twice the mean square of the draws on that side of
+                # their mean: a skewed statistic's two scales; a symmetric one's equal its variance)
+                for side, part in (("variance", None), ("below", np.fmin), ("above", np.fmax)):
+                    centred = held_in - mean if part is None else part(held_in - mean, 0.0)
+                    spread = np.nansum(centred**2, axis=0) * (1 if part is None else 2) / (
+                        np.isfinite(held_in).sum(0) - 1)
+                    variances[(min_count, n)][name][side][drawn] = np.where(enough, spread, np.nan)
+                means[(min_count, n)][name][drawn] = np.where(enough, mean, np.nan)
     out = {}
     for name in statistics:
-        offset, variance = np.zeros(counts.shape), np.full(counts.shape, np.nan)
+        offset = np.zeros(counts.shape)
+        variance = {side: np.full(counts.shape, np.nan) for side in SIDES}
         for min_count, n in sizes:
             rows, cells = np.nonzero(held[(min_count, n)])
             with np.errstate(invalid="ignore", divide="ignore"):
-                variance[rows, cells] = variances[(min_count, n)][name][cells] * n / counts[rows, cells]
+                for side in SIDES:
+                    variance[side][rows, cells] = variances[(min_count, n)][name][side][cells] * n / counts[rows, cells]
             shift = means[(min_count, n)][name][cells] - means[(min_count, LARGEST)][name][cells]
             offset[rows, cells] = np.where(np.isfinite(shift), shift, 0.0)
-        out[name] = (offset, variance)
+        out[name] = Moments(offset, **variance)
     return out
 
 

@@ -11,8 +11,10 @@ Rules:
   names that analyte (`synonyms`, matched on words of the name, case and accents ignored);
   factors that hold for any quantity (×10, ×1000, %, °F, lb, inch, months/years, ...) for every
   column. A conversion is named only when it fits: after converting, the site's quantiles lie
-  within `FIT_TOLERANCE` reference SDs of the others' (median over quantiles) and at least
-  `IMPROVEMENT` times closer than before converting.
+  within `FIT_TOLERANCE` reference SDs of the others' (median over quantiles), at least
+  `IMPROVEMENT` times closer than before converting, and their range within
+  `CONVERSION_SPREAD_RATIO` of the others' (a unit scales the spread with the values: a column
+  shifted by 9 SDs from others centred on 0 fits ÷ 100 on its middle alone).
 - When no catalogue entry fits but the site's values, all positive, are a clean multiple of the
   others' (the median ratio of their quantiles fits), the factor is reported as unexplained
   ("× 7.5, no known conversion"), or named when a catalogue factor lies within 5 % of it.
@@ -53,6 +55,9 @@ import numpy as np
 FIT_TOLERANCE = 0.25  # reference SDs (median |difference| over the quantiles) for "fits"
 IMPROVEMENT = 4.0  # the conversion must bring the quantiles this many times closer
 SPREAD_RATIO = 1.25  # an unexplained factor must map the spread of the site's quantiles onto the others' this closely
+# a catalogue conversion, within this factor: a population's spread differs by less (fits_between's
+# pairs allow ×1.35 and more at small sites), a shifted column divided by a factor by the factor
+CONVERSION_SPREAD_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,15 @@ def candidates(column: str) -> list[Conversion]:
     return [c for c in CONVERSIONS if not c.analytes or any(f" {words(s).strip()} " in named for s in c.analytes)]
 
 
+def spread_log_ratio(site: np.ndarray, others: np.ndarray, a: float) -> float:
+    """|log| of the range of the site's quantiles times |a| against the range of the others'
+    (infinite where either has no range): how far the factor a misses the others' spread."""
+    site_range, other_range = np.ptp(site), np.ptp(others)
+    if not (site_range > 0 and other_range > 0 and a != 0):
+        return math.inf
+    return abs(math.log(abs(a) * site_range / other_range))
+
+
 def discrepancy(site: np.ndarray, others: np.ndarray, scale: float) -> float:
     """Median |site - others| over the matching quantiles both released, in units of `scale` (the
     others' SD); NaN when none are."""
@@ -213,7 +227,10 @@ def match_conversion(column: str, site_quantiles: Sequence[float], other_quantil
     before = discrepancy(site, others, other_sd)
     if before < FIT_TOLERANCE * IMPROVEMENT:  # close already: nothing to explain
         return None
-    fits = [(discrepancy(c.apply(site), others, other_sd), c) for c in candidates(column)]
+    # a conversion scales the spread as much as the values: a column shifted far from others whose
+    # middle is near 0 lands on that middle when divided by 100, its spread shrunk 100 times
+    fits = [(discrepancy(c.apply(site), others, other_sd), c) for c in candidates(column)
+            if spread_log_ratio(site, others, c.a) < math.log(CONVERSION_SPREAD_RATIO)]
     after, best = min(fits, key=lambda fit: fit[0]) if fits else (np.inf, None)
     if best is not None and after <= FIT_TOLERANCE and before >= IMPROVEMENT * after:
         return Match(best, best.a, best.b, before, after)
@@ -221,11 +238,8 @@ def match_conversion(column: str, site_quantiles: Sequence[float], other_quantil
         return None
     a = float(np.median(others / site))  # the pure scale factor (units differ by a factor, not an offset)
     free = discrepancy(a * site, others, other_sd)
-    # a factor scales the spread as much as the values: a shifted column is no unit (the range of its
-    # quantiles, times the factor, would miss the others' by as much)
-    spread = abs(np.log(a * np.ptp(site) / np.ptp(others))) if np.ptp(site) > 0 and np.ptp(others) > 0 else np.inf
     if (free <= FIT_TOLERANCE and before >= IMPROVEMENT * free and abs(np.log(a)) > np.log(1.5)
-            and spread < np.log(SPREAD_RATIO)):
+            and spread_log_ratio(site, others, a) < np.log(SPREAD_RATIO)):
         near = [c for c in candidates(column) if c.b == 0 and abs(np.log(c.a / a)) < 0.05]
         if near:  # a known factor within 5 %: name it
             return Match(near[0], near[0].a, 0.0, before, discrepancy(near[0].apply(site), others, other_sd))
