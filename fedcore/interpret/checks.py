@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedcore.interpret.unit_conversions import (
+    CONVERSION_SPREAD_RATIO,
     FIT_TOLERANCE,
     IMPROVEMENT,
     PAIR_MEDIAN_TOLERANCE,
@@ -181,8 +182,9 @@ OWN_EXCESS = ", the site's own variance (sampling at its size; noise under diffe
 # a statistic of a site's released quantiles: what it reads at the site's size where nothing differs
 # and how much it varies there are drawn (`sampling`), its noise under DP followed (`release_noise`)
 DRAWN = (", its offset and variance at the site's size where nothing differs drawn from the sites' common "
-         "distribution as the site's policy releases that many values: the offset subtracted, the variance (and "
-         "the noise's under differential privacy) beyond the others' added")
+         "distribution as the site's policy releases that many values: the offset subtracted, the variance on the "
+         "side of the others' mean the site lies on (a skewed statistic's two sides differ; and the noise's under "
+         "differential privacy) beyond the others' added")
 AT_LEAST_OWN = ", the others' spread taken as no less than their own variances' mean"
 SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
              "moderated across features, one-sided")
@@ -223,9 +225,11 @@ CHECKS: tuple[Check, ...] = (
           "%, …) "
           "or a clean factor mapping the site's quantiles onto the others' mean quantiles, tried where the location or "
           "spread differs materially with p < {tried}", "the shift's or spread's p, × 2",
-          "the quantiles land within {fit} SD and {closer} × closer", "unit_conversion", QUANTILES, "continuous",
+          "the quantiles land within {fit} SD and {closer} × closer, their range within × {range_ratio} of the "
+          "others' (a unit scales the spread with the values)", "unit_conversion", QUANTILES, "continuous",
           "unit_conversions",
-          limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5)),
+          limits=(("tried", 0.01), ("fit", FIT_TOLERANCE), ("closer", IMPROVEMENT), ("distinct", 5),
+                  ("range_ratio", CONVERSION_SPREAD_RATIO)),
           quantiles=QUARTILES, explains_here=EXPLAINS_SHIFT),
     Check("unit_pair", "a unit factor between two sites", "values", DATA,
           "two sites' medians and interquartile ranges differ by one factor of the catalogue (°F/°C affinely), for "
@@ -381,7 +385,9 @@ CHECKS: tuple[Check, ...] = (
     Check("spread_within", "different spread within classes", "within classes", DATA,
           "the log of the site's SD within its classes (pooled) against what its class mix predicts (every site's "
           "median variance of each class, pooled with the site's class counts)",
-          LOO + ", the log SD's own sampling error added", "ratio ≥ {ratio} or ≤ 1/{ratio}", "class_sds",
+          LOO + ", the log SD's own sampling error added (each class's variance varying by 2/(n − 1) + (kurtosis − "
+          "3)/n, the kurtosis of the class's common distribution held at its far-out fences)",
+          "ratio ≥ {ratio} or ≤ 1/{ratio}", "class_sds",
           CLASS_PROFILE, "continuous", "spread_within", min_classes=2, limits=(("ratio", 1.25),), classes="some",
           explains_here=(*EXPLAINS_SHIFT, "relation to the label")),
     Check("class_shift", "one class's values differ", "relation to the label", DATA,
