@@ -28,7 +28,12 @@ reader draws them:
   `release_noise`'s);
 - the statistic over the draws, held within WINSOR half-widths of its middle 68 %: its mean less
   its mean at LARGEST is the offset of a site of that size (what it reads where nothing differs),
-  its variance the site's sampling variance.
+  its variance the site's sampling variance, and each side's (twice the mean square of the draws
+  on that side of their mean: a skewed statistic varies more on one side, `Moments`).
+
+The kurtosis of a distribution given by its quantiles, held at its far-out fences
+(`fenced_kurtosis`), is read from the same lines: what an SD of a group drawn from it varies by (the
+checks within classes read it for each class's common distribution).
 
 The draws come from one fixed seed, so one profile always gives one check-up. Everything here is
 read from released quantiles, far-out shares and the sites' policies, public to the reader of the
@@ -68,7 +73,7 @@ Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
 def median_along_first(values: np.ndarray) -> np.ndarray:
     """np.nanmedian(values, axis=0) from one sort: numpy takes a masked array's median for an axis
     shorter than 600, which was an eighth of HAR's check-up (the quantile distances of every pair of
-    columns a shifted cell is compared over)."""
+    columns a shifted cell is compared over) and most of `common_quantiles`' time."""
     ordered = np.sort(values, axis=0)  # NaN last
     count = (~np.isnan(values)).sum(0, keepdims=True)
     low, high = (np.take_along_axis(ordered, np.maximum(position, 0), axis=0)[0]
