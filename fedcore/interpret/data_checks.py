@@ -573,8 +573,8 @@ class Checks:
         of_quantiles = {"location": lambda q, rows: q[:, MEDIAN] / scale,
                         "spread": lambda q, rows: np.log(np.where(tied[rows], np.nan, robust_sd(q, sd[rows]))),
                         "skew": lambda q, rows: _shape(q)[0], "tail": lambda q, rows: _shape(q)[1]}
-        # (a site's statistic on the side of its mean it lies on: below it, a small site's log SD
-        # of heavy-tailed values varies more than above)
+        # (each with the variance of the side of the others' mean it lies on: a small site's log SD
+        # of a clustered feature varies more below than above)
         sampled = sampling_moments(self.profile, cols, scale, rq, QUANTILE_STATISTICS)
         for name, values, references in (("location", *location),
                                           ("spread", log_sd, ref_log_sd), ("skew", skew, ref_skew),
@@ -862,7 +862,8 @@ class Checks:
             # of a mean of class means: each class's variance / n, weighted by n
             location_variance = (weight * np.nan_to_num(sds) ** 2).sum(1) / rows**2 / yardstick**2
             pooled = pooled_variance(sds**2, freedom)
-            predicted_pooled = pooled_variance(np.broadcast_to(class_variance, sds.shape), freedom)
+            predicted_variance = np.broadcast_to(class_variance, sds.shape)  # [sites, classes, continuous]
+            predicted_pooled = pooled_variance(predicted_variance, freedom)
             log_ratio = 0.5 * np.log(pooled / predicted_pooled)
             # the pooled log SD's own variance, with each class's tails (a heavy-tailed class's SD of
             # 10 values often misses its tail: vehicle's rows dealt to its sensors, a 21-row sensor's
@@ -872,8 +873,7 @@ class Checks:
             class_quantiles = np.where(suspect[:, None, None, :], np.nan, p.quantiles_by_class[:, :, :, cols])
             kurtosis = np.stack([fenced_kurtosis(common_quantiles(class_quantiles[:, k]))
                                  for k in range(class_quantiles.shape[1])])  # [classes, continuous]
-            spread_variance = pooled_log_sd_variance(freedom, np.broadcast_to(class_variance, sds.shape),
-                                                     np.broadcast_to(kurtosis, sds.shape))
+            spread_variance = pooled_log_sd_variance(freedom, predicted_variance, np.broadcast_to(kurtosis, sds.shape))
             testable = (rows > 0) & (degrees > 0) & np.isfinite(yardstick)[None]
             location = np.where(testable & np.isfinite(location), location, np.nan)
             # a column mostly at one value has no spread to compare (`tied_middle`), within its classes either

@@ -185,12 +185,16 @@ class Moments(NamedTuple):
     """A statistic's sampling moments at each site's size, each [sites, columns]."""
 
     offset: np.ndarray  # its expected value less its expected value at LARGEST
-    variance: np.ndarray  # its sampling variance
-    below: np.ndarray  # the variance of a two-piece normal below its mean, and above it: at 13
-    above: np.ndarray  # values, heavy tails' log SD is skewed to the left (a group missing the tail)
+    below: np.ndarray  # the variance of a two-piece normal below its mean, and above it: at 13 values
+    above: np.ndarray  # a clustered feature's log SD falls far below more often than above
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Its sampling variance: the mean of the two sides' (each twice its side's mean square)."""
+        return (self.below + self.above) / 2
 
 
-SIDES = ("variance", "below", "above")
+SIDES = ("below", "above")
 
 
 def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, quantiles: np.ndarray,
@@ -235,26 +239,24 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
                 centre, half = (low + high) / 2, (high - low) / 2
                 held_in = np.clip(values, centre - WINSOR * half, centre + WINSOR * half)
                 mean = np.nanmean(held_in, axis=0)
-                # the variance, and each side's (twice the mean square of the draws on that side of
-                # their mean: a skewed statistic's two scales; a symmetric one's equal its variance)
-                for side, part in (("variance", None), ("below", np.fmin), ("above", np.fmax)):
-                    centred = held_in - mean if part is None else part(held_in - mean, 0.0)
-                    spread = np.nansum(centred**2, axis=0) * (1 if part is None else 2) / (
-                        np.isfinite(held_in).sum(0) - 1)
+                # each side's variance: twice the mean square of the draws on that side of their mean
+                # (a skewed statistic's two scales; a symmetric one's both equal its variance)
+                for side, part in zip(SIDES, (np.fmin, np.fmax)):
+                    spread = 2 * np.nansum(part(held_in - mean, 0.0) ** 2, axis=0) / (np.isfinite(held_in).sum(0) - 1)
                     variances[(min_count, n)][name][side][drawn] = np.where(enough, spread, np.nan)
                 means[(min_count, n)][name][drawn] = np.where(enough, mean, np.nan)
     out = {}
     for name in statistics:
         offset = np.zeros(counts.shape)
-        variance = {side: np.full(counts.shape, np.nan) for side in SIDES}
+        sides = {side: np.full(counts.shape, np.nan) for side in SIDES}
         for min_count, n in sizes:
             rows, cells = np.nonzero(held[(min_count, n)])
             with np.errstate(invalid="ignore", divide="ignore"):
                 for side in SIDES:
-                    variance[side][rows, cells] = variances[(min_count, n)][name][side][cells] * n / counts[rows, cells]
+                    sides[side][rows, cells] = variances[(min_count, n)][name][side][cells] * n / counts[rows, cells]
             shift = means[(min_count, n)][name][cells] - means[(min_count, LARGEST)][name][cells]
             offset[rows, cells] = np.where(np.isfinite(shift), shift, 0.0)
-        out[name] = Moments(offset, **variance)
+        out[name] = Moments(offset, **sides)
     return out
 
 
