@@ -8,7 +8,7 @@ FLOWER_DEMO_ARGS ?= --sites 8 --rounds 5 --local-epochs 10
 export FLWR_TELEMETRY_ENABLED := 0
 export FLWR_DISABLE_UPDATE_CHECK := 1
 
-.PHONY: run cli-demo flower-demo test test-states test-processes test-journeys test-deployment evidence clean
+.PHONY: run cli-demo flower-demo test test-browser test-states test-processes test-journeys test-deployment evidence clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,13 @@ flower-demo: $(VENV)/.runtime
 # Two worker processes on 2 cores (README, *Tests*: the suite is CPU-bound, so a third is slower).
 # The 25 slowest tests are listed at the end: the suite must stay within 10 minutes on 2 cores.
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -n 2 --durations=25 -m "not deployment and not journey and not states and not processes"
+	$(BIN)/python -m pytest -n 2 --durations=25 -m "not deployment and not journey and not states and not processes and not browser"
+
+# The pages driven in Debian's Chromium (tests/test_browser*.py, the journeys apart): signing in, the
+# pages, reports, uploads and the server's guard, screenshots at 1280 and 1920 px; about 500 CPU-seconds,
+# apart from `make test` to keep it within 10 minutes on 2 cores. CI runs it.
+test-browser: $(VENV)/.dev
+	$(BIN)/python -m pytest -n 2 --durations=10 -m "browser and not journey"
 
 # Every page and report rendered for runs and check-ups in every state (tests/test_every_state.py):
 # about 150 CPU-seconds, apart from `make test` to keep it within 10 minutes on 2 cores. CI runs it.

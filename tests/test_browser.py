@@ -11,6 +11,8 @@ from fedcore.store import RunStore
 from tests.browser_helpers import (ARTIFACTS, ROOT, figure, in_the_servers_template, open_page, readability,
                                    wait_until_run_ended)
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 
 def _marks(page, at_least: int = 2) -> int:
     """'O' annotations drawn in the heatmap's SVG, counted once `at_least` of them are there (a count

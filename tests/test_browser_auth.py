@@ -13,6 +13,8 @@ from application.runner import execute, resolve_spec
 from fedcore.store import RunStore
 from tests.browser_helpers import ARTIFACTS, free_port, need_chromium, serving, wait_until_run_ended
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 PEOPLE = {
     "viewer": ("nurse@hospital.test", {"email": "nurse@hospital.test", "name": "Nora Nurse"}),
     "analyst": ("ana@hospital.test", {"email": "ana@hospital.test", "name": "Ana Lyst", "groups": ["fl-analysts"]}),

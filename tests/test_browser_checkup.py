@@ -13,6 +13,8 @@ from application.checkup_jobs import start_checkup
 from fedcore.store import RunStore
 from tests.browser_helpers import ARTIFACTS, figure, need_chromium, open_page, serving
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 # The demo's injected problems, as the grid names them (KINDS' titles).
 INJECTED = {"Cedar Community": "values shifted", "Elm Regional": "unit or scale",
             "Fir Valley": "missingness depends on the class", "Oak District": "labels look wrong"}

@@ -20,6 +20,8 @@ from fedcore.store import RunStore
 from tests.browser_helpers import (ARTIFACTS, figure, figure_selector, need_chromium, open_page, serving,
                                    wait_until_run_ended)
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 WIDTHS = (1280, 1920)
 FAILURE = "site 'Oak District' has no rows left after the split"
 

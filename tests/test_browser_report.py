@@ -23,6 +23,8 @@ from fedcore.store import RunStore
 from tests import evidence_cases, test_checkup as planted
 from tests.browser_helpers import ARTIFACTS, READABILITY, in_the_servers_template, readability
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 WIDTHS = (1280, 1920)
 # Long names, an ampersand, an accent: the grid's rows and the charts' axes must hold them.
 SITES = ["St Mary's University Hospital North (Teaching)", "Royal Infirmary of the Southern Districts",

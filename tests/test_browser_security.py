@@ -13,6 +13,8 @@ import pytest
 
 from tests.browser_helpers import ARTIFACTS, launch, open_page
 
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
+
 EVIL_HOST = "198.51.100.7"  # TEST-NET-2: the route below blocks it; nothing may ask for it
 IMAGE_COLUMN = f"![c](http://{EVIL_HOST}/column.png)"
 LINK_CATEGORY = f"[open](http://{EVIL_HOST}/)"

@@ -8,10 +8,13 @@ from __future__ import annotations
 import gzip
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.test_bad_inputs import clinic, table
 from tests.browser_helpers import ARTIFACTS, open_page
+
+pytestmark = pytest.mark.browser  # `make test-browser` (CI runs it), apart from `make test` for its 10 minutes
 
 
 def test_a_refused_upload_is_named_kept_nowhere_and_left_out_only_on_request(dashboard, browser, tmp_path):
