@@ -463,7 +463,7 @@ def test_a_copied_column_names_the_copy_and_a_near_duplicate_is_no_copy():
 
     profile = federation(near_duplicate)
     c = profile.features.index("f1")
-    r = profile.correlation[2, profile.continuous.index(c), profile.continuous.index(c + 1)]
+    r = profile.rank_correlation[2, profile.continuous.index(c), profile.continuous.index(c + 1)]
     assert 0.99 < r < 0.999
     assert not [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.material
                 and f.q < 0.05]
@@ -1065,3 +1065,42 @@ def test_har_edge_values_stay_values_when_one_subject_is_in_other_units():
         return {(f.site, f.kind) for f in reported(p) if f.feature == names[j] and f.site != "subject 14"}
 
     assert elsewhere(profile(True)) == elsewhere(profile(False))
+
+
+def test_one_row_far_out_in_two_columns_is_no_copy():
+    """One row of site 2 a thousand SDs out in the f1 and f2 channels: their Pearson r there is
+    0.9996 (the others' about 0.8), as a copy's would be; their ranks still disagree as the others'
+    do, so the check, which reads rank correlations, finds no copy (vehicle's sensors hold such rows)."""
+    def far_out_row(x, y, rng):
+        x = x.copy()
+        x[0, [5, 6]] = 10 + 1000 * x[:, 5].std()
+        return x, y
+
+    profile = federation(far_out_row)
+    c = profile.continuous.index(profile.features.index("f1"))
+    i = profile.sites.index(BROKEN)
+    assert profile.correlation[i, c, c + 1] > 0.999 and profile.rank_correlation[i, c, c + 1] < 0.95
+    cells = [f for f in decide(check_profile(profile)) if f.kind == "copied_column" and f.site == BROKEN]
+    assert cells and not [f for f in cells if f.material]
+
+
+def test_a_copy_over_too_few_rows_to_tell_it_from_chance_is_said_so_and_not_material():
+    """age filled from f1 at a site of 12 rows: their ranks agree as a copy's do, but two columns that
+    correlate 0.9 agree in rank over 12 rows about once in 3,000 pairs; at 20 rows it is the copy."""
+    def federation_of(rows_at_broken: int) -> Profile:
+        rng = np.random.default_rng(3)
+        sites = []
+        for name in SITES:
+            x, y = site_rows(rng, rows_at_broken if name == BROKEN else ROWS)
+            if name == BROKEN:
+                x, y = copied(x, y, rng)
+            sites.append((name, x, y))
+        return profile_federation(sites, FEATURES, KINDS, COLUMNS, ["well", "ill"])
+
+    fewest = checks.BY_KIND["copied_column"].limit("rows")
+    (few,) = [f for f in decide(check_profile(federation_of(12))) if f.kind == "copied_column"
+              and f.site == BROKEN and f.feature == "age"]
+    assert few.evidence["r"] == pytest.approx(1.0) and not few.material
+    assert f"too few rows to tell a copy from chance (fewer than {fewest:.0f})" in few.message
+    (enough,) = [f for f in reported(federation_of(20)) if f.kind == "copied_column"]
+    assert (enough.site, enough.feature) == (BROKEN, "age")

@@ -261,10 +261,11 @@ def test_correlations_are_drawn_from_the_sites_profiles(data):
     assert figure.layout.xaxis.title.text.endswith("(rank correlation)")
 
 
-def test_a_copy_is_drawn_with_the_correlations_of_values_its_check_reads(data):
-    figure, drawn, pearson, _ = _site_correlations(data["copied_column"])
-    assert np.allclose(drawn, pearson)
-    assert figure.layout.xaxis.title.text.endswith("(correlation r)")
+def test_a_copy_is_drawn_with_the_rank_correlations_its_check_reads(data):
+    figure, drawn, pearson, ranks = _site_correlations(data["copied_column"])
+    assert np.allclose(drawn, ranks)
+    assert not np.allclose(drawn, pearson)
+    assert figure.layout.xaxis.title.text.endswith("(rank correlation)")
 
 
 def test_the_correlations_view_says_the_features_partners_still_go_together_at_the_site(data):

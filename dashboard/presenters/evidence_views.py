@@ -586,7 +586,8 @@ def _pair_the_site_has(profile: Profile, i: int, renamed: int) -> tuple[tuple[in
 def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     """How the feature varies with each other continuous feature at the site (its correlation)
     against the other sites': a channel replaced by noise loses its correlations. The correlations
-    the finding's check read: of ranks for *relations between features differ*, of values for a copy."""
+    the finding's check read (its registry's `needs`): of ranks for *relations between features differ* and
+    a copy."""
     profile = evidence.profile
     j = _feature_index(finding, profile)
     if j is None or j not in profile.continuous:

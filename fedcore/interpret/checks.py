@@ -213,13 +213,16 @@ CHECKS: tuple[Check, ...] = (
           limits=(("share", 0.95), ("others", 0.8), ("count", 5), ("fewer", 3)), explains_here=EXPLAINS_VALUES),
     Check("copied_column", "a copy of another column", "columns", DATA,
           "of the feature's partners, the one the site shows closest to identical against the others: Fisher z of "
-          "the site's absolute correlation minus that of the other sites' median; of the pair, the copy is the column whose "
-          "correlations with the other features no longer follow the other sites' (an export that filled a column "
-          "from another)", LOO + ", one-sided",
-          "r ≥ {identical} (or ≤ −{identical}) at the site where the others' median is within ±{others}, and the "
-          "likelier copy of the two",
-          "correlations", ("correlation",), "continuous", "copied_columns",
-          limits=(("identical", 0.999), ("others", 0.9)), explains_here=(*EXPLAINS_VALUES, "missing values")),
+          "the site's absolute rank correlation minus that of the other sites' median (of ranks: one row far out in "
+          "two columns makes their r ±1 over a few dozen rows, and leaves a copy's rank correlation 1); of the pair, "
+          "the copy is the column whose correlations with the other features no longer follow the other sites' (an "
+          "export that filled a column from another)", LOO + ", one-sided",
+          "rank correlation ≥ {identical} (or ≤ −{identical}) at the site over ≥ {rows} rows of each column, where "
+          "the others' median is within ±{others}, and the likelier copy of the two (two columns that correlate "
+          "0.9 agree in rank over 13 rows once in 10,000 pairs, over 16 once in 400,000)",
+          "correlations", ("rank_correlation",), "continuous", "copied_columns",
+          limits=(("identical", 0.999), ("others", 0.9), ("rows", 16)),
+          explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("unit", "unit or scale", "values", DATA,
           "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
           "%, …) "
