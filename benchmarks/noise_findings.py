@@ -85,16 +85,12 @@ def dealt_at_random(datasets: list[str], epsilons: list[float], repeats: int) ->
     release noisier than a large one's), nothing differing between them but chance. Every finding
     of a check comparing the sites is a false one; per repeat, a fresh deal checked up without noise
     and at each ε."""
-    from dataclasses import replace
-
-    import numpy as np
-
     from fedcore.checkup import check_up
     from fedcore.interpret.disclosure import Policy
 
     sys.path.insert(0, str(ROOT / "benchmarks" / "evidence"))
     from corruptions import load_table
-    from random_split_null import WITHIN_SITE
+    from random_split_null import OWN, WITHIN_SITE, dealt
 
     print("Rows dealt back to the sites at random, each keeping its size (nothing differs):")
     print()
@@ -102,14 +98,11 @@ def dealt_at_random(datasets: list[str], epsilons: list[float], repeats: int) ->
     print("|---|---|---|---|---|")
     for name in datasets:
         table = load_table(name)
-        sizes = np.cumsum([len(y) for y in table.y])[:-1]
-        x, y = np.concatenate(table.x), np.concatenate(table.y)
         counted: dict[float | None, tuple[list, list, Counter]] = {e: ([], [], Counter()) for e in [None, *epsilons]}
         for deal in range(repeats):
-            order = np.random.default_rng([deal, 23]).permutation(len(y))
-            dealt = replace(table, x=np.split(x[order], sizes), y=np.split(y[order], sizes))
+            federation = dealt(table, OWN, deal)
             for epsilon, (flagged, totals, kinds) in counted.items():
-                comparing = [f for f in check_up(dealt.profile(policy=Policy(dp_epsilon=epsilon)), {}).reported
+                comparing = [f for f in check_up(federation.profile(policy=Policy(dp_epsilon=epsilon)), {}).reported
                              if f.kind not in WITHIN_SITE]
                 flagged.append(len({f.site for f in comparing}))
                 totals.append(len(comparing))

@@ -89,3 +89,69 @@ def test_a_deal_of_a_small_table_counts_its_sites_and_every_tested_cell():
         below = Counter(f.kind for f in checked.findings if f.p < level)
         assert {kind: counts[k] for kind, counts in result["cells"].items() if counts[k]} == dict(below), level
     assert sum(result["reported"].values()) == len(checked.reported)
+
+
+def test_the_rows_dealt_back_at_the_sites_own_sizes_keep_each_sites_name_and_number_of_rows():
+    table = small_table()  # sites of 80, 90, 100 and 110 rows
+    dealt = null.dealt(table, null.OWN, seed=3)
+    assert dealt.sites == table.sites
+    assert [len(y) for y in dealt.y] == [80, 90, 100, 110]
+    assert _rows(dealt) == _rows(table)
+    # mixed, not the sites' own rows back: each holds rows of the other sites
+    own = {tuple(np.nan_to_num(row, nan=np.inf)) for row in table.x[0]}
+    assert sum(tuple(np.nan_to_num(row, nan=np.inf)) in own for row in dealt.x[0]) < 40
+    again = null.dealt(table, null.OWN, seed=3)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(dealt.x, again.x))
+
+
+def test_a_sites_size_falls_in_one_band():
+    assert [null.size_band(n) for n in (7, 29, 30, 99, 100, 534)] == \
+        ["under 30 rows", "under 30 rows", "30-99 rows", "30-99 rows", "100 rows or more", "100 rows or more"]
+
+
+def test_a_deal_at_the_sites_own_sizes_counts_every_cell_in_its_sites_band():
+    table = small_table()
+    result = null.deal_checked(table, null.OWN, 0)
+    assert (result["rows"], result["of"]) == ([80, 110], 4)
+    checked = check_up(null.dealt(table, null.OWN, 0).profile(), {})
+    sizes = dict(zip(table.sites, (len(y) for y in table.y)))
+    for band in ("30-99 rows", "100 rows or more"):
+        here = [f for f in checked.findings if np.isfinite(f.p) and null.size_band(sizes[f.site]) == band]
+        assert {kind: counts[0] for kind, counts in result["by_size"][band].items()} == dict(Counter(f.kind for f in here))
+        below = Counter(f.kind for f in here if f.p < 0.001)
+        assert {kind: counts[3] for kind, counts in result["by_size"][band].items() if counts[3]} == dict(below)
+    assert "under 30 rows" not in result["by_size"]
+    assert "by_size" not in null.deal_checked(table, 4, 0)
+
+
+def test_the_size_report_gives_each_bands_share_below_a_level_as_a_multiple_of_it():
+    # by hand: 200 cells of small sites, 20 below 0.05 (2 ×) and 1 below 0.001 (5 ×); two deals summed
+    deals = [({"sites": null.OWN}, {"by_size": {"under 30 rows": {"location": [120, 12, 3, 1]},
+                                                "100 rows or more": {"location": [1000, 5, 0, 0]}}}),
+             ({"sites": null.OWN}, {"by_size": {"under 30 rows": {"location": [80, 8, 2, 0]}}})]
+    bands = null.by_size(deals)
+    assert bands == {"location": {"under 30 rows": [200, 20, 5, 1], "100 rows or more": [1000, 5, 0, 0]}}
+    text = null.size_report(bands)
+    assert "| values shifted | 200 cells: 2.00 × / 5.00 × | – | 1,000 cells: 0.10 × / 0.00 × |" in text
+
+
+def test_a_federation_at_its_sites_own_sizes_is_reported_with_its_number_of_sites_and_their_sizes():
+    federations = [{"data set": "vehicle", "sites": null.OWN, "deals": 10, "rows": [7, 534], "flagged": 16,
+                    "comparing": 16, "of": 230, "kinds": Counter({"location": 3})}]
+    text = null.report(federations, {"location": {"cells": 10, "below": [0, 0, 0], "reported": 3}})
+    assert "| vehicle | 23, own sizes | 10 | 7-534 | 7.0 % (16/230) | 7.0 % (16/230) | values shifted 3 |" in text
+
+
+def test_the_sites_with_a_finding_are_counted_per_band_of_their_size():
+    table = small_table()
+    result = null.deal_checked(table, null.OWN, 0)
+    checked = check_up(null.dealt(table, null.OWN, 0).profile(), {})
+    comparing = {f.site for f in checked.reported if f.kind not in null.WITHIN_SITE}
+    assert result["flagged_by_size"] == {"under 30 rows": [0, 0], "30-99 rows": [len(comparing & {"north", "south"}), 2],
+                                         "100 rows or more": [len(comparing & {"east", "west"}), 2]}
+    deals = [({}, {"flagged_by_size": {"under 30 rows": [1, 5], "30-99 rows": [0, 3]}}),
+             ({}, {"flagged_by_size": {"under 30 rows": [2, 5], "30-99 rows": [1, 3]}})]
+    summed = null.flagged_by_size(deals)
+    assert summed == {"under 30 rows": [3, 10], "30-99 rows": [1, 6], "100 rows or more": [0, 0]}
+    text = null.size_report({"location": {"under 30 rows": [10, 1, 0, 0]}}, summed)
+    assert "| **sites with a finding of a check comparing sites** | 30.0 % (3/10) | 16.7 % (1/6) | – |" in text
