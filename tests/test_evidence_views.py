@@ -148,7 +148,7 @@ def test_exchanged_columns_draw_each_columns_correlations_against_the_others_of_
     assert len(as_other) == len(as_same) == 2  # one per column, each panel
     c = profile.continuous.index(profile.features.index("a1"))
     rest = [x for x in range(len(profile.continuous)) if x not in (c, profile.continuous.index(3))]
-    assert np.allclose(as_other[0].y, profile.correlation[i, c, rest])
+    assert np.allclose(as_other[0].y, profile.rank_correlation[i, c, rest])  # the correlations the check reads
     assert np.median(np.abs(np.asarray(as_other[0].x) - np.asarray(as_other[0].y))) < 0.15
     assert np.max(np.abs(np.asarray(as_same[0].x) - np.asarray(as_same[0].y))) > 0.6
     title = texts(figure)[0]

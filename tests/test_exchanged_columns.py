@@ -48,12 +48,13 @@ def site_rows(rng: np.random.Generator, rows: int = 300, shift: float = 0.0) -> 
     return 10 + shift + 2 * (factors[:, groups] + 0.5 * rng.normal(0, 1, (rows, len(groups))))
 
 
-def federation(problem=None, seed: int = 0, policy=None):
-    """Eight sites, BROKEN with `problem`; the statistics as computed, or at a disclosure `policy`."""
+def federation(problem=None, seed: int = 0, policy=None, broken_rows: int = 300):
+    """Eight sites, BROKEN with `problem` (and `broken_rows` rows; the others 300); the statistics as
+    computed, or at a disclosure `policy`."""
     rng = np.random.default_rng(seed)
     out = []
     for name in SITES:
-        x = site_rows(rng, shift=rng.normal(0, 0.05))
+        x = site_rows(rng, rows=broken_rows if name == BROKEN else 300, shift=rng.normal(0, 0.05))
         y = rng.integers(0, 2, len(x))
         if name == BROKEN and problem is not None:
             x = problem(x, rng)
@@ -91,6 +92,30 @@ def test_two_channels_of_different_factors_exchanged_are_found_both_ways_at_thei
     lost = [f for f in cells if f.site == BROKEN and f.kind == "correlation" and f.feature in ("a1", "b1")
             and f.significant]
     assert lost and all(f.explained_by == "exchanged_columns" for f in lost)
+
+
+def test_an_exchange_over_too_few_rows_to_tell_it_from_chance_is_said_so_and_not_material():
+    """The same exchange at a site of 12 rows: its rank correlations still read as the other
+    column's, but 12 rows' correlations vary by about 0.3 each, so the pair is said to be too few rows
+    to tell an exchange from chance, and is no material finding; at 40 rows it is one."""
+    from fedcore.interpret.checks import FEWEST_ROWS
+
+    from fedcore.interpret.data_checks import Checks
+
+    def cells(rows):
+        return {f.feature: f for f in decide(check_profile(federation(exchanged(0, 3), seed=1, broken_rows=rows)))
+                if f.kind == "exchanged_columns" and f.site == BROKEN and f.feature in ("a1", "b1")}
+
+    few = cells(12)
+    # the fit is read from rank correlations (a row far out makes 12 rows' Pearson r ±1): by hand
+    profile, i = federation(exchanged(0, 3), seed=1, broken_rows=12), SITES.index(BROKEN)
+    by_hand = correlation_fit(profile.rank_correlation[i], Checks(profile).others_rank_correlation[i])
+    assert few["a1"].evidence["fit"] == pytest.approx(by_hand[0, 3])
+    assert few["a1"].evidence["partner"] == "b1" and few["a1"].evidence["fit"] > 0.9
+    assert f"too few rows to tell an exchange from chance (fewer than {FEWEST_ROWS})" in few["a1"].message
+    assert not any(f.material for f in few.values())
+    enough = cells(40)
+    assert all(f.material and f.evidence["partner"] in ("a1", "b1") for f in enough.values())
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -182,7 +207,7 @@ def test_an_exchange_is_material_only_both_ways_each_the_others_best_and_better_
 
     sites, m = 4, 5
     checks = Checks.__new__(Checks)
-    checks.profile = SimpleNamespace(features=[f"c{k}" for k in range(m)])
+    checks.profile = SimpleNamespace(features=[f"c{k}" for k in range(m)], observed=np.full((sites, m), 300.0))
     checks.sites, checks.continuous = [f"s{i}" for i in range(sites)], list(range(m))
     gain = np.zeros((sites, m))
     gain[0] = [0.8, 0.9, 0.9, 0.7, 0.7]  # the other sites' about 0: this site stands out in every column
@@ -200,6 +225,10 @@ def test_an_exchange_is_material_only_both_ways_each_the_others_best_and_better_
     assert not material[("s0", "c0")]  # its partner c1 has a better exchange
     assert not material[("s0", "c3")] and not material[("s0", "c4")]  # c3 reads as well turned round
     assert not any(material[(s, f"c{k}")] for s in ("s1", "s2", "s3") for k in range(m))  # gains below 0.3
+    checks.profile.observed[0, 2] = 15  # one column of the pair under FEWEST_ROWS rows: no material exchange
+    material = {(f.site, f.feature): f.material for f in checks.exchanged_columns()}
+    assert not material[("s0", "c1")] and not material[("s0", "c2")]
+    checks.profile.observed[0, 2] = 300
     checks._values_contradict = lambda i, j, k, tolerance: True  # the values say otherwise
     assert not any(f.material for f in checks.exchanged_columns())
 

@@ -623,8 +623,8 @@ def correlations_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
 
 
 def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
-    """Two columns exchanged: for each, the site's correlations with every other feature against
-    the other sites' median correlations of the same column (grey) and of the other column (the
+    """Two columns exchanged: for each, the site's rank correlations with every other feature against
+    the other sites' median rank correlations (as the check reads them) of the same column (grey) and of the other column (the
     site's colour). On the diagonal a column's relations are those of the column compared with:
     an exchanged pair's lie on it against the other column, off it against their own."""
     profile = evidence.profile
@@ -640,27 +640,27 @@ def exchanged_view(finding: Finding, evidence: Evidence) -> go.Figure | None:
     c, d = profile.continuous.index(j), profile.continuous.index(k)
     rest = [x for x in range(len(profile.continuous)) if x not in (c, d)]
     names = [plot_text(profile.features[profile.continuous[x]]) for x in rest]
-    reference = evidence.checks.others_correlation[i]  # the other sites' median, as the check compared
+    reference = evidence.checks.others_rank_correlation[i]  # the other sites' median, as the check compared
     columns = [(finding.feature or "", c, d), (str(partner), d, c)]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=[plot_text(f"What {site} records as {name}") for name, _, _ in columns])
     for col, (name, own, other) in enumerate(columns, start=1):
         other_name = columns[2 - col][0]
-        site_r = profile.correlation[i, own, rest]
+        site_r = profile.rank_correlation[i, own, rest]
         for compared, label, style in ((own, "the others' same column", dict(color=OTHERS, size=8, opacity=0.8)),
                                        (other, "the others' other column", dict(color=colour, size=10,
                                                                                  symbol="diamond"))):
             fig.add_trace(go.Scatter(x=reference[compared, rest], y=site_r, mode="markers", name=plot_text(label),
                                      legendgroup=label, showlegend=col == 1, marker=style, text=names,
-                                     hovertemplate="%{text}: at " + plot_text(site) + " r = %{y:+.2f}, the others' "
-                                     "r = %{x:+.2f}<extra></extra>"), row=1, col=col)
+                                     hovertemplate="%{text}: at " + plot_text(site) + " rank r = %{y:+.2f}, the others' "
+                                     "rank r = %{x:+.2f}<extra></extra>"), row=1, col=col)
         fig.add_trace(go.Scatter(x=[-1, 1], y=[-1, 1], mode="lines", name="the same relations", legendgroup="same",
                                  showlegend=col == 1, hoverinfo="skip", line=dict(color=REFERENCE, width=1, dash="dash")),
                       row=1, col=col)
         # two panels side by side: each axis title wrapped to half the printed width
-        fig.update_xaxes(title_text=_wrapped(f"the other sites' r of {name} (grey) or {other_name} with each "
+        fig.update_xaxes(title_text=_wrapped(f"the other sites' rank r of {name} (grey) or {other_name} with each "
                                              "feature", AXIS_WIDTH // 2), range=[-1.05, 1.05], row=1, col=col)
-        fig.update_yaxes(title_text=_wrapped(f"{site}'s r of what it records as {name}", AXIS_WIDTH // 2),
+        fig.update_yaxes(title_text=_wrapped(f"{site}'s rank r of what it records as {name}", AXIS_WIDTH // 2),
                          range=[-1.05, 1.05], row=1, col=col)
     e = finding.evidence
     note = (f"{finding.feature} fits as {partner} {e.get('fit', np.nan):+.2f}, as itself {e.get('own', np.nan):+.2f}; "

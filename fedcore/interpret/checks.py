@@ -110,7 +110,7 @@ EVIDENCE_VIEWS = {
     "resolution": "each site's share of its values not 0 on the step the site records the feature at",
     "row_order": "each site's rank correlation of the feature with the order of its rows, within classes",
     "correlations": "the feature's correlations with the others at the site against the other sites'",
-    "exchanged_correlations": "the feature's correlations with the others at the site against the other sites' of "
+    "exchanged_correlations": "the feature's rank correlations with the others at the site against the other sites' of "
                               "the same feature and of the column it looks exchanged with",
     "related_features": "each site's median (or SD) of the feature against what its related features predict from the "
                         "other sites' relation",
@@ -174,6 +174,11 @@ class Check:
 
 QUANTILES = ("quantiles", "observed")
 QUARTILES = (0.25, 0.5, 0.75)
+# the fewest rows of each column over which the checks that tell columns apart by their rank
+# correlations (a copy, an exchange) call a pair what it looks like: two columns that correlate 0.9
+# agree in rank over 10 rows in 0.3 % of pairs, over 13 in 0.01 %, over 16 in 0.0003 % (400,000
+# draws each, benchmarks/README.md 2026-12-04), and a rank correlation's SD over 12 rows is near 0.3
+FEWEST_ROWS = 16
 CLASS_PROFILE = ("mean_by_class", "sd_by_class", "observed_by_class", "class_counts")
 LOO = "leave-one-out t over sites, moderated across features"
 # what a test of a site's value statistic adds to the others' spread: the variance its size and its
@@ -221,7 +226,7 @@ CHECKS: tuple[Check, ...] = (
           "the others' median is within ±{others}, and the likelier copy of the two (two columns that correlate "
           "0.9 agree in rank over 13 rows once in 10,000 pairs, over 16 once in 400,000)",
           "correlations", ("rank_correlation",), "continuous", "copied_columns",
-          limits=(("identical", 0.999), ("others", 0.9), ("rows", 16)),
+          limits=(("identical", 0.999), ("others", 0.9), ("rows", FEWEST_ROWS)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),
     Check("unit", "unit or scale", "values", DATA,
           "a conversion of the catalogue (°F/°C, lb/kg, inch/cm, mg/dL ↔ mmol/L per named analyte, ×10, ×1000, "
@@ -299,16 +304,18 @@ CHECKS: tuple[Check, ...] = (
     # found) and before the value checks: an exchange of two columns on one scale shows in no value
     # check, and explains those it does show
     Check("exchanged_columns", "columns exchanged", "exchanges", DATA,
-          "of the feature's partners, the one whose exchange with it most improves how both columns' correlations "
-          "with the other features follow the other sites' median correlations of the other column (each fit: the "
-          "Pearson r over the other features, the pair left out): the smaller of the two columns' gains",
+          "of the feature's partners, the one whose exchange with it most improves how both columns' rank "
+          "correlations with the other features follow the other sites' median rank correlations of the other column "
+          "(each fit: the Pearson r of the two rows of correlations over the other features, the pair left out): the "
+          "smaller of the two columns' gains (of ranks: one row far out at a small site makes Pearson correlations "
+          "±1)",
           LOO + ", one-sided (larger)",
           "each the other's best exchange, both fitting ≥ {fit} as the other column and gaining ≥ {gain} over each "
           "rival reading: their own correlations as they are, and turned round (a reversed column); and each "
           "column's values no farther from the others' of the other column than from their own (or within {values} "
-          "SD)",
-          "exchanged_correlations", ("correlation",), "continuous", "exchanged_columns",
-          limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE)),
+          "SD); over ≥ {rows} rows of each column",
+          "exchanged_correlations", ("rank_correlation",), "continuous", "exchanged_columns",
+          limits=(("gain", 0.3), ("fit", 0.5), ("values", FIT_TOLERANCE), ("rows", FEWEST_ROWS)),
           explains_here=(*EXPLAINS_VALUES, "missing values")),
     # after the checks that say where other values came from (a unit, a code, a copy, an exchange),
     # which explain it where both are found: decimals in a column of whole numbers are how a
