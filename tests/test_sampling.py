@@ -251,3 +251,29 @@ def test_a_site_is_tested_on_the_side_of_the_others_it_lies_on(monkeypatch):
     assert below.any() and (~below).any()
     assert v["spread_own"] == pytest.approx(np.where(below, 4.0 - 2.5, 0.0))  # (the default policy adds no noise)
     assert v["spread_least"] == pytest.approx(np.full((6, 3), 2.5))
+
+
+def test_rank_correlations_drawn_at_a_sites_size_have_their_known_moments():
+    """`rank_correlation_moments` on known answers: independent columns' rank correlation over n
+    rows has mean 0 and variance 1 / (n - 1), so its square's offset at 16 rows is 1/15 - 1/199
+    (the mean at LARGEST = 200 less); a site beyond LARGEST has the variance at LARGEST scaled by
+    LARGEST / n; the Gaussian copula keeps a common rank correlation of 0.5 as the draws' mean;
+    with every site at LARGEST or more nothing is drawn."""
+    m = 20
+    independent = np.eye(m)
+    first_row = {"r": lambda x, common: x[..., 0, :], "square": lambda x, common: x[..., 0, :] ** 2}
+    drawn = sampling.rank_correlation_moments(independent, np.array([16.0, 400.0, 200.0]), first_row)
+    r, square = drawn["r"], drawn["square"]
+    others = slice(1, None)  # column 0's correlation with itself is 1 at any size
+    assert np.mean(r.variance[0, others]) == pytest.approx(1 / 15, rel=0.15)
+    assert np.mean(r.variance[2, others]) == pytest.approx(1 / 199, rel=0.15)
+    assert r.variance[1, others] == pytest.approx(r.variance[2, others] * 200 / 400)
+    assert np.mean(r.offset[0, others]) == pytest.approx(0.0, abs=0.02)
+    assert np.mean(square.offset[0, others]) == pytest.approx(1 / 15 - 1 / 199, rel=0.15)
+    assert (square.offset[1:] == 0).all()  # at LARGEST and beyond: no offset
+    half = np.full((m, m), 0.5)
+    np.fill_diagonal(half, 1.0)
+    draws = sampling.draw_rank_correlations(sampling.copula_factor(half), 200, np.random.default_rng(0))
+    assert np.mean(draws[:, 0, others]) == pytest.approx(0.5, abs=0.01)  # Pearson 2 sin(π/12) = 0.518 drawn
+    nothing = sampling.rank_correlation_moments(independent, np.array([200.0, 500.0]), first_row)["r"]
+    assert np.isnan(nothing.variance).all() and (nothing.offset == 0).all()

@@ -190,6 +190,12 @@ DRAWN = (", its offset and variance at the site's size where nothing differs dra
          "distribution as the site's policy releases that many values: the offset subtracted, the variance on the "
          "side of the others' mean the site lies on (a skewed statistic's two sides differ; and the noise's under "
          "differential privacy) beyond the others' added")
+# a statistic of a site's rank correlations read from the best of its partners: what it reads by
+# chance at the site's size, and how much it varies there, drawn (`sampling.rank_correlation_moments`)
+DRAWN_CORRELATIONS = (", its offset and variance at the site's size where nothing differs drawn (the rank "
+                      "correlations of that many rows from the Gaussian copula of the sites' median ones): the offset "
+                      "subtracted, the variance on the side of the others' mean the site lies on beyond the others' "
+                      "added")
 AT_LEAST_OWN = ", the others' spread taken as no less than their own variances' mean"
 SHARE_LOO = ("leave-one-out t over sites on the logit of the share (its binomial variance at the site added), "
              "moderated across features, one-sided")
@@ -221,7 +227,7 @@ CHECKS: tuple[Check, ...] = (
           "the site's absolute rank correlation minus that of the other sites' median (of ranks: one row far out in "
           "two columns makes their r ±1 over a few dozen rows, and leaves a copy's rank correlation 1); of the pair, "
           "the copy is the column whose correlations with the other features no longer follow the other sites' (an "
-          "export that filled a column from another)", LOO + ", one-sided",
+          "export that filled a column from another)", LOO + DRAWN_CORRELATIONS + ", one-sided",
           "rank correlation ≥ {identical} (or ≤ −{identical}) at the site over ≥ {rows} rows of each column, where "
           "the others' median is within ±{others}, and the likelier copy of the two (two columns that correlate "
           "0.9 agree in rank over 13 rows once in 10,000 pairs, over 16 once in 400,000)",
@@ -309,7 +315,7 @@ CHECKS: tuple[Check, ...] = (
           "(each fit: the Pearson r of the two rows of correlations over the other features, the pair left out): the "
           "smaller of the two columns' gains (of ranks: one row far out at a small site makes Pearson correlations "
           "±1)",
-          LOO + ", one-sided (larger)",
+          LOO + DRAWN_CORRELATIONS + ", one-sided (larger)",
           "each the other's best exchange, both fitting ≥ {fit} as the other column and gaining ≥ {gain} over each "
           "rival reading: their own correlations as they are, and turned round (a reversed column); and each "
           "column's values no farther from the others' of the other column than from their own (or within {values} "

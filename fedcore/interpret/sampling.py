@@ -216,13 +216,13 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
     # [sites, columns] per size drawn: the cells it stands for
     held = {(m, n): (drawn_at == n) & (counts >= least) & np.array([own == m for own in minimums])[:, None]
             for m, n in sizes}
-    means = {key: {name: np.full(len(columns), np.nan) for name in statistics} for key in sizes}
-    variances = {key: {name: {side: np.full(len(columns), np.nan) for side in SIDES} for name in statistics}
-                 for key in sizes}
+    drawn_moments: dict[tuple, dict[str, tuple[np.ndarray, ...]]] = {}
     usable = np.isfinite(common).all(0)
     rng = np.random.default_rng(SEED)
     for min_count, n in sorted(sizes, key=lambda key: (key[0] or 0, key[1])):
         drawn = np.flatnonzero(usable & (held[(min_count, n)].any(0) | (n == LARGEST)))
+        moments = drawn_moments[(min_count, n)] = {name: tuple(np.full(len(columns), np.nan) for _ in range(3))
+                                                   for name in statistics}
         if not drawn.size:
             continue
         x = draw(common[:, drawn], n, rng, None if min_count is None else far[:, drawn])
@@ -232,32 +232,112 @@ def sampling_moments(profile: Profile, columns: np.ndarray, scale: np.ndarray, q
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a statistic never finite: NaN
             for name, statistic in statistics.items():
-                values = statistic(q, sd)
-                values = np.where(np.isfinite(values), values, np.nan)  # a group of one value: no log SD
-                enough = np.isfinite(values).sum(0) >= DRAWS // 2
-                low, high = np.nanpercentile(values, ROBUST, axis=0)
-                centre, half = (low + high) / 2, (high - low) / 2
-                held_in = np.clip(values, centre - WINSOR * half, centre + WINSOR * half)
-                mean = np.nanmean(held_in, axis=0)
-                # each side's variance: twice the mean square of the draws on that side of their mean
-                # (a skewed statistic's two scales; a symmetric one's both equal its variance)
-                for side, part in zip(SIDES, (np.fmin, np.fmax)):
-                    spread = 2 * np.nansum(part(held_in - mean, 0.0) ** 2, axis=0) / (np.isfinite(held_in).sum(0) - 1)
-                    variances[(min_count, n)][name][side][drawn] = np.where(enough, spread, np.nan)
-                means[(min_count, n)][name][drawn] = np.where(enough, mean, np.nan)
-    out = {}
-    for name in statistics:
-        offset = np.zeros(counts.shape)
-        sides = {side: np.full(counts.shape, np.nan) for side in SIDES}
-        for min_count, n in sizes:
-            rows, cells = np.nonzero(held[(min_count, n)])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                for side in SIDES:
-                    sides[side][rows, cells] = variances[(min_count, n)][name][side][cells] * n / counts[rows, cells]
-            shift = means[(min_count, n)][name][cells] - means[(min_count, LARGEST)][name][cells]
-            offset[rows, cells] = np.where(np.isfinite(shift), shift, 0.0)
-        out[name] = Moments(offset, **sides)
-    return out
+                for whole, part in zip(moments[name], _of_draws(statistic(q, sd))):
+                    whole[drawn] = part
+    return {name: _at_cells(counts, held, {key: moments[name] for key, moments in drawn_moments.items()},
+                            {min_count: (min_count, LARGEST) for min_count in set(minimums)})
+            for name in statistics}
+
+
+# a statistic of sites' rank-correlation matrices [..., columns, columns] against the sites' common
+# one [columns, columns]: one value per column [..., columns]
+OfCorrelations = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def rank_correlation_moments(common: np.ndarray, rows: np.ndarray, statistics: Mapping[str, OfCorrelations]
+                             ) -> dict[str, Moments]:
+    """Name → Moments [sites, columns] of statistics of a site's rank correlations where nothing
+    differs: each statistic of DRAWS matrices of rank correlations over the site's `rows` [sites]
+    drawn from the Gaussian copula of the sites' common rank correlations `common` [columns,
+    columns] (the others' median; Pearson 2 sin(π ρ / 6) of a Spearman ρ), against `common`.
+    A statistic read from the best of many partners (a copy's closest column, an exchange's best
+    swap) rises and spreads at a small site by chance alone: two columns that correlate 0.3 read
+    anywhere from -0.2 to 0.8 over 16 rows (±2 SD). Sizes beyond LARGEST at LARGEST, the variance scaled
+    as 1 / n. Nothing is drawn where no site has fewer than LARGEST rows (every variance NaN,
+    every offset 0: the sites' spread is their sampling's). Post-processing of the released
+    correlations and counts, revealing nothing more."""
+    n_sites, m = len(rows), len(common)
+    counts = np.broadcast_to(np.asarray(rows, dtype=np.float64)[:, None], (n_sites, m))
+    drawn_at = np.minimum(counts[:, 0], LARGEST)
+    known = np.isfinite(drawn_at) & (drawn_at >= 4)  # a rank correlation over 3 rows takes 4 values
+    if not (known & (drawn_at < LARGEST)).any():
+        nothing = np.full((n_sites, m), np.nan)
+        return {name: Moments(np.zeros((n_sites, m)), nothing, nothing) for name in statistics}
+    sizes = sorted({int(n) for n in drawn_at[known]} | {LARGEST})
+    held = {(None, n): np.broadcast_to(((drawn_at == n) & known)[:, None], (n_sites, m)) for n in sizes}
+    factor = copula_factor(common)
+    rng = np.random.default_rng(SEED)
+    drawn: dict[tuple, dict[str, tuple[np.ndarray, ...]]] = {}
+    for n in sizes:
+        matrices = draw_rank_correlations(factor, n, rng)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            drawn[(None, n)] = {name: _of_draws(statistic(matrices, common)) for name, statistic in statistics.items()}
+    return {name: _at_cells(counts, held, {key: moments[name] for key, moments in drawn.items()},
+                            {None: (None, LARGEST)})
+            for name in statistics}
+
+
+def copula_factor(common: np.ndarray) -> np.ndarray:
+    """[columns, columns] the Cholesky factor of the Gaussian copula whose rank correlations are
+    `common` (Spearman ρ of normal scores whose Pearson r is 2 sin(π ρ / 6); an unknown one 0),
+    made positive definite where the sites' medians are not jointly a correlation matrix."""
+    rho = np.where(np.isfinite(common), common, 0.0)
+    np.fill_diagonal(rho, 1.0)
+    values, vectors = np.linalg.eigh(2 * np.sin(np.pi * rho / 6))
+    pearson = (vectors * np.maximum(values, 1e-3)) @ vectors.T  # the nearest positive definite
+    scale = np.sqrt(np.diag(pearson))
+    return np.linalg.cholesky(pearson / np.outer(scale, scale))
+
+
+def draw_rank_correlations(factor: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """[DRAWS, columns, columns] the rank correlations of DRAWS groups of n rows drawn from the
+    Gaussian copula of `factor` (`copula_factor`)."""
+    m = len(factor)
+    ranks = np.argsort(np.argsort(rng.standard_normal((DRAWS, n, m)) @ factor.T, axis=1), axis=1)
+    centred = ranks - (n - 1) / 2
+    return np.swapaxes(centred, 1, 2) @ centred / (n * (n * n - 1) / 12)
+
+
+def _of_draws(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, variance below, variance above) [columns] of a statistic's draws [DRAWS, columns],
+    held within WINSOR half-widths of their middle 68 % (the module's docstring); NaN where fewer
+    than half the draws are finite (a group of one value has no log SD). Each side's variance is
+    twice the mean square of the draws on that side of their mean: a skewed statistic's two
+    scales; a symmetric one's both equal its variance."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a statistic never finite: NaN
+        values = np.where(np.isfinite(values), values, np.nan)
+        enough = np.isfinite(values).sum(0) >= DRAWS // 2
+        # (nanpercentile takes each column apart where none is NaN: most of the draws' time)
+        low, high = (np.percentile if enough.all() and np.isfinite(values).all() else np.nanpercentile)(
+            values, ROBUST, axis=0)
+        centre, half = (low + high) / 2, (high - low) / 2
+        held_in = np.clip(values, centre - WINSOR * half, centre + WINSOR * half)
+        mean = np.nanmean(held_in, axis=0)
+        sides = (2 * np.nansum(part(held_in - mean, 0.0) ** 2, axis=0) / (np.isfinite(held_in).sum(0) - 1)
+                 for part in (np.fmin, np.fmax))
+        return np.where(enough, mean, np.nan), *(np.where(enough, side, np.nan) for side in sides)
+
+
+def _at_cells(counts: np.ndarray, held: Mapping[tuple, np.ndarray], drawn: Mapping[tuple, tuple[np.ndarray, ...]],
+              largest: Mapping[object, tuple]) -> Moments:
+    """Moments [sites, columns] from the draws' (mean, below, above) [columns] per size drawn
+    (`drawn`, keyed as `held`: the cells [sites, columns] each stands for): a cell's variance is
+    its size's scaled by the size drawn over its count (beyond LARGEST the error falls as 1 / n),
+    its offset its size's mean less the mean at LARGEST (`largest`: each key's first part → the
+    key drawn at LARGEST); the offset is 0 where either is unknown."""
+    offset = np.zeros(counts.shape)
+    sides = {side: np.full(counts.shape, np.nan) for side in SIDES}
+    for key, cells_held in held.items():
+        rows, cells = np.nonzero(cells_held)
+        mean, *variances = drawn[key]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for side, variance in zip(SIDES, variances):
+                sides[side][rows, cells] = variance[cells] * key[1] / counts[rows, cells]
+        shift = mean[cells] - drawn[largest[key[0]]][0][cells]
+        offset[rows, cells] = np.where(np.isfinite(shift), shift, 0.0)
+    return Moments(offset, **sides)
 
 
 def _min_count(profile: Profile, site: str) -> int | None:
